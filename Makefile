@@ -1,0 +1,124 @@
+# probekit: build, test and demo.
+#
+#   make            build blktgt with USDT probes into $(O) (default build/)
+#   make USDT=0     the same call sites compiled to nothing
+#   make O=DIR      build into DIR, so variants can sit side by side
+#   make deps       install what building, tracing and testing need (Debian)
+#   make test       deps, build, lint, then the test suite
+#   make demo       deps, build, then the guided tour
+#   make V=1        show full commands
+#
+# Components add their own rules in mk/*.mk.
+
+O       ?= build
+USDT    ?= 1
+SAN     ?= 0
+PYTHON  := /usr/bin/python3
+
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+           -Wno-unused-parameter -Wformat=2
+ALL_CFLAGS = -std=gnu11 -pthread -fno-omit-frame-pointer -D_GNU_SOURCE \
+	   $(WARN) $(CFLAGS) -I$(O)/gen -Itarget $(SAN_CFLAGS) $(EXTRA_CFLAGS)
+ALL_LDFLAGS = -pthread $(SAN_CFLAGS) $(LDFLAGS) $(EXTRA_LDFLAGS)
+LDLIBS  ?=
+
+ifeq ($(SAN),1)
+SAN_CFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+endif
+
+ifeq ($(V),1)
+Q :=
+msg = @true
+else
+Q := @
+msg = @printf '  %-8s %s\n' $(1) $(2);
+endif
+
+CATALOG   := probes/blktgt.d
+GENCAT    := probes/gencatalog
+PROBES_H  := $(O)/gen/blktgt_probes.h
+TARGET    := $(O)/bin/blktgt
+TARGET_SRCS := $(wildcard target/*.c)
+TARGET_OBJS := $(patsubst target/%.c,$(O)/obj/target/%.o,$(TARGET_SRCS))
+ifeq ($(USDT),1)
+PROBES_O  := $(O)/obj/blktgt_probes.o
+endif
+
+.DELETE_ON_ERROR:
+.PHONY: all deps test check lint demo probes clean
+
+all: $(TARGET)
+
+# Remember how $(O) was configured, so that switching USDT or SAN in the
+# same directory rebuilds everything instead of mixing objects.
+$(O)/.config: FORCE | $(O)/gen
+	@echo 'USDT=$(USDT) SAN=$(SAN) CC=$(CC) CFLAGS=$(CFLAGS) EXTRA_CFLAGS=$(EXTRA_CFLAGS)' > $@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+FORCE:
+
+$(O)/gen $(O)/bin $(O)/obj/target:
+	$(Q)mkdir -p $@
+
+ifeq ($(USDT),1)
+$(O)/gen/blktgt_sdt.h: $(CATALOG) | $(O)/gen
+	$(call msg,DTRACE,$@)
+	$(Q)dtrace -h -s $< -o $@
+
+$(PROBES_H): $(CATALOG) $(GENCAT) $(O)/gen/blktgt_sdt.h $(O)/.config
+	$(call msg,GEN,$@)
+	$(Q)$(PYTHON) $(GENCAT) --enabled-header blktgt_sdt.h $< -o $@
+
+# systemtap's dtrace defines the semaphores only in the -G object.
+$(PROBES_O): $(CATALOG) | $(O)/obj/target
+	$(call msg,DTRACE,$@)
+	$(Q)dtrace -G -s $< -o $@
+else
+$(PROBES_H): $(CATALOG) $(GENCAT) $(O)/.config | $(O)/gen
+	$(call msg,GEN,$@)
+	$(Q)$(PYTHON) $(GENCAT) --disabled-header $< -o $@
+endif
+
+$(O)/obj/target/%.o: target/%.c $(PROBES_H) $(O)/.config | $(O)/obj/target
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(TARGET): $(TARGET_OBJS) $(PROBES_O) | $(O)/bin
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LDLIBS)
+
+-include $(TARGET_OBJS:.o=.d)
+
+deps:
+	$(Q)scripts/deps.sh
+
+# The test suite builds the variants it compares: the default build, a
+# USDT=0 build beside it, and an ASan+UBSan build.
+test: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(MAKE) --no-print-directory O=$(O)/nousdt USDT=0 all
+	$(Q)$(MAKE) --no-print-directory O=$(O)/asan SAN=1 all
+	$(Q)$(MAKE) --no-print-directory lint
+	$(Q)cd tests && BUILD=$(abspath $(O)) $(PYTHON) -m pytest $(PYTEST_ARGS)
+
+demo: deps all
+	$(Q)scripts/demo.sh $(TARGET)
+
+# The probe list: from the catalog (no privilege needed), then from the
+# binary's stapsdt notes as BCC's tplist reads them.
+probes: $(TARGET)
+	$(Q)$(PYTHON) $(GENCAT) --markdown $(CATALOG)
+	$(Q)if command -v tplist-bpfcc >/dev/null; then tplist-bpfcc -l $(TARGET) -vv; \
+	else echo "probes: tplist-bpfcc not found; run 'make deps'" >&2; exit 1; fi
+
+# Everything that names a probe: checked against the catalog and binary.
+LINT_FILES = $(wildcard bt/*.bt) $(filter-out %.txt %.md %.py,$(wildcard bcc/*))
+
+lint: $(TARGET)
+	$(Q)$(PYTHON) probes/probecheck --binary $(TARGET) --catalog $(CATALOG) $(LINT_FILES)
+
+clean:
+	rm -rf $(O)
+
+include $(wildcard mk/*.mk)

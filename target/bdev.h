@@ -1,0 +1,91 @@
+/*
+ * bdev.h: the block device interface and the I/O that flows through it.
+ *
+ * A bdev is created and deleted by the control plane on reactor 0; the
+ * registry is touched only there.  I/O may be submitted on any reactor; a
+ * bdev's backends are written so that this needs no lock (null and malloc
+ * work on plain memory, file uses pread/pwrite on a shared fd).
+ *
+ * Contract of bdev_submit():
+ *  - it validates the request (type, offset and length in range and
+ *    aligned to the block size, buffer present for read/write) and fails
+ *    with -EINVAL/-ERANGE instead of touching the backend;
+ *  - the completion callback always runs later, on the submitting reactor,
+ *    never from inside bdev_submit(), so callers can resubmit from it;
+ *  - io->status is 0 or a negative errno when the callback runs.
+ * bdev_submit() and bdev_io_complete() are real, non-inlined symbols so that
+ * uprobe tools can attach to them (see bcc/funclat).
+ */
+#ifndef BLKTGT_BDEV_H
+#define BLKTGT_BDEV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define BDEV_NAME_MAX    63     /* longest bdev or export name */
+#define BDEV_MAX_IO_SIZE (32u << 20) /* largest single I/O, bytes */
+
+enum bdev_io_type {
+	BDEV_IO_READ = 0,
+	BDEV_IO_WRITE = 1,
+	BDEV_IO_FLUSH = 2,
+	BDEV_IO_TRIM = 3,
+};
+
+struct bdev;
+struct bdev_io;
+
+typedef void (*bdev_io_cb)(struct bdev_io *io, void *cb_ctx);
+
+struct bdev_io {
+	uint64_t id;            /* unique while in flight: set by bdev_submit */
+	struct bdev *bdev;
+	enum bdev_io_type type;
+	uint64_t offset;        /* bytes */
+	uint64_t len;           /* bytes */
+	void *buf;              /* len bytes, for read and write */
+	bool fua;               /* write: durable before completion */
+	int status;             /* 0 or -errno, set at completion */
+	uint64_t submit_ns;
+	bdev_io_cb cb;
+	void *cb_ctx;
+	struct bdev_io *next;   /* for queues owned by whoever holds the io */
+};
+
+struct bdev_ops {
+	const char *type;       /* "null", "malloc", "file" */
+	/* Do the I/O now; return 0 or -errno.  Completion is bdev.c's job. */
+	int (*submit)(struct bdev *b, struct bdev_io *io);
+	void (*destroy)(struct bdev *b);
+};
+
+struct bdev {
+	char name[BDEV_NAME_MAX + 1];
+	char type[16];          /* copy of ops->type: str()-readable */
+	uint64_t num_blocks;
+	uint32_t block_size;
+	const struct bdev_ops *ops;
+	void *priv;
+	unsigned exports;       /* exports using it; delete refused while > 0 */
+	struct bdev *next;
+};
+
+/* Registry (reactor 0 only).  Creation: 0 or -EEXIST/-EINVAL/-ENOMEM/-errno. */
+int bdev_null_create(const char *name, uint64_t size_mb, uint32_t block_size, struct bdev **out);
+int bdev_malloc_create(const char *name, uint64_t size_mb, uint32_t block_size, struct bdev **out);
+int bdev_file_create(const char *name, const char *path, uint32_t block_size, struct bdev **out);
+int bdev_delete(const char *name);      /* -ENOENT, -EBUSY */
+struct bdev *bdev_lookup(const char *name);
+struct bdev *bdev_first(void);
+void bdev_delete_all(void);
+
+uint64_t bdev_size(const struct bdev *b);
+const char *bdev_io_type_name(enum bdev_io_type t);
+
+/* Submit io (fields bdev, type, offset, len, buf, fua, cb, cb_ctx set).
+ * Returns 0 when accepted; the callback then always runs.  A negative
+ * return means rejected outright and the callback will not run. */
+int bdev_submit(struct bdev_io *io);
+
+#endif

@@ -1,0 +1,81 @@
+/*
+ * reactor.h: reactor threads, each with its own event loop, and the message
+ * passing that is the only way work crosses from one thread to another.
+ *
+ * Reactor 0 runs on the thread that called reactor_run() (main's thread);
+ * it also hosts the control plane (RPC, listeners, signals).  Reactors
+ * 1..N-1 are threads created by reactors_start().
+ *
+ * Contract:
+ *  - send_msg() may be called from any thread, reactor or not; it never
+ *    blocks and never takes a lock (a lock-free multi-producer queue).
+ *  - each loop pass runs at most REACTOR_MSG_BATCH messages, then the fd
+ *    callbacks that are ready, then the pollers;
+ *  - everything else in this file must be called on a reactor thread, and
+ *    acts on that thread's own reactor.
+ */
+#ifndef BLKTGT_REACTOR_H
+#define BLKTGT_REACTOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define REACTOR_MAX        64   /* -t N is bounded by this */
+#define REACTOR_MSG_BATCH  64   /* messages run per loop pass */
+
+struct reactor;
+
+typedef void (*msg_fn)(void *ctx);
+
+/* Create n reactors (1 <= n <= REACTOR_MAX); threads start in reactor_run(). */
+int reactors_init(unsigned n);
+/* Run reactor 0 on the calling thread and the others on their own threads,
+ * until reactors_stop(); then join them.  Returns 0 or -errno. */
+int reactors_run(void);
+/* Ask every reactor to leave its loop after the current pass (any thread). */
+void reactors_stop(void);
+void reactors_fini(void);
+
+unsigned reactor_count(void);
+struct reactor *reactor_get(unsigned index);
+/* The calling thread's reactor, or NULL when not on a reactor thread. */
+struct reactor *reactor_self(void);
+unsigned reactor_index(const struct reactor *r);
+const char *reactor_name(const struct reactor *r);
+
+/* Queue fn(ctx) to run on reactor r.  0, or -ENOMEM. */
+int send_msg(struct reactor *r, msg_fn fn, void *ctx);
+
+/*
+ * Run fn on every reactor in turn (0, 1, .. N-1), then done on the reactor
+ * that called for_each_thread().  fn receives the iteration and must call
+ * foreach_continue(it) exactly once, now or later (from the same reactor),
+ * which is how a step can wait, e.g. for in-flight I/O to drain.
+ */
+struct foreach;
+typedef void (*foreach_fn)(struct foreach *it, void *ctx);
+typedef void (*foreach_done_fn)(void *ctx, int status);
+int for_each_thread(foreach_fn fn, void *ctx, foreach_done_fn done);
+/* Move on to the next reactor; a non-zero status is kept for done. */
+void foreach_continue(struct foreach *it, int status);
+
+/* File descriptors watched by the calling reactor's epoll (level-triggered).
+ * events are EPOLLIN/EPOLLOUT bits; cb runs on this reactor. */
+struct reactor_fd;
+typedef void (*reactor_fd_fn)(void *ctx, uint32_t events);
+struct reactor_fd *reactor_fd_add(int fd, uint32_t events, reactor_fd_fn cb, void *ctx);
+int reactor_fd_modify(struct reactor_fd *w, uint32_t events);
+/* Stop watching; the fd is not closed.  Safe inside w's own callback. */
+void reactor_fd_remove(struct reactor_fd *w);
+
+/* A poller runs on every loop pass of the calling reactor while registered,
+ * and keeps the loop from sleeping; it returns true if it did work. */
+struct reactor_poller;
+typedef bool (*poller_fn)(void *ctx);
+struct reactor_poller *reactor_poller_add(poller_fn fn, void *ctx);
+void reactor_poller_remove(struct reactor_poller *p);
+
+/* Monotonic nanoseconds (CLOCK_MONOTONIC), the clock every figure uses. */
+uint64_t now_ns(void);
+
+#endif

@@ -1,0 +1,44 @@
+"""Shared fixtures: the built binaries and a running blktgt."""
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+import probekit  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def build():
+    """The build directory made by 'make test' (BUILD=...)."""
+    return probekit.BUILD
+
+
+@pytest.fixture(scope="session")
+def blktgt_bin():
+    path = os.path.join(probekit.BUILD, "bin", "blktgt")
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"{path} is not built; run the suite with 'make test'")
+    return path
+
+
+@pytest.fixture
+def bpf():
+    """Tests that attach probes take this: they fail under CI=true when
+    tracing is impossible, and skip with the reason elsewhere."""
+    why = probekit.bpf_unavailable()
+    if why:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"BPF tracing is required in CI but unavailable: {why}")
+        pytest.skip(why)
+
+
+@pytest.fixture
+def target(blktgt_bin, tmp_path):
+    """A running blktgt with a private RPC socket and an ephemeral NBD port;
+    stopped (and checked for a clean exit) at the end of the test."""
+    t = probekit.Target(blktgt_bin, tmp_path)
+    t.start()
+    yield t
+    t.stop()

@@ -1,0 +1,225 @@
+"""Helpers for probekit's tests: run blktgt, talk JSON-RPC to it, attach
+bpftrace through the wrapper and wait for honest readiness signals.
+
+Nothing here sleeps for a fixed time: each wait is for a line the other
+process prints once it is ready (blktgt's "running" line, the wrapper's
+BEGIN line), with a generous timeout that only bounds a failure.
+"""
+
+import json
+import os
+import re
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build"))
+WRAPPER = os.path.join(ROOT, "wrapper", "bpftrace.sh")
+RPC_PY = os.path.join(ROOT, "target", "rpc.py")
+PYTHON = "/usr/bin/python3"
+TIMEOUT = 60
+
+
+def bpf_unavailable():
+    """Why BPF tracing cannot work here, or None when it can."""
+    if os.geteuid() != 0:
+        return "not root (tracing needs root, or CAP_BPF and CAP_PERFMON)"
+    if not shutil.which("bpftrace"):
+        return "bpftrace is not installed (run 'make deps')"
+    if not os.path.exists("/sys/kernel/tracing/uprobe_events"):
+        return "tracefs is not mounted at /sys/kernel/tracing (run 'make deps')"
+    return None
+
+
+class LineReader:
+    """Read a process's output line by line with a deadline."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.buf = b""
+        self.lines = []
+        self.sel = selectors.DefaultSelector()
+        self.sel.register(stream, selectors.EVENT_READ)
+        os.set_blocking(stream.fileno(), False)
+        self.eof = False
+
+    def _fill(self, timeout):
+        if self.eof or not self.sel.select(timeout):
+            return
+        chunk = self.stream.read(65536)
+        if not chunk:
+            self.eof = True
+            return
+        self.buf += chunk
+        *done, self.buf = self.buf.split(b"\n")
+        self.lines += [d.decode(errors="replace") for d in done]
+
+    def wait_for(self, pattern, timeout=TIMEOUT):
+        """Return the first match of pattern in a line not yet consumed."""
+        rx = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        i = 0
+        while True:
+            while i < len(self.lines):
+                m = rx.search(self.lines[i])
+                if m:
+                    return m
+                i += 1
+            left = deadline - time.monotonic()
+            if left <= 0 or self.eof:
+                raise AssertionError(
+                    f"no line matching {pattern!r} within {timeout}s; got:\n"
+                    + "\n".join(self.lines[-40:]))
+            self._fill(left)
+
+    def drain(self, timeout=TIMEOUT):
+        deadline = time.monotonic() + timeout
+        while not self.eof and time.monotonic() < deadline:
+            self._fill(deadline - time.monotonic())
+        if self.buf:
+            self.lines.append(self.buf.decode(errors="replace"))
+            self.buf = b""
+        return self.lines
+
+
+class RpcError(Exception):
+    def __init__(self, error):
+        super().__init__(f"{error.get('code')}: {error.get('message')}")
+        self.code = error.get("code")
+        self.error = error
+
+
+def rpc_call(sock_path, method, params=None, timeout=TIMEOUT):
+    """One JSON-RPC 2.0 call over the unix socket; returns the result or
+    raises RpcError."""
+    req = {"jsonrpc": "2.0", "id": 1, "method": method}
+    if params is not None:
+        req["params"] = params
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(sock_path)
+        s.sendall(json.dumps(req).encode())
+        dec = json.JSONDecoder()
+        buf = ""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                raise ConnectionError(f"{method}: connection closed; got {buf!r}")
+            buf += chunk.decode()
+            try:
+                resp, _ = dec.raw_decode(buf.lstrip())
+                break
+            except ValueError:
+                continue
+    if "error" in resp:
+        raise RpcError(resp["error"])
+    return resp["result"]
+
+
+class Target:
+    """A blktgt process for one test."""
+
+    def __init__(self, binary, tmp_path, threads=2, extra=()):
+        self.binary = binary
+        self.tmp = tmp_path
+        self.threads = threads
+        self.extra = list(extra)
+        self.rpc_sock = str(tmp_path / "rpc.sock")
+        self.nbd_sock = str(tmp_path / "nbd.sock")
+        self.proc = None
+        self.out = None
+        self.port = None
+        self.pid = None
+
+    def start(self, args=()):
+        cmd = [self.binary, "-t", str(self.threads), "-s", self.rpc_sock,
+               "-L", "127.0.0.1:0", "-U", self.nbd_sock] + self.extra + list(args)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT)
+        self.pid = self.proc.pid
+        self.out = LineReader(self.proc.stdout)
+        m = self.out.wait_for(r"blktgt: running pid=(\d+).* nbd=[^ ]*:(\d+)")
+        assert int(m.group(1)) == self.pid
+        self.port = int(m.group(2))
+        return self
+
+    def rpc(self, method, **params):
+        return rpc_call(self.rpc_sock, method, params or None)
+
+    def nbd_uri(self, export):
+        return f"nbd://127.0.0.1:{self.port}/{export}"
+
+    def stop(self, sig=signal.SIGTERM, expect_rc=0):
+        if self.proc is None or self.proc.poll() is not None and self.proc.returncode is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError("blktgt did not exit within "
+                                 f"{TIMEOUT}s of signal {sig}")
+        lines = self.out.drain(5)
+        if expect_rc is not None:
+            assert rc == expect_rc, (f"blktgt exited {rc}, expected {expect_rc}:\n"
+                                     + "\n".join(lines[-30:]))
+        return rc
+
+
+class Trace:
+    """bpftrace attached to a PID through wrapper/bpftrace.sh.  start()
+    returns once the script's BEGIN has run, i.e. every probe is attached."""
+
+    READY = "probekit: tracing"
+
+    def __init__(self, pid, scripts, args=(), env=None, wrapper_opts=()):
+        self.cmd = [WRAPPER, *wrapper_opts, str(pid), *scripts]
+        if args:
+            self.cmd += ["--", *map(str, args)]
+        self.env = dict(os.environ, **(env or {}))
+        self.proc = None
+
+    def start(self, ready=None):
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, env=self.env,
+                                     start_new_session=True)
+        self.out = LineReader(self.proc.stdout)
+        self.out.wait_for(ready or re.escape(self.READY))
+        return self
+
+    def stop(self):
+        """SIGINT (Ctrl-C) the trace; return all its output lines."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGINT)
+        try:
+            self.proc.wait(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            raise AssertionError("trace did not stop within "
+                                 f"{TIMEOUT}s of SIGINT")
+        return self.out.drain(10)
+
+
+def bpftrace_program(pid, program, ready="READY"):
+    """Run a bpftrace program (-p PID) directly; returns a started process
+    whose BEGIN has printed `ready`."""
+    proc = subprocess.Popen(["bpftrace", "-p", str(pid), "-e", program],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    out = LineReader(proc.stdout)
+    out.wait_for(re.escape(ready))
+    return proc, out
+
+
+def stop_bpftrace(proc, out):
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+    proc.wait(timeout=TIMEOUT)
+    return out.drain(10)
