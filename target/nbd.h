@@ -1,0 +1,34 @@
+/*
+ * nbd.h: the NBD server front end (fixed newstyle negotiation, then
+ * transmission), as main.c and the RPC layer see it.  The wire format is in
+ * nbd_proto.h; everything here runs on reactor threads.
+ *
+ * Listeners and negotiation live on reactor 0, which owns the export
+ * registry.  Once a client picks an export (NBD_OPT_GO or
+ * NBD_OPT_EXPORT_NAME) the connection is handed, by message, to a reactor
+ * chosen round robin, which then owns it for transmission.
+ */
+#ifndef BLKTGT_NBD_H
+#define BLKTGT_NBD_H
+
+#include <stdint.h>
+
+/* Listen on TCP host:port (port 0 picks one); *bound gets the port.
+ * Reactor 0 only.  0 or -errno. */
+int nbd_listen_tcp(const char *host, uint16_t port, uint16_t *bound);
+/* Listen on a unix socket at path (an old socket file is replaced). */
+int nbd_listen_unix(const char *path);
+
+/* Stop listening and disconnect every client; done(ctx) runs on reactor 0
+ * once every connection is gone and its in-flight I/O has completed. */
+void nbd_shutdown(void (*done)(void *ctx), void *ctx);
+
+struct nbd_stats {
+	uint64_t connections;   /* currently connected */
+	uint64_t total_connections;
+	uint64_t requests;      /* transmission requests received */
+};
+/* Figures summed over every reactor (approximate while I/O runs). */
+void nbd_get_stats(struct nbd_stats *st);
+
+#endif
