@@ -1,0 +1,99 @@
+/*
+ * hitcost: the cost of one USDT probe site per pass of a tight loop.
+ *
+ *   hitcost [-n PASSES]
+ *
+ * Prints "hitcost: ready pid=PID" and waits for a line on stdin, so that a
+ * tracer can attach first (bench/run starts bpftrace, waits for its BEGIN
+ * line, then writes "go").  Then it runs PASSES passes over the probe
+ * hitcost:hit and prints
+ *
+ *   hitcost: passes=N ns=T ns_per_pass=X
+ *
+ * Built by mk/bench.mk as hitcost-stock (sys/sdt.h's 1-byte nop site) and
+ * hitcost-nop5 (probes/nop5's 5-byte nop site, -mno-red-zone).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sys/sdt.h>
+
+#define HITCOST_MAX_PASSES 10000000000ULL
+
+static int parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (*s == '\0' || *s == '-')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end != '\0' || v == 0 || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* noinline, so every variant runs the same loop around its site. */
+static __attribute__((noinline)) void hitcost_loop(uint64_t passes)
+{
+	for (uint64_t i = 0; i < passes; i++)
+		DTRACE_PROBE1(hitcost, hit, i);
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t passes = 100000000ULL, t0, t1;
+	char line[64];
+	int opt;
+
+	while ((opt = getopt(argc, argv, "n:h")) != -1) {
+		switch (opt) {
+		case 'n':
+			if (parse_u64(optarg, HITCOST_MAX_PASSES, &passes)) {
+				fprintf(stderr, "hitcost: -n wants 1..%llu, got '%s'\n",
+					HITCOST_MAX_PASSES, optarg);
+				return 2;
+			}
+			break;
+		case 'h':
+			printf("usage: hitcost [-n PASSES]\n");
+			return 0;
+		default:
+			fprintf(stderr, "usage: hitcost [-n PASSES]\n");
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "hitcost: unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
+
+	printf("hitcost: ready pid=%d\n", (int)getpid());
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin) && ferror(stdin)) {
+		fprintf(stderr, "hitcost: reading stdin: %s\n", strerror(errno));
+		return 1;
+	}
+
+	t0 = now_ns();
+	hitcost_loop(passes);
+	t1 = now_ns();
+	printf("hitcost: passes=%" PRIu64 " ns=%" PRIu64 " ns_per_pass=%.3f\n",
+	       passes, t1 - t0, (double)(t1 - t0) / (double)passes);
+	return 0;
+}

@@ -1,0 +1,35 @@
+# make bench: probe overhead, per-hit cost, time to first event and
+# throughput against nbdkit, written to bench/RESULTS.md (see bench/run).
+#
+#   make bench [O=DIR] [BENCH_RUNS=N] [BENCH_SECONDS=S]
+#
+# Builds what it compares into $(O): blktgt (USDT=1), $(O)/nousdt (USDT=0)
+# and the microbenchmarks in $(O)/bench.
+
+BENCH_DIR   := $(O)/bench
+BENCH_PROGS := $(foreach p,hitcost redzone,$(foreach v,stock nop5 nop5-redzone,$(BENCH_DIR)/$(p)-$(v)))
+BENCH_CFLAGS = -std=gnu11 -D_GNU_SOURCE -fno-omit-frame-pointer $(WARN) $(CFLAGS)
+
+# stock: sys/sdt.h's 1-byte nop.  nop5: the 5-byte nop with the red zone
+# off, as make USDT_NOP5=1 builds blktgt.  nop5-redzone: the 5-byte nop
+# WITH the red zone, the unsafe combination, kept to show the hazard.
+bench_variant_flags = $(if $(filter %-nop5,$(1)),$(NOP5_CFLAGS),$(if $(filter %-nop5-redzone,$(1)),-Iprobes/nop5))
+
+.PHONY: bench bench-progs
+bench-progs: $(BENCH_PROGS)
+
+$(BENCH_DIR):
+	$(Q)mkdir -p $@
+
+$(BENCH_DIR)/hitcost-%: bench/hitcost.c probes/nop5/sys/sdt.h mk/bench.mk mk/nop5.mk | $(BENCH_DIR)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(BENCH_CFLAGS) $(call bench_variant_flags,$@) -o $@ $<
+
+$(BENCH_DIR)/redzone-%: bench/redzone.c probes/nop5/sys/sdt.h mk/bench.mk mk/nop5.mk | $(BENCH_DIR)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(BENCH_CFLAGS) $(call bench_variant_flags,$@) -o $@ $<
+
+bench: all bench-progs
+	$(Q)$(MAKE) --no-print-directory O=$(O)/nousdt USDT=0 all
+	$(Q)$(PYTHON) bench/run --build $(O) $(if $(BENCH_RUNS),--runs $(BENCH_RUNS)) \
+		$(if $(BENCH_SECONDS),--seconds $(BENCH_SECONDS))

@@ -1,0 +1,16 @@
+# make USDT_NOP5=1: 5-byte nop probe sites (optimized uprobes on Linux 6.18+).
+#
+# probes/nop5/sys/sdt.h shadows <sys/sdt.h> and makes every site the 5-byte
+# nop 0f 1f 44 00 00.  The kernel turns a traced 5-byte nop into a call to
+# its uprobe trampoline, and that call writes below the stack pointer: a
+# leaf function's red zone.  So the same flags turn the red zone off in
+# EVERY target/*.c (one shared compile rule, so no file can be missed).
+# bench/RESULTS.md has the measured gain; tests/test_nop5.py the proof.
+
+NOP5_CFLAGS := -Iprobes/nop5 -mno-red-zone
+
+USDT_NOP5 ?= 0
+ifeq ($(USDT_NOP5),1)
+# EXTRA_CFLAGS is part of $(O)/.config, so switching rebuilds everything.
+override EXTRA_CFLAGS += $(NOP5_CFLAGS)
+endif
