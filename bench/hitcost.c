@@ -8,12 +8,14 @@
  * line, then writes "go").  Then it runs PASSES passes over the probe
  * hitcost:hit and prints
  *
- *   hitcost: passes=N ns=T ns_per_pass=X
+ *   hitcost: passes=N ns=T ns_per_pass=X trampoline=0|1
+ *
+ * trampoline=1 says the kernel optimized the traced site into a call
+ * (a 5-byte nop site on Linux 6.18+); -errno if it could not tell.
  *
  * Built by mk/bench.mk as hitcost-stock (sys/sdt.h's 1-byte nop site) and
  * hitcost-nop5 (probes/nop5's 5-byte nop site, -mno-red-zone).
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,22 +25,9 @@
 
 #include <sys/sdt.h>
 
+#include "bench.h"
+
 #define HITCOST_MAX_PASSES 10000000000ULL
-
-static int parse_u64(const char *s, uint64_t max, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	if (*s == '\0' || *s == '-')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end != '\0' || v == 0 || v > max)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
 
 static uint64_t now_ns(void)
 {
@@ -58,13 +47,12 @@ static __attribute__((noinline)) void hitcost_loop(uint64_t passes)
 int main(int argc, char **argv)
 {
 	uint64_t passes = 100000000ULL, t0, t1;
-	char line[64];
-	int opt;
+	int opt, err;
 
 	while ((opt = getopt(argc, argv, "n:h")) != -1) {
 		switch (opt) {
 		case 'n':
-			if (parse_u64(optarg, HITCOST_MAX_PASSES, &passes)) {
+			if (bench_parse_u64(optarg, HITCOST_MAX_PASSES, &passes)) {
 				fprintf(stderr, "hitcost: -n wants 1..%llu, got '%s'\n",
 					HITCOST_MAX_PASSES, optarg);
 				return 2;
@@ -83,17 +71,17 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
-	printf("hitcost: ready pid=%d\n", (int)getpid());
-	fflush(stdout);
-	if (!fgets(line, sizeof(line), stdin) && ferror(stdin)) {
-		fprintf(stderr, "hitcost: reading stdin: %s\n", strerror(errno));
+	err = bench_wait_go("hitcost");
+	if (err) {
+		fprintf(stderr, "hitcost: reading stdin: %s\n", strerror(-err));
 		return 1;
 	}
 
 	t0 = now_ns();
 	hitcost_loop(passes);
 	t1 = now_ns();
-	printf("hitcost: passes=%" PRIu64 " ns=%" PRIu64 " ns_per_pass=%.3f\n",
-	       passes, t1 - t0, (double)(t1 - t0) / (double)passes);
+	printf("hitcost: passes=%" PRIu64 " ns=%" PRIu64 " ns_per_pass=%.3f"
+	       " trampoline=%d\n", passes, t1 - t0,
+	       (double)(t1 - t0) / (double)passes, bench_uprobe_trampoline());
 	return 0;
 }

@@ -7,7 +7,7 @@
  * Prints "redzone: ready pid=PID", waits for a line on stdin (so a tracer
  * can attach first), then calls redzone_leaf() CALLS times and prints
  *
- *   redzone: calls=N corrupted=M
+ *   redzone: calls=N corrupted=M trampoline=0|1
  *
  * redzone_leaf() is a leaf function: it calls nothing, so the x86-64 ABI
  * lets it keep its locals below the stack pointer (the 128-byte red zone)
@@ -16,10 +16,11 @@
  * wrote.  A tracer that writes below the user stack pointer while handling
  * the site (the call into the kernel's uprobe trampoline, on a 5-byte nop
  * site) changes them; int3 on a 1-byte nop site does not touch the user
- * stack.  Built by mk/bench.mk in three variants: stock, nop5
+ * stack.  trampoline=1 says the kernel did optimize the site into such a
+ * call, so a variant with corrupted=0 and trampoline=1 is truly safe, not
+ * merely untested.  Built by mk/bench.mk in three variants: stock, nop5
  * (-mno-red-zone, the safe way) and nop5-redzone (the hazard).
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,22 +29,9 @@
 
 #include <sys/sdt.h>
 
+#include "bench.h"
+
 #define REDZONE_MAX_CALLS 1000000000ULL
-
-static int parse_u64(const char *s, uint64_t max, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	if (*s == '\0' || *s == '-')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end != '\0' || v == 0 || v > max)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
 
 /* Returns 0 when the locals survived the probe site, 1 when they did not.
  * volatile keeps them in memory (the red zone) instead of registers. */
@@ -64,13 +52,12 @@ __attribute__((noinline)) int redzone_leaf(uint64_t x)
 int main(int argc, char **argv)
 {
 	uint64_t calls = 1000000, corrupted = 0;
-	char line[64];
-	int opt;
+	int opt, err;
 
 	while ((opt = getopt(argc, argv, "n:h")) != -1) {
 		switch (opt) {
 		case 'n':
-			if (parse_u64(optarg, REDZONE_MAX_CALLS, &calls)) {
+			if (bench_parse_u64(optarg, REDZONE_MAX_CALLS, &calls)) {
 				fprintf(stderr, "redzone: -n wants 1..%llu, got '%s'\n",
 					REDZONE_MAX_CALLS, optarg);
 				return 2;
@@ -89,15 +76,15 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
-	printf("redzone: ready pid=%d\n", (int)getpid());
-	fflush(stdout);
-	if (!fgets(line, sizeof(line), stdin) && ferror(stdin)) {
-		fprintf(stderr, "redzone: reading stdin: %s\n", strerror(errno));
+	err = bench_wait_go("redzone");
+	if (err) {
+		fprintf(stderr, "redzone: reading stdin: %s\n", strerror(-err));
 		return 1;
 	}
 
 	for (uint64_t i = 0; i < calls; i++)
 		corrupted += (uint64_t)redzone_leaf(i);
-	printf("redzone: calls=%" PRIu64 " corrupted=%" PRIu64 "\n", calls, corrupted);
+	printf("redzone: calls=%" PRIu64 " corrupted=%" PRIu64 " trampoline=%d\n",
+	       calls, corrupted, bench_uprobe_trampoline());
 	return 0;
 }

@@ -21,11 +21,11 @@ bench-progs: $(BENCH_PROGS)
 $(BENCH_DIR):
 	$(Q)mkdir -p $@
 
-$(BENCH_DIR)/hitcost-%: bench/hitcost.c probes/nop5/sys/sdt.h mk/bench.mk mk/nop5.mk | $(BENCH_DIR)
+$(BENCH_DIR)/hitcost-%: bench/hitcost.c bench/bench.h probes/nop5/sys/sdt.h mk/bench.mk mk/nop5.mk | $(BENCH_DIR)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(BENCH_CFLAGS) $(call bench_variant_flags,$@) -o $@ $<
 
-$(BENCH_DIR)/redzone-%: bench/redzone.c probes/nop5/sys/sdt.h mk/bench.mk mk/nop5.mk | $(BENCH_DIR)
+$(BENCH_DIR)/redzone-%: bench/redzone.c bench/bench.h probes/nop5/sys/sdt.h mk/bench.mk mk/nop5.mk | $(BENCH_DIR)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(BENCH_CFLAGS) $(call bench_variant_flags,$@) -o $@ $<
 
