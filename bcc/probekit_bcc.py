@@ -1,0 +1,497 @@
+"""probekit_bcc: what the bcc/ tools share.
+
+Argument parsing that fails in one line, the checks that turn a PID into a
+traceable target, loading a BCC program with clear errors instead of
+tracebacks, the output loop ([interval [count]], -d, Ctrl-C, target exit),
+and the histogram printers.
+
+Output format (the libbpf versions of these tools print the same):
+
+  log2 histogram, as BCC's print_log2_hist lays it out.  Bucket i (i >= 1)
+  holds the values v with slot(v) == i, where slot(v) = 1 for v <= 1 and
+  floor(log2(v)) + 1 otherwise (BCC's bpf_log2l()).  Rows run from bucket 1
+  to the highest non-empty bucket; row i shows low = 2^(i-1) (0 for i = 1)
+  and high = 2^i - 1:
+
+       usecs               : count     distribution
+           0 -> 1          : 0        |                                        |
+           2 -> 3          : 23       |****************************************|
+
+  printf formats: header "     %-19s : count     distribution", row
+  "%10d -> %-10d : %-8d |%-40s|".  When the highest non-empty bucket is
+  above 32 the wide form is used: header "               %-29s : count
+  distribution", row "%20d -> %-20d : %-8d |%-20s|".
+
+  linear histogram, as libbpf-tools' print_linear_hist lays it out.  Bucket
+  i holds the values v with v / width == i, except that the last bucket
+  (LINEAR_SLOTS - 1) also holds everything above it.  Rows run from the
+  lowest to the highest non-empty bucket; each shows low = i * width:
+
+       usecs         : count     distribution
+          10         : 23       |****************************************|
+
+  printf formats: header "     %-13s : count     distribution", row
+  "        %-10d : %-8d |%-40s|".
+
+  In both, a row has floor(W * count / max) stars, W = 40 (20 in the wide
+  form), max the largest count of that histogram.  An empty histogram
+  prints nothing.  A histogram split by key (-B, -O, rpclat's method) is
+  preceded by a blank line and "name = value" pairs joined by ", "
+  ("bdev = Malloc0, type = read"), sections sorted by their key values.
+  With -T a line "HH:MM:SS" precedes each interval's output; successive
+  intervals are separated by a blank line.
+
+--json prints one JSON object per interval, on one line:
+
+  {"tool": "iolatency", "pid": 1234,
+   "time": "HH:MM:SS",                      (only with -T)
+   "histograms": [
+     {"name": "latency",                    (what is measured)
+      "unit": "usecs",                      (the column header of the text)
+      "scale": "log2" | "linear",
+      "width": 10,                          (linear only)
+      "key": {"bdev": "Malloc0", "type": "read"},   ({} when not split)
+      "total": 23,                          (sum of the counts)
+      "buckets": [{"low": 0, "high": 1, "count": 0}, ...]}]}
+
+  "buckets" holds exactly the rows the text shows, in the same order; a
+  linear bucket's high is low + width - 1, or null for the last, open one.
+  Histograms appear in the order the text prints them; empty ones are left
+  out.  A tool may add fields to a histogram object (funclat's "negative").
+"""
+
+import argparse
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+
+LINEAR_SLOTS = 1000     # buckets of a linear histogram; the last is open
+MAX_INFLIGHT = 65536    # in-flight requests a tool remembers (map size)
+MAX_KEYS = 16384        # histogram buckets, over all keys (map size)
+NAME_LEN = 64           # bdev names (BDEV_NAME_MAX 63 + NUL), RPC methods
+TYPE_LEN = 16           # I/O type names: read, write, flush, trim
+TICK = 0.1              # how often the loop checks for Ctrl-C and the target
+
+# C shared by the tools' BPF programs.  A USDT string argument is read in
+# two steps: bpf_usdt_readarg() of the pointer, which BCC rewrites per probe
+# and so must be called in the probe's own function, not in a macro, then
+# USER_STR() into a zeroed fixed-size buffer.  bpf_probe_read_user_str stops
+# at the NUL, so equal strings give equal map keys (a fixed-size read would
+# copy whatever follows the string).
+BPF_COMMON = r"""
+#include <uapi/linux/ptrace.h>
+
+#define USER_STR(buf, ptr) bpf_probe_read_user_str(buf, sizeof(buf), (void *)(ptr))
+"""
+
+UNITS = {"nsecs": 1, "usecs": 1000, "msecs": 1000000}
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error in one line, exit 2."""
+
+    def error(self, message):
+        self.exit(2, "%s: %s (see --help)\n" % (self.prog, message))
+
+
+def pid_type(s):
+    try:
+        pid = int(s, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError("invalid PID %r" % s)
+    if pid <= 0:
+        raise argparse.ArgumentTypeError("invalid PID %r" % s)
+    return pid
+
+
+def positive_int(s):
+    try:
+        v = int(s, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError("not a number: %r" % s)
+    if v <= 0:
+        raise argparse.ArgumentTypeError("must be positive: %r" % s)
+    return v
+
+
+def parser(prog, description, examples):
+    p = Parser(prog=prog, description=description,
+               formatter_class=argparse.RawDescriptionHelpFormatter,
+               epilog=examples)
+    p.add_argument("-p", "--pid", type=pid_type, required=True,
+                   help="trace this blktgt process")
+    p.add_argument("-T", "--timestamp", action="store_true",
+                   help="include a timestamp on output")
+    p.add_argument("-d", "--duration", type=positive_int, metavar="SECS",
+                   help="total duration of the trace, in seconds")
+    p.add_argument("-j", "--json", action="store_true",
+                   help="print JSON, one object per interval (schema: "
+                        "bcc/probekit_bcc.py)")
+    p.add_argument("interval", nargs="?", type=positive_int,
+                   help="output interval, in seconds")
+    p.add_argument("count", nargs="?", type=positive_int,
+                   help="number of outputs")
+    p.add_argument("--ebpf", action="store_true", help=argparse.SUPPRESS)
+    return p
+
+
+def add_units(p, default):
+    """-m/-u (and -n) select the latency unit; default is 'usecs' etc."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("-m", "--milliseconds", dest="unit", action="store_const",
+                   const="msecs", help="millisecond histogram")
+    g.add_argument("-u", "--microseconds", dest="unit", action="store_const",
+                   const="usecs", help="microsecond histogram")
+    g.add_argument("-n", "--nanoseconds", dest="unit", action="store_const",
+                   const="nsecs", help="nanosecond histogram")
+    p.set_defaults(unit=default)
+
+
+def die(tool, msg, code=1):
+    sys.stdout.flush()
+    sys.stderr.write("%s: %s\n" % (tool, msg))
+    sys.exit(code)
+
+
+class Target:
+    """The traced process: its PID, executable and start time, so that a
+    recycled PID is not mistaken for the process we attached to."""
+
+    def __init__(self, tool, pid):
+        self.tool = tool
+        self.pid = pid
+        try:
+            self.start = self._starttime()
+        except FileNotFoundError:
+            die(tool, "no process with PID %d" % pid)
+        except OSError as e:
+            die(tool, "cannot read /proc/%d: %s" % (pid, e.strerror))
+        if self.start is None:
+            die(tool, "PID %d has exited" % pid)
+        try:
+            self.exe = os.readlink("/proc/%d/exe" % pid)
+        except PermissionError:
+            die(tool, "cannot read /proc/%d/exe: permission denied "
+                "(tracing needs root, or CAP_BPF, CAP_PERFMON and "
+                "CAP_SYS_PTRACE)" % pid)
+        except OSError as e:
+            die(tool, "cannot read /proc/%d/exe: %s" % (pid, e.strerror))
+        if self.exe.endswith(" (deleted)"):
+            die(tool, "PID %d runs a deleted executable (%s); restart it"
+                % (pid, self.exe))
+        self.comm = os.path.basename(self.exe)
+
+    def _starttime(self):
+        """Field 22 of /proc/PID/stat, or None for a zombie."""
+        with open("/proc/%d/stat" % self.pid) as f:
+            stat = f.read(4096)
+        fields = stat[stat.rindex(")") + 2:].split()
+        if fields[0] in ("Z", "X"):
+            return None
+        return fields[19]
+
+    def alive(self):
+        try:
+            return self._starttime() == self.start
+        except (OSError, ValueError, IndexError):
+            return False
+
+
+def usdt_context(tool, target, probes):
+    """A USDT context for target with each (probe, fn_name) enabled.
+    Probes are named provider:name (blktgt:io__submit)."""
+    from bcc import USDT
+    try:
+        u = USDT(pid=target.pid)
+    except Exception:
+        die(tool, "cannot read the USDT probes of PID %d (%s)"
+            % (target.pid, target.exe))
+    for probe, fn in probes:
+        try:
+            u.enable_probe(probe=probe, fn_name=fn)
+        except Exception:
+            die(tool, "PID %d (%s) has no USDT probe %s; is it blktgt "
+                "built with USDT=1?" % (target.pid, target.exe, probe))
+    return u
+
+
+def _first_error(log):
+    for line in log.splitlines():
+        if "error:" in line:
+            return line.split("error:", 1)[1].strip()
+    return None
+
+
+def load(tool, text, cflags=(), usdt=None):
+    """Compile and load a BPF program (and attach its USDT probes).
+    clang's diagnostics are captured; on failure one line says why."""
+    from bcc import BPF
+    saved = os.dup(2)
+    log = tempfile.TemporaryFile()
+    os.dup2(log.fileno(), 2)
+    err = None
+    try:
+        b = BPF(text=text, cflags=list(cflags),
+                usdt_contexts=[usdt] if usdt else [])
+    except Exception as e:
+        err = e
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+    if err is None:
+        return b
+    log.seek(0)
+    diag = log.read(1 << 20).decode(errors="replace")
+    msg = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    if "compile" in msg.lower():
+        first = _first_error(diag)
+        if first and "file not found" in first:
+            die(tool, "BCC cannot compile: %s (no kernel headers for "
+                "%s? run 'make deps')" % (first, os.uname().release))
+        die(tool, "BCC cannot compile its BPF program: %s"
+            % (first or "see 'bcc/%s --ebpf'" % tool))
+    if "permitted" in msg or "EPERM" in msg or "denied" in msg:
+        die(tool, "BCC cannot load its BPF program: %s (tracing needs "
+            "root, or CAP_BPF and CAP_PERFMON)" % msg)
+    die(tool, "BCC cannot load its BPF program: %s" % (msg or repr(err)))
+
+
+def attach(tool, what, fn, *args, **kwargs):
+    """Run a BPF attach call; turn its exception into one line."""
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    try:
+        fn(*args, **kwargs)
+    except Exception as e:
+        err = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
+    else:
+        err = None
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+    if err:
+        die(tool, "cannot attach to %s: %s" % (what, err))
+
+
+# --- histograms -----------------------------------------------------------
+
+def _stars(count, vmax, width):
+    return "*" * min(width, (width * count) // vmax) if vmax else ""
+
+
+def log2_rows(slots):
+    """(low, high, count) rows of a log2 histogram {slot: count}."""
+    idx_max = max((s for s, c in slots.items() if c), default=0)
+    rows = []
+    for i in range(1, idx_max + 1):
+        low, high = (1 << i) >> 1, (1 << i) - 1
+        if low == high:
+            low -= 1
+        rows.append((low, high, slots.get(i, 0)))
+    return rows
+
+
+def linear_rows(slots, width):
+    """(low, high, count) rows of a linear histogram {slot: count}; high
+    is None for the last, open bucket."""
+    nz = [s for s, c in slots.items() if c]
+    if not nz:
+        return []
+    rows = []
+    for i in range(min(nz), max(nz) + 1):
+        high = None if i >= LINEAR_SLOTS - 1 else i * width + width - 1
+        rows.append((i * width, high, slots.get(i, 0)))
+    return rows
+
+
+def format_log2(rows, val_type):
+    if not rows:
+        return []
+    vmax = max(c for _, _, c in rows)
+    if len(rows) <= 32:
+        out = ["     %-19s : count     distribution" % val_type]
+        body, w = "%10d -> %-10d : %-8d |%-*s|", 40
+    else:
+        out = ["               %-29s : count     distribution" % val_type]
+        body, w = "%20d -> %-20d : %-8d |%-*s|", 20
+    for low, high, c in rows:
+        out.append(body % (low, high, c, w, _stars(c, vmax, w)))
+    return out
+
+
+def format_linear(rows, val_type):
+    if not rows:
+        return []
+    vmax = max(c for _, _, c in rows)
+    out = ["     %-13s : count     distribution" % val_type]
+    for low, _, c in rows:
+        out.append("        %-10d : %-8d |%-*s|"
+                   % (low, c, 40, _stars(c, vmax, 40)))
+    return out
+
+
+class Hist:
+    """One histogram to print: what it measures, its unit, scale, the key
+    it is split by (an ordered list of (name, value)) and {slot: count}."""
+
+    def __init__(self, name, unit, slots, scale="log2", width=None,
+                 key=(), extra=None):
+        self.name, self.unit, self.slots = name, unit, slots
+        self.scale, self.width, self.key = scale, width, list(key)
+        self.extra = extra or {}
+
+    def rows(self):
+        if self.scale == "log2":
+            return log2_rows(self.slots)
+        return linear_rows(self.slots, self.width)
+
+    def text(self):
+        rows = self.rows()
+        if self.scale == "log2":
+            return format_log2(rows, self.unit)
+        return format_linear(rows, self.unit)
+
+    def json(self):
+        rows = self.rows()
+        d = {"name": self.name, "unit": self.unit, "scale": self.scale}
+        if self.scale == "linear":
+            d["width"] = self.width
+        d["key"] = dict(self.key)
+        d["total"] = sum(c for _, _, c in rows)
+        d["buckets"] = [{"low": lo, "high": hi, "count": c}
+                        for lo, hi, c in rows]
+        d.update(self.extra)
+        return d
+
+
+def split_table(table, fields):
+    """Read a BPF hash keyed by a struct {fields..., slot} into
+    {(values...): {slot: count}}.  Byte-string fields are decoded."""
+    out = {}
+    for k, v in table.items():
+        vals = []
+        for f in fields:
+            x = getattr(k, f)
+            if isinstance(x, bytes):
+                x = x.decode(errors="replace")
+            vals.append(x)
+        d = out.setdefault(tuple(vals), {})
+        d[k.slot] = d.get(k.slot, 0) + v.value
+    return out
+
+
+def keyed_hists(table, fields, labels, name, unit, scale="log2",
+                width=None):
+    """Hists of a table split by the given key fields, sorted by key;
+    labels names each field in the output ("bdev", "type")."""
+    groups = split_table(table, fields)
+    hists = []
+    for vals in sorted(groups):
+        hists.append(Hist(name, unit, groups[vals], scale, width,
+                          zip(labels, vals)))
+    return hists
+
+
+# --- the output loop ------------------------------------------------------
+
+class Output:
+    """Prints one interval's histograms as text or JSON (see the top of
+    this file for both formats)."""
+
+    def __init__(self, tool, pid, args):
+        self.tool, self.pid = tool, pid
+        self.json, self.timestamp = args.json, args.timestamp
+        self.n = 0
+
+    def emit(self, hists):
+        stamp = time.strftime("%H:%M:%S")
+        if self.json:
+            obj = {"tool": self.tool, "pid": self.pid}
+            if self.timestamp:
+                obj["time"] = stamp
+            obj["histograms"] = [h.json() for h in hists if h.rows()]
+            print(json.dumps(obj), flush=True)
+            return
+        lines = []
+        if self.n:
+            lines.append("")
+        if self.timestamp:
+            lines.append("%-8s" % stamp)
+        for h in hists:
+            text = h.text()
+            if not text:
+                continue
+            if h.key:
+                lines.append("")
+                lines.append(", ".join("%s = %s" % kv for kv in h.key))
+            lines += text
+            for k, v in h.extra.items():
+                if v:
+                    lines.append("%s: %s" % (k, v))
+        self.n += 1
+        if lines:
+            print("\n".join(lines), flush=True)
+
+
+def run(tool, target, args, collect, what):
+    """The tool's main loop.  Prints "Tracing ... Hit Ctrl-C to end." (the
+    readiness line: the caller has loaded and attached everything), then
+    every interval calls collect() -> [Hist] (which clears the maps) and
+    prints it.  Ends after count intervals, after -d seconds, on Ctrl-C
+    or SIGTERM (printing what was collected, exit 0), or when the target
+    exits (the same, plus a line on stderr saying so)."""
+    stop = []
+
+    def on_signal(signum, frame):
+        stop.append(signum)
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+
+    out = Output(tool, target.pid, args)
+    if args.interval:
+        hint = "Hit Ctrl-C to end."
+        every = " Output every %d secs." % args.interval
+    else:
+        hint, every = "Hit Ctrl-C to end.", ""
+    msg = "Tracing %s of PID %d (%s).%s %s" % (what, target.pid,
+                                               target.comm, every, hint)
+    if args.json:
+        sys.stderr.write(msg + "\n")
+        sys.stderr.flush()
+    else:
+        print(msg, flush=True)
+
+    now = time.monotonic()
+    end = now + args.duration if args.duration else None
+    interval = args.interval
+    next_out = now + interval if interval else None
+    left = args.count
+    gone = False
+    while True:
+        now = time.monotonic()
+        due = [t for t in (end, next_out) if t is not None]
+        if stop or (end is not None and now >= end):
+            break
+        if not target.alive():
+            gone = True
+            break
+        if next_out is not None and now >= next_out:
+            out.emit(collect())
+            next_out += interval
+            if left is not None:
+                left -= 1
+                if left == 0:
+                    return 0
+            continue
+        time.sleep(min([TICK] + [max(0.0, t - now) for t in due]))
+    out.emit(collect())
+    if gone:
+        sys.stderr.write("%s: PID %d (%s) exited; tracing ended\n"
+                         % (tool, target.pid, target.comm))
+    return 0
