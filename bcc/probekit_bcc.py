@@ -37,7 +37,9 @@ Output format (the libbpf versions of these tools print the same):
   form), max the largest count of that histogram.  An empty histogram
   prints nothing.  A histogram split by key (-B, -O, rpclat's method) is
   preceded by a blank line and "name = value" pairs joined by ", "
-  ("bdev = Malloc0, type = read"), sections sorted by their key values.
+  ("bdev = Malloc0, type = read"), sections sorted by their key values;
+  histograms that are not split are separated by a blank line.  A tool's
+  extra field (funclat's negative) follows its histogram as "name: value".
   With -T a line "HH:MM:SS" precedes each interval's output; successive
   intervals are separated by a blank line.
 
@@ -57,7 +59,8 @@ Output format (the libbpf versions of these tools print the same):
   "buckets" holds exactly the rows the text shows, in the same order; a
   linear bucket's high is low + width - 1, or null for the last, open one.
   Histograms appear in the order the text prints them; empty ones are left
-  out.  A tool may add fields to a histogram object (funclat's "negative").
+  out.  A tool may add fields to a histogram object (funclat's "negative"),
+  and then a histogram is kept while such a field is non-zero.
 """
 
 import argparse
@@ -148,6 +151,12 @@ def add_units(p, default):
     g.add_argument("-n", "--nanoseconds", dest="unit", action="store_const",
                    const="nsecs", help="nanosecond histogram")
     p.set_defaults(unit=default)
+
+
+def defines(cflags):
+    """The -DNAME=VALUE cflags as #define lines, for --ebpf."""
+    return "".join("#define %s %s\n" % tuple(f[2:].split("=", 1))
+                   for f in cflags)
 
 
 def die(tool, msg, code=1):
@@ -345,6 +354,10 @@ class Hist:
         self.scale, self.width, self.key = scale, width, list(key)
         self.extra = extra or {}
 
+    def shown(self):
+        """Empty histograms are left out, unless an extra field is set."""
+        return any(self.slots.values()) or any(self.extra.values())
+
     def rows(self):
         if self.scale == "log2":
             return log2_rows(self.slots)
@@ -409,12 +422,13 @@ class Output:
         self.n = 0
 
     def emit(self, hists):
+        hists = [h for h in hists if h.shown()]
         stamp = time.strftime("%H:%M:%S")
         if self.json:
             obj = {"tool": self.tool, "pid": self.pid}
             if self.timestamp:
                 obj["time"] = stamp
-            obj["histograms"] = [h.json() for h in hists if h.rows()]
+            obj["histograms"] = [h.json() for h in hists]
             print(json.dumps(obj), flush=True)
             return
         lines = []
@@ -422,17 +436,15 @@ class Output:
             lines.append("")
         if self.timestamp:
             lines.append("%-8s" % stamp)
-        for h in hists:
-            text = h.text()
-            if not text:
-                continue
+        for i, h in enumerate(hists):
             if h.key:
                 lines.append("")
                 lines.append(", ".join("%s = %s" % kv for kv in h.key))
-            lines += text
+            elif i:
+                lines.append("")
+            lines += h.text()
             for k, v in h.extra.items():
-                if v:
-                    lines.append("%s: %s" % (k, v))
+                lines.append("%s: %s" % (k, v))
         self.n += 1
         if lines:
             print("\n".join(lines), flush=True)
