@@ -236,10 +236,13 @@ def _first_error(log):
 
 def load(tool, text, cflags=(), usdt=None):
     """Compile and load a BPF program (and attach its USDT probes).
-    clang's diagnostics are captured; on failure one line says why."""
+    What clang and libbcc print (to stdout and stderr) is captured; on
+    failure one line says why."""
     from bcc import BPF
-    saved = os.dup(2)
+    sys.stdout.flush()
+    saved = os.dup(1), os.dup(2)
     log = tempfile.TemporaryFile()
+    os.dup2(log.fileno(), 1)
     os.dup2(log.fileno(), 2)
     err = None
     try:
@@ -248,18 +251,23 @@ def load(tool, text, cflags=(), usdt=None):
     except Exception as e:
         err = e
     finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
     if err is None:
         return b
     log.seek(0)
     diag = log.read(1 << 20).decode(errors="replace")
     msg = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    headers = ("BCC cannot compile: no kernel headers for %s "
+               "(run 'make deps')" % os.uname().release)
+    if "Unable to find kernel headers" in diag:
+        die(tool, headers)
     if "compile" in msg.lower():
         first = _first_error(diag)
         if first and "file not found" in first:
-            die(tool, "BCC cannot compile: %s (no kernel headers for "
-                "%s? run 'make deps')" % (first, os.uname().release))
+            die(tool, "%s: %s" % (headers, first))
         die(tool, "BCC cannot compile its BPF program: %s"
             % (first or "see 'bcc/%s --ebpf'" % tool))
     if "permitted" in msg or "EPERM" in msg or "denied" in msg:
