@@ -1,0 +1,337 @@
+#!/usr/bin/python3
+"""report.py: bench/RESULTS.md and bench/results.svg from bench/raw/results.json.
+
+usage: bench/report.py [BENCH_DIR]      (bench/run calls write() itself)
+
+Ratios are paired: taken within one repetition, where the configurations
+ran back to back, then summarized as median (min..max, n) over
+repetitions.  Nothing here measures; it only derives and lays out.
+"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+
+def summary(xs):
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return None
+    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs)}
+
+
+def fmt(s, digits=3):
+    if s is None:
+        return "not available"
+    f = f"{{:.{digits}f}}"
+    return (f"**{f.format(s['median'])}** ({f.format(s['min'])}..{f.format(s['max'])}, "
+            f"n={s['n']})")
+
+
+def paired(a, b, fn):
+    return [fn(x, y) for x, y in zip(a, b)]
+
+
+def derive(raw):
+    """Every figure the report shows, as summaries, from raw samples."""
+    d = {}
+    fs = raw["fio"]["samples"]
+    hits = raw["fio"].get("hits", {})
+    iops = {n: summary([s["iops"] for s in v]) for n, v in fs.items()}
+    d["iops"] = iops
+    d["cpu_per_io"] = {n: summary([s.get("cpu_ns_per_io") for s in v]) for n, v in fs.items()}
+    d["usdt_ratio"] = summary(paired(fs["usdt1"], fs["usdt0"],
+                                     lambda x, y: x["iops"] / y["iops"]))
+    d["nbdkit_ratio"] = summary(paired(fs["usdt1"], fs["nbdkit"],
+                                       lambda x, y: x["iops"] / y["iops"]))
+    d["nbdkit_ratio_usdt0"] = summary(paired(fs["usdt0"], fs["nbdkit"],
+                                             lambda x, y: x["iops"] / y["iops"]))
+    d["nop5_untraced_ratio"] = summary(paired(fs["nop5"], fs["usdt1"],
+                                              lambda x, y: x["iops"] / y["iops"]))
+    d["traced"] = {}
+    # (traced config, its untraced base, whose probes/hits)
+    for n, base, h in (("bt", "usdt1", "bt"), ("nop5_bt", "nop5", "bt"),
+                       ("bcc", "usdt1", "bcc"), ("libbpf", "usdt1", "libbpf")):
+        if n not in fs:
+            d["traced"][n] = None
+            continue
+        hpi = hits[h]["hits_per_io"]
+        d["traced"][n] = {
+            "probes": hits[h]["probes"], "hits_per_io": hpi,
+            "ratio": summary(paired(fs[n], fs[base], lambda x, y: x["iops"] / y["iops"])),
+            "extra_cpu": summary(paired(fs[n], fs[base],
+                                        lambda x, y: x["cpu_ns_per_io"] - y["cpu_ns_per_io"])),
+            "per_hit": summary(paired(fs[n], fs[base],
+                                      lambda x, y: (x["cpu_ns_per_io"] - y["cpu_ns_per_io"]) / hpi))
+            if hpi > 0 else None,
+        }
+    if d["traced"]["bt"] and d["traced"]["nop5_bt"] and hits["bt"]["hits_per_io"] > 0:
+        hpi = hits["bt"]["hits_per_io"]
+        d["nop5_bt_hit_ratio"] = summary(paired(
+            paired(fs["nop5_bt"], fs["nop5"], lambda x, y: x["cpu_ns_per_io"] - y["cpu_ns_per_io"]),
+            paired(fs["bt"], fs["usdt1"], lambda x, y: x["cpu_ns_per_io"] - y["cpu_ns_per_io"]),
+            lambda x, y: x / y if y > 0 else None))
+    else:
+        d["nop5_bt_hit_ratio"] = None
+    hc = raw["hitcost"]["samples"]
+    d["hitcost"] = {}
+    for v in ("stock", "nop5"):
+        u, t = hc[f"{v}-untraced"], hc[f"{v}-traced"]
+        d["hitcost"][v] = {
+            "untraced": summary([s["ns_per_pass"] for s in u]),
+            "traced": summary([s["ns_per_pass"] for s in t]),
+            "per_hit": summary(paired(t, u, lambda x, y: x["ns_per_pass"] - y["ns_per_pass"])),
+            "trampoline": sorted({s["trampoline"] for s in t}),
+        }
+    d["nop5_ratio"] = summary(paired(
+        paired(hc["nop5-traced"], hc["nop5-untraced"], lambda x, y: x["ns_per_pass"] - y["ns_per_pass"]),
+        paired(hc["stock-traced"], hc["stock-untraced"], lambda x, y: x["ns_per_pass"] - y["ns_per_pass"]),
+        lambda x, y: x / y))
+    fe = raw["first_event"]["samples_ms"]
+    d["first"] = {n: summary(v) for n, v in fe.items()}
+    if "wrapper" in fe and "bpftrace" in fe:
+        d["wrapper_cost"] = summary(paired(fe["wrapper"], fe["bpftrace"], lambda x, y: x - y))
+    else:
+        d["wrapper_cost"] = None
+    return d
+
+
+def plot(out, raw, d):
+    """results.svg: IOPS ratios, cost per hit, time to first event."""
+    rows = [[], [], []]
+
+    def add(i, label, s):
+        if s is not None:
+            rows[i].append(f'"{label}" {s["median"]:.6g} {s["min"]:.6g} {s["max"]:.6g}')
+
+    add(0, "USDT=1/USDT=0", d["usdt_ratio"])
+    add(0, "NOP5/USDT=1", d["nop5_untraced_ratio"])
+    for n, label in (("bt", "iolat.bt"), ("nop5_bt", "iolat.bt NOP5"), ("bcc", "bcc iolatency"),
+                     ("libbpf", "libbpf iolatency")):
+        if d["traced"][n]:
+            add(0, f"+{label}", d["traced"][n]["ratio"])
+            add(1, label, d["traced"][n]["per_hit"])
+    add(0, "blktgt/nbdkit", d["nbdkit_ratio"])
+    add(1, "stock 1-byte nop", d["hitcost"]["stock"]["per_hit"])
+    add(1, "5-byte nop", d["hitcost"]["nop5"]["per_hit"])
+    labels = {"bpftrace": "bpftrace", "wrapper": "wrapper+bpftrace",
+              "bcc_first": "BCC python", "bt_ready": "iolat.bt ready",
+              "bcc_ready": "bcc iolatency ready", "libbpf_ready": "libbpf iolatency ready"}
+    for n, s in d["first"].items():
+        add(2, labels.get(n, n), s)
+    dat = os.path.join(out, "raw", "plot.dat")
+    with open(dat, "w") as f:
+        f.write("\n\n\n".join("\n".join(r) if r else '"none" 0 0 0' for r in rows) + "\n")
+    script = f"""
+set terminal svg size 1500,520 dynamic font "sans,11" background rgb "white"
+set output "{os.path.join(out, 'results.svg')}"
+set multiplot layout 1,3 title "probekit benchmarks, {raw['date']}, {raw['machine']['cpus']} vCPU, kernel {raw['machine']['kernel']} (median, bars: min..max of {raw['runs']} runs)"
+set style fill solid 0.5 border -1
+set boxwidth 0.6
+set xtics rotate by -30 left
+set grid ytics
+unset key
+set title "IOPS ratio (fio nbd 4KiB randread qd32)"
+set yrange [0:*]
+plot "{dat}" index 0 using 0:2:xtic(1) with boxes lc rgb "#4477aa", \\
+     "" index 0 using 0:2:3:4 with yerrorbars lc rgb "black" pt 0, \\
+     1.0 with lines dt 2 lc rgb "gray"
+set title "cost per probe hit, ns"
+plot "{dat}" index 1 using 0:2:xtic(1) with boxes lc rgb "#cc6677", \\
+     "" index 1 using 0:2:3:4 with yerrorbars lc rgb "black" pt 0
+set title "time to first event / ready, ms"
+plot "{dat}" index 2 using 0:2:xtic(1) with boxes lc rgb "#228833", \\
+     "" index 2 using 0:2:3:4 with yerrorbars lc rgb "black" pt 0
+unset multiplot
+"""
+    r = subprocess.run(["gnuplot"], input=script.encode(), stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=120)
+    if r.returncode != 0:
+        raise RuntimeError("gnuplot failed: " + r.stdout.decode(errors="replace"))
+
+
+def markdown(raw, d):
+    m = raw["machine"]
+    av = raw["available"]
+    L = []
+    w = L.append
+    w("# probekit benchmarks")
+    w("")
+    w(f"Generated by `make bench` (bench/run, bench/report.py) on {raw['date']}.")
+    w(f"Machine: {m['cpus']} vCPU {m['cpu']}, Linux {m['kernel']}; {m['bpftrace']}, "
+      f"{m['fio']}, {m['nbdkit']}, {m['cc']}.")
+    w(f"{raw['runs']} repetitions; each fio run lasts {raw['seconds']} s. Every repetition "
+      "runs every configuration, in an order rotated from one repetition to the next. "
+      "Each figure is **median** (min..max, n) over repetitions; ratios are paired "
+      "within a repetition. This is a shared 2-vCPU VM: read the ratios, not absolute times.")
+    w("Raw samples: [raw/results.json](raw/results.json).")
+    w("")
+    w("![overhead ratios, cost per hit, time to first event](results.svg)")
+    w("")
+    w("## 1. Probes compiled in, nobody attached")
+    w("")
+    w("fio `--ioengine=nbd` over the target's unix socket, 4 KiB random reads, "
+      "queue depth 32, a 1 GiB null bdev; blktgt with 2 reactor threads.")
+    w("")
+    w("| what | value | goal |")
+    w("|---|---|---|")
+    ok = d["usdt_ratio"] and d["usdt_ratio"]["median"] >= 0.99
+    w(f"| IOPS ratio USDT=1 / USDT=0 | {fmt(d['usdt_ratio'])} | >= 0.99 "
+      f"({'met' if ok else 'NOT met'}) |")
+    w(f"| IOPS ratio USDT_NOP5=1 / USDT=1 (5-byte nops, -mno-red-zone) | "
+      f"{fmt(d['nop5_untraced_ratio'])} | |")
+    for n, label in (("usdt0", "USDT=0"), ("usdt1", "USDT=1"), ("nop5", "USDT_NOP5=1")):
+        w(f"| IOPS, {label} | {fmt(d['iops'][n], 0)} | |")
+    for n, label in (("usdt0", "USDT=0"), ("usdt1", "USDT=1"), ("nop5", "USDT_NOP5=1")):
+        w(f"| blktgt CPU ns per I/O, {label} | {fmt(d['cpu_per_io'][n], 0)} | |")
+    w("")
+    w("## 2. While tracing")
+    w("")
+    w("The same job with a latency-histogram tool attached to the USDT=1 target "
+      "(and bt/iolat.bt to the USDT_NOP5=1 target, compared with that build untraced). "
+      "Hits per I/O is measured, not assumed: one extra fio run with a bpftrace "
+      "`count()` on exactly the probes the tool's source names, divided by fio's I/O "
+      "count. Cost per hit = (blktgt CPU ns per I/O traced - untraced, same "
+      "repetition) / hits per I/O; CPU time is the sum of the target's threads' "
+      "`schedstat` run time, which includes the uprobe and BPF program time "
+      "(they run in the traced thread).")
+    w("")
+    w("| tool | probes | hits per I/O | IOPS ratio traced / untraced | extra CPU ns per I/O | cost per hit, ns |")
+    w("|---|---|---|---|---|---|")
+    for n in ("bt", "nop5_bt", "bcc", "libbpf"):
+        t = d["traced"][n]
+        name = {"bt": "bt/iolat.bt via wrapper", "nop5_bt": "bt/iolat.bt via wrapper, USDT_NOP5=1 build",
+                "bcc": "bcc/iolatency", "libbpf": "libbpf iolatency"}[n]
+        if t is None:
+            w(f"| {name} | not available | | | | |")
+            continue
+        w(f"| {name} | {', '.join(t['probes'])} | {t['hits_per_io']:.3f} | {fmt(t['ratio'])} "
+          f"| {fmt(t['extra_cpu'], 0)} | {fmt(t['per_hit'], 0)} |")
+    w(f"| **USDT_NOP5=1 / USDT=1 extra CPU per I/O under iolat.bt** | | | | "
+      f"{fmt(d['nop5_bt_hit_ratio'])} | |")
+    w("")
+    w("## 3. Cost per hit of one probe site (bench/hitcost.c)")
+    w("")
+    w(f"A probe in a tight loop: {raw['hitcost']['passes_untraced']:,} passes untraced, "
+      f"{raw['hitcost']['passes_traced']:,} traced with "
+      "`bpftrace -e 'usdt:BIN:hitcost:hit { @hits = count(); }'` (the timed loop starts "
+      "after bpftrace's BEGIN line; the count is checked to equal the passes). Cost per "
+      "hit = traced - untraced ns per pass, same repetition. The 5-byte nop variant is "
+      "built exactly as `make USDT_NOP5=1` builds blktgt (probes/nop5, `-mno-red-zone`).")
+    w("")
+    w("| site | untraced ns/pass | traced ns/pass | cost per hit, ns | optimized into a call |")
+    w("|---|---|---|---|---|")
+    for v, label in (("stock", "stock sys/sdt.h, 1-byte nop (int3)"),
+                     ("nop5", "5-byte nop, -mno-red-zone")):
+        h = d["hitcost"][v]
+        tr = "yes" if h["trampoline"] == [1] else "no" if h["trampoline"] == [0] else str(h["trampoline"])
+        w(f"| {label} | {fmt(h['untraced'])} | {fmt(h['traced'], 1)} | {fmt(h['per_hit'], 1)} | {tr} |")
+    w(f"| **5-byte / 1-byte cost per hit** | | | {fmt(d['nop5_ratio'])} | |")
+    w("")
+    w("## 4. Time to first event")
+    w("")
+    w("blktgt (USDT=1) serves a steady fio load (iodepth 1, 2000 IOPS) so events flow. "
+      "Timed from the tool's process start to the line that shows the event or "
+      "readiness, read from a pipe. \"first event\" rows print on the first "
+      "`io__submit` they receive (bench/first.bt through the wrapper, the same program "
+      "with plain `bpftrace -e`, and bench/first_bcc.py, a minimal BCC perf-buffer "
+      "program). The histogram tools deliver events into in-kernel maps and print "
+      "only at intervals, so their row is the time to their readiness line "
+      "(\"Tracing ...\", printed once every probe is attached, so the next I/O is "
+      "counted); that is their time to first event up to one I/O at 2000 IOPS (0.5 ms). "
+      "One untimed bpftrace run first waits for the load to flow (and warms the page "
+      "cache for every tool alike).")
+    w("")
+    w("| tool | ms |")
+    w("|---|---|")
+    names = raw["first_event"]["tools"]
+    for n, desc in names.items():
+        w(f"| {desc or n} | {fmt(d['first'].get(n), 1) if desc else 'not available'} |")
+    w(f"| **wrapper's own cost** (wrapper - plain bpftrace, paired) | {fmt(d['wrapper_cost'], 1)} |")
+    w("")
+    w("## 5. blktgt against nbdkit's null plugin")
+    w("")
+    w("Same fio job; `nbdkit -U - null size=1024M --run 'fio ...'` (fio starts once "
+      "nbdkit listens).")
+    w("")
+    w("| what | value |")
+    w("|---|---|")
+    w(f"| IOPS ratio blktgt USDT=1 / nbdkit null | {fmt(d['nbdkit_ratio'])} |")
+    w(f"| IOPS ratio blktgt USDT=0 / nbdkit null | {fmt(d['nbdkit_ratio_usdt0'])} |")
+    w(f"| IOPS, nbdkit null | {fmt(d['iops']['nbdkit'], 0)} |")
+    w("")
+    w(NOP5_TEXT.strip())
+    w("")
+    return "\n".join(L)
+
+
+NOP5_TEXT = """
+## The 5-byte nop site (`make USDT_NOP5=1`) and the red zone
+
+sys/sdt.h puts a 1-byte `nop` at each probe site; a uprobe there is an int3
+trap. Linux 6.18 can instead rewrite a uprobe on a 5-byte nop
+(`0f 1f 44 00 00`) into a `call` to a per-process trampoline
+(`[uprobes-trampoline]` in /proc/PID/maps) after its first hit, which
+avoids the trap. The table in section 3 gives the gain on this machine.
+
+The hazard: that `call` pushes a return address below the user stack
+pointer, and the trampoline saves registers there too. On x86-64 a leaf
+function may keep locals in the 128 bytes below the stack pointer (the red
+zone) without moving it. bench/redzone.c is such a leaf (`redzone_leaf`
+stores four locals at negative offsets with no `sub %rsp`, checked by the
+test from its disassembly), with a probe between writing and checking them.
+With bpftrace counting the probe, its 5-byte nop build with the red zone
+corrupts the locals on every call after the first (the first hit is the
+int3 that optimizes the site); the stock 1-byte nop never does (int3 saves
+state on the kernel stack); and the same 5-byte nop source compiled with
+`-mno-red-zone` never does, while its site is optimized (the trampoline
+mapping is present). tests/test_nop5.py runs all three with a prime number
+of calls and checks the bpftrace count, the corruption counts, and that
+the trampoline really was used.
+
+So the 5-byte nop is safe only when **every** file that can hold a probe
+site, including a file that inlines a function holding one, is compiled
+without a red zone. `make USDT_NOP5=1` does this for blktgt: probes/nop5/
+sys/sdt.h shadows `<sys/sdt.h>` and redefines `_SDT_NOP` to `.nops 5`
+(sys/sdt.h defines it unconditionally, so it cannot be set before the
+include; `.nops 5` has neither commas nor `%`, which the header's
+stringified asm template cannot take), and mk/nop5.mk adds it and
+`-mno-red-zone` to the one compile rule every target/*.c goes through.
+The test checks the built binary: 5-byte nops at every `.note.stapsdt`
+site, and `-mno-red-zone` in the DWARF producer string of every
+target/*.c compile unit. The cost of `-mno-red-zone` itself (a
+`sub`/`add` of the stack pointer in leaf functions with stack locals) and
+of the longer nop is in section 1's USDT_NOP5=1 / USDT=1 row; the gain
+while tracing blktgt is in section 2's USDT_NOP5=1 rows.
+
+Not covered, so not offered: code outside the build's compile rule (a
+static library or a header-only user compiled elsewhere) that includes
+the generated probe header. Such code must add `-Iprobes/nop5
+-mno-red-zone` itself, or keep the stock 1-byte nop.
+"""
+
+
+def write(out, raw):
+    d = derive(raw)
+    plot(out, raw, d)
+    with open(os.path.join(out, "RESULTS.md"), "w") as f:
+        f.write(markdown(raw, d))
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
+    path = os.path.join(out, "raw", "results.json")
+    try:
+        with open(path) as f:
+            raw = json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"report.py: cannot read {path}: {e}", file=sys.stderr)
+        return 1
+    write(out, raw)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
