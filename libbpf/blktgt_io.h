@@ -1,0 +1,28 @@
+/*
+ * blktgt_io.h: what the libbpf tools know about blktgt's I/O probes,
+ * shared by BPF and user space.
+ *
+ *   io__submit(u64 id, char *bdev, u32 type, u64 offset, u64 len,
+ *              char *type_name)
+ *   io__done(u64 id, char *bdev, u32 type, u64 len, s32 status,
+ *            char *type_name)
+ *
+ * The sizes match bcc/probekit_bcc.py, so the two families of tools
+ * truncate names and drop entries alike.
+ */
+#ifndef PROBEKIT_BLKTGT_IO_H
+#define PROBEKIT_BLKTGT_IO_H
+
+#define BDEV_LEN     64		/* bdev names: BDEV_NAME_MAX 63 + NUL */
+#define IOTYPE_LEN   16		/* I/O type names: read, write, flush, trim */
+#define MAX_INFLIGHT 65536	/* requests in flight remembered at once */
+#define MAX_HISTS    1024	/* distinct histogram keys */
+
+/* A histogram per key.  A field the user did not split by (-B, -O) stays
+ * empty, so without options there is a single histogram. */
+struct io_key {
+	char bdev[BDEV_LEN];
+	char type[IOTYPE_LEN];
+};
+
+#endif

@@ -1,0 +1,82 @@
+/*
+ * histogram.bpf.h: how a value picks its slot, for the BPF programs.
+ *
+ * The slots are those of the bcc/ tools, so a libbpf tool and its bcc/
+ * twin fill the same slots from the same events:
+ *  - log2: slot 1 + floor(log2(v)), with 0 and 1 both in slot 1 (BCC's
+ *    bpf_log2l()); slot s holds [2^(s-1), 2^s - 1];
+ *  - linear: slot v / width, the last slot also holding everything above.
+ */
+#ifndef PROBEKIT_HISTOGRAM_BPF_H
+#define PROBEKIT_HISTOGRAM_BPF_H
+
+#include "histogram.h"
+
+/* floor(log2(v)) for v > 0, and 0 for v == 0, without loops (the
+ * verifier likes straight-line code). */
+static __always_inline __u32 hist_log2_u32(__u32 v)
+{
+	__u32 r, shift;
+
+	r = (v > 0xffff) << 4;
+	v >>= r;
+	shift = (v > 0xff) << 3;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0xf) << 2;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0x3) << 1;
+	v >>= shift;
+	r |= shift;
+	r |= (v >> 1);
+	return r;
+}
+
+static __always_inline __u32 hist_log2_slot(__u64 v)
+{
+	__u32 hi = v >> 32;
+
+	if (hi)
+		return hist_log2_u32(hi) + 32 + 1;
+	return hist_log2_u32((__u32)v) + 1;
+}
+
+/* width is never 0: user space refuses it. */
+static __always_inline __u32 hist_linear_slot(__u64 v, __u64 width)
+{
+	__u64 s = width ? v / width : v;
+
+	return s < HIST_LINEAR_SLOTS - 1 ? (__u32)s : HIST_LINEAR_SLOTS - 1;
+}
+
+static __always_inline __u32 hist_slot(__u64 v, bool linear, __u64 width)
+{
+	__u32 s = linear ? hist_linear_slot(v, width) : hist_log2_slot(v);
+
+	/* Redundant for the arithmetic above; it proves the bound to the
+	 * verifier. */
+	return s < HIST_MAX_SLOTS ? s : HIST_MAX_SLOTS - 1;
+}
+
+/* An all-zero histogram to create new map entries from. */
+static const struct hist hist_zero;
+
+/* Count one value in slot of the histogram at key in map (a hash of
+ * struct hist), creating the histogram on first use.  A full map drops
+ * the count rather than failing the probe. */
+static __always_inline void hist_increment(void *map, const void *key,
+					   __u32 slot)
+{
+	struct hist *h = bpf_map_lookup_elem(map, key);
+
+	if (!h) {
+		bpf_map_update_elem(map, key, &hist_zero, BPF_NOEXIST);
+		h = bpf_map_lookup_elem(map, key);
+		if (!h)
+			return;
+	}
+	__sync_fetch_and_add(&h->slots[slot], 1);
+}
+
+#endif

@@ -1,0 +1,280 @@
+/*
+ * histogram.c: print histograms as the bcc/ tools do.
+ *
+ * bcc/probekit_bcc.py documents the text and JSON formats; this file
+ * reproduces them to the byte, so tests can compare a libbpf tool with its
+ * bcc/ twin.  The log2 text is BCC's print_log2_hist() layout, the linear
+ * text that of libbpf-tools' print_linear_hist().
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <linux/types.h>
+
+#include "histogram.h"
+
+#define STARS_MAX 40
+
+/* The rows a histogram prints: slots first..last.  Log2 rows start at
+ * slot 1 (0 -> 1) and run to the highest non-empty slot; linear rows run
+ * from the lowest to the highest non-empty slot.  Returns false when the
+ * histogram prints nothing. */
+static bool hist_rows(const struct hist_entry *e, int *first, int *last)
+{
+	int lo = -1, hi = -1;
+	int n = e->linear ? HIST_LINEAR_SLOTS : HIST_LOG2_SLOTS;
+
+	for (int i = 0; i < n; i++) {
+		if (!e->hist.slots[i])
+			continue;
+		if (lo < 0)
+			lo = i;
+		hi = i;
+	}
+	if (e->linear) {
+		*first = lo;
+		*last = hi;
+		return hi >= 0;
+	}
+	*first = 1;
+	*last = hi;
+	return hi >= 1;
+}
+
+static void row_bounds(const struct hist_entry *e, int i,
+		       unsigned long long *low, unsigned long long *high,
+		       bool *open)
+{
+	*open = false;
+	if (e->linear) {
+		*low = i * e->width;
+		*high = *low + e->width - 1;
+		*open = i >= HIST_LINEAR_SLOTS - 1;
+		return;
+	}
+	/* Slot i holds [2^(i-1), 2^i - 1]; slot 1 is shown as 0 -> 1. */
+	*low = 1ULL << (i - 1);
+	*high = i == 64 ? UINT64_MAX : (1ULL << i) - 1;
+	if (*low == *high)
+		(*low)--;
+}
+
+static void print_stars(unsigned long long val, unsigned long long max,
+			int width)
+{
+	unsigned __int128 n = (unsigned __int128)width * val / max;
+	int i, k = n > (unsigned __int128)width ? width : (int)n;
+
+	for (i = 0; i < k; i++)
+		putchar('*');
+	for (; i < width; i++)
+		putchar(' ');
+}
+
+static void print_text(const struct hist_entry *e, int first, int last)
+{
+	unsigned long long max = 0, low, high;
+	bool wide = !e->linear && last - first + 1 > 32, open;
+	int stars = wide ? STARS_MAX / 2 : STARS_MAX;
+
+	for (int i = first; i <= last; i++)
+		if (e->hist.slots[i] > max)
+			max = e->hist.slots[i];
+	if (e->linear)
+		printf("     %-13s : count     distribution\n", e->unit);
+	else if (wide)
+		printf("               %-29s : count     distribution\n", e->unit);
+	else
+		printf("     %-19s : count     distribution\n", e->unit);
+	for (int i = first; i <= last; i++) {
+		unsigned long long c = e->hist.slots[i];
+
+		row_bounds(e, i, &low, &high, &open);
+		if (e->linear)
+			printf("        %-10llu : %-8llu |", low, c);
+		else if (wide)
+			printf("%20llu -> %-20llu : %-8llu |", low, high, c);
+		else
+			printf("%10llu -> %-10llu : %-8llu |", low, high, c);
+		print_stars(c, max, stars);
+		fputs("|\n", stdout);
+	}
+}
+
+/* A JSON string as Python's json.dumps() writes it (ensure_ascii):
+ * control characters and everything beyond ASCII escaped, bytes that are
+ * not UTF-8 shown as U+FFFD, as bytes.decode(errors="replace") does. */
+static void print_json_string(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	putchar('"');
+	while (*p) {
+		unsigned c = *p, cp, need;
+
+		if (c < 0x80) {
+			p++;
+			switch (c) {
+			case '"': fputs("\\\"", stdout); break;
+			case '\\': fputs("\\\\", stdout); break;
+			case '\n': fputs("\\n", stdout); break;
+			case '\r': fputs("\\r", stdout); break;
+			case '\t': fputs("\\t", stdout); break;
+			case '\b': fputs("\\b", stdout); break;
+			case '\f': fputs("\\f", stdout); break;
+			default:
+				if (c < 0x20)
+					printf("\\u%04x", c);
+				else
+					putchar(c);
+			}
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf)
+			need = 1, cp = c & 0x1f;
+		else if (c >= 0xe0 && c <= 0xef)
+			need = 2, cp = c & 0x0f;
+		else if (c >= 0xf0 && c <= 0xf4)
+			need = 3, cp = c & 0x07;
+		else
+			need = 0, cp = 0xfffd;
+		p++;
+		for (unsigned k = 0; k < need; k++) {
+			if ((p[0] & 0xc0) != 0x80) {
+				cp = 0xfffd;
+				break;
+			}
+			cp = cp << 6 | (p[0] & 0x3f);
+			p++;
+		}
+		if ((need == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+		    (need == 3 && (cp < 0x10000 || cp > 0x10ffff)))
+			cp = 0xfffd;
+		if (cp >= 0x10000) {
+			cp -= 0x10000;
+			printf("\\u%04x\\u%04x", 0xd800 + (cp >> 10),
+			       0xdc00 + (cp & 0x3ff));
+		} else {
+			printf("\\u%04x", cp);
+		}
+	}
+	putchar('"');
+}
+
+static void print_json(const struct hist_entry *e, int first, int last)
+{
+	unsigned long long total = 0, low, high;
+	bool open;
+
+	fputs("{\"name\": ", stdout);
+	print_json_string(e->name);
+	fputs(", \"unit\": ", stdout);
+	print_json_string(e->unit);
+	printf(", \"scale\": \"%s\"", e->linear ? "linear" : "log2");
+	if (e->linear)
+		printf(", \"width\": %llu", e->width);
+	fputs(", \"key\": {", stdout);
+	for (int k = 0; k < e->nkeys; k++) {
+		if (k)
+			fputs(", ", stdout);
+		print_json_string(e->key_names[k]);
+		fputs(": ", stdout);
+		print_json_string(e->key_vals[k]);
+	}
+	for (int i = first; i <= last; i++)
+		total += e->hist.slots[i];
+	printf("}, \"total\": %llu, \"buckets\": [", total);
+	for (int i = first; i <= last; i++) {
+		row_bounds(e, i, &low, &high, &open);
+		if (i > first)
+			fputs(", ", stdout);
+		if (open)
+			printf("{\"low\": %llu, \"high\": null, \"count\": %llu}",
+			       low, (unsigned long long)e->hist.slots[i]);
+		else
+			printf("{\"low\": %llu, \"high\": %llu, \"count\": %llu}",
+			       low, high, (unsigned long long)e->hist.slots[i]);
+	}
+	putchar(']');
+	for (int k = 0; k < e->nextras; k++) {
+		fputs(", ", stdout);
+		print_json_string(e->extra_names[k]);
+		printf(": %llu", e->extra_vals[k]);
+	}
+	putchar('}');
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+	const struct hist_entry *x = a, *y = b;
+
+	for (int k = 0; k < x->nkeys && k < y->nkeys; k++) {
+		int c = strcmp(x->key_vals[k], y->key_vals[k]);
+
+		if (c)
+			return c;
+	}
+	return x->nkeys - y->nkeys;
+}
+
+void hist_sort(struct hist_entry *e, size_t n)
+{
+	qsort(e, n, sizeof(*e), cmp_entry);
+}
+
+void output_emit(struct output *o, const struct hist_entry *e, size_t n)
+{
+	char stamp[16];
+	time_t t = time(NULL);
+	struct tm tm;
+	bool any = false;
+	int first, last;
+
+	localtime_r(&t, &tm);
+	strftime(stamp, sizeof(stamp), "%H:%M:%S", &tm);
+
+	if (o->json) {
+		printf("{\"tool\": \"%s\", \"pid\": %d, ", o->tool, (int)o->pid);
+		if (o->timestamp)
+			printf("\"time\": \"%s\", ", stamp);
+		fputs("\"histograms\": [", stdout);
+		for (size_t i = 0; i < n; i++) {
+			if (!hist_rows(&e[i], &first, &last))
+				continue;
+			if (any)
+				fputs(", ", stdout);
+			print_json(&e[i], first, last);
+			any = true;
+		}
+		fputs("]}\n", stdout);
+		fflush(stdout);
+		o->n++;
+		return;
+	}
+
+	/* Text: a blank line between intervals, then -T's time, then each
+	 * non-empty histogram, headed by its key when it has one. */
+	if (o->n)
+		putchar('\n');
+	if (o->timestamp)
+		printf("%-8s\n", stamp);
+	for (size_t i = 0; i < n; i++) {
+		if (!hist_rows(&e[i], &first, &last))
+			continue;
+		if (e[i].nkeys) {
+			putchar('\n');
+			for (int k = 0; k < e[i].nkeys; k++)
+				printf("%s%s = %s", k ? ", " : "",
+				       e[i].key_names[k], e[i].key_vals[k]);
+			putchar('\n');
+		}
+		print_text(&e[i], first, last);
+		for (int k = 0; k < e[i].nextras; k++)
+			if (e[i].extra_vals[k])
+				printf("%s: %llu\n", e[i].extra_names[k],
+				       e[i].extra_vals[k]);
+	}
+	o->n++;
+	fflush(stdout);
+}

@@ -1,0 +1,61 @@
+/*
+ * histogram.h: the histogram every probekit libbpf tool keeps, shared by
+ * the BPF programs (which fill it) and user space (which prints it).
+ *
+ * A histogram is an array of counters indexed by slot; histogram.bpf.h
+ * says how a value picks its slot.  Slots, text and JSON are those of the
+ * bcc/ tools (bcc/probekit_bcc.py documents them), so a libbpf tool and
+ * its bcc/ twin print the same bytes for the same events.
+ */
+#ifndef PROBEKIT_HISTOGRAM_H
+#define PROBEKIT_HISTOGRAM_H
+
+#define HIST_LOG2_SLOTS   65	/* slot 1 + floor(log2(v)) of any u64 */
+#define HIST_LINEAR_SLOTS 1000	/* slot v / width; the last one is open */
+#define HIST_MAX_SLOTS    HIST_LINEAR_SLOTS
+
+struct hist {
+	__u64 slots[HIST_MAX_SLOTS];
+};
+
+#ifndef __bpf__
+#include <stdbool.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#define HIST_MAX_KEYS   2	/* a histogram is split by up to two fields */
+#define HIST_MAX_EXTRAS 2	/* counters shown after a histogram */
+
+/* One histogram as printed: what it measures and how it is split. */
+struct hist_entry {
+	const char *name;		/* "latency", "size": JSON only */
+	const char *unit;		/* column header: "usecs", "bytes" */
+	bool linear;			/* linear slots of width, else log2 */
+	unsigned long long width;
+	int nkeys;			/* -B, -O: "bdev = x, type = y" */
+	const char *key_names[HIST_MAX_KEYS];
+	char key_vals[HIST_MAX_KEYS][64];
+	int nextras;			/* funclat's "negative: N" */
+	const char *extra_names[HIST_MAX_EXTRAS];
+	unsigned long long extra_vals[HIST_MAX_EXTRAS];
+	struct hist hist;
+};
+
+/* Sort entries by their key values, as the bcc/ tools order sections. */
+void hist_sort(struct hist_entry *e, size_t n);
+
+/* How one run of a tool prints its intervals. */
+struct output {
+	const char *tool;
+	pid_t pid;
+	bool json;			/* --json: one object per line */
+	bool timestamp;			/* -T */
+	unsigned long n;		/* intervals printed so far */
+};
+
+/* Print one interval's histograms (n entries, sorted) as text or JSON,
+ * then flush stdout.  Empty histograms are left out. */
+void output_emit(struct output *o, const struct hist_entry *e, size_t n);
+#endif
+
+#endif

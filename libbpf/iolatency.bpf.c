@@ -1,0 +1,80 @@
+/*
+ * iolatency.bpf.c: latency from blktgt:io__submit to blktgt:io__done.
+ *
+ * An I/O is keyed by its id (the first argument of both probes), never by
+ * thread: a reactor may complete an I/O that another one submitted.  The
+ * key is deleted at completion, so the map holds only I/Os in flight, and
+ * I/Os already in flight when tracing starts are not counted.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/usdt.bpf.h>
+
+#include "iolatency.h"
+#include "histogram.bpf.h"
+
+/* Options, set by user space before load. */
+const volatile bool per_bdev = false;	/* -B */
+const volatile bool per_type = false;	/* -O */
+const volatile bool linear = false;	/* -L */
+const volatile __u64 width = 10;	/* -W: linear bucket width, in units */
+const volatile __u64 unit_ns = 1000;	/* -n 1, -u 1000, -m 1000000 */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_INFLIGHT);
+	__type(key, __u64);		/* I/O id */
+	__type(value, __u64);		/* submit time, ns */
+} start SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_HISTS);
+	__type(key, struct io_key);
+	__type(value, struct hist);
+} hists SEC(".maps");
+
+/* blktgt:io__submit(u64 id, char *bdev, u32 type, u64 offset, u64 len,
+ *                   char *type_name) */
+SEC("usdt")
+int BPF_USDT(io_submit, __u64 id)
+{
+	__u64 ts = bpf_ktime_get_ns();
+
+	bpf_map_update_elem(&start, &id, &ts, BPF_ANY);
+	return 0;
+}
+
+static __always_inline int handle_done(__u64 id, const char *bdev,
+				       const char *type_name)
+{
+	struct io_key key = {};
+	__u64 *tsp, delta;
+
+	tsp = bpf_map_lookup_elem(&start, &id);
+	if (!tsp)
+		return 0;	/* submitted before tracing started */
+	delta = (bpf_ktime_get_ns() - *tsp) / unit_ns;
+	bpf_map_delete_elem(&start, &id);
+
+	/* _str stops at the NUL of a zeroed key: equal names, equal keys. */
+	if (per_bdev)
+		bpf_probe_read_user_str(key.bdev, sizeof(key.bdev), bdev);
+	if (per_type)
+		bpf_probe_read_user_str(key.type, sizeof(key.type), type_name);
+	hist_increment(&hists, &key, hist_slot(delta, linear, width));
+	return 0;
+}
+
+/* blktgt:io__done(u64 id, char *bdev, u32 type, u64 len, s32 status,
+ *                 char *type_name) */
+SEC("usdt")
+int BPF_USDT(io_done, __u64 id, const char *bdev, __u32 type, __u64 len,
+	     __s32 status, const char *type_name)
+{
+	return handle_done(id, bdev, type_name);
+}
+
+/* bpf_probe_read_user_str() needs a GPL-compatible program. */
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,444 @@
+/*
+ * trace_helpers.c: see trace_helpers.h.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "trace_helpers.h"
+
+void tool_err(const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fprintf(stderr, "%s: ", tool_name);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+void usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", tool_name);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs(" (see --help)\n", stderr);
+	exit(2);
+}
+
+int parse_long(const char *s, long min, long max, long *out)
+{
+	char *end;
+	long v;
+
+	/* strtol() skips leading space and takes a sign; a number given on
+	 * the command line must be digits, with at most a leading '-'. */
+	if (!s || !(*s == '-' || (*s >= '0' && *s <= '9')))
+		return -EINVAL;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (end == s || *end)
+		return -EINVAL;
+	if (errno == ERANGE || v < min || v > max)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
+long positive_arg(const char *what, const char *arg, long max)
+{
+	long v;
+	int err = parse_long(arg, 1, max, &v);
+
+	if (err == -EINVAL)
+		usage_error("%s: not a number: '%s'", what, arg);
+	if (err)
+		usage_error("%s: must be 1..%ld: '%s'", what, max, arg);
+	return v;
+}
+
+bool common_option(struct common_args *a, int c, const char *arg)
+{
+	long v;
+
+	switch (c) {
+	case 'p':
+		if (parse_long(arg, 1, INT_MAX, &v))
+			usage_error("-p/--pid: invalid PID '%s'", arg);
+		a->pid = v;
+		return true;
+	case 'T':
+		a->timestamp = true;
+		return true;
+	case 'd':
+		a->duration = positive_arg("-d/--duration", arg, INT_MAX);
+		return true;
+	case 'j':
+		a->json = true;
+		return true;
+	case 'v':
+		a->verbose = true;
+		return true;
+	}
+	return false;
+}
+
+void common_finish(struct common_args *a, int argc, char **argv, int optind)
+{
+	if (optind < argc)
+		a->interval = positive_arg("interval", argv[optind++], INT_MAX);
+	if (optind < argc)
+		a->count = positive_arg("count", argv[optind++], INT_MAX);
+	if (optind < argc)
+		usage_error("unrecognized argument '%s'", argv[optind]);
+	if (!a->pid)
+		usage_error("the following arguments are required: -p/--pid");
+}
+
+static int libbpf_print_verbose(enum libbpf_print_level level,
+				const char *fmt, va_list ap)
+{
+	return vfprintf(stderr, fmt, ap);
+}
+
+static int libbpf_print_none(enum libbpf_print_level level,
+			     const char *fmt, va_list ap)
+{
+	return 0;
+}
+
+void libbpf_quiet(bool verbose)
+{
+	libbpf_set_print(verbose ? libbpf_print_verbose : libbpf_print_none);
+}
+
+/* True when /proc/PID/stat says the process is a zombie or dead. */
+static bool is_zombie(pid_t pid)
+{
+	char path[64], buf[512], *p;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return true;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	return !p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X';
+}
+
+int target_open(struct target *t, pid_t pid)
+{
+	char link[64];
+	const char *base;
+	ssize_t n;
+	int err;
+
+	memset(t, 0, sizeof(*t));
+	t->pid = pid;
+	t->pidfd = -1;
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
+	if (kill(pid, 0) < 0 && errno == ESRCH) {
+		tool_err("no process with PID %d", (int)pid);
+		return -ESRCH;
+	}
+	if (is_zombie(pid)) {
+		tool_err("PID %d has exited", (int)pid);
+		return -ESRCH;
+	}
+	n = readlink(link, t->exe, sizeof(t->exe) - 1);
+	if (n < 0) {
+		err = -errno;
+		if (err == -EACCES || err == -EPERM)
+			tool_err("cannot read %s: permission denied (tracing needs "
+				 "root, or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE)",
+				 link);
+		else
+			tool_err("cannot read %s: %s", link, strerror(-err));
+		return err;
+	}
+	t->exe[n] = '\0';
+	if (n > 10 && !strcmp(t->exe + n - 10, " (deleted)")) {
+		tool_err("PID %d runs a deleted executable (%s); restart it",
+			 (int)pid, t->exe);
+		return -ENOENT;
+	}
+	base = strrchr(t->exe, '/');
+	snprintf(t->comm, sizeof(t->comm), "%.255s", base ? base + 1 : t->exe);
+	/* The pidfd tells us when the target exits, and cannot be fooled
+	 * by a recycled PID. */
+	t->pidfd = syscall(SYS_pidfd_open, pid, 0);
+	if (t->pidfd < 0 && errno == ESRCH) {
+		tool_err("PID %d has exited", (int)pid);
+		return -ESRCH;
+	}
+	return 0;
+}
+
+void target_close(struct target *t)
+{
+	if (t->pidfd >= 0)
+		close(t->pidfd);
+	t->pidfd = -1;
+}
+
+void report_load_error(int err)
+{
+	if (err == -EPERM || err == -EACCES)
+		tool_err("cannot load BPF programs: %s (tracing needs root, or "
+			 "CAP_BPF and CAP_PERFMON)", strerror(-err));
+	else
+		tool_err("cannot load BPF programs: %s (run with -v for "
+			 "libbpf's log)", strerror(-err));
+}
+
+int attach_usdt(struct bpf_program *prog, const struct target *t,
+		const char *provider, const char *name, struct bpf_link **link)
+{
+	int err;
+
+	*link = bpf_program__attach_usdt(prog, t->pid, t->exe, provider, name,
+					 NULL);
+	if (*link)
+		return 0;
+	err = -errno;
+	if (err == -ENOENT)
+		tool_err("PID %d (%s) has no USDT probe %s:%s; is it blktgt "
+			 "built with USDT=1?", (int)t->pid, t->exe, provider, name);
+	else
+		tool_err("cannot attach to USDT probe %s:%s of PID %d: %s",
+			 provider, name, (int)t->pid, strerror(-err));
+	return err;
+}
+
+int attach_uprobe(struct bpf_program *prog, const struct target *t,
+		  const char *func, bool retprobe, struct bpf_link **link)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = func,
+		    .retprobe = retprobe);
+	int err;
+
+	*link = bpf_program__attach_uprobe_opts(prog, t->pid, t->exe, 0, &opts);
+	if (*link)
+		return 0;
+	err = -errno;
+	if (err == -ENOENT)
+		tool_err("PID %d (%s) has no function %s", (int)t->pid, t->exe,
+			 func);
+	else
+		tool_err("cannot attach a %s to %s of PID %d: %s",
+			 retprobe ? "uretprobe" : "uprobe", func, (int)t->pid,
+			 strerror(-err));
+	return err;
+}
+
+int hist_map_drain(const struct bpf_map *map, void **keysp,
+		   struct hist **histsp)
+{
+	int fd = bpf_map__fd(map);
+	size_t ksz = bpf_map__key_size(map);
+	size_t max = bpf_map__max_entries(map);
+	char *keys = calloc(max ? max : 1, ksz);
+	struct hist *hists;
+	void *prev = NULL;
+	size_t n = 0, got = 0;
+	int err = 0;
+
+	if (!keys)
+		return -ENOMEM;
+	/* Take the keys first: deleting while walking would restart the
+	 * walk. */
+	while (n < max && !bpf_map_get_next_key(fd, prev, keys + n * ksz)) {
+		prev = keys + n * ksz;
+		n++;
+	}
+	hists = calloc(n ? n : 1, sizeof(*hists));
+	if (!hists) {
+		free(keys);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		void *k = keys + i * ksz;
+
+		if (!bpf_map_lookup_and_delete_elem(fd, k, &hists[got])) {
+			memmove(keys + got * ksz, k, ksz);
+			got++;
+			continue;
+		}
+		if (errno == ENOENT)
+			continue;	/* gone meanwhile */
+		/* Kernels before 5.14 cannot do both on a hash: read, then
+		 * delete. */
+		if (bpf_map_lookup_elem(fd, k, &hists[got])) {
+			if (errno == ENOENT)
+				continue;
+			err = -errno;
+			break;
+		}
+		bpf_map_delete_elem(fd, k);
+		memmove(keys + got * ksz, k, ksz);
+		got++;
+	}
+	if (err) {
+		free(keys);
+		free(hists);
+		return err;
+	}
+	*keysp = keys;
+	*histsp = hists;
+	return (int)got;
+}
+
+/* --- the output loop ------------------------------------------------ */
+
+static volatile sig_atomic_t got_signal;
+
+static void on_signal(int sig)
+{
+	got_signal = sig;
+}
+
+static long long now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+enum wake { WAKE_TIME, WAKE_SIGNAL, WAKE_EXIT };
+
+/*
+ * Sleep until the monotonic time until_ns (< 0: no limit), a signal, or
+ * the target's exit.  SIGINT and SIGTERM are blocked except inside
+ * ppoll(), so one sent at any moment ends the very next wait.
+ */
+static enum wake wait_until(const struct target *t, const sigset_t *mask,
+			    long long until_ns)
+{
+	struct pollfd pfd = { .fd = t->pidfd, .events = POLLIN };
+
+	for (;;) {
+		struct timespec ts, *tmo = NULL;
+		long long left = until_ns < 0 ? -1 : until_ns - now_ns();
+		int n;
+
+		if (got_signal)
+			return WAKE_SIGNAL;
+		if (t->pidfd < 0 && kill(t->pid, 0) < 0 && errno == ESRCH)
+			return WAKE_EXIT;
+		if (until_ns >= 0 && left <= 0)
+			return WAKE_TIME;
+		/* Without a pidfd (kernels before 5.3), look at the target
+		 * every 100 ms, as the bcc/ tools do. */
+		if (t->pidfd < 0 && (left < 0 || left > 100000000LL))
+			left = 100000000LL;
+		if (left >= 0) {
+			ts.tv_sec = left / 1000000000LL;
+			ts.tv_nsec = left % 1000000000LL;
+			tmo = &ts;
+		}
+		n = ppoll(t->pidfd >= 0 ? &pfd : NULL, t->pidfd >= 0, tmo, mask);
+		if (n > 0)
+			return WAKE_EXIT;
+		if (n < 0 && errno != EINTR) {
+			tool_err("cannot wait: %s", strerror(errno));
+			return WAKE_SIGNAL;
+		}
+	}
+}
+
+static int emit(struct output *out, collect_fn collect, void *ctx)
+{
+	struct hist_entry *e = NULL;
+	int n = collect(ctx, &e);
+
+	if (n < 0) {
+		tool_err("cannot read the histograms: %s", strerror(-n));
+		return 1;
+	}
+	output_emit(out, e, n);
+	free(e);
+	return 0;
+}
+
+int run_loop(const struct common_args *a, const struct target *t,
+	     const char *what, collect_fn collect, void *ctx)
+{
+	struct output out = { .tool = tool_name, .pid = t->pid,
+			      .json = a->json, .timestamp = a->timestamp };
+	struct sigaction sa = { .sa_handler = on_signal };
+	long long start, end = -1, next = -1;
+	sigset_t block, mask;
+	long left = a->count;
+	enum wake why;
+	char every[64] = "";
+
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	sigprocmask(SIG_BLOCK, &block, &mask);
+	sigdelset(&mask, SIGINT);
+	sigdelset(&mask, SIGTERM);
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+
+	if (a->interval)
+		snprintf(every, sizeof(every), " Output every %ld secs.",
+			 a->interval);
+	fprintf(a->json ? stderr : stdout,
+		"Tracing %s of PID %d (%s).%s Hit Ctrl-C to end.\n",
+		what, (int)t->pid, t->comm, every);
+	fflush(a->json ? stderr : stdout);
+
+	start = now_ns();
+	if (a->duration)
+		end = start + a->duration * 1000000000LL;
+	if (a->interval)
+		next = start + a->interval * 1000000000LL;
+	for (;;) {
+		long long until = next;
+
+		if (end >= 0 && (until < 0 || end < until))
+			until = end;
+		why = wait_until(t, &mask, until);
+		if (why != WAKE_TIME)
+			break;
+		if (end >= 0 && now_ns() >= end)
+			break;
+		if (emit(&out, collect, ctx))
+			return 1;
+		next += a->interval * 1000000000LL;
+		if (left && --left == 0)
+			return 0;
+	}
+	if (emit(&out, collect, ctx))
+		return 1;
+	if (why == WAKE_EXIT) {
+		fflush(stdout);
+		fprintf(stderr, "%s: PID %d (%s) exited; tracing ended\n",
+			tool_name, (int)t->pid, t->comm);
+	}
+	return 0;
+}

@@ -1,0 +1,79 @@
+# libbpf CO-RE tools (libbpf/): iolatency, iosize and funclat, as
+# $(O)/bin/<tool>.  Each tool is three files, as in libbpf-tools:
+# <tool>.h (structs shared with BPF), <tool>.bpf.c (BPF programs and maps)
+# and <tool>.c (user space), plus the helpers every tool links.
+#
+#   libbpf/<tool>.bpf.c --clang -target bpf--> $(O)/obj/libbpf/<tool>.bpf.o
+#   <tool>.bpf.o --bpftool gen skeleton--> $(O)/gen/libbpf/<tool>.skel.h
+#   libbpf/<tool>.c + skeleton + helpers --cc -lbpf--> $(O)/bin/<tool>
+#
+# vmlinux.h is generated from the running kernel's BTF, so no kernel
+# headers are needed, at build time or at run time.
+
+LIBBPF_TOOLS := iolatency iosize funclat
+LIBBPF_HELPERS := histogram trace_helpers
+
+BPF_CLANG   ?= clang
+BPFTOOL     ?= bpftool
+LLVM_STRIP  ?= llvm-strip
+VMLINUX_BTF ?= /sys/kernel/btf/vmlinux
+
+LIBBPF_GEN := $(O)/gen/libbpf
+LIBBPF_OBJ := $(O)/obj/libbpf
+LIBBPF_BINS := $(addprefix $(O)/bin/,$(LIBBPF_TOOLS))
+
+BPF_ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/' \
+	-e 's/ppc64le/powerpc/' -e 's/s390x/s390/' -e 's/riscv64/riscv/')
+# -target bpf has no system include directories of its own; lend it the
+# host's (for asm/errno.h, which usdt.bpf.h pulls in via linux/errno.h).
+BPF_SYS_INCLUDES := $(shell $(BPF_CLANG) -v -E - </dev/null 2>&1 | \
+	sed -n '/<...> search starts here:/,/End of search list./s|^ \(/.*\)|-idirafter \1|p')
+BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -Wall \
+	-I$(LIBBPF_GEN) -Ilibbpf $(BPF_SYS_INCLUDES)
+LIBBPF_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -I$(LIBBPF_GEN) \
+	-Ilibbpf $(SAN_CFLAGS) $(EXTRA_CFLAGS)
+LIBBPF_LDLIBS := -lbpf -lelf -lz
+
+.PHONY: libbpf
+all: $(LIBBPF_BINS)
+libbpf: $(LIBBPF_BINS)
+
+$(LIBBPF_GEN) $(LIBBPF_OBJ):
+	$(Q)mkdir -p $@
+
+# The running kernel's types; CO-RE relocates field offsets at load time,
+# so the tools built here also run on other BTF-enabled kernels.
+$(LIBBPF_GEN)/vmlinux.h: | $(LIBBPF_GEN)
+	$(call msg,BTF,$@)
+	$(Q)test -r $(VMLINUX_BTF) || { echo "libbpf: $(VMLINUX_BTF) is missing:" \
+		"the libbpf tools need a kernel with CONFIG_DEBUG_INFO_BTF" >&2; exit 1; }
+	$(Q)$(BPFTOOL) btf dump file $(VMLINUX_BTF) format c > $@
+
+# -g keeps the BTF that CO-RE and the skeleton need; llvm-strip -g then
+# drops only the DWARF.
+$(LIBBPF_OBJ)/%.bpf.o: libbpf/%.bpf.c $(LIBBPF_GEN)/vmlinux.h | $(LIBBPF_OBJ)
+	$(call msg,BPF,$@)
+	$(Q)$(BPF_CLANG) $(BPF_CFLAGS) -MMD -MP -c $< -o $@
+	$(Q)$(LLVM_STRIP) -g $@
+
+$(LIBBPF_GEN)/%.skel.h: $(LIBBPF_OBJ)/%.bpf.o | $(LIBBPF_GEN)
+	$(call msg,GEN-SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< > $@
+
+$(LIBBPF_OBJ)/%.o: libbpf/%.c $(O)/.config | $(LIBBPF_OBJ)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(LIBBPF_CFLAGS) -MMD -MP -c $< -o $@
+
+# A tool's user space includes its skeleton: make that explicit.
+$(foreach t,$(LIBBPF_TOOLS),$(eval $(LIBBPF_OBJ)/$(t).o: $(LIBBPF_GEN)/$(t).skel.h))
+
+$(O)/bin/%: $(LIBBPF_OBJ)/%.o $(addprefix $(LIBBPF_OBJ)/,$(addsuffix .o,$(LIBBPF_HELPERS))) | $(O)/bin
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBBPF_LDLIBS)
+
+# Keep the objects and skeletons between the pattern rules.
+.SECONDARY: $(LIBBPF_TOOLS:%=$(LIBBPF_OBJ)/%.bpf.o) \
+	$(LIBBPF_TOOLS:%=$(LIBBPF_GEN)/%.skel.h) \
+	$(LIBBPF_TOOLS:%=$(LIBBPF_OBJ)/%.o) $(LIBBPF_HELPERS:%=$(LIBBPF_OBJ)/%.o)
+
+-include $(wildcard $(LIBBPF_OBJ)/*.d)
