@@ -113,7 +113,8 @@ probes: $(TARGET)
 	else echo "probes: tplist-bpfcc not found; run 'make deps'" >&2; exit 1; fi
 
 # Everything that names a probe: checked against the catalog and binary.
-LINT_FILES = $(wildcard bt/*.bt) $(filter-out %.txt %.md %.py,$(wildcard bcc/*))
+LINT_FILES = $(wildcard bt/*.bt) $(filter-out %.txt %.md %.py,$(wildcard bcc/*)) \
+             $(wildcard libbpf/*.bpf.c)
 
 lint: $(TARGET)
 	$(Q)$(PYTHON) probes/probecheck --binary $(TARGET) --catalog $(CATALOG) $(LINT_FILES)
