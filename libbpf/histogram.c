@@ -223,12 +223,23 @@ void hist_sort(struct hist_entry *e, size_t n)
 	qsort(e, n, sizeof(*e), cmp_entry);
 }
 
+/* Empty histograms are left out, unless an extra counter is set. */
+static bool shown(const struct hist_entry *e, int *first, int *last)
+{
+	bool rows = hist_rows(e, first, last);
+
+	for (int k = 0; k < e->nextras; k++)
+		if (e->extra_vals[k])
+			return true;
+	return rows;
+}
+
 void output_emit(struct output *o, const struct hist_entry *e, size_t n)
 {
 	char stamp[16];
 	time_t t = time(NULL);
 	struct tm tm;
-	bool any = false;
+	size_t printed = 0;
 	int first, last;
 
 	localtime_r(&t, &tm);
@@ -240,12 +251,11 @@ void output_emit(struct output *o, const struct hist_entry *e, size_t n)
 			printf("\"time\": \"%s\", ", stamp);
 		fputs("\"histograms\": [", stdout);
 		for (size_t i = 0; i < n; i++) {
-			if (!hist_rows(&e[i], &first, &last))
+			if (!shown(&e[i], &first, &last))
 				continue;
-			if (any)
+			if (printed++)
 				fputs(", ", stdout);
 			print_json(&e[i], first, last);
-			any = true;
 		}
 		fputs("]}\n", stdout);
 		fflush(stdout);
@@ -254,13 +264,14 @@ void output_emit(struct output *o, const struct hist_entry *e, size_t n)
 	}
 
 	/* Text: a blank line between intervals, then -T's time, then each
-	 * non-empty histogram, headed by its key when it has one. */
+	 * histogram shown, headed by its key when it has one, else
+	 * separated from the previous one by a blank line. */
 	if (o->n)
 		putchar('\n');
 	if (o->timestamp)
 		printf("%-8s\n", stamp);
 	for (size_t i = 0; i < n; i++) {
-		if (!hist_rows(&e[i], &first, &last))
+		if (!shown(&e[i], &first, &last))
 			continue;
 		if (e[i].nkeys) {
 			putchar('\n');
@@ -268,12 +279,15 @@ void output_emit(struct output *o, const struct hist_entry *e, size_t n)
 				printf("%s%s = %s", k ? ", " : "",
 				       e[i].key_names[k], e[i].key_vals[k]);
 			putchar('\n');
+		} else if (printed) {
+			putchar('\n');
 		}
-		print_text(&e[i], first, last);
+		printed++;
+		if (first <= last && last >= 0)
+			print_text(&e[i], first, last);
 		for (int k = 0; k < e[i].nextras; k++)
-			if (e[i].extra_vals[k])
-				printf("%s: %llu\n", e[i].extra_names[k],
-				       e[i].extra_vals[k]);
+			printf("%s: %llu\n", e[i].extra_names[k],
+			       e[i].extra_vals[k]);
 	}
 	o->n++;
 	fflush(stdout);

@@ -31,6 +31,9 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, MAX_HISTS);
+	/* Allocated on first use: preallocating 1024 histograms of 8 KB
+	 * would cost start-up time for nothing. */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct io_key);
 	__type(value, struct hist);
 } hists SEC(".maps");

@@ -137,41 +137,13 @@ static void parse_args(int argc, char **argv)
 static int collect(void *ctx, struct hist_entry **entries)
 {
 	struct iolatency_bpf *skel = ctx;
-	struct io_key *keys;
-	struct hist *hists;
-	struct hist_entry *e;
-	int n = hist_map_drain(skel->maps.hists, (void **)&keys, &hists);
+	const struct hist_entry proto = {
+		.name = "latency", .unit = env.unit,
+		.linear = env.linear, .width = env.width,
+	};
 
-	if (n < 0)
-		return n;
-	e = calloc(n ? n : 1, sizeof(*e));
-	if (!e) {
-		free(keys);
-		free(hists);
-		return -ENOMEM;
-	}
-	for (int i = 0; i < n; i++) {
-		e[i].name = "latency";
-		e[i].unit = env.unit;
-		e[i].linear = env.linear;
-		e[i].width = env.width;
-		if (env.per_bdev) {
-			e[i].key_names[e[i].nkeys] = "bdev";
-			snprintf(e[i].key_vals[e[i].nkeys++], sizeof(e[i].key_vals[0]),
-				 "%.*s", BDEV_LEN, keys[i].bdev);
-		}
-		if (env.per_type) {
-			e[i].key_names[e[i].nkeys] = "type";
-			snprintf(e[i].key_vals[e[i].nkeys++], sizeof(e[i].key_vals[0]),
-				 "%.*s", IOTYPE_LEN, keys[i].type);
-		}
-		e[i].hist = hists[i];
-	}
-	hist_sort(e, n);
-	free(keys);
-	free(hists);
-	*entries = e;
-	return n;
+	return io_collect(skel->maps.hists, env.per_bdev, env.per_type, &proto,
+			  entries);
 }
 
 int main(int argc, char **argv)

@@ -204,9 +204,12 @@ void target_close(struct target *t)
 
 void report_load_error(int err)
 {
-	if (err == -EPERM || err == -EACCES)
+	if (err == -EPERM)
 		tool_err("cannot load BPF programs: %s (tracing needs root, or "
 			 "CAP_BPF and CAP_PERFMON)", strerror(-err));
+	else if (err == -EACCES)
+		tool_err("cannot load BPF programs: the kernel's verifier "
+			 "refused one (run with -v for its log)");
 	else
 		tool_err("cannot load BPF programs: %s (run with -v for "
 			 "libbpf's log)", strerror(-err));

@@ -11,7 +11,7 @@
 # headers are needed, at build time or at run time.
 
 LIBBPF_TOOLS := iolatency iosize funclat
-LIBBPF_HELPERS := histogram trace_helpers
+LIBBPF_HELPERS := histogram trace_helpers blktgt_io
 
 BPF_CLANG   ?= clang
 BPFTOOL     ?= bpftool

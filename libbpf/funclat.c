@@ -1,0 +1,230 @@
+/*
+ * funclat: summarize a blktgt function's argument, return value and
+ * latency as histograms.
+ *
+ * The libbpf CO-RE twin of bcc/funclat: same options, same output.  A
+ * uprobe on FUNC (default bdev_execute) records argument N (1-based,
+ * default 4: len in
+ *   int64_t bdev_execute(struct bdev *b, uint32_t type, uint64_t offset,
+ *                        uint64_t len, void *buf, int fua);)
+ * and a uretprobe the return value and the latency.  Three log2
+ * histograms: the argument, the non-negative return values (with the
+ * count of negative ones, errors, as "negative: N"), and the latency.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <bpf/libbpf.h>
+
+#include "funclat.h"
+#include "funclat.skel.h"
+#include "trace_helpers.h"
+
+const char *tool_name = "funclat";
+
+static const char usage[] =
+"usage: funclat -p PID [-h] [-f FUNC] [-a N] [--arg-bits {32,64}]\n"
+"               [-n|-u|-m] [-T] [-d SECS] [-j] [interval [count]]\n"
+"\n"
+"Summarize a blktgt function's argument, return value and latency as\n"
+"histograms (libbpf CO-RE).\n"
+"\n"
+"options:\n"
+COMMON_HELP
+"  -f, --function FUNC  the function to trace (default bdev_execute)\n"
+"  -a, --arg N          argument to summarize, 1-6 (default 4, len of\n"
+"                       bdev_execute)\n"
+"  --arg-bits {32,64}   the argument's width: 32 for a 32-bit int, whose\n"
+"                       register's upper half is undefined (default 64)\n"
+"  -m, --milliseconds   millisecond histogram\n"
+"  -u, --microseconds   microsecond histogram\n"
+"  -n, --nanoseconds    nanosecond histogram (default)\n"
+"\n"
+"examples:\n"
+"    funclat -p 1234                 # bdev_execute: len, retval, latency\n"
+"    funclat -p 1234 -u 1 10         # usecs, 1 second summaries, 10 times\n"
+"    funclat -p 1234 -f bdev_submit -a 1 --arg-bits 64\n"
+"                                    # another function and argument\n"
+"    funclat -p 1234 -a 2 --arg-bits 32   # bdev_execute's uint32_t type\n"
+"    funclat -p 1234 -j              # print JSON\n";
+
+#define FUNC_MAX 255
+
+static struct {
+	struct common_args c;
+	const char *func;
+	long arg;
+	long arg_bits;
+	const char *unit;
+	unsigned long long unit_ns;
+	char arg_unit[8];	/* "arg4" */
+} env = { .func = "bdev_execute", .arg = 4, .arg_bits = 64,
+	  .unit = "nsecs", .unit_ns = 1 };
+
+static void set_unit(int c, char *given)
+{
+	static const struct { int c; const char *opt, *unit;
+			      unsigned long long ns; } units[] = {
+		{ 'm', "-m/--milliseconds", "msecs", 1000000 },
+		{ 'u', "-u/--microseconds", "usecs", 1000 },
+		{ 'n', "-n/--nanoseconds", "nsecs", 1 },
+	};
+
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (units[i].c != c)
+			continue;
+		for (size_t j = 0; j < sizeof(units) / sizeof(units[0]); j++)
+			if (*given && *given != c && units[j].c == *given)
+				usage_error("argument %s: not allowed with "
+					    "argument %s", units[i].opt,
+					    units[j].opt);
+		*given = (char)c;
+		env.unit = units[i].unit;
+		env.unit_ns = units[i].ns;
+	}
+}
+
+/* A symbol name as the bcc/ twin accepts it: 1..255 of [A-Za-z0-9_.$]. */
+static bool valid_func(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (!n || n > FUNC_MAX)
+		return false;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && !strchr("_.$", *s))
+			return false;
+	return true;
+}
+
+static void parse_args(int argc, char **argv)
+{
+	enum { OPT_ARG_BITS = 256 };
+	static const struct option longopts[] = {
+		COMMON_LONGOPTS,
+		{ "function", required_argument, NULL, 'f' },
+		{ "arg", required_argument, NULL, 'a' },
+		{ "arg-bits", required_argument, NULL, OPT_ARG_BITS },
+		{ "milliseconds", no_argument, NULL, 'm' },
+		{ "microseconds", no_argument, NULL, 'u' },
+		{ "nanoseconds", no_argument, NULL, 'n' },
+		{ 0 }
+	};
+	char unit_given = 0;
+	int c;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, COMMON_SHORTOPTS "f:a:mun",
+				longopts, NULL)) != -1) {
+		if (common_option(&env.c, c, optarg))
+			continue;
+		switch (c) {
+		case 'h':
+			fputs(usage, stdout);
+			exit(0);
+		case 'f':
+			env.func = optarg;
+			break;
+		case 'a':
+			if (parse_long(optarg, 1, 6, &env.arg))
+				usage_error("argument -a/--arg: invalid choice: "
+					    "'%s' (choose from 1 to 6)", optarg);
+			break;
+		case OPT_ARG_BITS:
+			if (parse_long(optarg, 32, 64, &env.arg_bits) ||
+			    (env.arg_bits != 32 && env.arg_bits != 64))
+				usage_error("argument --arg-bits: invalid choice: "
+					    "'%s' (choose from 32, 64)", optarg);
+			break;
+		case 'm':
+		case 'u':
+		case 'n':
+			set_unit(c, &unit_given);
+			break;
+		default:
+			if (optopt && strchr("pdfa", optopt))
+				usage_error("option -%c needs an argument", optopt);
+			usage_error("unrecognized option '%s'", argv[optind - 1]);
+		}
+	}
+	common_finish(&env.c, argc, argv, optind);
+	if (!valid_func(env.func))
+		usage_error("invalid function name '%.64s'", env.func);
+	snprintf(env.arg_unit, sizeof(env.arg_unit), "arg%ld", env.arg);
+}
+
+/* Move a live histogram into out, zeroing it slot by slot with an atomic
+ * exchange: an increment racing with us lands in this interval or the
+ * next, never nowhere. */
+static void take_hist(struct hist *live, struct hist *out)
+{
+	for (int i = 0; i < HIST_LOG2_SLOTS; i++)
+		out->slots[i] = __atomic_exchange_n(&live->slots[i], 0,
+						    __ATOMIC_SEQ_CST);
+}
+
+static int collect(void *ctx, struct hist_entry **entries)
+{
+	struct funclat_bpf *skel = ctx;
+	struct hist_entry *e = calloc(FUNCLAT_NHISTS, sizeof(*e));
+
+	if (!e)
+		return -ENOMEM;
+	e[FUNCLAT_ARG].name = "arg";
+	e[FUNCLAT_ARG].unit = env.arg_unit;
+	e[FUNCLAT_RETVAL].name = "retval";
+	e[FUNCLAT_RETVAL].unit = "retval";
+	e[FUNCLAT_RETVAL].nextras = 1;
+	e[FUNCLAT_RETVAL].extra_names[0] = "negative";
+	e[FUNCLAT_RETVAL].extra_vals[0] =
+		__atomic_exchange_n(&skel->bss->negative, 0, __ATOMIC_SEQ_CST);
+	e[FUNCLAT_LATENCY].name = "latency";
+	e[FUNCLAT_LATENCY].unit = env.unit;
+	for (int i = 0; i < FUNCLAT_NHISTS; i++)
+		take_hist(&skel->bss->hists[i], &e[i].hist);
+	*entries = e;
+	return FUNCLAT_NHISTS;
+}
+
+int main(int argc, char **argv)
+{
+	struct funclat_bpf *skel = NULL;
+	struct target t;
+	char what[FUNC_MAX + 8];
+	int err, rc = 1;
+
+	parse_args(argc, argv);
+	libbpf_quiet(env.c.verbose);
+	if (target_open(&t, env.c.pid))
+		return 1;
+
+	skel = funclat_bpf__open();
+	if (!skel) {
+		report_load_error(-errno);
+		goto out;
+	}
+	skel->rodata->arg_index = env.arg;
+	skel->rodata->arg_mask = env.arg_bits == 32 ? 0xffffffffULL : ~0ULL;
+	skel->rodata->unit_ns = env.unit_ns;
+	err = funclat_bpf__load(skel);
+	if (err) {
+		report_load_error(err);
+		goto out;
+	}
+	if (attach_uprobe(skel->progs.func_entry, &t, env.func, false,
+			  &skel->links.func_entry) ||
+	    attach_uprobe(skel->progs.func_return, &t, env.func, true,
+			  &skel->links.func_return))
+		goto out;
+
+	snprintf(what, sizeof(what), "%s()", env.func);
+	rc = run_loop(&env.c, &t, what, collect, skel);
+out:
+	funclat_bpf__destroy(skel);
+	target_close(&t);
+	return rc;
+}

@@ -1,0 +1,17 @@
+/* funclat.h: what funclat.bpf.c and funclat.c share. */
+#ifndef PROBEKIT_FUNCLAT_H
+#define PROBEKIT_FUNCLAT_H
+
+#include "histogram.h"
+
+#define MAX_THREADS 4096	/* calls in progress remembered at once */
+
+/* The three histograms, in the order they are printed. */
+enum funclat_hist {
+	FUNCLAT_ARG,		/* the argument at entry */
+	FUNCLAT_RETVAL,		/* non-negative return values */
+	FUNCLAT_LATENCY,	/* entry to return */
+	FUNCLAT_NHISTS,
+};
+
+#endif
