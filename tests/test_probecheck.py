@@ -1,0 +1,431 @@
+"""probecheck catches drift between the catalog, the binary and the scripts
+and tools that read its probes, each mistake with its file, line and reason.
+
+Most tests run against a binary built here from a catalog (every probe
+fired once, plus the uprobe targets of the blktgt contract), so that a
+catalog can be changed and a binary rebuilt from it in seconds, and so
+that the checker is tested independently of blktgt.  The project's own
+scripts and tools are checked against the real blktgt too."""
+
+import glob
+import importlib.machinery
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+import probekit
+
+ROOT = probekit.ROOT
+PROBECHECK = os.path.join(ROOT, "probes", "probecheck")
+GENCAT = os.path.join(ROOT, "probes", "gencatalog")
+CATALOG = os.path.join(ROOT, "probes", "blktgt.d")
+FIX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "probecheck")
+PY311 = "/usr/bin/python3.11"
+
+
+def _load(name, path):
+    loader = importlib.machinery.SourceFileLoader(name, path)
+    spec = importlib.util.spec_from_loader(name, loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+gencatalog = _load("gencatalog", GENCAT)
+probecheck = _load("probecheck", PROBECHECK)
+
+# The uprobe targets of the blktgt contract, plus two a uprobe would miss:
+# a global function the compiler also inlines into main(), and a static
+# one it only keeps as a .constprop clone.
+UPROBE_TARGETS = r"""
+struct bdev_io;
+struct bdev;
+int bdev_submit(struct bdev_io *io);
+void bdev_io_complete(struct bdev_io *io);
+int64_t bdev_execute(struct bdev *b, uint32_t type, uint64_t offset,
+                     uint64_t len, void *buf, int fua);
+int helper_inlined(int x);
+__attribute__((noinline)) int bdev_submit(struct bdev_io *io)
+{ __asm__ volatile("" ::: "memory"); return io ? 0 : -22; }
+__attribute__((noinline)) void bdev_io_complete(struct bdev_io *io)
+{ __asm__ volatile("" : : "r"(io) : "memory"); }
+__attribute__((noinline)) int64_t bdev_execute(struct bdev *b, uint32_t type,
+        uint64_t offset, uint64_t len, void *buf, int fua)
+{ __asm__ volatile("" ::: "memory"); return b && buf && fua >= 0 && type < 4 ? (int64_t)(len + offset * 0) : -5; }
+int helper_inlined(int x) { return x * 3 + 1; }
+static __attribute__((noinline)) int helper_cloned(int x, int k)
+{ __asm__ volatile(""); return x * k + (x >> k); }
+"""
+
+
+def build_from_catalog(catalog, outdir, globals_args=False):
+    """Build outdir/bin from a catalog: each probe fired once, with values
+    in registers (or, with globals_args, read from globals, which the
+    compiler turns into sym(%rip) operands)."""
+    os.makedirs(outdir, exist_ok=True)
+    cat = gencatalog.parse_catalog(catalog)
+    d = os.path.join(outdir, "p.d")
+    shutil.copy(catalog, d)
+    subprocess.run(["dtrace", "-h", "-s", d, "-o",
+                    os.path.join(outdir, "sdt.h")], check=True)
+    with open(os.path.join(outdir, "probes.h"), "w") as f:
+        f.write(gencatalog.header(cat, d, "sdt.h"))
+    subprocess.run(["dtrace", "-G", "-s", d, "-o",
+                    os.path.join(outdir, "p.o")], check=True)
+    src = ['#include <stdint.h>', '#include "probes.h"',
+           'static char names[4][16] = {"alpha", "beta", "gamma", "delta"};',
+           'static void *ptr = names;',
+           'volatile uint64_t g64 = 7;', 'volatile int32_t g32 = -5;',
+           UPROBE_TARGETS,
+           "int main(int argc, char **argv) {",
+           "\tuint64_t v64 = (uint64_t)argc * 7; int32_t v32 = -argc;",
+           "\t(void)v64; (void)v32;",
+           "\tint r = bdev_submit((struct bdev_io *)argv) + helper_inlined(argc)"
+           " + helper_cloned(argc, 5) + helper_cloned(argc + 1, 5);",
+           "\tbdev_io_complete((struct bdev_io *)argv);",
+           "\tr += (int)bdev_execute((struct bdev *)argv, 0, 0, 4096, argv, 0);"]
+    for p in cat["probes"]:
+        vals = []
+        for i, a in enumerate(p["args"]):
+            if a["type"] == "char *":
+                vals.append(f"names[{i % 4}]")
+            elif a["type"] == "void *":
+                vals.append("ptr")
+            elif globals_args:
+                vals.append("g64" if a["size"] == 8 else "g32")
+            else:
+                vals.append(f"v64 + {i}" if a["size"] == 8 else f"v32 + {i}")
+        src.append(f"\t{gencatalog.macro_name(cat['provider'], p['name'])}"
+                   f"({', '.join(vals)});")
+    src += ["\treturn r == 12345;", "}"]
+    c = os.path.join(outdir, "t.c")
+    with open(c, "w") as f:
+        f.write("\n".join(src) + "\n")
+    exe = os.path.join(outdir, "bin")
+    subprocess.run(["cc", "-O2", "-g", "-Wall", "-Werror", "-I", outdir, c,
+                    os.path.join(outdir, "p.o"), "-o", exe], check=True)
+    return exe
+
+
+@pytest.fixture(scope="module")
+def fixbin(tmp_path_factory):
+    return build_from_catalog(CATALOG, str(tmp_path_factory.mktemp("fixbin")))
+
+
+def run(*args, cwd=FIX):
+    r = subprocess.run([probekit.PYTHON, PROBECHECK, *args], cwd=cwd,
+                       capture_output=True, text=True, timeout=120)
+    errors = [ln for ln in r.stderr.splitlines()
+              if not ln.startswith("probecheck: ")]
+    return r, errors
+
+
+def assert_errors(errors, expected):
+    """expected: [(file:line: probe:, message fragment)], all of them and
+    nothing else."""
+    missing = [e for e in expected
+               if not any(ln.startswith(e[0] + " ") and e[1] in ln
+                          for ln in errors)]
+    assert not missing, ("not reported: %r\ngot:\n%s" % (missing, "\n".join(errors)))
+    assert len(errors) == len(expected), "\n".join(errors)
+
+
+def coverage(stdout):
+    m = re.search(r"coverage: (\d+) of (\d+) ", stdout)
+    assert m, stdout
+    return int(m.group(1)), int(m.group(2))
+
+
+def catalog_line(name, path=CATALOG):
+    for p in gencatalog.parse_catalog(path)["probes"]:
+        if p["name"] == name:
+            return p["line"]
+    raise KeyError(name)
+
+
+def provider_line(path=CATALOG):
+    with open(path) as f:
+        for i, ln in enumerate(f, 1):
+            if re.match(r"\s*provider\s", ln):
+                return i
+    raise AssertionError("no provider line")
+
+
+# --- 1. catalog against binary ------------------------------------------------
+
+def test_binary_built_from_catalog_is_clean(fixbin):
+    r, errors = run("--binary", fixbin, "--catalog", CATALOG)
+    assert r.returncode == 0, r.stderr
+    assert errors == []
+    n = len(gencatalog.parse_catalog(CATALOG)["probes"])
+    assert coverage(r.stdout) == (0, n)
+
+
+def test_probe_renamed_in_catalog_only(fixbin, tmp_path):
+    cat = tmp_path / "blktgt.d"
+    text = open(CATALOG).read()
+    assert text.count("probe io__submit(") == 1
+    cat.write_text(text.replace("probe io__submit(", "probe io__queue("))
+    r, errors = run("--binary", fixbin, "--catalog", str(cat))
+    assert r.returncode == 1
+    assert_errors(errors, [
+        (f"{cat}:{catalog_line('io__queue', str(cat))}: blktgt:io__queue:",
+         f"in the catalog but not in {fixbin} (renamed from io__submit?)"),
+        (f"{cat}:{provider_line(str(cat))}: blktgt:io__submit:",
+         f"in {fixbin} but not in the catalog (renamed to io__queue?)"),
+    ])
+
+
+def test_probe_missing_from_binary_and_size_changed(tmp_path):
+    """A binary built from an older catalog: one probe missing, one
+    argument narrower than the catalog now says."""
+    old = tmp_path / "old.d"
+    text = open(CATALOG).read()
+    text = re.sub(r"\n[^\n]*\n\tprobe workload__done\([^)]*\);", "", text)
+    text = text.replace("probe rpc__done(uint64_t id, char *method, int32_t status)",
+                        "probe rpc__done(uint64_t id, char *method, int16_t status)")
+    old.write_text(text)
+    exe = build_from_catalog(str(old), str(tmp_path / "old"))
+    r, errors = run("--binary", exe, "--catalog", CATALOG)
+    assert r.returncode == 1
+    assert_errors(errors, [
+        (f"{CATALOG}:{catalog_line('workload__done')}: blktgt:workload__done:",
+         f"in the catalog but not in {exe}"),
+        (f"{CATALOG}:{catalog_line('rpc__done')}: blktgt:rpc__done:",
+         "arg2 'int32_t status' is 4 bytes in the catalog but 2 in the binary"),
+    ])
+
+
+def test_symbol_relative_operands_are_refused(tmp_path):
+    """Globals passed straight to a probe become sym(%rip) operands, which
+    bpftrace 0.17 reads as garbage (checked on this machine)."""
+    exe = build_from_catalog(CATALOG, str(tmp_path / "g"), globals_args=True)
+    notes = probecheck.sdtnotes.read_probes(exe)
+    rip = sorted({n.name for n in notes if "(%rip)" in n.spec})
+    assert rip, "the compiler used no sym(%rip) operand"
+    r, errors = run("--binary", exe, "--catalog", CATALOG)
+    assert r.returncode == 1
+    flagged = {re.search(r" blktgt:(\w+): ", e).group(1) for e in errors}
+    assert flagged == set(rip), errors
+    assert all("symbol-relative operand" in e for e in errors), errors
+
+
+def test_argspec_operands():
+    ok = ["8@%rax", "-4@%r9d", "1@%sil", "8@-16(%rbp)", "4@(%rsp)", "-4@$-5",
+          "8@40(%r12)"]
+    for spec in ok:
+        assert probecheck.spec_problems(spec) == [], spec
+    bad = {"8@%xmm1": "bpftrace 0.17 cannot read it",
+           "8@counter(%rip)": "symbol-relative operand",
+           "8@8(%rax,%rbx,8)": "libbpf 1.1 cannot read it",
+           "3@%eax": "size must be 1, 2, 4 or 8",
+           "8%rax": "not SIZE@OPERAND",
+           "4@$0x10": "not decimal"}
+    for spec, why in bad.items():
+        probs = probecheck.spec_problems(spec)
+        assert len(probs) == 1 and why in probs[0][1], (spec, probs)
+
+
+# --- 2. scripts and tools -----------------------------------------------------
+
+def test_good_files_pass(fixbin):
+    r, errors = run("--binary", fixbin, "--catalog", CATALOG, "good.bt",
+                    "goodtool")
+    assert r.returncode == 0, r.stderr
+    assert errors == []
+    # io__submit, io__done, rpc__request, rpc__done and the 5 nbd__ probes.
+    assert coverage(r.stdout)[0] == 9
+
+
+def test_broken_bpftrace_script(fixbin):
+    r, errors = run("--binary", fixbin, "--catalog", CATALOG, "broken.bt")
+    assert r.returncode == 1
+    assert_errors(errors, [
+        ("broken.bt:5: blktgt:io__sbumit:",
+         f"no such probe 'usdt:__EXE__:blktgt:io__sbumit' in {fixbin} "
+         "(did you mean io__submit?)"),
+        ("broken.bt:12: blktgt:io__done:",
+         "arg6 out of range: the probe has 6 arguments, arg0..arg5"),
+        ("broken.bt:17: blktgt:io__submit:",
+         "str(arg2) reads a string, but arg2 is 'uint32_t type', not a pointer"),
+        ("broken.bt:20: uprobe:bdev_sumbit:",
+         f"no function 'bdev_sumbit' in the symbol table of {fixbin} "
+         "(did you mean bdev_submit?)"),
+        ("broken.bt:25: blktgt:rpc__request:",
+         "reads 'blktgt' as a file path; write usdt::blktgt:rpc__request"),
+        ("broken.bt:32: blktgt:rpc__done:",
+         "retval is only set in a uretprobe, not in a usdt"),
+        ("broken.bt:32: blktgt:rpc__done:",
+         "printf %d of arg1, which is the string char *method; use %s and str(arg1)"),
+        ("broken.bt:35: uprobe:helper_inlined:",
+         "also inlined into 1 call site(s)"),
+        ("broken.bt:36: uprobe:helper_cloned:",
+         "exists only as the compiler's clone helper_cloned.constprop"),
+    ])
+
+
+def test_broken_bcc_tool(fixbin):
+    r, errors = run("--binary", fixbin, "--catalog", CATALOG, "brokentool")
+    assert r.returncode == 1
+    unset = "BCC returns -1 and leaves the variable unset"
+    assert_errors(errors, [
+        ("brokentool:21: blktgt:io__submit:",
+         "bpf_usdt_readarg(3) into 'u64 type' (8 bytes) but arg2 is "
+         f"'uint32_t type' (4 bytes): {unset}"),
+        ("brokentool:22: blktgt:io__submit:",
+         "bpf_usdt_readarg(7) out of range: the probe has 6 arguments, "
+         "1..6 (BCC counts from 1)"),
+        ("brokentool:23: blktgt:io__submit:",
+         "bpf_usdt_readarg(5) into 'u32 len32' (4 bytes) but arg4 is "
+         f"'uint64_t len' (8 bytes): {unset}"),
+        ("brokentool:26: blktgt:io__submit:",
+         "bpf_usdt_readarg_p(3) reads a string, but arg2 is 'uint32_t type'"),
+        ("brokentool:33: blktgt:io__done:",
+         "bpf_usdt_readarg(3) reads a string, but arg2 is 'uint32_t type'"),
+        ("brokentool:33: blktgt:io__done:",
+         f"bpf_usdt_readarg(3) into 'u64 addr' (8 bytes) but arg2 is "
+         f"'uint32_t type' (4 bytes): {unset}"),
+        ("brokentool:40: orphan:",
+         "bpf_usdt_readarg(1) in orphan(), which no enable_probe attaches"),
+        ("brokentool:45: uprobe:on_exec:",
+         "PT_REGS_RC in a function attached only as a uprobe"),
+        ("brokentool:52: io__finish:",
+         f"no such probe 'io__finish' in {fixbin}"),
+        ("brokentool:54: uprobe:bdev_execute:",
+         "target '/nonexistent/blktgt' does not exist"),
+        ("brokentool:55: uprobe:bdev_exec:",
+         f"no function 'bdev_exec' in the symbol table of {fixbin}"),
+    ])
+
+
+def test_broken_libbpf_program(fixbin):
+    r, errors = run("--binary", fixbin, "--catalog", CATALOG, "badlat.bpf.c")
+    assert r.returncode == 1
+    assert_errors(errors, [
+        ("badlat.bpf.c:14: blktgt:io__submit:",
+         "bpf_usdt_arg(ctx, 6) out of range: the probe has 6 arguments, "
+         "0..5 (libbpf counts from 0)"),
+        ("badlat.bpf.c:19: blktgt:io__done:",
+         "BPF_USDT(on_done) takes 7 arguments but the probe has 6"),
+        ("badlat.bpf.c:26: blktgt:rpc__request:",
+         "BPF_USDT(on_request) takes '__u32 method' (4 bytes) as arg1, "
+         "'char *method' (8 bytes): it is truncated"),
+        ("badlat.c:6: uprobe:bdev_execute_x:",
+         f"no function 'bdev_execute_x' in the symbol table of {fixbin}"),
+    ])
+
+
+def test_libbpf_sec_with_path(fixbin, tmp_path):
+    """SEC("usdt/PATH:provider:probe") and SEC("uprobe/PATH:function")."""
+    src = tmp_path / "sec.bpf.c"
+    src.write_text(
+        '#include "vmlinux.h"\n'
+        f'SEC("usdt/{fixbin}:blktgt:nbd__reply")\n'
+        "int BPF_USDT(on_reply, __u64 conn, __u64 handle, __u32 cmd,\n"
+        "\t     __u32 error)\n{\n\treturn 0;\n}\n\n"
+        f'SEC("usdt/{fixbin}:blktgt:nbd__replied")\n'
+        "int BPF_USDT(on_replied, __u64 conn)\n{\n\treturn 0;\n}\n\n"
+        f'SEC("uretprobe/{fixbin}:bdev_execute")\n'
+        "int BPF_KRETPROBE(on_exec_ret, long ret)\n{\n\treturn 0;\n}\n\n"
+        f'SEC("uprobe/{fixbin}:bdev_execut")\n'
+        "int BPF_KPROBE(on_exec)\n{\n\treturn 0;\n}\n")
+    r, errors = run("--binary", fixbin, "--catalog", CATALOG, str(src))
+    assert r.returncode == 1
+    assert_errors(errors, [
+        (f"{src}:9: blktgt:nbd__replied:",
+         "no such probe 'blktgt:nbd__replied'"),
+        (f"{src}:21: uprobe:bdev_execut:",
+         "no function 'bdev_execut' in the symbol table"),
+    ])
+
+
+def test_catalog_without_binary(tmp_path):
+    """With only a catalog, scripts are checked against its declarations."""
+    r, errors = run("--catalog", CATALOG, "good.bt")
+    assert r.returncode == 0, r.stderr
+    r, errors = run("--catalog", CATALOG, "broken.bt")
+    assert r.returncode == 1
+    got = {e.split(": ", 1)[0] for e in errors}
+    assert {"broken.bt:5", "broken.bt:12", "broken.bt:17", "broken.bt:25",
+            "broken.bt:32"} <= got, errors
+
+
+# --- a binary that is not ours: the notes alone --------------------------------
+
+needs_py311 = pytest.mark.skipif(
+    not os.path.exists(PY311) or not probecheck.sdtnotes.read_probes(PY311),
+    reason=f"{PY311} with stapsdt notes is not installed")
+
+
+@needs_py311
+def test_python_probes_notes_only():
+    r, errors = run("--binary", PY311, "python_ok.bt")
+    assert r.returncode == 0, r.stderr
+    assert errors == []
+    assert "coverage: 3 of 8 probes of /usr/bin/python3.11" in r.stdout
+    r, errors = run("--binary", PY311, "python_bad.bt")
+    assert r.returncode == 1
+    assert_errors(errors, [
+        ("python_bad.bt:6: python:function__entry:",
+         "str(arg2) reads a string, but arg2 is a 4-byte signed integer "
+         "(-4@%eax), not a pointer"),
+        ("python_bad.bt:11: python:function__return:",
+         "arg3 out of range: the probe has 3 arguments, arg0..arg2"),
+        ("python_bad.bt:16: python:gc__done:",
+         "str(arg0) reads a string, but arg0 is an 8-byte signed integer"),
+        ("python_bad.bt:19: python:function__entery:",
+         "no such probe 'usdt:/usr/bin/python3.11:python:function__entery' "
+         "in /usr/bin/python3.11 (did you mean function__entry?)"),
+    ])
+
+
+# --- bad input -------------------------------------------------------------------
+
+def test_bad_input(fixbin, tmp_path):
+    r, _ = run()
+    assert r.returncode == 1 and "give --binary, --catalog or both" in r.stderr
+    r, errors = run("--binary", fixbin, str(tmp_path / "nope.bt"))
+    assert r.returncode == 1
+    assert errors == [f"{tmp_path}/nope.bt:1: -: cannot read: "
+                      f"[Errno 2] No such file or directory: "
+                      f"'{tmp_path}/nope.bt'"]
+    notelf = tmp_path / "x"
+    notelf.write_text("not an ELF file\n")
+    r, _ = run("--binary", str(notelf))
+    assert r.returncode == 1
+    assert r.stderr.startswith(f"probecheck: {notelf}: cannot read as ELF")
+    bad = tmp_path / "bad.d"
+    bad.write_text("provider p {\n\tprobe a(float x);\n};\n")
+    r, _ = run("--binary", fixbin, "--catalog", str(bad))
+    assert r.returncode == 1 and f"{bad}:2:" in r.stderr
+
+
+# --- the project's own scripts and tools -----------------------------------------
+
+def lint_files():
+    """What 'make lint' checks (the Makefile's LINT_FILES)."""
+    files = sorted(glob.glob(os.path.join(ROOT, "bt", "*.bt")))
+    files += sorted(f for f in glob.glob(os.path.join(ROOT, "bcc", "*"))
+                    if not f.endswith((".txt", ".md", ".py"))
+                    and os.path.isfile(f))
+    files += sorted(glob.glob(os.path.join(ROOT, "libbpf", "*.bpf.c")))
+    return files
+
+
+def test_project_files_pass_against_catalog_binary(fixbin):
+    r, errors = run("--binary", fixbin, "--catalog", CATALOG, *lint_files(),
+                    cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert errors == []
+
+
+def test_project_files_pass_against_blktgt(blktgt_bin):
+    r, errors = run("--binary", blktgt_bin, "--catalog", CATALOG,
+                    *lint_files(), cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert errors == []
+    print(r.stdout)
