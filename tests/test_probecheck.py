@@ -265,6 +265,11 @@ def test_broken_bpftrace_script(fixbin):
          "also inlined into 1 call site(s)"),
         ("broken.bt:36: uprobe:helper_cloned:",
          "exists only as the compiler's clone helper_cloned.constprop"),
+        ("broken.bt:41: uprobe:bdev_execute:",
+         "str(arg1) reads a string, but arg1 of bdev_execute() is 'type' "
+         "(4 bytes), not a pointer"),
+        ("broken.bt:42: uprobe:bdev_execute:",
+         "arg6 out of range: bdev_execute() takes 6 arguments, arg0..arg5"),
     ])
 
 
@@ -293,11 +298,13 @@ def test_broken_bcc_tool(fixbin):
          "bpf_usdt_readarg(1) in orphan(), which no enable_probe attaches"),
         ("brokentool:45: uprobe:on_exec:",
          "PT_REGS_RC in a function attached only as a uprobe"),
-        ("brokentool:52: io__finish:",
+        ("brokentool:49: uprobe:bdev_submit:",
+         "PT_REGS_PARM2 out of range: bdev_submit() takes 1 argument"),
+        ("brokentool:56: io__finish:",
          f"no such probe 'io__finish' in {fixbin}"),
-        ("brokentool:54: uprobe:bdev_execute:",
+        ("brokentool:58: uprobe:bdev_execute:",
          "target '/nonexistent/blktgt' does not exist"),
-        ("brokentool:55: uprobe:bdev_exec:",
+        ("brokentool:59: uprobe:bdev_exec:",
          f"no function 'bdev_exec' in the symbol table of {fixbin}"),
     ])
 
