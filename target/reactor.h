@@ -75,6 +75,18 @@ typedef bool (*poller_fn)(void *ctx);
 struct reactor_poller *reactor_poller_add(poller_fn fn, void *ctx);
 void reactor_poller_remove(struct reactor_poller *p);
 
+/* Deferred work on the calling reactor: d->fn(d->ctx) runs at its next loop
+ * pass, after the current callback has returned, without allocating (d is
+ * the caller's storage and stays queued until it runs; queue it again only
+ * after that).  The loop does not sleep while deferred work is queued.
+ * This is how bdev.c completes I/O "later, on the submitting reactor". */
+struct reactor_defer {
+	void (*fn)(void *ctx);
+	void *ctx;
+	struct reactor_defer *next;
+};
+void reactor_defer(struct reactor_defer *d);
+
 /* Monotonic nanoseconds (CLOCK_MONOTONIC), the clock every figure uses. */
 uint64_t now_ns(void);
 

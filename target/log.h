@@ -1,0 +1,23 @@
+/*
+ * log.h: the one function every module reports through.
+ *
+ * Messages go to stderr as one line, "blktgt: LEVEL: text".  stdout is
+ * kept for the single "running" line that tells a caller the target is up.
+ */
+#ifndef BLKTGT_LOG_H
+#define BLKTGT_LOG_H
+
+enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
+
+/* Messages above this level are dropped (default LOG_INFO). */
+void log_set_level(enum log_level level);
+
+__attribute__((format(printf, 2, 3)))
+void log_msg(enum log_level level, const char *fmt, ...);
+
+#define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
+#define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)
+#define log_info(...)  log_msg(LOG_INFO, __VA_ARGS__)
+#define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
+
+#endif
