@@ -23,15 +23,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "states.h"      /* enum bdev_io_type: READ 0, WRITE 1, FLUSH 2, TRIM 3 */
+
 #define BDEV_NAME_MAX    63     /* longest bdev or export name */
 #define BDEV_MAX_IO_SIZE (32u << 20) /* largest single I/O, bytes */
-
-enum bdev_io_type {
-	BDEV_IO_READ = 0,
-	BDEV_IO_WRITE = 1,
-	BDEV_IO_FLUSH = 2,
-	BDEV_IO_TRIM = 3,
-};
+#define BDEV_MIN_BLOCK_SIZE 512u     /* block sizes are powers of two ... */
+#define BDEV_MAX_BLOCK_SIZE 65536u   /* ... in this range */
+#define BDEV_MAX_SIZE_MB  (1ull << 20) /* null: 1 TiB */
+#define BDEV_MALLOC_MAX_SIZE_MB 16384ull /* malloc: RAM, 16 GiB */
+#define BDEV_MAX_COUNT    1024  /* bdevs in the registry */
+#define BDEV_PATH_MAX     4095  /* file bdev path */
 
 struct bdev;
 struct bdev_io;
@@ -51,12 +52,18 @@ struct bdev_io {
 	bdev_io_cb cb;
 	void *cb_ctx;
 	struct bdev_io *next;   /* for queues owned by whoever holds the io */
+	/* Where export_submit() keeps the caller's cb/cb_ctx while it
+	 * interposes its own completion (export.c). */
+	bdev_io_cb user_cb;
+	void *user_ctx;
 };
 
 struct bdev_ops {
 	const char *type;       /* "null", "malloc", "file" */
-	/* Do the I/O now; return 0 or -errno.  Completion is bdev.c's job. */
-	int (*submit)(struct bdev *b, struct bdev_io *io);
+	/* Do one already validated operation now, as bdev_execute() describes:
+	 * return len or -errno.  Completion is bdev.c's job. */
+	int64_t (*execute)(struct bdev *b, enum bdev_io_type type, uint64_t offset,
+			   uint64_t len, void *buf, bool fua);
 	void (*destroy)(struct bdev *b);
 };
 
@@ -68,6 +75,7 @@ struct bdev {
 	const struct bdev_ops *ops;
 	void *priv;
 	unsigned exports;       /* exports using it; delete refused while > 0 */
+	unsigned users;         /* running workloads and flushes: likewise */
 	struct bdev *next;
 };
 
@@ -87,5 +95,31 @@ const char *bdev_io_type_name(enum bdev_io_type t);
  * Returns 0 when accepted; the callback then always runs.  A negative
  * return means rejected outright and the callback will not run. */
 int bdev_submit(struct bdev_io *io);
+
+/* Perform one backend operation (already validated by bdev_submit) and
+ * return the bytes done (len) or -errno.  A real symbol, so that a uprobe
+ * sees len as arg3 and the result as the return value. */
+int64_t bdev_execute(struct bdev *b, uint32_t type, uint64_t offset, uint64_t len,
+		     void *buf, int fua);
+
+/* Called by bdev.c on the submitting reactor when io is done; fires
+ * io__done, then io->cb.  A real symbol for uprobe tools. */
+void bdev_io_complete(struct bdev_io *io);
+
+/* Used by backends: register a new bdev (reactor 0).  On success priv is
+ * the bdev's (ops->destroy frees it); on failure it is still the caller's. */
+int bdev_register(const char *name, const struct bdev_ops *ops, uint64_t num_blocks,
+		  uint32_t block_size, void *priv, struct bdev **out);
+/* Check a name and block size as every create does: 0 or -EINVAL. */
+int bdev_check_params(const char *name, uint32_t block_size);
+
+/* I/O figures summed over every reactor (approximate while I/O runs). */
+struct bdev_stats {
+	uint64_t submitted;     /* accepted by bdev_submit */
+	uint64_t completed;
+	uint64_t errors;        /* completed with status < 0 */
+	uint64_t bytes;         /* bytes of successful reads and writes */
+};
+void bdev_get_stats(struct bdev_stats *st);
 
 #endif

@@ -18,11 +18,11 @@
 #include "bdev.h"
 #include "reactor.h"
 
-enum export_state {
-	EXPORT_INACTIVE = 0,
-	EXPORT_ACTIVE = 1,
-	EXPORT_PAUSED = 2,
-};
+/* enum export_state (EXPORT_INACTIVE 0, EXPORT_ACTIVE 1, EXPORT_PAUSED 2)
+ * lives in states.h with its names. */
+#include "states.h"
+
+#define EXPORT_MAX_COUNT 1024   /* exports in the registry */
 
 struct export;
 
@@ -53,5 +53,11 @@ void export_put(struct export *e);
  * inactive, otherwise passed to bdev_submit().  Same completion contract
  * as bdev_submit(). */
 int export_submit(struct export *e, struct bdev_io *io);
+
+/* Number of client references (export_get) held now. */
+unsigned export_clients(const struct export *e);
+/* Stop and delete every export (shutdown; clients must be gone first);
+ * done(ctx, status) runs on reactor 0.  Reactor 0 only. */
+void export_delete_all(export_done_fn done, void *ctx);
 
 #endif

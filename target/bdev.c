@@ -1,0 +1,265 @@
+/*
+ * bdev.c: the bdev registry and the I/O path every backend shares.
+ *
+ * bdev_submit() validates, fires io__submit, calls bdev_execute() (the
+ * backend does the work synchronously) and queues the io on its reactor's
+ * completion list; the list is drained from deferred work on the same
+ * reactor, where bdev_io_complete() fires io__done and calls back.  So a
+ * completion never runs inside bdev_submit(), and the I/O path takes no
+ * lock and allocates nothing: all its state is per reactor.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bdev.h"
+#include "blktgt_probes.h"
+#include "log.h"
+#include "reactor.h"
+
+/* Symbols uprobe tools attach to: never inlined, never cloned. */
+#if defined(__clang__)
+#define UPROBE_SYMBOL __attribute__((noinline, used))
+#else
+#define UPROBE_SYMBOL __attribute__((noinline, noipa, used))
+#endif
+
+/* Per-reactor I/O state, one cache line each so reactors never share. */
+struct bdev_thread {
+	_Alignas(64) uint64_t next_id;
+	struct bdev_io *done_head, *done_tail;
+	struct reactor_defer defer;
+	bool defer_queued;
+	struct bdev_stats stats;
+};
+
+static struct bdev_thread threads[REACTOR_MAX];
+static struct bdev *bdevs;
+static unsigned nbdevs;
+
+static void drain_completions(void *arg);
+
+static struct bdev_thread *this_thread(void)
+{
+	struct reactor *r = reactor_self();
+
+	return r ? &threads[reactor_index(r)] : NULL;
+}
+
+int bdev_check_params(const char *name, uint32_t block_size)
+{
+	size_t len = strlen(name);
+
+	if (len == 0 || len > BDEV_NAME_MAX)
+		return -EINVAL;
+	for (size_t i = 0; i < len; i++) {
+		char c = name[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.' || c == ':'))
+			return -EINVAL;
+	}
+	if (block_size < BDEV_MIN_BLOCK_SIZE || block_size > BDEV_MAX_BLOCK_SIZE ||
+	    (block_size & (block_size - 1)))
+		return -EINVAL;
+	return 0;
+}
+
+int bdev_register(const char *name, const struct bdev_ops *ops, uint64_t num_blocks,
+		  uint32_t block_size, void *priv, struct bdev **out)
+{
+	struct bdev *b;
+
+	if (bdev_lookup(name))
+		return -EEXIST;
+	if (nbdevs >= BDEV_MAX_COUNT)
+		return -ENOSPC;
+	if (num_blocks == 0)
+		return -EINVAL;
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	strcpy(b->name, name);
+	strncpy(b->type, ops->type, sizeof(b->type) - 1);
+	b->num_blocks = num_blocks;
+	b->block_size = block_size;
+	b->ops = ops;
+	b->priv = priv;
+	b->next = bdevs;
+	bdevs = b;
+	nbdevs++;
+	BLKTGT_BDEV_CREATE(b->name, b->type, b->num_blocks, b->block_size);
+	log_info("bdev %s created: %s, %llu blocks of %u bytes", b->name, b->type,
+		 (unsigned long long)num_blocks, block_size);
+	if (out)
+		*out = b;
+	return 0;
+}
+
+struct bdev *bdev_lookup(const char *name)
+{
+	for (struct bdev *b = bdevs; b; b = b->next)
+		if (strcmp(b->name, name) == 0)
+			return b;
+	return NULL;
+}
+
+struct bdev *bdev_first(void)
+{
+	return bdevs;
+}
+
+static void bdev_free(struct bdev *b)
+{
+	BLKTGT_BDEV_DELETE(b->name, b->type);
+	log_info("bdev %s deleted", b->name);
+	b->ops->destroy(b);
+	free(b);
+}
+
+int bdev_delete(const char *name)
+{
+	struct bdev **pp;
+
+	for (pp = &bdevs; *pp; pp = &(*pp)->next) {
+		struct bdev *b = *pp;
+
+		if (strcmp(b->name, name) != 0)
+			continue;
+		if (b->exports || b->users)
+			return -EBUSY;
+		*pp = b->next;
+		nbdevs--;
+		bdev_free(b);
+		return 0;
+	}
+	return -ENOENT;
+}
+
+void bdev_delete_all(void)
+{
+	while (bdevs) {
+		struct bdev *b = bdevs;
+
+		if (b->exports || b->users)
+			log_warn("bdev %s deleted while still in use", b->name);
+		bdevs = b->next;
+		nbdevs--;
+		bdev_free(b);
+	}
+}
+
+uint64_t bdev_size(const struct bdev *b)
+{
+	return b->num_blocks * b->block_size;
+}
+
+/* The checks of bdev.h's contract; 0 or -EINVAL/-ERANGE. */
+static int validate(const struct bdev_io *io)
+{
+	const struct bdev *b = io->bdev;
+	uint64_t size;
+
+	if (!b || (unsigned)io->type >= BDEV_IO_TYPE_COUNT)
+		return -EINVAL;
+	size = bdev_size(b);
+	if (io->type == BDEV_IO_FLUSH && io->offset == 0 && io->len == 0)
+		return 0;       /* the whole device */
+	if (io->len == 0 || io->len > BDEV_MAX_IO_SIZE)
+		return -EINVAL;
+	if ((io->offset | io->len) & (b->block_size - 1))
+		return -EINVAL;
+	if (io->offset >= size || io->len > size - io->offset)
+		return -ERANGE;
+	if ((io->type == BDEV_IO_READ || io->type == BDEV_IO_WRITE) && !io->buf)
+		return -EINVAL;
+	return 0;
+}
+
+UPROBE_SYMBOL
+int64_t bdev_execute(struct bdev *b, uint32_t type, uint64_t offset, uint64_t len,
+		     void *buf, int fua)
+{
+	return b->ops->execute(b, (enum bdev_io_type)type, offset, len, buf, fua != 0);
+}
+
+UPROBE_SYMBOL
+int bdev_submit(struct bdev_io *io)
+{
+	struct bdev_thread *t = this_thread();
+	int64_t done;
+	int rc;
+
+	if (!t)
+		return -EINVAL;         /* completions need a reactor */
+	rc = validate(io);
+	if (rc)
+		return rc;
+	io->id = ((uint64_t)(t - threads) << 48) | (++t->next_id & ((1ull << 48) - 1));
+	io->submit_ns = now_ns();
+	io->next = NULL;
+	t->stats.submitted++;
+	BLKTGT_IO_SUBMIT(io->id, io->bdev->name, io->type, io->offset, io->len,
+			 bdev_io_type_name(io->type));
+	done = bdev_execute(io->bdev, io->type, io->offset, io->len, io->buf, io->fua);
+	io->status = done < 0 ? (int)done : 0;
+
+	if (t->done_tail)
+		t->done_tail->next = io;
+	else
+		t->done_head = io;
+	t->done_tail = io;
+	if (!t->defer_queued) {
+		t->defer_queued = true;
+		t->defer.fn = drain_completions;
+		t->defer.ctx = t;
+		reactor_defer(&t->defer);
+	}
+	return 0;
+}
+
+UPROBE_SYMBOL
+void bdev_io_complete(struct bdev_io *io)
+{
+	struct bdev_thread *t = this_thread();
+
+	t->stats.completed++;
+	if (io->status < 0)
+		t->stats.errors++;
+	else if (io->type == BDEV_IO_READ || io->type == BDEV_IO_WRITE)
+		t->stats.bytes += io->len;
+	BLKTGT_IO_DONE(io->id, io->bdev->name, io->type, io->len, io->status,
+		       bdev_io_type_name(io->type));
+	io->cb(io, io->cb_ctx);
+}
+
+static void drain_completions(void *arg)
+{
+	struct bdev_thread *t = arg;
+	/* Take the list as it is: callbacks that resubmit start a new one,
+	 * completed on the next pass, so one reactor keeps serving its fds. */
+	struct bdev_io *io = t->done_head;
+
+	t->done_head = t->done_tail = NULL;
+	t->defer_queued = false;
+	while (io) {
+		struct bdev_io *next = io->next;
+
+		io->next = NULL;
+		bdev_io_complete(io);
+		io = next;
+	}
+}
+
+void bdev_get_stats(struct bdev_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	for (unsigned i = 0; i < REACTOR_MAX; i++) {
+		const volatile struct bdev_stats *s = &threads[i].stats;
+
+		st->submitted += s->submitted;
+		st->completed += s->completed;
+		st->errors += s->errors;
+		st->bytes += s->bytes;
+	}
+}
