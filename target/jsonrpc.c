@@ -1,0 +1,546 @@
+/*
+ * jsonrpc.c: the JSON-RPC 2.0 server on a unix socket, on reactor 0.
+ *
+ * Each connection buffers at most JSON_MAX_REQUEST bytes of input.  Input
+ * is parsed only when the connection has no request in progress, so the
+ * requests of one connection run and reply in order.  The parse area is
+ * shared by every connection: everything here runs on reactor 0, and a
+ * handler decodes its params before it returns.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "blktgt_probes.h"
+#include "jsonrpc.h"
+#include "log.h"
+#include "reactor.h"
+
+#define JSONRPC_MAX_OUTPUT (4 * JSON_MAX_RESPONSE) /* unread replies per client */
+
+struct rpc_conn {
+	int fd;
+	struct reactor_fd *watch;
+	char in[JSON_MAX_REQUEST];
+	size_t inlen;
+	char *out;
+	size_t outlen, outoff;
+	struct rpc_request *busy;       /* the request in progress */
+	bool dispatching;               /* inside process_input's dispatch */
+	bool eof;                       /* the client shut down its side */
+	bool closing;                   /* close once the output is flushed */
+	bool dead;                      /* fd gone; free when busy finishes */
+	struct rpc_conn *next;
+};
+
+struct rpc_request {
+	uint64_t id;                    /* probe id, unique */
+	char method[JSONRPC_MAX_METHOD_LEN + 1];
+	char json_id[JSONRPC_MAX_ID_LEN + 1];
+	size_t json_id_len;
+	bool notify;
+	bool in_result;
+	struct rpc_conn *conn;          /* NULL: an internal call */
+	rpc_internal_done_fn internal_done;
+	void *internal_ctx;
+	struct json_writer w;
+};
+
+/* One parse area for everything on reactor 0. */
+static struct json_val parse_vals[JSON_MAX_VALUES];
+static char parse_scratch[JSON_MAX_REQUEST + 1];
+
+static int listen_fd = -1;
+static struct reactor_fd *listen_watch;
+static char listen_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+static struct rpc_conn *conns;
+static unsigned nconns;
+static uint64_t request_ids;
+
+static void process_input(struct rpc_conn *c);
+static void conn_update_events(struct rpc_conn *c);
+
+uint64_t jsonrpc_request_count(void)
+{
+	return request_ids;
+}
+
+const char *rpc_method_name(const struct rpc_request *req)
+{
+	return req->method;
+}
+
+/* --- connections ----------------------------------------------------- */
+
+static void conn_free(struct rpc_conn *c)
+{
+	free(c->out);
+	free(c);
+}
+
+static void conn_free_msg(void *ctx)
+{
+	conn_free(ctx);
+}
+
+/* Close now, free later: callers up the stack may still look at c->dead. */
+static void conn_close(struct rpc_conn *c)
+{
+	struct rpc_conn **pp;
+
+	if (c->dead)
+		return;
+	reactor_fd_remove(c->watch);
+	close(c->fd);
+	c->fd = -1;
+	c->dead = true;
+	for (pp = &conns; *pp; pp = &(*pp)->next) {
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	}
+	nconns--;
+	if (!c->busy && send_msg(reactor_self(), conn_free_msg, c) != 0)
+		log_warn("rpc: out of memory; leaking a closed connection");
+	/* else: freed when its request finishes (request_finish). */
+}
+
+static void conn_flush(struct rpc_conn *c)
+{
+	while (c->outoff < c->outlen) {
+		ssize_t n = send(c->fd, c->out + c->outoff, c->outlen - c->outoff,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				break;
+			conn_close(c);  /* the client went away */
+			return;
+		}
+		c->outoff += (size_t)n;
+	}
+	if (c->outoff == c->outlen) {
+		c->outoff = c->outlen = 0;
+		if (c->closing || (c->eof && !c->busy && c->inlen == 0)) {
+			conn_close(c);
+			return;
+		}
+	}
+	conn_update_events(c);
+}
+
+static void conn_queue(struct rpc_conn *c, const char *text, size_t len)
+{
+	char *out;
+
+	if (c->dead)
+		return;
+	if (c->outlen + len > JSONRPC_MAX_OUTPUT) {
+		log_warn("rpc: client is not reading its replies; closing it");
+		conn_close(c);
+		return;
+	}
+	out = realloc(c->out, c->outlen + len + 1);
+	if (!out) {
+		conn_close(c);
+		return;
+	}
+	c->out = out;
+	memcpy(c->out + c->outlen, text, len);
+	c->outlen += len;
+	c->out[c->outlen++] = '\n';
+	conn_flush(c);
+}
+
+static void conn_update_events(struct rpc_conn *c)
+{
+	uint32_t ev = 0;
+
+	if (c->dead)
+		return;
+	/* Read while there is room and nothing stops us from parsing. */
+	if (!c->eof && !c->closing && c->inlen < sizeof(c->in))
+		ev |= EPOLLIN;
+	if (c->outlen > c->outoff)
+		ev |= EPOLLOUT;
+	reactor_fd_modify(c->watch, ev);
+}
+
+/* --- replies ----------------------------------------------------------- */
+
+static void envelope_begin(struct json_writer *w, const char *id, size_t id_len)
+{
+	jw_init(w, JSON_MAX_RESPONSE);
+	jw_obj_begin(w);
+	jw_kv_str(w, "jsonrpc", "2.0");
+	jw_key(w, "id");
+	jw_raw(w, id, id_len);
+}
+
+/* An error for a request that never became an rpc_request. */
+static void send_bare_error(struct rpc_conn *c, const char *id, size_t id_len, int code,
+			    const char *msg)
+{
+	struct json_writer w;
+	char *text;
+	size_t len;
+
+	envelope_begin(&w, id, id_len);
+	jw_key(&w, "error");
+	jw_obj_begin(&w);
+	jw_kv_i64(&w, "code", code);
+	jw_kv_str(&w, "message", msg);
+	jw_obj_end(&w);
+	jw_obj_end(&w);
+	text = jw_take(&w, &len);
+	if (text)
+		conn_queue(c, text, len);
+	free(text);
+}
+
+static void request_finish(struct rpc_request *req, int code, const char *text, size_t len,
+			   const char *errmsg)
+{
+	struct rpc_conn *c = req->conn;
+
+	BLKTGT_RPC_DONE(req->id, req->method, code);
+	if (code && code != JSONRPC_METHOD_NOT_FOUND && code != JSONRPC_INVALID_PARAMS)
+		log_info("rpc %s: error %d: %s", req->method, code, errmsg ? errmsg : "");
+	if (!c) {
+		req->internal_done(req->internal_ctx, code, code ? errmsg : text);
+	} else {
+		if (!req->notify && !c->dead)
+			conn_queue(c, text, len);
+		c->busy = NULL;
+		if (c->dead)
+			conn_free(c);
+		else if (!c->dispatching)
+			process_input(c);
+	}
+	jw_free(&req->w);
+	free(req);
+}
+
+struct json_writer *rpc_result_begin(struct rpc_request *req)
+{
+	if (req->conn) {
+		envelope_begin(&req->w, req->json_id, req->json_id_len);
+		jw_key(&req->w, "result");
+	} else {
+		jw_init(&req->w, JSON_MAX_RESPONSE);
+	}
+	req->in_result = true;
+	return &req->w;
+}
+
+void rpc_result_end(struct rpc_request *req)
+{
+	char *text;
+	size_t len;
+
+	if (req->conn)
+		jw_obj_end(&req->w);
+	if (req->w.err) {
+		jw_free(&req->w);
+		rpc_error(req, JSONRPC_INTERNAL_ERROR, "result too large (limit %d bytes)",
+			  JSON_MAX_RESPONSE);
+		return;
+	}
+	text = jw_take(&req->w, &len);
+	if (!text) {
+		rpc_error(req, JSONRPC_INTERNAL_ERROR, "out of memory");
+		return;
+	}
+	request_finish(req, 0, text, len, NULL);
+	free(text);
+}
+
+void rpc_result_bool(struct rpc_request *req, bool v)
+{
+	jw_bool(rpc_result_begin(req), v);
+	rpc_result_end(req);
+}
+
+void rpc_result_str(struct rpc_request *req, const char *s)
+{
+	jw_str(rpc_result_begin(req), s);
+	rpc_result_end(req);
+}
+
+void rpc_error(struct rpc_request *req, int code, const char *fmt, ...)
+{
+	char msg[JSONRPC_MAX_ERROR_MSG];
+	struct json_writer w;
+	char *text = NULL;
+	size_t len = 0;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (req->conn) {
+		envelope_begin(&w, req->json_id, req->json_id_len);
+		jw_key(&w, "error");
+		jw_obj_begin(&w);
+		jw_kv_i64(&w, "code", code);
+		jw_kv_str(&w, "message", msg);
+		jw_obj_end(&w);
+		jw_obj_end(&w);
+		text = jw_take(&w, &len);
+	}
+	request_finish(req, code, text ? text : "", len, msg);
+	free(text);
+}
+
+int rpc_params(struct rpc_request *req, const struct json_val *params,
+	       const struct rpc_param *spec, size_t n, void *out, uint32_t *present)
+{
+	char err[JSONRPC_MAX_ERROR_MSG];
+	uint32_t dummy;
+	int rc = jsonrpc_decode_params(params, spec, n, out, present ? present : &dummy,
+				       err, sizeof(err));
+
+	if (rc)
+		rpc_error(req, rc, "%s", err);
+	return rc;
+}
+
+/* --- dispatch ----------------------------------------------------------- */
+
+static const struct rpc_method *const method_tables[] = {
+	rpc_bdev_methods, rpc_export_methods, rpc_workload_methods, rpc_target_methods,
+};
+
+static const struct rpc_method *find_method(const char *name)
+{
+	for (size_t t = 0; t < sizeof(method_tables) / sizeof(method_tables[0]); t++)
+		for (const struct rpc_method *m = method_tables[t]; m->name; m++)
+			if (strcmp(m->name, name) == 0)
+				return m;
+	return NULL;
+}
+
+static void dispatch(struct rpc_request *req, const struct json_val *params)
+{
+	const struct rpc_method *m;
+
+	req->id = ++request_ids;
+	BLKTGT_RPC_REQUEST(req->id, req->method);
+	m = find_method(req->method);
+	if (!m) {
+		rpc_error(req, JSONRPC_METHOD_NOT_FOUND, "method not found: %s", req->method);
+		return;
+	}
+	m->handler(req, params);
+}
+
+void jsonrpc_call(const char *method, const struct json_val *params,
+		  rpc_internal_done_fn done, void *ctx)
+{
+	struct rpc_request *req = calloc(1, sizeof(*req));
+
+	if (!req) {
+		done(ctx, JSONRPC_INTERNAL_ERROR, "out of memory");
+		return;
+	}
+	snprintf(req->method, sizeof(req->method), "%s", method);
+	req->internal_done = done;
+	req->internal_ctx = ctx;
+	dispatch(req, params);
+}
+
+/* Parse and run what is buffered, one request at a time. */
+static void process_input(struct rpc_conn *c)
+{
+	char err[JSONRPC_MAX_ERROR_MSG];
+
+	while (!c->dead && !c->busy && !c->closing) {
+		struct jsonrpc_msg msg;
+		struct rpc_request *req;
+		size_t skip = 0, used = 0;
+		int rc;
+
+		while (skip < c->inlen && (c->in[skip] == ' ' || c->in[skip] == '\n' ||
+					   c->in[skip] == '\r' || c->in[skip] == '\t'))
+			skip++;
+		if (skip) {
+			memmove(c->in, c->in + skip, c->inlen - skip);
+			c->inlen -= skip;
+		}
+		if (c->inlen == 0)
+			break;
+		rc = jsonrpc_parse_request(c->in, c->inlen, parse_vals, JSON_MAX_VALUES,
+					   parse_scratch, &msg, &used, err, sizeof(err));
+		if (rc == JSONRPC_MORE) {
+			if (c->inlen == sizeof(c->in)) {
+				snprintf(err, sizeof(err),
+					 "invalid request: larger than %d bytes", JSON_MAX_REQUEST);
+				send_bare_error(c, "null", 4, JSONRPC_INVALID_REQUEST, err);
+				c->closing = true;
+			} else if (c->eof) {
+				send_bare_error(c, "null", 4, JSONRPC_PARSE_ERROR,
+						"parse error: unexpected end of input");
+				c->closing = true;
+			}
+			break;
+		}
+		if (rc == JSONRPC_PARSE_ERROR) {
+			send_bare_error(c, "null", 4, rc, err);
+			c->closing = true;
+			break;
+		}
+		memmove(c->in, c->in + used, c->inlen - used);
+		c->inlen -= used;
+		if (rc < 0) {
+			/* Invalid requests are answered even without an id. */
+			send_bare_error(c, msg.id, msg.id_len, rc, err);
+			continue;
+		}
+		req = calloc(1, sizeof(*req));
+		if (!req) {
+			send_bare_error(c, msg.id, msg.id_len, JSONRPC_INTERNAL_ERROR, "out of memory");
+			continue;
+		}
+		memcpy(req->method, msg.method->str, msg.method->len + 1);
+		memcpy(req->json_id, msg.id, msg.id_len + 1);
+		req->json_id_len = msg.id_len;
+		req->notify = !msg.has_id;
+		req->conn = c;
+		c->busy = req;
+		c->dispatching = true;
+		dispatch(req, msg.params);
+		c->dispatching = false;
+	}
+	if (!c->dead) {
+		if (c->closing || (c->eof && !c->busy && c->inlen == 0))
+			conn_flush(c);
+		else
+			conn_update_events(c);
+	}
+}
+
+static void conn_event(void *ctx, uint32_t events)
+{
+	struct rpc_conn *c = ctx;
+
+	if (events & EPOLLOUT) {
+		conn_flush(c);
+		if (c->dead)
+			return;
+	}
+	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+		if (c->inlen < sizeof(c->in) && !c->eof) {
+			ssize_t n = recv(c->fd, c->in + c->inlen, sizeof(c->in) - c->inlen,
+					 MSG_DONTWAIT);
+
+			if (n < 0 && errno != EAGAIN && errno != EINTR) {
+				conn_close(c);
+				return;
+			}
+			if (n == 0)
+				c->eof = true;
+			if (n > 0)
+				c->inlen += (size_t)n;
+		} else if (events & (EPOLLHUP | EPOLLERR)) {
+			c->eof = true;
+		}
+		process_input(c);
+	}
+}
+
+static void accept_event(void *ctx, uint32_t events)
+{
+	for (;;) {
+		int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct rpc_conn *c;
+
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				log_warn("rpc: accept: %s", strerror(errno));
+			return;
+		}
+		if (nconns >= JSONRPC_MAX_CONNS) {
+			log_warn("rpc: %d clients already connected; refusing one more",
+				 JSONRPC_MAX_CONNS);
+			close(fd);
+			continue;
+		}
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		c->fd = fd;
+		c->watch = reactor_fd_add(fd, EPOLLIN, conn_event, c);
+		if (!c->watch) {
+			close(fd);
+			free(c);
+			continue;
+		}
+		c->next = conns;
+		conns = c;
+		nconns++;
+	}
+}
+
+int jsonrpc_listen(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd, rc;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* A socket file left by an earlier run would make bind fail. */
+	if (unlink(path) < 0 && errno != ENOENT) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 16) < 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	listen_watch = reactor_fd_add(fd, EPOLLIN, accept_event, NULL);
+	if (!listen_watch) {
+		rc = -errno;
+		close(fd);
+		unlink(path);
+		return rc;
+	}
+	listen_fd = fd;
+	strcpy(listen_path, path);
+	return 0;
+}
+
+void jsonrpc_stop(void)
+{
+	if (listen_fd >= 0) {
+		reactor_fd_remove(listen_watch);
+		close(listen_fd);
+		unlink(listen_path);
+		listen_fd = -1;
+	}
+	while (conns) {
+		struct rpc_conn *c = conns;
+
+		/* A reply already queued (target_shutdown's) gets one last try. */
+		if (c->outlen > c->outoff)
+			conn_flush(c);
+		if (conns == c)
+			conn_close(c);
+	}
+}

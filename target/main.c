@@ -1,0 +1,512 @@
+/*
+ * main.c: blktgt's command line and lifecycle.
+ *
+ *   NONE -> INIT -> THREADS -> RPC -> LISTEN -> CONFIG -> RUNNING -> SHUTDOWN
+ *
+ * Each state is announced by the target__state probe.  Start-up after
+ * THREADS runs as messages on reactor 0, which also owns the signals
+ * (signalfd), the RPC server and the NBD listeners.  Shutdown, from a
+ * signal, target_shutdown or a failed start-up, undoes it in order:
+ * workloads, NBD clients and listeners, exports, bdevs, RPC, reactors.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "bdev.h"
+#include "blktgt_probes.h"
+#include "export.h"
+#include "json.h"
+#include "jsonrpc.h"
+#include "log.h"
+#include "nbd.h"
+#include "reactor.h"
+#include "target.h"
+#include "workload.h"
+
+#define DEFAULT_THREADS   2
+#define DEFAULT_RPC_SOCK  "/var/tmp/blktgt.sock"
+#define DEFAULT_NBD_HOST  "127.0.0.1"
+#define DEFAULT_NBD_PORT  10809
+#define HOST_MAX          255
+
+static struct {
+	unsigned threads;
+	bool listen_tcp;
+	char host[HOST_MAX + 1];
+	uint16_t port;
+	const char *unix_path;
+	const char *rpc_path;
+	const char *config;
+} opt = {
+	.threads = DEFAULT_THREADS,
+	.listen_tcp = true,
+	.host = DEFAULT_NBD_HOST,
+	.port = DEFAULT_NBD_PORT,
+	.rpc_path = DEFAULT_RPC_SOCK,
+};
+
+static enum target_state state;
+static uint64_t start_ns;
+static int exit_code;
+static bool shutting_down;
+static int signal_fd = -1;
+static struct reactor_fd *signal_watch;
+static uint16_t bound_port;
+
+/* The -c file while it is applied. */
+static struct {
+	char *text;
+	struct json_val *vals;
+	char *scratch;
+	const struct json_val *next;    /* the next call */
+	uint32_t left, index;
+} config;
+
+enum target_state target_state(void)
+{
+	return state;
+}
+
+uint64_t target_uptime_ns(void)
+{
+	return now_ns() - start_ns;
+}
+
+static void set_state(enum target_state s)
+{
+	state = s;
+	BLKTGT_TARGET_STATE(s, target_state_name(s));
+	log_debug("state %s", target_state_name(s));
+}
+
+/* --- shutdown ---------------------------------------------------------- */
+
+static void shutdown_done_exports(void *ctx, int status)
+{
+	bdev_delete_all();
+	jsonrpc_stop();
+	if (signal_watch) {
+		reactor_fd_remove(signal_watch);
+		signal_watch = NULL;
+	}
+	if (signal_fd >= 0) {
+		close(signal_fd);
+		signal_fd = -1;
+	}
+	if (status && !exit_code)
+		log_warn("shutdown: some exports could not be stopped cleanly");
+	reactors_stop();
+}
+
+static void shutdown_done_nbd(void *ctx)
+{
+	export_delete_all(shutdown_done_exports, NULL);
+}
+
+static void shutdown_done_workloads(void *ctx)
+{
+	nbd_shutdown(shutdown_done_nbd, NULL);
+}
+
+static void shutdown_begin(void *ctx)
+{
+	set_state(TARGET_SHUTDOWN);
+	workload_stop_all(shutdown_done_workloads, NULL);
+}
+
+void target_shutdown(void)
+{
+	if (shutting_down)
+		return;
+	shutting_down = true;
+	/* As a message, so that whoever asked (an RPC) finishes first. */
+	if (send_msg(reactor_get(0), shutdown_begin, NULL) != 0) {
+		log_error("out of memory starting shutdown");
+		exit(1);
+	}
+}
+
+static void startup_failed(void)
+{
+	exit_code = 1;
+	target_shutdown();
+}
+
+static void signal_event(void *ctx, uint32_t events)
+{
+	struct signalfd_siginfo si;
+
+	while (read(signal_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		log_info("%s: shutting down", strsignal((int)si.ssi_signo));
+		target_shutdown();
+	}
+}
+
+/* --- start-up ---------------------------------------------------------- */
+
+static void announce_running(void)
+{
+	char nbd[HOST_MAX + 16];
+
+	set_state(TARGET_RUNNING);
+	if (opt.listen_tcp)
+		snprintf(nbd, sizeof(nbd), "%s:%u", opt.host, bound_port);
+	else
+		strcpy(nbd, "-");
+	printf("blktgt: running pid=%d rpc=%s nbd=%s unix=%s\n", (int)getpid(), opt.rpc_path,
+	       nbd, opt.unix_path ? opt.unix_path : "-");
+	fflush(stdout);
+}
+
+static void config_free(void)
+{
+	free(config.text);
+	free(config.vals);
+	free(config.scratch);
+	memset(&config, 0, sizeof(config));
+}
+
+static void config_next(void);
+
+static void config_call_done(void *ctx, int code, const char *text)
+{
+	const char *method = ctx;
+
+	if (code) {
+		log_error("%s: call %u (%s) failed: %d: %s", opt.config, config.index, method,
+			  code, text);
+		config_free();
+		startup_failed();
+		return;
+	}
+	config_next();
+}
+
+/* Apply the calls one at a time, each after the previous has finished. */
+static void config_next(void)
+{
+	const struct json_val *call, *k, *method = NULL, *params = NULL;
+
+	if (shutting_down) {
+		config_free();
+		return;
+	}
+	if (config.left == 0) {
+		config_free();
+		announce_running();
+		return;
+	}
+	call = config.next;
+	config.next = json_next(call);
+	config.left--;
+	config.index++;
+	if (call->type != JSON_OBJECT)
+		goto bad;
+	k = call + 1;
+	for (uint32_t i = 0; i < call->count; i++, k = json_next(k + 1)) {
+		const struct json_val **slot = json_str_eq(k, "method") ? &method
+					     : json_str_eq(k, "params") ? &params : NULL;
+
+		if (!slot || *slot)
+			goto bad;
+		*slot = k + 1;
+	}
+	if (!method || method->type != JSON_STRING || method->len == 0 ||
+	    method->len > JSONRPC_MAX_METHOD_LEN || strlen(method->str) != method->len ||
+	    (params && params->type != JSON_OBJECT))
+		goto bad;
+	jsonrpc_call(method->str, params, config_call_done, (void *)method->str);
+	return;
+bad:
+	log_error("%s: call %u: each call is {\"method\": NAME, \"params\": {...}} and "
+		  "nothing else", opt.config, config.index);
+	config_free();
+	startup_failed();
+}
+
+static int config_load(const char *path)
+{
+	size_t len = 0, used;
+	ssize_t n;
+	int fd, rc;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		log_error("%s: %s", path, strerror(errno));
+		return -errno;
+	}
+	config.text = malloc(JSON_MAX_CONFIG + 1);
+	if (!config.text) {
+		close(fd);
+		return -ENOMEM;
+	}
+	while ((n = read(fd, config.text + len, JSON_MAX_CONFIG + 1 - len)) > 0) {
+		len += (size_t)n;
+		if (len > JSON_MAX_CONFIG)
+			break;
+	}
+	rc = n < 0 ? -errno : 0;
+	close(fd);
+	if (rc) {
+		log_error("%s: %s", path, strerror(-rc));
+		return rc;
+	}
+	if (len > JSON_MAX_CONFIG) {
+		log_error("%s: larger than %d bytes", path, JSON_MAX_CONFIG);
+		return -EFBIG;
+	}
+	config.vals = calloc(JSON_MAX_CONFIG_VALUES, sizeof(*config.vals));
+	config.scratch = malloc(len + 1);
+	if (!config.vals || !config.scratch)
+		return -ENOMEM;
+	rc = json_parse(config.text, len, config.vals, JSON_MAX_CONFIG_VALUES, config.scratch,
+			&used);
+	if (rc < 0) {
+		log_error("%s: %s", path, json_status_str(rc));
+		return -EINVAL;
+	}
+	for (; used < len; used++) {
+		if (!strchr(" \t\r\n", config.text[used])) {
+			log_error("%s: text after the JSON array", path);
+			return -EINVAL;
+		}
+	}
+	if (config.vals[0].type != JSON_ARRAY) {
+		log_error("%s: must hold a JSON array of {\"method\", \"params\"} calls", path);
+		return -EINVAL;
+	}
+	config.next = &config.vals[1];
+	config.left = config.vals[0].count;
+	return 0;
+}
+
+static void target_start(void *ctx)
+{
+	sigset_t mask;
+	int rc;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (signal_fd < 0 ||
+	    !(signal_watch = reactor_fd_add(signal_fd, EPOLLIN, signal_event, NULL))) {
+		log_error("signalfd: %s", strerror(errno));
+		startup_failed();
+		return;
+	}
+
+	set_state(TARGET_RPC);
+	rc = jsonrpc_listen(opt.rpc_path);
+	if (rc) {
+		log_error("RPC socket %s: %s", opt.rpc_path, strerror(-rc));
+		startup_failed();
+		return;
+	}
+
+	set_state(TARGET_LISTEN);
+	if (opt.listen_tcp) {
+		rc = nbd_listen_tcp(opt.host, opt.port, &bound_port);
+		if (rc) {
+			log_error("NBD listener %s:%u: %s", opt.host, opt.port, strerror(-rc));
+			startup_failed();
+			return;
+		}
+	}
+	if (opt.unix_path) {
+		rc = nbd_listen_unix(opt.unix_path);
+		if (rc) {
+			log_error("NBD listener %s: %s", opt.unix_path, strerror(-rc));
+			startup_failed();
+			return;
+		}
+	}
+
+	set_state(TARGET_CONFIG);
+	if (opt.config) {
+		rc = config_load(opt.config);
+		if (rc) {
+			config_free();
+			startup_failed();
+			return;
+		}
+	}
+	config_next();
+}
+
+/* --- command line ------------------------------------------------------ */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: blktgt [-t THREADS] [-L HOST:PORT | -L none] [-U NBD_UNIX_PATH]\n"
+		"              [-s RPC_SOCK] [-c CONFIG.json] [-h]\n"
+		"\n"
+		"A block target with USDT probes: null, malloc and file bdevs served over\n"
+		"NBD, controlled by JSON-RPC (target/rpc.py).\n"
+		"\n"
+		"  -t THREADS   reactor threads, 1..%d (default %d)\n"
+		"  -L HOST:PORT NBD TCP listener (default %s:%d; port 0 picks one;\n"
+		"               'none' for no TCP listener)\n"
+		"  -U PATH      NBD unix socket listener (default none)\n"
+		"  -s PATH      JSON-RPC unix socket (default %s)\n"
+		"  -c FILE      JSON array of {\"method\", \"params\"} calls applied at start\n"
+		"  -h           this help\n"
+		"\n"
+		"Once running it prints one line:\n"
+		"  blktgt: running pid=PID rpc=RPC_SOCK nbd=HOST:PORT unix=PATH_OR_-\n"
+		"SIGINT, SIGTERM or the target_shutdown RPC stop it cleanly (exit 0).\n",
+		REACTOR_MAX, DEFAULT_THREADS, DEFAULT_NBD_HOST, DEFAULT_NBD_PORT,
+		DEFAULT_RPC_SOCK);
+}
+
+__attribute__((format(printf, 1, 2), noreturn))
+static void bad_usage(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("blktgt: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs(" (try -h)\n", stderr);
+	exit(2);
+}
+
+/* A whole decimal number in [min, max], nothing else. */
+static bool parse_uint(const char *s, unsigned long min, unsigned long max, unsigned long *out)
+{
+	char *end;
+	unsigned long v;
+
+	if (!*s || *s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return false;
+	*out = v;
+	return true;
+}
+
+static void parse_listen(const char *arg)
+{
+	const char *colon = strrchr(arg, ':');
+	size_t hlen;
+	unsigned long port;
+
+	if (strcmp(arg, "none") == 0) {
+		opt.listen_tcp = false;
+		return;
+	}
+	if (!colon || !parse_uint(colon + 1, 0, 65535, &port))
+		bad_usage("-L %s: expected HOST:PORT with PORT 0..65535, or none", arg);
+	hlen = (size_t)(colon - arg);
+	if (hlen >= 2 && arg[0] == '[' && arg[hlen - 1] == ']') {
+		arg++;
+		hlen -= 2;
+	}
+	if (hlen == 0 || hlen > HOST_MAX)
+		bad_usage("-L: host must be 1..%d characters", HOST_MAX);
+	memcpy(opt.host, arg, hlen);
+	opt.host[hlen] = '\0';
+	opt.port = (uint16_t)port;
+}
+
+static void check_path(const char *what, const char *path)
+{
+	if (!*path || strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+		bad_usage("%s %s: a socket path must be 1..%zu bytes", what, path,
+			  sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+}
+
+static void parse_args(int argc, char **argv)
+{
+	unsigned long v;
+	int c;
+
+	opterr = 0;
+	while ((c = getopt(argc, argv, ":t:L:U:s:c:h")) != -1) {
+		switch (c) {
+		case 't':
+			if (!parse_uint(optarg, 1, REACTOR_MAX, &v))
+				bad_usage("-t %s: expected a number of threads, 1..%d", optarg,
+					  REACTOR_MAX);
+			opt.threads = (unsigned)v;
+			break;
+		case 'L':
+			parse_listen(optarg);
+			break;
+		case 'U':
+			check_path("-U", optarg);
+			opt.unix_path = optarg;
+			break;
+		case 's':
+			check_path("-s", optarg);
+			opt.rpc_path = optarg;
+			break;
+		case 'c':
+			opt.config = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case ':':
+			bad_usage("-%c needs an argument", optopt);
+		default:
+			bad_usage("unknown option -%c", optopt);
+		}
+	}
+	if (optind < argc)
+		bad_usage("unexpected argument '%s'", argv[optind]);
+}
+
+int main(int argc, char **argv)
+{
+	sigset_t mask;
+	int rc;
+
+	states_init();
+	start_ns = now_ns();
+	set_state(TARGET_NONE);
+	parse_args(argc, argv);
+	set_state(TARGET_INIT);
+
+	/* Before any thread exists, so that every thread inherits the mask
+	 * and only reactor 0's signalfd sees SIGINT/SIGTERM. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	set_state(TARGET_THREADS);
+	rc = reactors_init(opt.threads);
+	if (rc) {
+		log_error("cannot create %u reactors: %s", opt.threads, strerror(-rc));
+		return 1;
+	}
+	if (send_msg(reactor_get(0), target_start, NULL) != 0) {
+		log_error("out of memory");
+		return 1;
+	}
+	rc = reactors_run();
+	reactors_fini();
+	if (rc && !exit_code)
+		exit_code = 1;
+	if (exit_code == 0)
+		log_info("exiting cleanly");
+	return exit_code;
+}
