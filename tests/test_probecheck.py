@@ -436,3 +436,35 @@ def test_project_files_pass_against_blktgt(blktgt_bin):
     assert r.returncode == 0, r.stderr
     assert errors == []
     print(r.stdout)
+
+
+def test_bpftrace_syntax_corners(fixbin, tmp_path):
+    """Probes named in comments are not probes; braces in strings do not
+    end a block; a predicate's reads count; quoted paths, U: and ur:."""
+    bt = tmp_path / "corners.bt"
+    bt.write_text(
+        "#!/usr/bin/env bpftrace\n"
+        "#include <linux/types.h>\n"
+        "/* usdt:__EXE__:blktgt:nope { arg9 } */\n"
+        "struct foo { int x; char y[4]; }\n"
+        "// usdt:__EXE__:blktgt:nope2 {\n"
+        'BEGIN { printf("{ probekit: tracing }\\n"); }\n'
+        "usdt:__EXE__:blktgt:io__submit /arg2 == 1 && arg9 > 0/\n"
+        "{\n"
+        '\tif (arg2 == 0) { printf("}{ %s\\n", str(arg5)); } else { @x = arg0; }\n'
+        "}\n"
+        f'usdt:"{fixbin}":blktgt:io__done {{ @y[str(arg2)] = count(); }}\n'
+        'U::blktgt:rpc__request { printf("%s %s\\n", arg1, str(arg1)); }\n'
+        "ur:__EXE__:bdev_submit { @r = arg0; }\n")
+    r, errors = run("--binary", fixbin, "--catalog", CATALOG, str(bt))
+    assert r.returncode == 1
+    assert_errors(errors, [
+        (f"{bt}:7: blktgt:io__submit:",
+         "arg9 out of range: the probe has 6 arguments, arg0..arg5"),
+        (f"{bt}:11: blktgt:io__done:",
+         "str(arg2) reads a string, but arg2 is 'uint32_t type', not a pointer"),
+        (f"{bt}:12: blktgt:rpc__request:",
+         "printf %s of arg1, an integer to bpftrace; use str(arg1)"),
+        (f"{bt}:13: uretprobe:bdev_submit:",
+         "arg0 in a uretprobe: arguments are gone at return"),
+    ])
