@@ -427,7 +427,7 @@ static void trace_make_dump_command(void)
 		snprintf(trace.dump, sizeof(trace.dump), "%s -p %d", tool, (int)getpid());
 }
 
-static bool trace_any_enabled(void)
+bool trace_any_enabled(void)
 {
 	for (unsigned i = 0; i < TRACE_GROUP_COUNT; i++)
 		if (trace_mask_load(i))

@@ -338,6 +338,8 @@ const char *trace_dump_command(void);    /* "" before trace_init */
  * 0, -ENOENT (no such group) or -EINVAL (mask names no tracepoint). */
 int trace_enable_group(const char *name, uint64_t mask);
 int trace_disable_group(const char *name);
+/* True when some tracepoint is enabled. */
+bool trace_any_enabled(void);
 /* The group's enabled mask, or -ENOENT. */
 int trace_group_mask(const char *name, uint64_t *mask);
 
