@@ -395,7 +395,6 @@ int run_loop(const struct common_args *a, const struct target *t,
 	sigset_t block, mask;
 	long left = a->count;
 	enum wake why;
-	char every[64] = "";
 
 	sigemptyset(&block);
 	sigaddset(&block, SIGINT);
@@ -407,12 +406,9 @@ int run_loop(const struct common_args *a, const struct target *t,
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 
-	if (a->interval)
-		snprintf(every, sizeof(every), " Output every %ld secs.",
-			 a->interval);
 	fprintf(a->json ? stderr : stdout,
-		"Tracing %s of PID %d (%s).%s Hit Ctrl-C to end.\n",
-		what, (int)t->pid, t->comm, every);
+		"Tracing %s of PID %d (%s)... Hit Ctrl-C to end.\n",
+		what, (int)t->pid, t->comm);
 	fflush(a->json ? stderr : stdout);
 
 	start = now_ns();

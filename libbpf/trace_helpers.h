@@ -123,7 +123,7 @@ int hist_map_drain(const struct bpf_map *map, void **keys, struct hist **hists);
 typedef int (*collect_fn)(void *ctx, struct hist_entry **entries);
 
 /*
- * The output loop.  Prints "Tracing WHAT of PID N (comm). Hit Ctrl-C to
+ * The output loop.  Prints "Tracing WHAT of PID N (comm)... Hit Ctrl-C to
  * end." (stdout, or stderr with --json): call it only once everything is
  * attached, since that line is the tools' readiness signal.  Then prints
  * collect()'s histograms every interval; ends after count intervals,
