@@ -23,6 +23,7 @@
 #include "reactor.h"
 
 #define JSONRPC_MAX_OUTPUT (4 * JSON_MAX_RESPONSE) /* unread replies per client */
+#define JSONRPC_MAX_LINGER (1024 * 1024) /* input discarded before a close */
 
 struct rpc_conn {
 	int fd;
@@ -35,6 +36,8 @@ struct rpc_conn {
 	bool dispatching;               /* inside process_input's dispatch */
 	bool eof;                       /* the client shut down its side */
 	bool closing;                   /* close once the output is flushed */
+	bool lingering;                 /* output done; discarding input until EOF */
+	size_t discarded;
 	bool dead;                      /* fd gone; free when busy finishes */
 	struct rpc_conn *next;
 };
@@ -130,9 +133,16 @@ static void conn_flush(struct rpc_conn *c)
 	}
 	if (c->outoff == c->outlen) {
 		c->outoff = c->outlen = 0;
-		if (c->closing || (c->eof && !c->busy && c->inlen == 0)) {
+		if (c->eof && !c->busy && (c->inlen == 0 || c->closing)) {
 			conn_close(c);
 			return;
+		}
+		if (c->closing && !c->lingering) {
+			/* Closing a socket with unread input resets it, and the
+			 * client could lose the error reply it has not read yet:
+			 * end our side, then read until the client ends its own. */
+			shutdown(c->fd, SHUT_WR);
+			c->lingering = true;
 		}
 	}
 	conn_update_events(c);
@@ -168,7 +178,7 @@ static void conn_update_events(struct rpc_conn *c)
 	if (c->dead)
 		return;
 	/* Read while there is room and nothing stops us from parsing. */
-	if (!c->eof && !c->closing && c->inlen < sizeof(c->in))
+	if (c->lingering || (!c->eof && !c->closing && c->inlen < sizeof(c->in)))
 		ev |= EPOLLIN;
 	if (c->outlen > c->outoff)
 		ev |= EPOLLOUT;
@@ -221,9 +231,12 @@ static void request_finish(struct rpc_request *req, int code, const char *text, 
 		if (!req->notify && !c->dead)
 			conn_queue(c, text, len);
 		c->busy = NULL;
-		if (c->dead)
-			conn_free(c);
-		else if (!c->dispatching)
+		if (c->dead) {
+			/* Closed while busy: nobody else will free it.  Later, since
+			 * process_input may be up the stack. */
+			if (send_msg(reactor_self(), conn_free_msg, c) != 0)
+				log_warn("rpc: out of memory; leaking a closed connection");
+		} else if (!c->dispatching)
 			process_input(c);
 	}
 	jw_free(&req->w);
@@ -358,6 +371,12 @@ void jsonrpc_call(const char *method, const struct json_val *params,
 	dispatch(req, params);
 }
 
+static void consume(struct rpc_conn *c, size_t used)
+{
+	memmove(c->in, c->in + used, c->inlen - used);
+	c->inlen -= used;
+}
+
 /* Parse and run what is buffered, one request at a time. */
 static void process_input(struct rpc_conn *c)
 {
@@ -398,9 +417,8 @@ static void process_input(struct rpc_conn *c)
 			c->closing = true;
 			break;
 		}
-		memmove(c->in, c->in + used, c->inlen - used);
-		c->inlen -= used;
 		if (rc < 0) {
+			consume(c, used);
 			/* Invalid requests are answered even without an id. */
 			send_bare_error(c, msg.id, msg.id_len, rc, err);
 			continue;
@@ -419,6 +437,9 @@ static void process_input(struct rpc_conn *c)
 		c->dispatching = true;
 		dispatch(req, msg.params);
 		c->dispatching = false;
+		/* Only now: the parsed values point into c->in. */
+		if (!c->dead)
+			consume(c, used);
 	}
 	if (!c->dead) {
 		if (c->closing || (c->eof && !c->busy && c->inlen == 0))
@@ -436,6 +457,17 @@ static void conn_event(void *ctx, uint32_t events)
 		conn_flush(c);
 		if (c->dead)
 			return;
+	}
+	if (c->lingering) {
+		char sink[4096];
+		ssize_t n = recv(c->fd, sink, sizeof(sink), MSG_DONTWAIT);
+
+		if (n > 0)
+			c->discarded += (size_t)n;
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) ||
+		    c->discarded > JSONRPC_MAX_LINGER)
+			conn_close(c);
+		return;
 	}
 	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
 		if (c->inlen < sizeof(c->in) && !c->eof) {

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""rpc.py: blktgt's JSON-RPC client (stdlib only).
+
+  rpc.py [-s SOCK] [-t TIMEOUT] METHOD ARGS...
+
+Prints the method's JSON result and exits 0; on an error prints it on
+stderr and exits 1 (2 for bad usage).
+
+examples:
+  rpc.py bdev_malloc_create -b Malloc0 64 512
+  rpc.py bdev_null_create Null0 1024 4096
+  rpc.py bdev_file_create File0 /var/tmp/disk.img 4096
+  rpc.py export_create disk0 Malloc0
+  rpc.py workload_run -b Null0 -w randread -o 4096 -q 32 -n 100000
+  rpc.py workload_run -e disk0 -w randwrite -o 4096 -q 8 -T 5
+  rpc.py bdev_flush File0
+  rpc.py target_stats
+"""
+
+import argparse
+import json
+import socket
+import sys
+
+DEFAULT_SOCK = "/var/tmp/blktgt.sock"
+MAX_RESPONSE = 4 * 1024 * 1024  # bytes; the server's replies are far smaller
+
+
+def call(sock_path, method, params=None, timeout=None):
+    """One JSON-RPC 2.0 request; returns the response object."""
+    req = {"jsonrpc": "2.0", "id": 1, "method": method}
+    if params is not None:
+        req["params"] = params
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(sock_path)
+        s.sendall(json.dumps(req).encode())
+        dec = json.JSONDecoder()
+        buf = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                raise ConnectionError("the target closed the connection "
+                                      "without a reply")
+            buf += chunk
+            if len(buf) > MAX_RESPONSE:
+                raise ValueError(f"reply larger than {MAX_RESPONSE} bytes")
+            try:
+                resp, _ = dec.raw_decode(buf.decode().lstrip())
+                return resp
+            except (ValueError, UnicodeDecodeError):
+                continue
+
+
+def positive(text):
+    """An integer > 0, nothing else ("12abc", "0x10", "-1" are refused)."""
+    if not text.isdigit() or int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
+
+
+def build_parser():
+    p = argparse.ArgumentParser(
+        prog="rpc.py", description="Control a running blktgt over JSON-RPC.",
+        epilog=__doc__.split("\n\n", 2)[2], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-s", dest="sock", default=DEFAULT_SOCK,
+                   help=f"RPC socket (default {DEFAULT_SOCK})")
+    p.add_argument("-t", dest="timeout", type=positive, default=None,
+                   help="seconds to wait for the reply (default: no limit)")
+    sub = p.add_subparsers(dest="method", metavar="METHOD")
+    sub.required = True
+
+    def method(name, help_):
+        return sub.add_parser(name, help=help_, description=help_)
+
+    m = method("bdev_malloc_create", "create a RAM bdev")
+    m.add_argument("-b", dest="name", required=True, help="bdev name")
+    m.add_argument("size_mb", type=positive)
+    m.add_argument("block_size", type=positive)
+
+    m = method("bdev_null_create", "create a null bdev (reads zeroes, discards writes)")
+    m.add_argument("name")
+    m.add_argument("size_mb", type=positive)
+    m.add_argument("block_size", type=positive)
+
+    m = method("bdev_file_create", "create a bdev on an existing file")
+    m.add_argument("name")
+    m.add_argument("path")
+    m.add_argument("block_size", type=positive)
+
+    for name, help_ in (("bdev_delete", "delete a bdev"),
+                        ("bdev_flush", "flush a bdev (file: fdatasync)"),
+                        ("export_delete", "stop and delete an export"),
+                        ("export_pause", "pause an export (I/O is held, not lost)"),
+                        ("export_resume", "resume a paused export")):
+        method(name, help_).add_argument("name")
+
+    m = method("export_create", "export a bdev under a name")
+    m.add_argument("name")
+    m.add_argument("bdev")
+
+    for name, help_ in (("bdev_list", "list bdevs"), ("export_list", "list exports"),
+                        ("target_stats", "the target's state and counters"),
+                        ("target_shutdown", "stop the target cleanly")):
+        method(name, help_)
+
+    m = method("workload_run", "run the built-in workload generator")
+    what = m.add_mutually_exclusive_group(required=True)
+    what.add_argument("-b", dest="bdev", help="bdev to drive")
+    what.add_argument("-e", dest="export", help="export to drive (honours pause)")
+    m.add_argument("-w", dest="pattern", required=True,
+                   choices=["read", "write", "randread", "randwrite", "randrw"])
+    m.add_argument("-o", dest="io_size", type=positive, required=True, help="I/O size, bytes")
+    m.add_argument("-q", dest="queue_depth", type=positive, required=True)
+    howmuch = m.add_mutually_exclusive_group(required=True)
+    howmuch.add_argument("-n", dest="count", type=positive, help="exactly this many I/Os")
+    howmuch.add_argument("-T", dest="seconds", type=positive, help="run this many seconds")
+    return p
+
+
+def params_of(a):
+    m = a.method
+    if m in ("bdev_malloc_create", "bdev_null_create"):
+        return {"name": a.name, "size_mb": a.size_mb, "block_size": a.block_size}
+    if m == "bdev_file_create":
+        return {"name": a.name, "path": a.path, "block_size": a.block_size}
+    if m in ("bdev_delete", "bdev_flush", "export_delete", "export_pause", "export_resume"):
+        return {"name": a.name}
+    if m == "export_create":
+        return {"name": a.name, "bdev": a.bdev}
+    if m == "workload_run":
+        p = {"pattern": a.pattern, "io_size": a.io_size, "queue_depth": a.queue_depth}
+        p.update({k: getattr(a, k) for k in ("bdev", "export", "count", "seconds")
+                  if getattr(a, k) is not None})
+        return p
+    return None
+
+
+def main():
+    a = build_parser().parse_args()
+    try:
+        resp = call(a.sock, a.method, params_of(a), a.timeout)
+    except (OSError, ValueError) as e:
+        print(f"rpc.py: {a.method}: {a.sock}: {e}", file=sys.stderr)
+        return 1
+    if "error" in resp:
+        err = resp["error"]
+        print(f"rpc.py: {a.method}: error {err.get('code')}: {err.get('message')}",
+              file=sys.stderr)
+        return 1
+    print(json.dumps(resp.get("result"), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
