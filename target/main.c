@@ -33,6 +33,7 @@
 #include "nbd.h"
 #include "reactor.h"
 #include "target.h"
+#include "trace.h"
 #include "workload.h"
 
 #define DEFAULT_THREADS   2
@@ -352,7 +353,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: blktgt [-t THREADS] [-L HOST:PORT | -L none] [-U NBD_UNIX_PATH]\n"
-		"              [-s RPC_SOCK] [-c CONFIG.json] [-h]\n"
+		"              [-s RPC_SOCK] [-c CONFIG.json] [-e GROUP[:MASK],...] [-h]\n"
 		"\n"
 		"A block target with USDT probes: null, malloc and file bdevs served over\n"
 		"NBD, controlled by JSON-RPC (target/rpc.py).\n"
@@ -363,6 +364,7 @@ static void usage(FILE *f)
 		"  -U PATH      NBD unix socket listener (default none)\n"
 		"  -s PATH      JSON-RPC unix socket (default %s)\n"
 		"  -c FILE      JSON array of {\"method\", \"params\"} calls applied at start\n"
+		"  -e GROUPS    record trace ring groups (bdev,nbd,...; all; help lists them)\n"
 		"  -h           this help\n"
 		"\n"
 		"Once running it prints one line:\n"
@@ -438,7 +440,7 @@ static void parse_args(int argc, char **argv)
 	int c;
 
 	opterr = 0;
-	while ((c = getopt(argc, argv, ":t:L:U:s:c:h")) != -1) {
+	while ((c = getopt(argc, argv, ":t:L:U:s:c:e:h")) != -1) {
 		switch (c) {
 		case 't':
 			if (!parse_uint(optarg, 1, REACTOR_MAX, &v))
@@ -459,6 +461,11 @@ static void parse_args(int argc, char **argv)
 			break;
 		case 'c':
 			opt.config = optarg;
+			break;
+		case 'e':
+			c = trace_parse_enable(optarg);
+			if (c != 0)
+				exit(c > 0 ? 0 : 2);
 			break;
 		case 'h':
 			usage(stdout);
@@ -498,12 +505,20 @@ int main(int argc, char **argv)
 		log_error("cannot create %u reactors: %s", opt.threads, strerror(-rc));
 		return 1;
 	}
+	rc = trace_init(opt.threads, 0);
+	if (rc) {
+		log_error("trace ring: %s", strerror(-rc));
+		return 1;
+	}
+	trace_announce(stdout);
 	if (send_msg(reactor_get(0), target_start, NULL) != 0) {
 		log_error("out of memory");
 		return 1;
 	}
 	rc = reactors_run();
 	reactors_fini();
+	if (trace_fini())
+		log_info("trace ring kept: %s", trace_dump_command());
 	if (rc && !exit_code)
 		exit_code = 1;
 	if (exit_code == 0)

@@ -29,6 +29,7 @@
 #include "blktgt_probes.h"
 #include "log.h"
 #include "reactor.h"
+#include "trace.h"
 
 #define REACTOR_EPOLL_EVENTS 64   /* fd events taken per epoll_wait */
 #define MSG_CACHE_MAX        1024 /* free message nodes kept per thread */
@@ -459,6 +460,7 @@ static unsigned run_messages(struct reactor *r)
 		ctx = m->ctx;
 		msg_free(m);
 		BLKTGT_MSG_EXEC(r->index, fn, ctx);
+		trace_msg_exec(r->index, 0, 0, (void *)fn, ctx);
 		fn(ctx);
 	}
 	r->msgs += n;
@@ -471,6 +473,8 @@ static int reactor_loop(struct reactor *r)
 
 	self = r;
 	BLKTGT_THREAD_START(r->index, r->name);
+	trace_thread_init(r->index, r->name);
+	trace_thread_start(r->index, 0, 0, r->name);
 	while (!atomic_load_explicit(&r->stop, memory_order_relaxed)) {
 		unsigned ran = run_messages(r);
 		int timeout = 0;
@@ -494,6 +498,7 @@ static int reactor_loop(struct reactor *r)
 
 			log_error("%s: epoll_wait: %s", r->name, strerror(errno));
 			BLKTGT_THREAD_STOP(r->index, r->name, r->msgs);
+			trace_thread_stop(r->index, 0, 0, (int64_t)r->msgs);
 			return err;
 		}
 		for (int i = 0; i < n; i++) {
@@ -519,6 +524,7 @@ static int reactor_loop(struct reactor *r)
 			run_pollers(r);
 	}
 	BLKTGT_THREAD_STOP(r->index, r->name, r->msgs);
+	trace_thread_stop(r->index, 0, 0, (int64_t)r->msgs);
 	msg_cache_drain();
 	self = NULL;
 	return 0;

@@ -601,10 +601,10 @@ void trace_announce(FILE *out)
 
 const char *trace_file_path(void)
 {
-	return trace.hdr ? trace.path : "";
+	return trace.path;
 }
 
 const char *trace_dump_command(void)
 {
-	return trace.hdr ? trace.dump : "";
+	return trace.dump;
 }
