@@ -16,6 +16,7 @@
 #include "blktgt_probes.h"
 #include "log.h"
 #include "reactor.h"
+#include "trace.h"
 
 /* Symbols uprobe tools attach to: never inlined, never cloned. */
 #if defined(__clang__)
@@ -201,6 +202,8 @@ int bdev_submit(struct bdev_io *io)
 	t->stats.submitted++;
 	BLKTGT_IO_SUBMIT(io->id, io->bdev->name, io->type, io->offset, io->len,
 			 bdev_io_type_name(io->type));
+	trace_bdev_io_submit((uint32_t)(t - threads), io->id, io->trace_cause, io->bdev->name,
+			     (int32_t)io->type, (int32_t)io->len, (int64_t)io->offset);
 	done = bdev_execute(io->bdev, io->type, io->offset, io->len, io->buf, io->fua);
 	io->status = done < 0 ? (int)done : 0;
 
@@ -230,6 +233,7 @@ void bdev_io_complete(struct bdev_io *io)
 		t->stats.bytes += io->len;
 	BLKTGT_IO_DONE(io->id, io->bdev->name, io->type, io->len, io->status,
 		       bdev_io_type_name(io->type));
+	trace_bdev_io_done((uint32_t)(t - threads), io->id, 0, io->status, (int32_t)io->len);
 	io->cb(io, io->cb_ctx);
 }
 

@@ -49,6 +49,7 @@ struct bdev_io {
 	bool fua;               /* write: durable before completion */
 	int status;             /* 0 or -errno, set at completion */
 	uint64_t submit_ns;
+	uint64_t trace_cause;   /* trace ring: the object that caused it, 0: none */
 	bdev_io_cb cb;
 	void *cb_ctx;
 	struct bdev_io *next;   /* for queues owned by whoever holds the io */
