@@ -414,12 +414,18 @@ def test_bad_input(fixbin, tmp_path):
 # --- the project's own scripts and tools -----------------------------------------
 
 def lint_files():
-    """What 'make lint' checks (the Makefile's LINT_FILES)."""
-    files = sorted(glob.glob(os.path.join(ROOT, "bt", "*.bt")))
-    files += sorted(f for f in glob.glob(os.path.join(ROOT, "bcc", "*"))
-                    if not f.endswith((".txt", ".md", ".py"))
-                    and os.path.isfile(f))
-    files += sorted(glob.glob(os.path.join(ROOT, "libbpf", "*.bpf.c")))
+    """Exactly what 'make lint' checks: the Makefile's LINT_FILES, asked of
+    make itself (nothing is built)."""
+    out = subprocess.run(
+        ["make", "-s", "--no-print-directory",
+         "--eval=print-lint-files: ; @echo $(LINT_FILES)", "print-lint-files"],
+        cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    files = out.split()
+    assert files, "LINT_FILES is empty"
+    # What the Makefile's wildcards must have found.
+    for pattern in ("bt/*.bt", "libbpf/*.bpf.c"):
+        for f in glob.glob(os.path.join(ROOT, pattern)):
+            assert os.path.relpath(f, ROOT) in files, (f, files)
     return files
 
 
