@@ -425,10 +425,15 @@ static void req_io_done(struct bdev_io *io, void *ctx)
 		io->status = rc;
 	}
 	r->error = nbd_errno_to_wire(io->status);
-	if (c->state == CONN_DEAD)
+	if (c->state == CONN_DEAD) {
 		req_put(r);
-	else
+	} else {
 		reply_queue(r);
+		/* Completions of one batch run back to back: the last of them
+		 * sends every queued reply now instead of a loop pass later. */
+		if (c->io_inflight == 0 && !c->want_out)
+			tx_flush(c);
+	}
 	conn_check(c);
 }
 
@@ -762,7 +767,8 @@ static void conn_adopt(void *ctx)
 	conn_check(c);
 }
 
-static void conn_handoff(struct nbd_conn *c)
+/* Pass c to the next reactor in turn; true when it is on its way. */
+static bool conn_handoff(struct nbd_conn *c)
 {
 	unsigned n = reactor_count();
 	unsigned idx = next_reactor % n;
@@ -771,6 +777,7 @@ static void conn_handoff(struct nbd_conn *c)
 	/* 1, 2, .. n-1, 0, 1, ..: reactor 0 also runs the control plane, so
 	 * it gets its turn last. */
 	next_reactor = (idx + 1) % n;
+
 	reactor_fd_remove(c->w);
 	c->w = NULL;
 	nbd_buf_free(&c->out);
@@ -779,7 +786,9 @@ static void conn_handoff(struct nbd_conn *c)
 	if (send_msg(r, conn_adopt, c) < 0) {
 		thread_add(&threads[0], c);
 		conn_kill(c, "out of memory handing the connection over");
+		return false;
 	}
+	return true;
 }
 
 /* --- negotiation (reactor 0) ---------------------------------------- */
@@ -875,19 +884,25 @@ static int neg_send(struct nbd_conn *c)
 	return 0;
 }
 
-/* Act on where negotiation stands after new input or sent output. */
-static void neg_advance(struct nbd_conn *c)
+/*
+ * Act on where negotiation stands after new input or sent output, then
+ * conn_check().  Returns true when c was handed to another reactor: from
+ * then on that reactor owns it (and may already have freed it), so the
+ * caller must not touch c again.
+ */
+static bool neg_advance(struct nbd_conn *c)
 {
 	int rc = neg_send(c);
 
 	if (rc < 0 && rc != -EAGAIN) {
 		conn_kill(c, NULL);
-		return;
+		conn_check(c);
+		return false;
 	}
 	switch (c->neg.state) {
 	case NBD_NEG_CLIENT_FLAGS:
 	case NBD_NEG_OPTIONS:
-		return;
+		break;
 	case NBD_NEG_GO:
 		if (c->state == CONN_NEGOTIATING) {
 			struct export *e = c->neg.chosen.handle;
@@ -901,17 +916,19 @@ static void neg_advance(struct nbd_conn *c)
 			c->state = CONN_HANDOFF;
 			conn_update_events(c);  /* stop reading: the rest is theirs */
 		}
-		if (rc == 0)
-			conn_handoff(c);
-		return;
+		if (rc == 0 && conn_handoff(c))
+			return true;
+		break;
 	case NBD_NEG_ABORT:
 		if (rc == 0)
 			conn_kill(c, NULL);
-		return;
+		break;
 	case NBD_NEG_FAIL:
 		conn_kill(c, c->neg.why);
-		return;
+		break;
 	}
+	conn_check(c);
+	return false;
 }
 
 static void conn_neg_cb(void *ctx, uint32_t events)
@@ -941,7 +958,6 @@ static void conn_neg_cb(void *ctx, uint32_t events)
 		return;
 	}
 	neg_advance(c);
-	conn_check(c);
 }
 
 static void format_peer(char *buf, size_t len, const struct sockaddr_storage *ss,
@@ -1007,7 +1023,6 @@ static void conn_accept(int fd, const struct sockaddr_storage *ss, const struct 
 		return;
 	}
 	neg_advance(c);
-	conn_check(c);
 }
 
 /* --- listeners -------------------------------------------------------- */
