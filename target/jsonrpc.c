@@ -21,6 +21,7 @@
 #include "jsonrpc.h"
 #include "log.h"
 #include "reactor.h"
+#include "trace.h"
 
 #define JSONRPC_MAX_OUTPUT (4 * JSON_MAX_RESPONSE) /* unread replies per client */
 #define JSONRPC_MAX_LINGER (1024 * 1024) /* input discarded before a close */
@@ -223,6 +224,7 @@ static void request_finish(struct rpc_request *req, int code, const char *text, 
 	struct rpc_conn *c = req->conn;
 
 	BLKTGT_RPC_DONE(req->id, req->method, code);
+	trace_rpc_done(0, req->id, 0, code, req->method);
 	if (code && code != JSONRPC_METHOD_NOT_FOUND && code != JSONRPC_INVALID_PARAMS)
 		log_info("rpc %s: error %d: %s", req->method, code, errmsg ? errmsg : "");
 	if (!c) {
@@ -331,6 +333,7 @@ int rpc_params(struct rpc_request *req, const struct json_val *params,
 
 static const struct rpc_method *const method_tables[] = {
 	rpc_bdev_methods, rpc_export_methods, rpc_workload_methods, rpc_target_methods,
+	rpc_trace_methods,
 };
 
 static const struct rpc_method *find_method(const char *name)
@@ -348,6 +351,7 @@ static void dispatch(struct rpc_request *req, const struct json_val *params)
 
 	req->id = ++request_ids;
 	BLKTGT_RPC_REQUEST(req->id, req->method);
+	trace_rpc_request(0, req->id, 0, req->method);
 	m = find_method(req->method);
 	if (!m) {
 		rpc_error(req, JSONRPC_METHOD_NOT_FOUND, "method not found: %s", req->method);

@@ -89,6 +89,7 @@ extern const struct rpc_method rpc_bdev_methods[];
 extern const struct rpc_method rpc_export_methods[];
 extern const struct rpc_method rpc_workload_methods[];
 extern const struct rpc_method rpc_target_methods[];
+extern const struct rpc_method rpc_trace_methods[];
 
 int jsonrpc_listen(const char *path);
 /* Close the listener and every connection (replies still pending are

@@ -94,7 +94,6 @@ static void rpc_trace_get_info(struct rpc_request *req, const struct json_val *p
 	trace_result(req);
 }
 
-extern const struct rpc_method rpc_trace_methods[];
 const struct rpc_method rpc_trace_methods[] = {
 	{ "trace_enable_group", rpc_trace_enable_group },
 	{ "trace_disable_group", rpc_trace_disable_group },
