@@ -106,19 +106,19 @@ def plot(out, raw, d):
         if s is not None:
             rows[i].append(f'"{label}" {s["median"]:.6g} {s["min"]:.6g} {s["max"]:.6g}')
 
-    add(0, "USDT=1/USDT=0", d["usdt_ratio"])
-    add(0, "NOP5/USDT=1", d["nop5_untraced_ratio"])
-    for n, label in (("bt", "iolat.bt"), ("nop5_bt", "iolat.bt NOP5"), ("bcc", "bcc iolatency"),
-                     ("libbpf", "libbpf iolatency")):
+    add(0, "USDT=1\\n/USDT=0", d["usdt_ratio"])
+    add(0, "NOP5\\n/USDT=1", d["nop5_untraced_ratio"])
+    for n, label in (("bt", "iolat.bt"), ("nop5_bt", "iolat.bt\\nNOP5"), ("bcc", "bcc\\niolatency"),
+                     ("libbpf", "libbpf\\niolatency")):
         if d["traced"][n]:
             add(0, f"+{label}", d["traced"][n]["ratio"])
             add(1, label, d["traced"][n]["per_hit"])
-    add(0, "blktgt/nbdkit", d["nbdkit_ratio"])
-    add(1, "stock 1-byte nop", d["hitcost"]["stock"]["per_hit"])
-    add(1, "5-byte nop", d["hitcost"]["nop5"]["per_hit"])
-    labels = {"bpftrace": "bpftrace", "wrapper": "wrapper+bpftrace",
-              "bcc_first": "BCC python", "bt_ready": "iolat.bt ready",
-              "bcc_ready": "bcc iolatency ready", "libbpf_ready": "libbpf iolatency ready"}
+    add(0, "blktgt\\n/nbdkit", d["nbdkit_ratio"])
+    add(1, "loop, stock\\n1-byte nop", d["hitcost"]["stock"]["per_hit"])
+    add(1, "loop,\\n5-byte nop", d["hitcost"]["nop5"]["per_hit"])
+    labels = {"bpftrace": "bpftrace", "wrapper": "wrapper\\n+bpftrace",
+              "bcc_first": "BCC\\npython", "bt_ready": "iolat.bt\\nready",
+              "bcc_ready": "bcc iolat.\\nready", "libbpf_ready": "libbpf\\nready"}
     for n, s in d["first"].items():
         add(2, labels.get(n, n), s)
     dat = os.path.join(out, "raw", "plot.dat")
@@ -130,20 +130,25 @@ set output "{os.path.join(out, 'results.svg')}"
 set multiplot layout 1,3 title "probekit benchmarks, {raw['date']}, {raw['machine']['cpus']} vCPU, kernel {raw['machine']['kernel']} (median, bars: min..max of {raw['runs']} runs)"
 set style fill solid 0.5 border -1
 set boxwidth 0.6
-set xtics rotate by -30 left
+set xtics nomirror font ",10"
+set bmargin 5
+set offsets 0.5, 0.5, 0, 0
 set grid ytics
 unset key
 set title "IOPS ratio (fio nbd 4KiB randread qd32)"
 set yrange [0:*]
 plot "{dat}" index 0 using 0:2:xtic(1) with boxes lc rgb "#4477aa", \\
      "" index 0 using 0:2:3:4 with yerrorbars lc rgb "black" pt 0, \\
+     "" index 0 using 0:4:(sprintf("%.3f", $2)) with labels offset 0,0.8 font ",10", \\
      1.0 with lines dt 2 lc rgb "gray"
 set title "cost per probe hit, ns"
 plot "{dat}" index 1 using 0:2:xtic(1) with boxes lc rgb "#cc6677", \\
-     "" index 1 using 0:2:3:4 with yerrorbars lc rgb "black" pt 0
+     "" index 1 using 0:2:3:4 with yerrorbars lc rgb "black" pt 0, \\
+     "" index 1 using 0:4:(sprintf("%.0f", $2)) with labels offset 0,0.8 font ",10"
 set title "time to first event / ready, ms"
 plot "{dat}" index 2 using 0:2:xtic(1) with boxes lc rgb "#228833", \\
-     "" index 2 using 0:2:3:4 with yerrorbars lc rgb "black" pt 0
+     "" index 2 using 0:2:3:4 with yerrorbars lc rgb "black" pt 0, \\
+     "" index 2 using 0:4:(sprintf("%.0f", $2)) with labels offset 0,0.8 font ",10"
 unset multiplot
 """
     r = subprocess.run(["gnuplot"], input=script.encode(), stdout=subprocess.PIPE,
@@ -247,8 +252,13 @@ def markdown(raw, d):
     w("| tool | ms |")
     w("|---|---|")
     names = raw["first_event"]["tools"]
+    missing = {"wrapper": "wrapper/bpftrace.sh + bpftrace (first event)",
+               "bt_ready": "bt/iolat.bt via wrapper (attached: readiness line)",
+               "bcc_ready": "bcc/iolatency (attached: readiness line)",
+               "libbpf_ready": "libbpf iolatency (attached: readiness line)"}
     for n, desc in names.items():
-        w(f"| {desc or n} | {fmt(d['first'].get(n), 1) if desc else 'not available'} |")
+        w(f"| {desc or missing.get(n, n)} | "
+          f"{fmt(d['first'].get(n), 1) if desc else 'not available'} |")
     w(f"| **wrapper's own cost** (wrapper - plain bpftrace, paired) | {fmt(d['wrapper_cost'], 1)} |")
     w("")
     w("## 5. blktgt against nbdkit's null plugin")
