@@ -42,6 +42,7 @@
 #include "nbd.h"
 #include "nbd_proto.h"
 #include "reactor.h"
+#include "trace.h"
 
 #define NBD_MAX_LISTENERS   8    /* -L and -U, with room to spare */
 #define NBD_LISTEN_BACKLOG  128
@@ -74,6 +75,7 @@ struct nbd_req {
 	struct nbd_req *next;           /* free list or reply queue */
 	struct nbd_wire_simple_reply reply;
 	uint64_t handle;
+	uint64_t trace_id;              /* trace ring object: conn id << 32 | request */
 	uint16_t cmd;
 	uint32_t len;                   /* the request's length */
 	uint32_t error;                 /* NBD error of the reply */
@@ -358,6 +360,7 @@ static void tx_flush(struct nbd_conn *c)
 			if (!c->txq_head)
 				c->txq_tail = NULL;
 			BLKTGT_NBD_REPLY(c->id, r->handle, r->cmd, r->error);
+			trace_nbd_reply((uint32_t)c->id, r->trace_id, 0, (int32_t)r->error);
 			req_put(r);
 		}
 		if ((size_t)w < want) {
@@ -454,6 +457,7 @@ static int req_submit_io(struct nbd_req *r, enum bdev_io_type type,
 	io->cb = req_io_done;
 	io->cb_ctx = r;
 	io->next = NULL;
+	io->trace_cause = r->trace_id;
 	if (type == BDEV_IO_TRIM) {
 		r->trim_off = offset + len;
 		r->trim_left -= len;
@@ -532,6 +536,9 @@ static void conn_request(struct nbd_conn *c, const struct nbd_request *q)
 	r->handle = q->handle;
 	r->cmd = q->type;
 	r->len = q->len;
+	r->trace_id = (c->id << 32) | (uint32_t)c->requests;
+	trace_nbd_request((uint32_t)c->id, r->trace_id, 0, (int32_t)q->type, (int32_t)q->len,
+			  (int64_t)q->offset, (int64_t)q->handle);
 
 	if (v == NBD_REQ_ERROR) {
 		log_debug("nbd: conn %lu: %s request rejected: %s",

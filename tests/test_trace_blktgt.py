@@ -1,0 +1,245 @@
+"""The trace ring inside blktgt: -e, the trace_* RPCs, exact event counts
+from a known workload, NBD requests related to the bdev I/O they cause,
+post-mortem after kill -9, and lining a bpftrace trace up with the ring."""
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import time
+
+import pytest
+
+import probekit
+
+N = 23              # a prime number of I/Os
+
+
+def shm(pid):
+    return f"/dev/shm/blktgt_trace.pid{pid}"
+
+
+@pytest.fixture
+def start(blktgt_bin, tmp_path):
+    """start(*args) -> a running blktgt; stopped and its trace file
+    removed at the end."""
+    targets = []
+
+    def go(*args, threads=2):
+        t = probekit.Target(blktgt_bin, tmp_path, threads=threads, extra=list(args))
+        t.start()
+        targets.append(t)
+        return t
+    yield go
+    for t in targets:
+        if t.proc.poll() is None:
+            t.stop()
+        if os.path.exists(shm(t.pid)):
+            os.unlink(shm(t.pid))
+
+
+def dump(pid, *args):
+    tool = os.path.join(probekit.BUILD, "bin", "blktgt_trace")
+    p = subprocess.run([tool, "-p", str(pid), *args], capture_output=True, text=True,
+                       timeout=probekit.TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def events(pid, *args):
+    return json.loads(dump(pid, "--json", *args))["events"]
+
+
+def workload(t, count=N, bdev="m0"):
+    r = t.rpc("workload_run", bdev=bdev, pattern="randrw", io_size=4096,
+              queue_depth=4, count=count)
+    assert r["ios"] == count
+
+
+def check_io_pairs(evs, count):
+    """Exactly count submits and count completions, one of each per
+    object, each completion after its submit on the same object."""
+    sub = [e for e in evs if e["tracepoint"] == "bdev_io_submit"]
+    done = [e for e in evs if e["tracepoint"] == "bdev_io_done"]
+    assert len(sub) == len(done) == count
+    assert len({e["object"] for e in sub}) == count
+    assert sorted(e["object"] for e in sub) == sorted(e["object"] for e in done)
+    first = {e["object"]: e["ts_ns"] for e in sub}
+    for e in done:
+        assert e["ts_ns"] >= first[e["object"]] and e["elapsed_us"] is not None
+        assert e["args"]["status"] == 0
+    return sub, done
+
+
+def test_start_line_gives_the_dump_command(start):
+    t = start("-e", "bdev:0x1,rpc")
+    m = t.out.wait_for(r"^blktgt: trace ring (\S+) \((\d+) threads x (\d+) events\), "
+                       r"groups (\S+); dump: (.+)$")
+    assert m.group(1) == shm(t.pid) and m.group(2) == "2"
+    assert m.group(4) == "bdev:0x1,rpc"
+    cmd = shlex.split(m.group(5))
+    assert cmd[-2:] == ["-p", str(t.pid)]
+    # The command runs as printed.
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=probekit.TIMEOUT)
+    assert p.returncode == 0 and "enabled now: bdev:0x1,rpc:0x3" in p.stdout
+
+
+def test_workload_gives_exact_submit_and_done_pairs(start):
+    t = start("-e", "bdev")
+    t.rpc("bdev_malloc_create", name="m0", size_mb=4, block_size=512)
+    workload(t)
+    evs = events(t.pid)
+    sub, _ = check_io_pairs(evs, N)
+    assert {e["args"]["bdev"] for e in sub} == {"m0"}
+    assert {e["args"]["len"] for e in sub} == {4096}
+    # The workload runs on one reactor; no other group was enabled.
+    assert len({e["thread"] for e in evs}) == 1
+    assert {e["group"] for e in evs} == {"bdev"}
+
+
+def test_disable_group_rpc_stops_recording(start):
+    t = start("-e", "bdev")
+    t.rpc("bdev_malloc_create", name="m0", size_mb=4, block_size=512)
+    workload(t)
+    r = t.rpc("trace_disable_group", name="bdev")
+    assert r["groups"]["bdev"] == 0 and r["file"] == shm(t.pid)
+    workload(t)
+    check_io_pairs(events(t.pid), N)
+    r = t.rpc("trace_enable_group", name="bdev", mask=2)      # completions only
+    assert r["groups"]["bdev"] == 2
+    workload(t)
+    evs = events(t.pid)
+    assert sum(e["tracepoint"] == "bdev_io_submit" for e in evs) == N
+    assert sum(e["tracepoint"] == "bdev_io_done" for e in evs) == 2 * N
+
+
+def test_enable_group_rpc_at_run_time(start):
+    t = start()
+    t.out.wait_for(r"groups none")
+    t.rpc("bdev_malloc_create", name="m0", size_mb=4, block_size=512)
+    workload(t)
+    assert events(t.pid) == []
+    r = t.rpc("trace_enable_group", name="all")
+    assert all(r["groups"].values())
+    assert r["dump"].endswith(f"blktgt_trace -p {t.pid}")
+    workload(t)
+    check_io_pairs(events(t.pid), N)
+    info = t.rpc("trace_get_info")
+    assert info == r
+
+
+def test_trace_rpc_errors(start):
+    t = start()
+    with pytest.raises(probekit.RpcError) as e:
+        t.rpc("trace_enable_group", name="nosuch")
+    assert e.value.code == -2 and "no trace group 'nosuch'" in str(e.value)
+    with pytest.raises(probekit.RpcError) as e:
+        t.rpc("trace_enable_group", name="bdev", mask=4)
+    assert e.value.code == -32602 and "mask" in str(e.value)
+    with pytest.raises(probekit.RpcError) as e:
+        t.rpc("trace_disable_group", name="bdev", mask=1)
+    assert e.value.code == -32602
+    with pytest.raises(probekit.RpcError) as e:
+        t.rpc("trace_disable_group")
+    assert e.value.code == -32602
+
+
+def test_enable_option_errors(blktgt_bin):
+    for spec, why in (("nosuch", "no trace group"), ("bdev:0x8", "no tracepoint"),
+                      ("bdev:x", "MASK")):
+        p = subprocess.run([blktgt_bin, "-e", spec], capture_output=True, text=True,
+                           timeout=probekit.TIMEOUT)
+        assert p.returncode == 2 and p.stdout == ""
+        assert len(p.stderr.splitlines()) == 1 and why in p.stderr
+    p = subprocess.run([blktgt_bin, "-e", "help"], capture_output=True, text=True,
+                       timeout=probekit.TIMEOUT)
+    assert p.returncode == 0
+    for name in ("bdev_io_submit", "nbd_request", "rpc_request", "msg_exec"):
+        assert name in p.stdout
+
+
+def test_clean_exit_removes_an_empty_file_and_keeps_a_full_one(start):
+    t = start()
+    assert os.path.exists(shm(t.pid))
+    t.stop()
+    assert not os.path.exists(shm(t.pid))
+    t = start("-e", "bdev")
+    t.rpc("bdev_malloc_create", name="m0", size_mb=4, block_size=512)
+    workload(t)
+    t.stop()
+    assert os.path.exists(shm(t.pid))
+    check_io_pairs(events(t.pid), N)
+
+
+def test_kill9_then_dump(start):
+    t = start("-e", "bdev,rpc")
+    t.rpc("bdev_malloc_create", name="m0", size_mb=4, block_size=512)
+    workload(t)
+    live = events(t.pid)
+    t.proc.send_signal(signal.SIGKILL)
+    t.proc.wait(timeout=probekit.TIMEOUT)
+    assert os.path.exists(shm(t.pid))
+    dead = events(t.pid)
+    assert dead == live
+    check_io_pairs(dead, N)
+    rpcs = [(e["tracepoint"], e["args"]["method"]) for e in dead if e["group"] == "rpc"]
+    assert rpcs == [("rpc_request", "bdev_malloc_create"), ("rpc_done", "bdev_malloc_create"),
+                    ("rpc_request", "workload_run"), ("rpc_done", "workload_run")]
+    assert "not running" in dump(t.pid).splitlines()[0]
+
+
+def test_nbd_requests_relate_to_bdev_io(start):
+    t = start("-e", "bdev,nbd")
+    t.rpc("bdev_malloc_create", name="m0", size_mb=4, block_size=512)
+    t.rpc("export_create", name="e0", bdev="m0")
+    cmds = []
+    for i in range(N):
+        cmds += ["-c", f"write -P {i % 250} {i * 4096} 4k"]
+    p = subprocess.run(["qemu-io", "-f", "raw", *cmds, t.nbd_uri("e0")],
+                       capture_output=True, text=True, timeout=probekit.TIMEOUT)
+    assert p.returncode == 0, p.stdout + p.stderr
+    evs = events(t.pid)
+    req = {e["object"]: e for e in evs if e["tracepoint"] == "nbd_request"}
+    rep = [e for e in evs if e["tracepoint"] == "nbd_reply"]
+    writes = [o for o, e in req.items() if e["args"]["cmd"] == 1]
+    assert len(writes) == N
+    assert sorted(e["object"] for e in rep) == sorted(req)
+    sub = [e for e in evs if e["tracepoint"] == "bdev_io_submit"]
+    # Every bdev I/O was caused by an NBD request recorded before it, and
+    # every write request caused exactly one.
+    for e in sub:
+        assert e["related"] in req and req[e["related"]]["ts_ns"] <= e["ts_ns"]
+    caused = [e["related"] for e in sub]
+    for w in writes:
+        assert caused.count(w) == 1
+    text = dump(t.pid)
+    assert re.search(r" bdev_io_submit +i\d+ \(r\d+\) ", text)
+
+
+def test_bpftrace_lines_merge_with_the_ring(start, bpf, tmp_path):
+    """The same clock on both tiers: a bpftrace io__submit line (nsecs)
+    sorts just before the ring's bdev_io_submit of the same I/O."""
+    t = start("-e", "bdev")
+    t.rpc("bdev_malloc_create", name="m0", size_mb=4, block_size=512)
+    prog = ('BEGIN { printf("READY\\n"); } '
+            'usdt::blktgt:io__submit { printf("%lld io__submit id=%lld\\n", nsecs, arg0); }')
+    proc, out = probekit.bpftrace_program(t.pid, prog)
+    workload(t)
+    # printf output travels through a perf buffer that bpftrace 0.17 may
+    # not drain on Ctrl-C: wait for every line before stopping it.
+    deadline = time.monotonic() + probekit.TIMEOUT
+    while sum(" io__submit id=" in ln for ln in out.lines) < N:
+        assert time.monotonic() < deadline and not out.eof, out.lines
+        out._fill(deadline - time.monotonic())
+    lines = probekit.stop_bpftrace(proc, out)
+    bt = tmp_path / "bt.out"
+    bt.write_text("\n".join(lines) + "\n")
+    merged = events(t.pid, "--merge", str(bt))
+    bts = [i for i, e in enumerate(merged) if e["source"] == "bpftrace"]
+    assert len(bts) == N
+    for i in bts:
+        ident = merged[i]["text"].split("id=")[1]
+        nxt = next(e for e in merged[i + 1:] if e["source"] == "ring")
+        assert (nxt["tracepoint"], nxt["object"]) == ("bdev_io_submit", f"i{ident}")
