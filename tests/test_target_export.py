@@ -1,0 +1,188 @@
+"""Exports: the INACTIVE -> ACTIVE <-> PAUSED -> INACTIVE state machine,
+run on every reactor, and pause/resume under a running workload: in-flight
+I/O drains before PAUSED, nothing is submitted while paused, held I/O goes
+out at resume, and the workload's count is exact with no error."""
+
+import threading
+
+import pytest
+
+import probekit
+
+N = 30011       # prime; long enough to pause in the middle of
+
+
+def start_workload(target, count=N, **kw):
+    result = {}
+    params = dict(export="e0", pattern="randrw", io_size=4096, queue_depth=16, count=count)
+    params.update(kw)
+    if params["count"] is None:
+        del params["count"]
+
+    def run():
+        try:
+            result["r"] = target.rpc("workload_run", **params)
+        except Exception as e:   # reported by the caller's assertions
+            result["e"] = e
+    th = threading.Thread(target=run)
+    th.start()
+    # Running once the target says so: a readiness check, not a sleep.
+    while target.rpc("target_stats")["workloads"] == 0:
+        assert th.is_alive(), result
+    return th, result
+
+
+@pytest.fixture
+def export(target):
+    target.rpc("bdev_malloc_create", name="m0", size_mb=16, block_size=4096)
+    assert target.rpc("export_create", name="e0", bdev="m0") is True
+    return target
+
+
+def state(target, name="e0"):
+    return {e["name"]: e["state"] for e in target.rpc("export_list")}[name]
+
+
+def test_state_machine(export):
+    t = export
+    assert state(t) == "ACTIVE"
+    assert t.rpc("export_pause", name="e0") is True
+    assert state(t) == "PAUSED"
+    with pytest.raises(probekit.RpcError) as ei:
+        t.rpc("export_pause", name="e0")
+    assert ei.value.code == -114        # EALREADY
+    assert t.rpc("export_resume", name="e0") is True
+    assert state(t) == "ACTIVE"
+    with pytest.raises(probekit.RpcError) as ei:
+        t.rpc("export_resume", name="e0")
+    assert ei.value.code == -114
+    # A paused export can be deleted; the bdev is free again afterwards.
+    assert t.rpc("export_pause", name="e0") is True
+    assert t.rpc("export_delete", name="e0") is True
+    assert t.rpc("export_list") == []
+    assert t.rpc("bdev_delete", name="m0") is True
+
+
+def test_workload_through_export(export):
+    r = export.rpc("workload_run", export="e0", pattern="randwrite", io_size=4096,
+                   queue_depth=8, count=1009)
+    assert (r["ios"], r["writes"], r["errors"]) == (1009, 1009, 0)
+
+
+def test_export_in_use_cannot_be_deleted(export):
+    th, res = start_workload(export, count=None, seconds=2)
+    try:
+        with pytest.raises(probekit.RpcError) as ei:
+            export.rpc("export_delete", name="e0")
+        assert ei.value.code == -16
+        assert [e["clients"] for e in export.rpc("export_list")] == [1]
+    finally:
+        th.join(probekit.TIMEOUT)
+    assert res["r"]["errors"] == 0
+    assert export.rpc("export_list")[0]["clients"] == 0
+    assert export.rpc("export_delete", name="e0") is True
+
+
+def test_pause_resume_under_load(export):
+    t = export
+    th, res = start_workload(t)
+    try:
+        assert t.rpc("export_pause", name="e0") is True
+        assert state(t) == "PAUSED"
+        # Quiesced: nothing is in flight and nothing new is submitted
+        # while paused, so the counters stand still between two reads.
+        s1 = t.rpc("target_stats")
+        assert s1["io_submitted"] == s1["io_completed"]
+        s2 = t.rpc("target_stats")
+        assert s2["io_submitted"] == s1["io_submitted"]
+        assert s1["io_submitted"] < N, "the workload ended before the pause"
+        assert th.is_alive()
+        assert t.rpc("export_resume", name="e0") is True
+    finally:
+        th.join(probekit.TIMEOUT)
+    assert "e" not in res, res
+    r = res["r"]
+    assert (r["ios"], r["errors"], r["reads"] + r["writes"]) == (N, 0, N)
+    s = t.rpc("target_stats")
+    assert s["io_submitted"] == s["io_completed"] == N
+
+
+def test_pause_resume_seen_by_probes(export, bpf):
+    """Every step of both changes, in order, on every reactor; in-flight I/O
+    is zero when PAUSED completes; no I/O is submitted while paused; every
+    held I/O is submitted after resume, once."""
+    t = export
+    prog = r'''
+usdt::blktgt:export__change__start /str(arg0) == "e0"/ {
+    printf("%llu change_start %s %s\n", nsecs, str(arg3), str(arg4));
+    if (arg2 == 1) { @paused = 0; } }
+usdt::blktgt:export__thread__start /str(arg0) == "e0"/ {
+    printf("%llu thread_start %d %s\n", nsecs, arg1, str(arg3)); }
+usdt::blktgt:export__thread__done /str(arg0) == "e0"/ {
+    printf("%llu thread_done %d %s\n", nsecs, arg1, str(arg3)); }
+usdt::blktgt:export__change__done /str(arg0) == "e0"/ {
+    printf("%llu change_done %s %d inflight=%d\n", nsecs, str(arg3), arg4, @inflight);
+    if (arg2 == 2) { @paused = 1; } }
+usdt::blktgt:io__submit /str(arg1) == "m0"/ {
+    @inflight = @inflight + 1; @submit = count();
+    if (@paused) { @submit_while_paused = count(); } }
+usdt::blktgt:io__done /str(arg1) == "m0"/ { @inflight = @inflight - 1; @done = count(); }
+BEGIN { @inflight = 0; @paused = 0; printf("READY\n"); }
+'''
+    proc, out = probekit.bpftrace_program(t.pid, prog)
+    th, res = start_workload(t)
+    try:
+        assert t.rpc("export_pause", name="e0") is True
+        assert t.rpc("export_resume", name="e0") is True
+    finally:
+        th.join(probekit.TIMEOUT)
+    lines = probekit.stop_bpftrace(proc, out)
+    text = "\n".join(lines)
+    assert res["r"]["ios"] == N and res["r"]["errors"] == 0
+    steps = sorted((int(ln.split()[0]), ln.split(None, 1)[1]) for ln in lines
+                   if ln[:1].isdigit() and " " in ln)
+    got = [s for _, s in steps]
+    expect = ["change_start ACTIVE PAUSED",
+              "thread_start 0 PAUSED", "thread_done 0 PAUSED",
+              "thread_start 1 PAUSED", "thread_done 1 PAUSED",
+              "change_done PAUSED 0 inflight=0",
+              "change_start PAUSED ACTIVE",
+              "thread_start 0 ACTIVE", "thread_done 0 ACTIVE",
+              "thread_start 1 ACTIVE", "thread_done 1 ACTIVE"]
+    assert got[:len(expect)] == expect, text
+    assert len(got) == len(expect) + 1 and got[-1].startswith("change_done ACTIVE 0 "), text
+    assert f"@submit: {N}" in lines, text
+    assert f"@done: {N}" in lines, text
+    assert "@inflight: 0" in lines, text
+    assert not [ln for ln in lines if ln.startswith("@submit_while_paused")
+                and ln != "@submit_while_paused: 0"], text
+
+
+def test_state_change_runs_on_every_reactor(blktgt_bin, tmp_path, bpf):
+    t = probekit.Target(blktgt_bin, tmp_path, threads=4).start()
+    try:
+        t.rpc("bdev_null_create", name="n", size_mb=1, block_size=512)
+        prog = r'''
+usdt::blktgt:foreach__start { @fe[arg0] = 1; @fstart = count(); }
+usdt::blktgt:foreach__done /@fe[arg0]/ { delete(@fe[arg0]); @fdone = count(); }
+usdt::blktgt:export__thread__start { @tstart[arg1] = count(); }
+usdt::blktgt:export__thread__done { @tdone[arg1] = count(); }
+usdt::blktgt:msg__exec { @exec[usym(arg1)] = count(); }
+BEGIN { printf("READY\n"); }
+'''
+        proc, out = probekit.bpftrace_program(t.pid, prog)
+        t.rpc("export_create", name="x", bdev="n")
+        t.rpc("export_pause", name="x")
+        t.rpc("export_resume", name="x")
+        t.rpc("export_delete", name="x")
+        lines = probekit.stop_bpftrace(proc, out)
+        text = "\n".join(lines)
+        for i in range(4):
+            assert f"@tstart[{i}]: 4" in lines, text
+            assert f"@tdone[{i}]: 4" in lines, text
+        assert "@fstart: 4" in lines and "@fdone: 4" in lines, text
+        # One step per reactor per change, each a named message.
+        assert "@exec[foreach_step]: 16" in lines, text
+        assert "@exec[foreach_finish]: 4" in lines, text
+    finally:
+        t.stop()
