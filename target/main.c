@@ -347,6 +347,26 @@ static void target_start(void *ctx)
 	config_next();
 }
 
+/* A step on every reactor: once the walk is done, every reactor's loop is
+ * running (thread__start has fired on each) before start-up goes on. */
+static void reactor_started(struct foreach *it, void *ctx)
+{
+	foreach_continue(it, 0);
+}
+
+static void reactors_all_started(void *ctx, int status)
+{
+	target_start(ctx);
+}
+
+static void target_begin(void *ctx)
+{
+	if (for_each_thread(reactor_started, NULL, reactors_all_started) != 0) {
+		log_error("out of memory");
+		startup_failed();
+	}
+}
+
 /* --- command line ------------------------------------------------------ */
 
 static void usage(FILE *f)
@@ -511,7 +531,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	trace_announce(stdout);
-	if (send_msg(reactor_get(0), target_start, NULL) != 0) {
+	if (send_msg(reactor_get(0), target_begin, NULL) != 0) {
 		log_error("out of memory");
 		return 1;
 	}

@@ -9,7 +9,7 @@ import pytest
 
 import probekit
 
-N = 30011       # prime; long enough to pause in the middle of
+N = 100003      # prime; long enough to pause in the middle of
 
 
 def start_workload(target, count=N, **kw):

@@ -1,0 +1,183 @@
+"""blktgt's lifecycle: the target__state sequence from NONE to SHUTDOWN
+seen by bpftrace (which starts blktgt itself, so nothing is missed), a
+clean exit 0 on SIGTERM, SIGINT and target_shutdown, start-up failures,
+and the command line's refusals."""
+
+import os
+import re
+import signal
+import subprocess
+
+import pytest
+
+import probekit
+
+STATES = ["NONE", "INIT", "THREADS", "RPC", "LISTEN", "CONFIG", "RUNNING", "SHUTDOWN"]
+
+
+def states_h_order():
+    """The states as states.h lists them: the one home of the enum."""
+    with open(os.path.join(probekit.ROOT, "target", "states.h")) as f:
+        text = f.read()
+    block = text[text.index("#define TARGET_STATE_LIST"):]
+    block = block[:block.index("\n\n")]
+    return re.findall(r'X\(TARGET_\w+, "(\w+)"\)', block)
+
+
+def test_states_h_matches():
+    assert states_h_order() == STATES
+
+
+def traced_run(blktgt_bin, tmp_path, args, stop, threads=3):
+    """Run blktgt under bpftrace -c; stop(pid, sock) ends it.  Returns the
+    events in time order and every output line."""
+    sock = str(tmp_path / "rpc.sock")
+    b = blktgt_bin
+    prog = r'''
+usdt:%(b)s:blktgt:target__state { printf("%%llu state %%d %%s\n", nsecs, arg0, str(arg1)); }
+usdt:%(b)s:blktgt:thread__start { printf("%%llu thread_start %%d %%s\n", nsecs, arg0, str(arg1)); }
+usdt:%(b)s:blktgt:thread__stop { printf("%%llu thread_stop %%d %%s\n", nsecs, arg0, str(arg1)); }
+BEGIN { printf("READY\n"); }
+''' % {"b": b}
+    cmd = " ".join([b, "-t", str(threads), "-s", sock] + list(args))
+    proc = subprocess.Popen(["bpftrace", "-e", prog, "-c", cmd], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    out = probekit.LineReader(proc.stdout)
+    try:
+        out.wait_for("READY")
+        pid = None
+        if stop is not None:
+            pid = int(out.wait_for(r"blktgt: running pid=(\d+)").group(1))
+            stop(pid, sock)
+        proc.wait(timeout=probekit.TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    lines = out.drain(10)
+    events = sorted((int(ln.split()[0]), ln.split(None, 1)[1]) for ln in lines
+                    if re.match(r"^\d+ (state|thread_)", ln))
+    return [e for _, e in events], lines
+
+
+def check_full_run(events, lines, threads=3):
+    text = "\n".join(lines)
+    states = [e.split()[2] for e in events if e.startswith("state ")]
+    assert states == STATES, text
+    assert [int(e.split()[1]) for e in events if e.startswith("state ")] == \
+        list(range(len(STATES)))
+    starts = sorted(e for e in events if e.startswith("thread_start"))
+    stops = sorted(e for e in events if e.startswith("thread_stop"))
+    assert starts == [f"thread_start {i} reactor_{i}" for i in range(threads)], text
+    assert stops == [f"thread_stop {i} reactor_{i}" for i in range(threads)], text
+    # Reactors start before RUNNING and stop after SHUTDOWN.
+    running = events.index("state 6 RUNNING")
+    shutdown = events.index("state 7 SHUTDOWN")
+    assert all(events.index(s) < running for s in starts)
+    assert all(events.index(s) > shutdown for s in stops)
+    assert "blktgt: info: exiting cleanly" in lines, text
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "target_shutdown"])
+def test_state_sequence_to_shutdown(blktgt_bin, tmp_path, bpf, how):
+    def stop(pid, sock):
+        if how == "target_shutdown":
+            assert probekit.rpc_call(sock, "target_shutdown") is True
+        else:
+            os.kill(pid, getattr(signal, how))
+    events, lines = traced_run(blktgt_bin, tmp_path, ["-L", "127.0.0.1:0"], stop)
+    check_full_run(events, lines)
+
+
+def test_failed_start_still_shuts_down(blktgt_bin, tmp_path, bpf):
+    """An RPC socket that cannot be made: the target goes from RPC straight
+    to SHUTDOWN, its reactors stop, and it exits 1 with the reason."""
+    events, lines = traced_run(blktgt_bin, tmp_path,
+                               ["-L", "none", "-s", str(tmp_path / "no" / "dir.sock")],
+                               stop=None, threads=2)
+    states = [e.split()[2] for e in events if e.startswith("state ")]
+    assert states == ["NONE", "INIT", "THREADS", "RPC", "SHUTDOWN"], lines
+    assert len([e for e in events if e.startswith("thread_stop")]) == 2
+    assert any("RPC socket" in ln and "No such file or directory" in ln for ln in lines)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_exits_cleanly(blktgt_bin, tmp_path, sig):
+    t = probekit.Target(blktgt_bin, tmp_path).start()
+    t.rpc("bdev_malloc_create", name="m", size_mb=4, block_size=512)
+    t.rpc("export_create", name="e", bdev="m")
+    assert t.stop(sig=sig) == 0
+    assert not os.path.exists(t.rpc_sock)
+
+
+def test_target_shutdown_rpc(blktgt_bin, tmp_path):
+    t = probekit.Target(blktgt_bin, tmp_path).start()
+    t.rpc("bdev_null_create", name="n", size_mb=4, block_size=512)
+    assert t.rpc("target_shutdown") is True
+    assert t.proc.wait(timeout=probekit.TIMEOUT) == 0
+    lines = t.out.drain(5)
+    assert "blktgt: info: bdev n deleted" in lines
+    assert not os.path.exists(t.rpc_sock)
+
+
+def test_running_line(blktgt_bin, tmp_path):
+    sock = str(tmp_path / "r.sock")
+    p = subprocess.Popen([blktgt_bin, "-t", "1", "-s", sock, "-L", "none"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        # The trace ring announces itself on stdout first (trace.c).
+        line = p.stdout.readline().decode()
+        while line.startswith("blktgt: trace ring "):
+            line = p.stdout.readline().decode()
+        assert line == f"blktgt: running pid={p.pid} rpc={sock} nbd=- unix=-\n"
+        # One reactor: workloads run on reactor 0 beside the RPC server.
+        r = probekit.rpc_call(sock, "target_stats")
+        assert (r["state"], r["threads"]) == ("RUNNING", 1)
+        probekit.rpc_call(sock, "bdev_null_create", {"name": "n", "size_mb": 1,
+                                                     "block_size": 512})
+        r = probekit.rpc_call(sock, "workload_run", {"bdev": "n", "pattern": "randread",
+                                                     "io_size": 512, "queue_depth": 4,
+                                                     "count": 101})
+        assert r["ios"] == 101
+    finally:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=probekit.TIMEOUT) == 0
+
+
+@pytest.mark.parametrize("args, text", [
+    (["-t", "0"], "-t 0: expected a number of threads, 1..64"),
+    (["-t", "65"], "-t 65: expected"),
+    (["-t", "2x"], "-t 2x: expected"),
+    (["-t", ""], "-t : expected"),
+    (["-L", "localhost"], "-L localhost: expected HOST:PORT"),
+    (["-L", "127.0.0.1:65536"], "-L 127.0.0.1:65536: expected"),
+    (["-L", "127.0.0.1:-1"], "expected HOST:PORT"),
+    (["-L", ":80"], "-L: host must be"),
+    (["-s", "x" * 200], "a socket path must be 1..107 bytes"),
+    (["-U", ""], "a socket path must be"),
+    (["-q"], "unknown option -q"),
+    (["-t"], "-t needs an argument"),
+    (["extra"], "unexpected argument 'extra'"),
+])
+def test_bad_command_line(blktgt_bin, args, text):
+    p = subprocess.run([blktgt_bin, *args], capture_output=True, text=True,
+                       timeout=probekit.TIMEOUT)
+    assert p.returncode == 2
+    assert p.stdout == ""
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("blktgt: ") and text in lines[0], p.stderr
+
+
+def test_help(blktgt_bin):
+    p = subprocess.run([blktgt_bin, "-h"], capture_output=True, text=True,
+                       timeout=probekit.TIMEOUT)
+    assert p.returncode == 0
+    assert p.stdout.startswith("usage: blktgt [-t THREADS]")
+
+
+def test_missing_config_file(blktgt_bin, tmp_path):
+    p = subprocess.run([blktgt_bin, "-L", "none", "-s", str(tmp_path / "s"), "-c",
+                        str(tmp_path / "nope.json")], capture_output=True, text=True,
+                       timeout=probekit.TIMEOUT)
+    assert p.returncode == 1
+    assert "nope.json: No such file or directory" in p.stderr
