@@ -26,9 +26,11 @@ BPF_ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/' \
 	-e 's/ppc64le/powerpc/' -e 's/s390x/s390/' -e 's/riscv64/riscv/')
 # -target bpf has no system include directories of its own; lend it the
 # host's (for asm/errno.h, which usdt.bpf.h pulls in via linux/errno.h).
-BPF_SYS_INCLUDES := $(shell $(BPF_CLANG) -v -E - </dev/null 2>&1 | \
+# Expanded only when a BPF object is built, so other targets skip the
+# clang call.
+BPF_SYS_INCLUDES = $(shell $(BPF_CLANG) -v -E - </dev/null 2>&1 | \
 	sed -n '/<...> search starts here:/,/End of search list./s|^ \(/.*\)|-idirafter \1|p')
-BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -Wall \
+BPF_CFLAGS = -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -Wall \
 	-I$(LIBBPF_GEN) -Ilibbpf $(BPF_SYS_INCLUDES)
 LIBBPF_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -I$(LIBBPF_GEN) \
 	-Ilibbpf $(SAN_CFLAGS) $(EXTRA_CFLAGS)
@@ -67,7 +69,7 @@ $(LIBBPF_OBJ)/%.o: libbpf/%.c $(O)/.config | $(LIBBPF_OBJ)
 # A tool's user space includes its skeleton: make that explicit.
 $(foreach t,$(LIBBPF_TOOLS),$(eval $(LIBBPF_OBJ)/$(t).o: $(LIBBPF_GEN)/$(t).skel.h))
 
-$(O)/bin/%: $(LIBBPF_OBJ)/%.o $(addprefix $(LIBBPF_OBJ)/,$(addsuffix .o,$(LIBBPF_HELPERS))) | $(O)/bin
+$(LIBBPF_BINS): $(O)/bin/%: $(LIBBPF_OBJ)/%.o $(addprefix $(LIBBPF_OBJ)/,$(addsuffix .o,$(LIBBPF_HELPERS))) | $(O)/bin
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBBPF_LDLIBS)
 
