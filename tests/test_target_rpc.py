@@ -376,3 +376,26 @@ END { clear(@start); }
     assert "@done[bdev_list, 0]: 11" in lines
     assert "@done[bdev_delete, -2]: 7" in lines
     assert "@done[no_such_method, -32601]: 1" in lines
+
+
+def test_fuzz_harness_replays_its_seeds(tmp_path):
+    """The libFuzzer harness of make fuzz-jsonrpc, built standalone with
+    ASan+UBSan by the ordinary compiler, replays its seeds clean."""
+    root = probekit.ROOT
+    exe = tmp_path / "replay"
+    srcs = [os.path.join(root, p) for p in
+            ("fuzz/jsonrpc_fuzz.c", "target/json.c", "target/jsonrpc_parse.c")]
+    subprocess.run(["cc", "-std=gnu11", "-D_GNU_SOURCE", "-g", "-O1", "-Wall", "-Wextra",
+                    "-Werror", "-I" + os.path.join(root, "target"),
+                    "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
+                    "-DJSONRPC_FUZZ_STANDALONE", "-o", str(exe), *srcs],
+                   check=True, timeout=probekit.TIMEOUT)
+    seeds = tmp_path / "seeds"
+    seeds.mkdir()
+    subprocess.run([str(exe), "--seeds", str(seeds)], check=True, timeout=probekit.TIMEOUT)
+    files = sorted(str(p) for p in seeds.iterdir())
+    assert len(files) == 9
+    p = subprocess.run([str(exe), *files], capture_output=True, text=True,
+                       timeout=probekit.TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "jsonrpc_fuzz: 9 inputs replayed, no invariant broken\n"
