@@ -146,9 +146,7 @@ static void parse_args(int argc, char **argv)
 			set_unit(c, &unit_given);
 			break;
 		default:
-			if (optopt && strchr("pdfa", optopt))
-				usage_error("option -%c needs an argument", optopt);
-			usage_error("unrecognized option '%s'", argv[optind - 1]);
+			option_error(argv, COMMON_SHORTOPTS "f:a:mun");
 		}
 	}
 	common_finish(&env.c, argc, argv, optind);

@@ -67,9 +67,7 @@ static void parse_args(int argc, char **argv)
 			env.per_type = true;
 			break;
 		default:
-			if (optopt && strchr("pd", optopt))
-				usage_error("option -%c needs an argument", optopt);
-			usage_error("unrecognized option '%s'", argv[optind - 1]);
+			option_error(argv, COMMON_SHORTOPTS "BO");
 		}
 	}
 	common_finish(&env.c, argc, argv, optind);

@@ -1,6 +1,7 @@
 /*
  * trace_helpers.c: see trace_helpers.h.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -72,6 +73,23 @@ long positive_arg(const char *what, const char *arg, long max)
 	if (err)
 		usage_error("%s: must be 1..%ld: '%s'", what, max, arg);
 	return v;
+}
+
+void option_error(char **argv, const char *shortopts)
+{
+	const char *p;
+
+	if (optopt > 0 && optopt < 128 && isprint(optopt)) {
+		p = strchr(shortopts, optopt);
+		if (p && p[1] == ':')
+			usage_error("option -%c needs an argument", optopt);
+		usage_error("unrecognized option '-%c'", optopt);
+	}
+	/* A long option: without a short form when it lacks its argument
+	 * (optopt is its value), unknown when optopt is 0. */
+	if (optopt)
+		usage_error("option '%s' needs an argument", argv[optind - 1]);
+	usage_error("unrecognized option '%s'", argv[optind - 1]);
 }
 
 bool common_option(struct common_args *a, int c, const char *arg)

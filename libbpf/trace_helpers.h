@@ -78,6 +78,11 @@ bool common_option(struct common_args *a, int c, const char *arg);
 /* Take [interval [count]] from argv[optind..], and check -p was given. */
 void common_finish(struct common_args *a, int argc, char **argv, int optind);
 
+/* The usage error for getopt_long()'s '?' (opterr = 0): an unknown
+ * option, or one missing its argument.  shortopts is getopt's string. */
+void option_error(char **argv, const char *shortopts)
+	__attribute__((noreturn));
+
 /* Parse "-W"-style positive numbers: a usage error unless 1..max. */
 long positive_arg(const char *what, const char *arg, long max);
 
