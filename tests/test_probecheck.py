@@ -388,6 +388,18 @@ def test_python_probes_notes_only():
          "no such probe 'usdt:/usr/bin/python3.11:python:function__entery' "
          "in /usr/bin/python3.11 (did you mean function__entry?)"),
     ])
+    # A BCC tool, USDT(path=...) on the same binary: lines 11 and 12 are
+    # right (a pointer read as a u64, a string read of a pointer).
+    r, errors = run("--binary", PY311, "python_bcc")
+    assert r.returncode == 1
+    assert_errors(errors, [
+        ("python_bcc:14: python:function__entry:",
+         "bpf_usdt_readarg(3) into 'u64 line' (8 bytes) but arg2 is a 4-byte "
+         "signed integer (-4@%eax): BCC returns -1 and leaves the variable unset"),
+        ("python_bcc:15: python:function__entry:",
+         "bpf_usdt_readarg_p(3) reads a string, but arg2 is a 4-byte signed "
+         "integer (-4@%eax), not a pointer"),
+    ])
 
 
 # --- bad input -------------------------------------------------------------------
