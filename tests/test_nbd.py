@@ -569,6 +569,32 @@ def test_shutdown_with_clients_connected(blktgt_bin, tmp_path):
         c.close()
 
 
+def test_shutdown_with_io_held_by_pause(blktgt_bin, tmp_path):
+    """SIGTERM while a paused export holds a client's write: shutdown must
+    not wait forever for it; the write is let go and lands."""
+    img = tmp_path / "disk.img"
+    with open(img, "wb") as f:
+        f.truncate(4 * MiB)
+    t = probekit.Target(blktgt_bin, tmp_path)
+    t.start()
+    try:
+        t.rpc("bdev_file_create", name="f0", path=str(img), block_size=512)
+        t.rpc("export_create", name="e0", bdev="f0")
+        c = RawNbd(t)
+        c.go("e0")
+        t.rpc("export_pause", name="e0")
+        c.request(CMD_WRITE, 8192, 4096, payload=b"\x99" * 4096)
+        wait_until("the held write", lambda: stats(t)["nbd_requests"] == 1)
+        assert stats(t)["io_submitted"] == 0
+    finally:
+        t.stop()
+    assert c.closed_by_server()
+    c.close()
+    data = img.read_bytes()
+    assert data[8192:12288] == b"\x99" * 4096
+    assert data[:8192] == bytes(8192) and data[12288:] == bytes(4 * MiB - 12288)
+
+
 # --- pause and resume under load ------------------------------------------------
 
 def test_pause_resume_with_fio(target, tmp_path):
