@@ -8,25 +8,10 @@
  * user space reads through the skeleton's mmap and clears slot by slot
  * with an atomic exchange, so no count is lost between intervals.
  */
-#include "vmlinux.h"
-#include <bpf/bpf_helpers.h>
-#include <bpf/bpf_core_read.h>
-#include <bpf/bpf_tracing.h>
+#include "probekit.bpf.h"
 
 #include "funclat.h"
 #include "histogram.bpf.h"
-
-/* libbpf before 1.2 stops at PT_REGS_PARM5: the sixth integer argument
- * register of the C calling convention. */
-#ifndef PT_REGS_PARM6_CORE
-#if defined(__TARGET_ARCH_x86)
-#define PT_REGS_PARM6_CORE(x) BPF_CORE_READ((struct pt_regs *)(x), r9)
-#elif defined(__TARGET_ARCH_arm64)
-#define PT_REGS_PARM6_CORE(x) BPF_CORE_READ((struct user_pt_regs *)(x), regs[5])
-#else
-#error "funclat: the sixth argument register is unknown for this architecture"
-#endif
-#endif
 
 /* Options, set by user space before load. */
 const volatile __u32 arg_index = 4;	/* -a: 1..6 */
@@ -43,27 +28,12 @@ struct {
 	__type(value, __u64);		/* entry time, ns */
 } start SEC(".maps");
 
-/* The _CORE reads go through a helper: clang folds a switch of direct
- * ctx loads into one load at a computed offset, which the verifier
- * refuses. */
-static __always_inline __u64 nth_arg(struct pt_regs *ctx)
-{
-	switch (arg_index) {
-	case 1: return PT_REGS_PARM1_CORE(ctx);
-	case 2: return PT_REGS_PARM2_CORE(ctx);
-	case 3: return PT_REGS_PARM3_CORE(ctx);
-	case 4: return PT_REGS_PARM4_CORE(ctx);
-	case 5: return PT_REGS_PARM5_CORE(ctx);
-	default: return PT_REGS_PARM6_CORE(ctx);
-	}
-}
-
 SEC("uprobe")
 int func_entry(struct pt_regs *ctx)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	__u64 ts = bpf_ktime_get_ns();
-	__u64 arg = nth_arg(ctx) & arg_mask;
+	__u64 arg = pk_regs_arg(ctx, arg_index) & arg_mask;
 
 	__sync_fetch_and_add(&hists[FUNCLAT_ARG].slots[hist_slot(arg, false, 1)],
 			     1);

@@ -6,9 +6,7 @@
  * key is deleted at completion, so the map holds only I/Os in flight, and
  * I/Os already in flight when tracing starts are not counted.
  */
-#include "vmlinux.h"
-#include <bpf/bpf_helpers.h>
-#include <bpf/bpf_tracing.h>
+#include "probekit.bpf.h"
 #include <bpf/usdt.bpf.h>
 
 #include "iolatency.h"

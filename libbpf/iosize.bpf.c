@@ -2,9 +2,7 @@
  * iosize.bpf.c: the len argument (bytes) of every blktgt:io__submit, as a
  * log2 histogram per (bdev, type) key.
  */
-#include "vmlinux.h"
-#include <bpf/bpf_helpers.h>
-#include <bpf/bpf_tracing.h>
+#include "probekit.bpf.h"
 #include <bpf/usdt.bpf.h>
 
 #include "iosize.h"

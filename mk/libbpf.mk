@@ -7,8 +7,9 @@
 #   <tool>.bpf.o --bpftool gen skeleton--> $(O)/gen/libbpf/<tool>.skel.h
 #   libbpf/<tool>.c + skeleton + helpers --cc -lbpf--> $(O)/bin/<tool>
 #
-# vmlinux.h is generated from the running kernel's BTF, so no kernel
-# headers are needed, at build time or at run time.
+# vmlinux.h is generated from the build machine's BTF, so no kernel headers
+# are needed, at build time or at run time (libbpf/probekit.bpf.h says why
+# the tools do not even need BTF at run time).
 
 LIBBPF_TOOLS := iolatency iosize funclat
 LIBBPF_HELPERS := histogram trace_helpers blktgt_io
@@ -43,8 +44,7 @@ libbpf: $(LIBBPF_BINS)
 $(LIBBPF_GEN) $(LIBBPF_OBJ):
 	$(Q)mkdir -p $@
 
-# The running kernel's types; CO-RE relocates field offsets at load time,
-# so the tools built here also run on other BTF-enabled kernels.
+# The kernel's types, from its BTF (CONFIG_DEBUG_INFO_BTF).
 $(LIBBPF_GEN)/vmlinux.h: | $(LIBBPF_GEN)
 	$(call msg,BTF,$@)
 	$(Q)test -r $(VMLINUX_BTF) || { echo "libbpf: $(VMLINUX_BTF) is missing:" \
