@@ -737,3 +737,12 @@ def test_fuzz_seeds_replay(build):
               timeout=300)
     m = re.search(r"nbd_fuzz: (\d+) inputs replayed", out)
     assert m and int(m.group(1)) >= 8, out
+
+
+def test_fuzz_nbd_short(build):
+    """`make fuzz-nbd` builds the libFuzzer harness and fuzzes, bounded."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = run(["make", "-s", "-C", root, f"O={build}", "fuzz-nbd",
+               "FUZZ_NBD_SECONDS=5"], timeout=300)
+    m = re.search(r"Done (\d+) runs in \d+ second", out)
+    assert m and int(m.group(1)) > 1000, out
