@@ -6,7 +6,7 @@
 # Builds what it compares into $(O): blktgt (USDT=1, with the tools of
 # 'all'), $(O)/nousdt (USDT=0), $(O)/nop5 (USDT_NOP5=1) and the
 # microbenchmarks in $(O)/bench.  Runs as root (it traces); takes about
-# 8 minutes with the defaults (BENCH_RUNS=5, BENCH_SECONDS=5).
+# 7 minutes with the defaults (BENCH_RUNS=9, BENCH_SECONDS=3).
 
 BENCH_DIR   := $(O)/bench
 BENCH_PROGS := $(foreach p,hitcost redzone,$(foreach v,stock nop5 nop5-redzone,$(BENCH_DIR)/$(p)-$(v)))
