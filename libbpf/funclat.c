@@ -65,29 +65,6 @@ static struct {
 } env = { .func = "bdev_execute", .arg = 4, .arg_bits = 64,
 	  .unit = "nsecs", .unit_ns = 1 };
 
-static void set_unit(int c, char *given)
-{
-	static const struct { int c; const char *opt, *unit;
-			      unsigned long long ns; } units[] = {
-		{ 'm', "-m/--milliseconds", "msecs", 1000000 },
-		{ 'u', "-u/--microseconds", "usecs", 1000 },
-		{ 'n', "-n/--nanoseconds", "nsecs", 1 },
-	};
-
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (units[i].c != c)
-			continue;
-		for (size_t j = 0; j < sizeof(units) / sizeof(units[0]); j++)
-			if (*given && *given != c && units[j].c == *given)
-				usage_error("argument %s: not allowed with "
-					    "argument %s", units[i].opt,
-					    units[j].opt);
-		*given = (char)c;
-		env.unit = units[i].unit;
-		env.unit_ns = units[i].ns;
-	}
-}
-
 /* A symbol name as the bcc/ twin accepts it: 1..255 of [A-Za-z0-9_.$]. */
 static bool valid_func(const char *s)
 {
@@ -120,7 +97,8 @@ static void parse_args(int argc, char **argv)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, COMMON_SHORTOPTS "f:a:mun",
 				longopts, NULL)) != -1) {
-		if (common_option(&env.c, c, optarg))
+		if (common_option(&env.c, c, optarg) ||
+		    unit_option(c, &unit_given, &env.unit, &env.unit_ns))
 			continue;
 		switch (c) {
 		case 'h':
@@ -139,11 +117,6 @@ static void parse_args(int argc, char **argv)
 			    (env.arg_bits != 32 && env.arg_bits != 64))
 				usage_error("argument --arg-bits: invalid choice: "
 					    "'%s' (choose from 32, 64)", optarg);
-			break;
-		case 'm':
-		case 'u':
-		case 'n':
-			set_unit(c, &unit_given);
 			break;
 		default:
 			option_error(argv, COMMON_SHORTOPTS "f:a:mun");

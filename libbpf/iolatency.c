@@ -54,31 +54,6 @@ static struct {
 	unsigned long long unit_ns;
 } env = { .unit = "usecs", .unit_ns = 1000 };
 
-static void set_unit(int c, char *given)
-{
-	static const struct { int c; const char *opt, *unit;
-			      unsigned long long ns; } units[] = {
-		{ 'm', "-m/--milliseconds", "msecs", 1000000 },
-		{ 'u', "-u/--microseconds", "usecs", 1000 },
-		{ 'n', "-n/--nanoseconds", "nsecs", 1 },
-	};
-
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (units[i].c != c)
-			continue;
-		if (*given && *given != c) {
-			for (size_t j = 0; j < sizeof(units) / sizeof(units[0]); j++)
-				if (units[j].c == *given)
-					usage_error("argument %s: not allowed with "
-						    "argument %s", units[i].opt,
-						    units[j].opt);
-		}
-		*given = (char)c;
-		env.unit = units[i].unit;
-		env.unit_ns = units[i].ns;
-	}
-}
-
 static void parse_args(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -98,7 +73,8 @@ static void parse_args(int argc, char **argv)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, COMMON_SHORTOPTS "BOLW:mun",
 				longopts, NULL)) != -1) {
-		if (common_option(&env.c, c, optarg))
+		if (common_option(&env.c, c, optarg) ||
+		    unit_option(c, &unit_given, &env.unit, &env.unit_ns))
 			continue;
 		switch (c) {
 		case 'h':
@@ -115,11 +91,6 @@ static void parse_args(int argc, char **argv)
 			break;
 		case 'W':
 			env.width = positive_arg("-W/--width", optarg, INT_MAX);
-			break;
-		case 'm':
-		case 'u':
-		case 'n':
-			set_unit(c, &unit_given);
 			break;
 		default:
 			option_error(argv, COMMON_SHORTOPTS "BOLW:mun");

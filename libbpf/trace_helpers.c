@@ -92,6 +92,32 @@ void option_error(char **argv, const char *shortopts)
 	usage_error("unrecognized option '%s'", argv[optind - 1]);
 }
 
+bool unit_option(int c, char *given, const char **unit,
+		 unsigned long long *unit_ns)
+{
+	static const struct { int c; const char *opt, *unit;
+			      unsigned long long ns; } units[] = {
+		{ 'm', "-m/--milliseconds", "msecs", 1000000 },
+		{ 'u', "-u/--microseconds", "usecs", 1000 },
+		{ 'n', "-n/--nanoseconds", "nsecs", 1 },
+	};
+	const size_t n = sizeof(units) / sizeof(units[0]);
+
+	for (size_t i = 0; i < n; i++) {
+		if (units[i].c != c)
+			continue;
+		for (size_t j = 0; j < n; j++)
+			if (*given && *given != c && units[j].c == *given)
+				usage_error("argument %s: not allowed with argument %s",
+					    units[i].opt, units[j].opt);
+		*given = (char)c;
+		*unit = units[i].unit;
+		*unit_ns = units[i].ns;
+		return true;
+	}
+	return false;
+}
+
 bool common_option(struct common_args *a, int c, const char *arg)
 {
 	long v;

@@ -83,6 +83,11 @@ void common_finish(struct common_args *a, int argc, char **argv, int optind);
 void option_error(char **argv, const char *shortopts)
 	__attribute__((noreturn));
 
+/* -m, -u, -n: the latency unit, mutually exclusive as in bcc/.  Returns
+ * false when c is none of them; *given remembers which one was seen. */
+bool unit_option(int c, char *given, const char **unit,
+		 unsigned long long *unit_ns);
+
 /* Parse "-W"-style positive numbers: a usage error unless 1..max. */
 long positive_arg(const char *what, const char *arg, long max);
 
