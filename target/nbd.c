@@ -855,7 +855,8 @@ static void neg_option(void *ctx, uint32_t option, int status)
 {
 	struct nbd_conn *c = ctx;
 
-	BLKTGT_NBD_OPTION(c->id, option, nbd_option_name(option), status);
+	if (BLKTGT_NBD_OPTION_ENABLED())
+		BLKTGT_NBD_OPTION(c->id, option, nbd_option_name(option), status);
 }
 
 static const struct nbd_neg_ops neg_ops = {
