@@ -126,7 +126,8 @@ int attach_uprobe(struct bpf_program *prog, const struct target *t,
  * in *keys and the histograms in *hists (the caller frees both); -errno
  * on failure.
  */
-int hist_map_drain(const struct bpf_map *map, void **keys, struct hist **hists);
+int hist_map_drain(const struct bpf_map *map, void **keys,
+		   struct hist **hists);
 
 /* The histograms of one interval: the tool reads (and clears) its maps
  * into entries, returns how many, or -errno. */

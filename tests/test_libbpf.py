@@ -95,7 +95,7 @@ def run_tool(name, *args, kind="libbpf"):
     return p.returncode, p.stdout.decode(errors="replace").splitlines()
 
 
-# --- reading the text format (bcc/probekit_bcc.py documents it) -----------
+# --- reading the text format (bcc/probekit_bcc.py documents it) --------------
 
 SECTION = re.compile(r"^(\w+ = [^,]*)(, \w+ = [^,]*)*$")
 HEADER = re.compile(r"^ +(\S+) +: count +distribution$")
@@ -147,7 +147,7 @@ def json_objects(lines):
     return [json.loads(ln) for ln in lines if ln.startswith("{")]
 
 
-# --- the target and its workload -------------------------------------------
+# --- the target and its workload ---------------------------------------------
 
 @pytest.fixture
 def bdevs(target):
@@ -172,7 +172,7 @@ def fixed_workload(target):
     workload(target, "Malloc0", "randwrite", 512, 8, 97)
 
 
-# --- exact counts, libbpf alone ------------------------------------------------
+# --- exact counts, libbpf alone ----------------------------------------------
 
 def test_iosize_exact(bpf, bdevs):
     t = Tool("libbpf", "iosize", bdevs.pid, "-BO").start()
@@ -220,9 +220,9 @@ def test_iolatency_unsplit_and_json(bpf, bdevs):
     assert obj["tool"] == "iolatency" and obj["pid"] == bdevs.pid
     got = {(x["key"]["bdev"], x["key"]["type"]): x["total"]
            for x in obj["histograms"]}
-    assert got == {k: v for k, v in {("Malloc0", "read"): rw["reads"],
-                                     ("Malloc0", "write"): rw["writes"]}.items()
-                   if v}
+    want = {("Malloc0", "read"): rw["reads"],
+            ("Malloc0", "write"): rw["writes"]}
+    assert got == {k: v for k, v in want.items() if v}
     for x in obj["histograms"]:
         assert x["name"] == "latency" and x["unit"] == "usecs"
         assert x["total"] == sum(b["count"] for b in x["buckets"])
@@ -250,7 +250,7 @@ def test_funclat_other_arg(bpf, bdevs):
     assert lat["unit"] == "usecs" and total(lat) == 29
 
 
-# --- identical to the bcc/ tools -------------------------------------------------
+# --- identical to the bcc/ tools ---------------------------------------------
 
 def sequential(tool, target, *opts):
     """Output of the bcc/ tool, then of the libbpf one, over the same
@@ -307,7 +307,7 @@ def test_funclat_json_matches_bcc(bpf, bdevs):
     assert head(got) == head(want)
 
 
-# --- no kernel headers ----------------------------------------------------------
+# --- no kernel headers -------------------------------------------------------
 
 def without_kernel_headers(cmd, empty):
     """cmd run in a private mount namespace where an empty directory hides
@@ -325,10 +325,17 @@ def test_no_kernel_headers(bpf, bdevs, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     wrap = without_kernel_headers([], empty)
-    t = Tool("libbpf", "iosize", bdevs.pid, "-B", wrap=wrap).start()
-    workload(bdevs, "Malloc1", "read", 2048, 2, 31)
-    (h,) = parse(t.stop())
-    assert h["key"] == {"bdev": "Malloc1"} and nonzero(h) == {(2048, 4095): 31}
+    for tool, want in (("iosize", {(2048, 4095): 31}),
+                       ("iolatency", None), ("funclat", None)):
+        opt = "-m" if tool == "funclat" else "-B"
+        t = Tool("libbpf", tool, bdevs.pid, opt, wrap=wrap).start()
+        workload(bdevs, "Malloc1", "read", 2048, 2, 31)
+        hists = parse(t.stop())
+        n = 3 if tool == "funclat" else 1
+        assert [total(h) for h in hists] == [31] * n
+        if want:
+            assert hists[0]["key"] == {"bdev": "Malloc1"}
+            assert nonzero(hists[0]) == want
     # The contrast: BCC, which compiles at run time, cannot work there.
     p = subprocess.run(wrap + command("bcc", "iosize", bdevs.pid),
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -337,12 +344,13 @@ def test_no_kernel_headers(bpf, bdevs, tmp_path):
     assert p.returncode not in (0, 99) and "kernel headers" in out, out
 
 
-# --- intervals, duration, target exit ----------------------------------------------
+# --- intervals, duration, target exit ----------------------------------------
 
 def test_interval_count_timestamps(bpf, target):
     """iosize -T 1 2 prints two timestamped intervals and exits 0."""
     lines = Tool("libbpf", "iosize", target.pid, "-T", "1", "2").start().wait()
-    assert len([ln for ln in lines if re.match(r"^\d\d:\d\d:\d\d\s*$", ln)]) == 2
+    stamps = [ln for ln in lines if re.match(r"^\d\d:\d\d:\d\d\s*$", ln)]
+    assert len(stamps) == 2
 
 
 def test_duration_json(bpf, bdevs):
@@ -370,7 +378,7 @@ def test_target_exits(bpf, blktgt_bin, tmp_path, tool):
                                                    else 11)
 
 
-# --- errors: one line, non-zero -------------------------------------------------------
+# --- errors: one line, non-zero ----------------------------------------------
 
 def one_error_line(rc, lines, tool, pattern, want_rc=None):
     assert rc != 0 and (want_rc is None or rc == want_rc), (rc, lines)
@@ -380,15 +388,18 @@ def one_error_line(rc, lines, tool, pattern, want_rc=None):
 
 BAD_ARGS = [
     ("-p", "abc"), ("-p", "12x"), ("-p", ""), ("-p", "0"), ("-p", "-3"),
-    ("-p",), ("--pid",), (), ("-p", "1", "--no-such-option"), ("-p", "1", "-Z"),
+    ("-p",), ("--pid",), (), ("-p", "1", "--no-such-option"),
+    ("-p", "1", "-Z"),
     ("-p", "1", "abc"), ("-p", "1", "0"), ("-p", "1", "1", "2x"),
-    ("-p", "1", "1", "2", "3"), ("-p", "1", "-d", "abc"), ("-p", "1", "-d", "0"),
+    ("-p", "1", "1", "2", "3"), ("-p", "1", "-d", "abc"),
+    ("-p", "1", "-d", "0"),
 ]
 TOOL_BAD_ARGS = {
     "iolatency": [("-W", "5"), ("-L", "-W", "abc"), ("-L", "-W", "0"),
                   ("-m", "-u")],
     "iosize": [("-L",)],
-    "funclat": [("-a", "7"), ("-a", "x"), ("--arg-bits", "16"), ("--arg-bits",),
+    "funclat": [("-a", "7"), ("-a", "x"), ("--arg-bits", "16"),
+                ("--arg-bits",),
                 ("-f", "a;b"), ("-f", ""), ("-n", "-m")],
 }
 
@@ -441,8 +452,8 @@ def test_no_privilege(bpf, target):
          libbpf_path("iosize"), "-p", str(target.pid)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=TIMEOUT)
     lines = p.stdout.decode().splitlines()
-    one_error_line(p.returncode, lines, "iosize", "(permission denied|needs root)",
-                   1)
+    one_error_line(p.returncode, lines, "iosize",
+                   "(permission denied|needs root)", 1)
 
 
 def test_nousdt_build_has_no_probes(bpf, build, tmp_path):
@@ -454,4 +465,5 @@ def test_nousdt_build_has_no_probes(bpf, build, tmp_path):
         rc, lines = run_tool("iolatency", "-p", tgt.pid)
     finally:
         tgt.stop()
-    one_error_line(rc, lines, "iolatency", "no USDT probe blktgt:io__submit", 1)
+    one_error_line(rc, lines, "iolatency",
+                   "no USDT probe blktgt:io__submit", 1)
