@@ -1,0 +1,511 @@
+"""wrapper/bpftrace.sh: substitution, joining, options, errors, paths.
+
+The programs traced here are built by the tests themselves: a small C
+program with USDT probes in its executable and in a shared library it links
+(so that per-probe __EXE__ -> library resolution is exercised), which fires
+its probes N times whenever a number N is written to its stdin, so every
+count is exact.  Debian's /usr/bin/python3.11 is traced too, as a USDT
+program that is not ours.
+"""
+
+import os
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+import probekit
+from probekit import WRAPPER, LineReader, Trace
+
+N = 23
+READY_RE = r"^probekit: tracing PID=(\d+) \(Ctrl-C to end\)$"
+
+LIB_C = r"""
+#include <sys/sdt.h>
+/* A probe and a uprobe-able function that live only in the library. */
+__attribute__((noinline)) long pk_lib_fire(long i)
+{
+	DTRACE_PROBE1(pklib, fire, i);
+	return i + 1;
+}
+"""
+
+PROG_C = r"""
+#include <sys/sdt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+long pk_lib_fire(long i);
+__attribute__((noinline)) long pk_exe_work(long i)
+{
+	DTRACE_PROBE1(pkexe, tick, i);
+	return i * 2;
+}
+/* Each line "N" on stdin fires every probe exactly N times. */
+int main(void)
+{
+	char line[64];
+	long sum = 0;
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin)) {
+		long n = strtol(line, NULL, 10);
+		for (long i = 0; i < n; i++)
+			sum += pk_exe_work(i) + pk_lib_fire(i);
+		printf("done %ld %ld\n", n, sum);
+		fflush(stdout);
+	}
+	return 0;
+}
+"""
+
+PY_PROG = r"""
+import gc, sys
+def probekit_fn(i):
+    return i
+gc.disable()
+print("ready", flush=True)
+for line in sys.stdin:
+    n = int(line)
+    for i in range(n):
+        probekit_fn(i)
+        gc.collect()
+    print("done", n, flush=True)
+"""
+
+COUNT_BT = """\
+#!/usr/bin/env bpftrace
+// Counts the test program's probes.
+BEGIN { printf("count begin\\n"); }
+usdt:__EXE__:pkexe:tick { @tick = count(); }
+usdt:__EXE__:pklib:fire { @fire = count(); }
+uprobe:__EXE__:pk_lib_fire /pid == __PID__/ { @lib_fn = count(); }
+uprobe:__EXE__:pk_exe_work /pid == __PID__/ { @exe_fn = count(); }
+END { printf("count end\\n"); }
+"""
+
+
+@pytest.fixture(scope="module")
+def sdt_build(tmp_path_factory):
+    """The test program and its library, built once for the module."""
+    d = tmp_path_factory.mktemp("sdtprog")
+    (d / "lib.c").write_text(LIB_C)
+    (d / "prog.c").write_text(PROG_C)
+    subprocess.run(["cc", "-O1", "-g", "-shared", "-fPIC", "-o",
+                    str(d / "libpk.so"), str(d / "lib.c")], check=True)
+    subprocess.run(["cc", "-O1", "-g", "-o", str(d / "prog"), str(d / "prog.c"),
+                    "-L", str(d), "-lpk", "-Wl,-rpath,$ORIGIN"], check=True)
+    return d
+
+
+class Prog:
+    """A running copy of a program that fires its probes on request."""
+
+    def __init__(self, argv, ready=r"^ready"):
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.pid = self.proc.pid
+        self.out = LineReader(self.proc.stdout)
+        self.out.wait_for(ready)
+
+    def fire(self, n):
+        self.proc.stdin.write(f"{n}\n".encode())
+        self.proc.stdin.flush()
+        self.out.wait_for(rf"^done {n}\b")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=probekit.TIMEOUT)
+
+
+def install_prog(build_dir, dest):
+    """Copy the program and its library into dest (made if missing)."""
+    os.makedirs(dest, exist_ok=True)
+    for f in ("prog", "libpk.so"):
+        shutil.copy2(os.path.join(build_dir, f), os.path.join(dest, f))
+    return os.path.join(dest, "prog")
+
+
+@pytest.fixture
+def prog(sdt_build):
+    p = Prog([str(sdt_build / "prog")])
+    yield p
+    p.stop()
+
+
+@pytest.fixture
+def count_bt(tmp_path):
+    path = tmp_path / "count.bt"
+    path.write_text(COUNT_BT)
+    return str(path)
+
+
+def wrapper(*args, env=None, user=None):
+    """Run the wrapper to completion; returns the CompletedProcess."""
+    cmd = [WRAPPER, *map(str, args)]
+    if user:
+        cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups"] + cmd
+    return subprocess.run(cmd, capture_output=True, text=True, env=env,
+                          timeout=probekit.TIMEOUT)
+
+
+def assert_one_line_error(r, *needles):
+    assert r.returncode != 0, r
+    assert r.stdout == "", r.stdout
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("bpftrace.sh: "), lines[0]
+    for n in needles:
+        assert n in lines[0], lines[0]
+    return lines[0]
+
+
+def counts(lines):
+    """{map name: value} of the scalar maps bpftrace printed at exit."""
+    return {m.group(1): int(m.group(2)) for m in
+            (re.match(r"^@(\w+): (-?\d+)$", l) for l in lines) if m}
+
+
+# --- dry run: the final program -----------------------------------------------
+
+def test_dry_run_substitutes_per_probe_and_merges(prog, sdt_build, count_bt, tmp_path):
+    other = tmp_path / "other.bt"
+    other.write_text('struct pk { int x; };\n'
+                     'BEGIN { printf("other begin %d\\n", __PID__); }\n'
+                     'END { printf("other end\\n"); }\n')
+    r = wrapper("-n", prog.pid, count_bt, other)
+    assert r.returncode == 0, r.stderr
+    text = r.stdout
+    exe, lib = str(sdt_build / "prog"), str(sdt_build / "libpk.so")
+    assert f'usdt:"{exe}":pkexe:tick' in text
+    assert f'usdt:"{lib}":pklib:fire' in text
+    assert f'uprobe:"{lib}":pk_lib_fire /pid == {prog.pid}/' in text
+    assert f'uprobe:"{exe}":pk_exe_work /pid == {prog.pid}/' in text
+    assert "__EXE__" not in text and "__PID__" not in text
+    assert f'printf("other begin %d\\n", {prog.pid});' in text
+    # One BEGIN and one END, bodies in script order, readiness line first.
+    heads = re.findall(r"^(BEGIN|END)$", text, re.M)
+    assert heads == ["BEGIN", "END"], text
+    begin = text[text.index("BEGIN\n"):]
+    assert begin.index("probekit: tracing PID=%d (Ctrl-C to end)") \
+        < begin.index("count begin") < begin.index("other begin")
+    end = text[text.index("END\n"):]
+    assert end.index("count end") < end.index("other end")
+    # C definitions moved to the top, the shebang line dropped.
+    assert text.lstrip().startswith("struct pk { int x; };")
+    assert "#!" not in text
+
+
+def test_dry_run_adds_begin_and_duration(prog, tmp_path):
+    s = tmp_path / "plain.bt"
+    s.write_text("usdt:__EXE__:pkexe:tick { @n = count(); }\n")
+    r = wrapper("-n", "-d", 7, prog.pid, s)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^BEGIN\n\{\n\tprintf\(\"probekit: tracing PID=%d "
+                     rf"\(Ctrl-C to end\)\\n\", {prog.pid}\);", r.stdout, re.M), r.stdout
+    assert re.search(r"^interval:s:7\n\{\n\texit\(\);\n\}", r.stdout, re.M), r.stdout
+
+
+def test_dry_run_strings_and_comments_are_not_blocks(prog, tmp_path):
+    """Braces and BEGIN inside strings and comments do not confuse joining,
+    and __EXE__ outside an attach point is left alone."""
+    s = tmp_path / "tricky.bt"
+    s.write_text('/* BEGIN { } */\n'
+                 'BEGIN { printf("{ BEGIN } __EXE__ \\" }\\n"); } // END { }\n'
+                 'usdt:__EXE__:pkexe:tick { if (arg0 > 1) { @n = count(); } }\n')
+    r = wrapper("-n", prog.pid, s)
+    assert r.returncode == 0, r.stderr
+    assert re.findall(r"^(BEGIN|END)$", r.stdout, re.M) == ["BEGIN"]
+    assert 'printf("{ BEGIN } __EXE__ \\" }\\n");' in r.stdout
+    assert "if (arg0 > 1) { @n = count(); }" in r.stdout
+
+
+# --- live traces with exact counts --------------------------------------------
+
+def test_counts_exe_and_library_probes(bpf, prog, count_bt):
+    t = Trace(prog.pid, [count_bt]).start()
+    prog.fire(N)
+    lines = t.stop()
+    assert t.proc.returncode == 0, lines
+    assert counts(lines) == {"tick": N, "fire": N, "lib_fn": N, "exe_fn": N}, lines
+    m = [re.match(READY_RE, l) for l in lines]
+    ready = [x for x in m if x]
+    assert len(ready) == 1 and int(ready[0].group(1)) == prog.pid
+    # SIGINT ran END; the RLIMIT_MEMLOCK noise is filtered.
+    assert "count end" in lines
+    assert not any("RLIMIT_MEMLOCK" in l for l in lines), lines
+    # Nothing of the wrapper is left behind (the stderr filter exits too).
+    assert_no_process_in_group(t.proc.pid)
+
+
+def assert_no_process_in_group(pgid):
+    """The wrapper's process group empties: bpftrace has exited, and the
+    stderr filter follows as soon as it reads EOF (bounded wait, no sleep
+    that a result depends on)."""
+    deadline = time.monotonic() + probekit.TIMEOUT
+    while True:
+        left = subprocess.run(["ps", "-o", "pid,stat,args", "--no-headers", "-g", str(pgid)],
+                              capture_output=True, text=True).stdout.strip()
+        alive = [l for l in left.splitlines() if l.split()[1][0] != "Z"]
+        if not alive or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert not alive, f"left running in group {pgid}: {left}"
+
+
+def test_positional_args_reach_the_program(bpf, prog, tmp_path):
+    s = tmp_path / "args.bt"
+    s.write_text('BEGIN { printf("args n=%d first=%d second=%s\\n", $#, $1, str($2)); }\n'
+                 'usdt:__EXE__:pkexe:tick /arg0 < $1/ { @below = count(); }\n')
+    t = Trace(prog.pid, [str(s)], args=[7, "two words"]).start()
+    prog.fire(N)
+    lines = t.stop()
+    assert "args n=2 first=7 second=two words" in lines, lines
+    assert counts(lines) == {"below": 7}, lines
+
+
+def test_duration_ends_trace_with_end_output(bpf, prog, count_bt):
+    t = Trace(prog.pid, [count_bt], wrapper_opts=["-d", "1"]).start()
+    prog.fire(N)
+    rc = t.proc.wait(timeout=probekit.TIMEOUT)
+    lines = t.out.drain(10)
+    assert rc == 0, lines
+    assert "count end" in lines
+    assert counts(lines)["tick"] == N, lines
+
+
+@pytest.mark.parametrize("how", ["-o", "BPF_OUTFILE"])
+def test_output_file(bpf, prog, count_bt, tmp_path, how):
+    out = tmp_path / "trace.out"
+    opts, env = (["-o", str(out)], None) if how == "-o" else ([], {"BPF_OUTFILE": str(out)})
+    t = Trace(prog.pid, [count_bt], wrapper_opts=opts, env=env)
+    t.proc = subprocess.Popen(t.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              env=t.env, start_new_session=True)
+    # The readiness line goes to the file: follow it until the trace ends.
+    tail = subprocess.Popen(["tail", "-F", "-n", "+1", "--pid", str(t.proc.pid), str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        LineReader(tail.stdout).wait_for(READY_RE)
+        prog.fire(N)
+    finally:
+        os.killpg(t.proc.pid, signal.SIGINT)
+        rc = t.proc.wait(timeout=probekit.TIMEOUT)
+        tail.wait(timeout=probekit.TIMEOUT)
+    console = t.proc.stdout.read().decode().splitlines()
+    assert rc == 0, console
+    lines = out.read_text().splitlines()
+    assert counts(lines) == {"tick": N, "fire": N, "lib_fn": N, "exe_fn": N}, lines
+    assert "count end" in lines
+    assert not any("tracing PID" in l for l in console), console
+
+
+def test_python311_function_entry(bpf, tmp_path):
+    py = "/usr/bin/python3.11"
+    if not os.access(py, os.X_OK):
+        pytest.fail(f"{py} is missing; it comes with Debian's python3 (make deps)")
+    p = Prog([py, "-c", PY_PROG])
+    try:
+        s = tmp_path / "py.bt"
+        # Debian's 3.11 does not fire function__entry (checked: no hits
+        # while function__return fires), so count returns and collections.
+        s.write_text('usdt:__EXE__:python:function__return /str(arg1) == "probekit_fn"/ '
+                     '{ @returns = count(); }\n'
+                     'usdt:__EXE__:python:gc__start /arg0 == 2/ { @gc = count(); }\n')
+        t = Trace(p.pid, [str(s)]).start()
+        p.fire(N)
+        lines = t.stop()
+        assert t.proc.returncode == 0, lines
+        assert counts(lines) == {"returns": N, "gc": N}, lines
+    finally:
+        p.stop()
+
+
+# --- paths ---------------------------------------------------------------------
+
+WEIRD_DIRS = ["with space", "amp&er", "pi|pe", "ha#sh", "dol$lar", "back\\slash",
+              "all of & | # $ \\ {x}; 'q' *"]
+
+
+@pytest.mark.parametrize("name", WEIRD_DIRS)
+def test_weird_paths_are_traced(bpf, sdt_build, count_bt, tmp_path, name):
+    exe = install_prog(sdt_build, str(tmp_path / name))
+    p = Prog([exe])
+    try:
+        r = wrapper("-n", p.pid, count_bt)
+        assert r.returncode == 0, r.stderr
+        t = Trace(p.pid, [count_bt]).start()
+        p.fire(N)
+        lines = t.stop()
+        assert t.proc.returncode == 0, lines
+        assert counts(lines) == {"tick": N, "fire": N, "lib_fn": N, "exe_fn": N}, lines
+    finally:
+        p.stop()
+
+
+@pytest.mark.parametrize("name,why", [('dq"uote', "double quote"),
+                                      ("new\nline", "newline"),
+                                      ("co:lon", "':'")])
+def test_inexpressible_paths_are_refused(sdt_build, count_bt, tmp_path, name, why):
+    exe = install_prog(sdt_build, str(tmp_path / name))
+    p = Prog([exe])
+    try:
+        r = wrapper(p.pid, count_bt)
+        assert_one_line_error(r, why, "copy or link the binary")
+    finally:
+        p.stop()
+
+
+def test_deleted_binary(bpf, sdt_build, tmp_path):
+    """uprobes are traced through /proc/PID/exe; USDT is refused, saying why."""
+    exe = install_prog(sdt_build, str(tmp_path / "gone"))
+    p = Prog([exe])
+    try:
+        os.unlink(exe)
+        assert os.readlink(f"/proc/{p.pid}/exe").endswith(" (deleted)")
+        s = tmp_path / "fn.bt"
+        s.write_text("uprobe:__EXE__:pk_exe_work /pid == __PID__/ { @fn = count(); }\n")
+        t = Trace(p.pid, [str(s)]).start()
+        p.fire(N)
+        lines = t.stop()
+        assert counts(lines) == {"fn": N}, lines
+        u = tmp_path / "usdt.bt"
+        u.write_text("usdt:__EXE__:pkexe:tick { @n = count(); }\n")
+        assert_one_line_error(wrapper(p.pid, u), "deleted or replaced",
+                              "cannot attach USDT probes")
+    finally:
+        p.stop()
+
+
+# --- errors before bpftrace runs --------------------------------------------------
+
+def test_error_no_pid():
+    assert_one_line_error(wrapper(), "no PID given")
+
+
+@pytest.mark.parametrize("pid", ["abc", "12x", "-5", "1.5", "+3", " 7"])
+def test_error_non_numeric_pid(pid, count_bt):
+    r = wrapper(pid, count_bt)
+    if pid == "-5":
+        assert_one_line_error(r, "unknown option")
+    else:
+        assert_one_line_error(r, "is not a number")
+
+
+def test_error_pid_out_of_range(count_bt):
+    assert_one_line_error(wrapper("0", count_bt), "out of range")
+    assert_one_line_error(wrapper("99999999999999999999", count_bt), "out of range")
+
+
+def test_error_pid_not_running(count_bt):
+    p = subprocess.Popen(["true"])
+    p.wait()
+    assert_one_line_error(wrapper(p.pid, count_bt), f"no process with PID {p.pid}")
+
+
+def test_error_thread_id(count_bt):
+    py = subprocess.Popen(["/usr/bin/python3", "-c",
+                           "import threading,sys,time\n"
+                           "t=threading.Thread(target=sys.stdin.read,daemon=True)\n"
+                           "t.start(); print(t.native_id, flush=True); sys.stdin.read()"],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        tid = int(py.stdout.readline())
+        assert_one_line_error(wrapper(tid, count_bt), f"is a thread of process {py.pid}")
+    finally:
+        py.kill()
+        py.wait()
+
+
+def test_error_no_script(prog):
+    assert_one_line_error(wrapper(prog.pid), "no script given")
+
+
+def test_error_missing_script(prog, tmp_path):
+    assert_one_line_error(wrapper(prog.pid, tmp_path / "nope.bt"), "does not exist")
+
+
+def test_error_script_is_a_directory(prog, tmp_path):
+    assert_one_line_error(wrapper(prog.pid, tmp_path), "not a regular file")
+
+
+@pytest.fixture
+def public_dir():
+    """A directory an unprivileged user can enter (pytest's tmp_path is 0700)."""
+    d = tempfile.mkdtemp(prefix="probekit-wrap-")
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d)
+
+
+def test_error_unreadable_script(prog, public_dir):
+    s = os.path.join(public_dir, "secret.bt")
+    with open(s, "w") as f:
+        f.write("BEGIN { exit(); }\n")
+    os.chmod(s, 0)
+    assert_one_line_error(wrapper(prog.pid, s, user=65534), "not readable")
+
+
+def test_error_no_privilege(prog, public_dir):
+    s = os.path.join(public_dir, "ok.bt")
+    with open(s, "w") as f:
+        f.write("usdt:__EXE__:pkexe:tick { @ = count(); }\n")
+    os.chmod(s, 0o644)
+    assert_one_line_error(wrapper(prog.pid, s, user=65534), "needs root")
+
+
+def test_error_bpftrace_not_installed(prog, count_bt, tmp_path):
+    """PATH holds everything of /usr/bin but bpftrace."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for name in os.listdir("/usr/bin"):
+        if name != "bpftrace":
+            os.symlink(os.path.join("/usr/bin", name), bindir / name)
+    env = dict(os.environ, PATH=str(bindir))
+    env.pop("BPFTRACE", None)
+    assert_one_line_error(wrapper(prog.pid, count_bt, env=env), "bpftrace is not installed")
+
+
+def test_error_process_without_the_probes(count_bt):
+    sleeper = subprocess.Popen(["sleep", "600"])
+    try:
+        assert_one_line_error(wrapper(sleeper.pid, count_bt),
+                              "has none of the script's USDT probes")
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_error_one_probe_misspelt(prog, tmp_path):
+    s = tmp_path / "typo.bt"
+    s.write_text("usdt:__EXE__:pkexe:tick { @a = count(); }\n"
+                 "usdt:__EXE__:pkexe:tock { @b = count(); }\n")
+    assert_one_line_error(wrapper(prog.pid, s), "has no usdt:__EXE__:pkexe:tock")
+    f = tmp_path / "fn.bt"
+    f.write_text("uprobe:__EXE__:pk_no_such_fn { @a = count(); }\n")
+    assert_one_line_error(wrapper(prog.pid, f), "has no uprobe:__EXE__:pk_no_such_fn")
+
+
+@pytest.mark.parametrize("opts,needle", [(["-d", "0"], "out of range"),
+                                         (["-d", "1s"], "not a whole number"),
+                                         (["-d"], "needs a number"),
+                                         (["-o"], "needs a file name"),
+                                         (["-x"], "unknown option")])
+def test_error_bad_options(prog, count_bt, opts, needle):
+    if opts in (["-d"], ["-o"]):
+        r = wrapper(*opts)
+    else:
+        r = wrapper(*opts, prog.pid, count_bt)
+    assert_one_line_error(r, needle)
+
+
+def test_help():
+    r = wrapper("-h")
+    assert r.returncode == 0
+    assert "USAGE: bpftrace.sh" in r.stdout
+    assert "probekit: tracing PID=<pid> (Ctrl-C to end)" in r.stdout

@@ -1,0 +1,474 @@
+#!/bin/bash
+# bpftrace.sh: run bpftrace scripts against one running process.
+#
+# USAGE: bpftrace.sh [-n] [-o FILE] [-d SECONDS] PID SCRIPT [SCRIPT...] [-- ARG...]
+#
+# The command line of SPDK's scripts/bpftrace.sh (PID, then scripts;
+# BPF_OUTFILE names an output file), without its traps:
+#
+#  - __EXE__ in a usdt:, uprobe: or uretprobe: attach point (or their short
+#    forms U:, u:, ur:) becomes the path of PID's executable, read from
+#    /proc/PID/exe, quoted so that bpftrace reads one path whatever it
+#    holds.  When the executable lacks that probe or symbol but a library
+#    mapped by PID has it, that library's path is used for that probe.
+#    __PID__ anywhere becomes PID.  Substitution is literal: no path can
+#    inject bpftrace code, and paths bpftrace cannot express are refused.
+#  - Every __EXE__ probe must resolve.  bpftrace 0.17 silently attaches
+#    nothing for a usdt probe or uprobe symbol that does not exist, so a
+#    misspelt probe would trace nothing without a word; here it is an error.
+#  - Several scripts are joined into one program.  bpftrace accepts one BEGIN
+#    and one END, so their bodies are merged in script order; C definitions
+#    (struct, #include) are moved to the top.
+#  - Readiness: the program's BEGIN first prints exactly
+#        probekit: tracing PID=<pid> (Ctrl-C to end)
+#    bpftrace runs BEGIN after every probe is attached, so a caller that
+#    waits for that line never needs a sleep.
+#  - Arguments after -- reach the program as $1, $2, ...
+#  - Mistakes are found before bpftrace runs, each reported in one line
+#    with a non-zero exit.  Then the wrapper execs bpftrace, so signals
+#    (Ctrl-C prints the END output) and the exit code are bpftrace's own;
+#    only bpftrace 0.17's harmless "couldn't set RLIMIT_MEMLOCK" line is
+#    filtered from its stderr.  bpftrace 0.17 can miss a Ctrl-C that
+#    arrives while it is printing; a tracepoint:signal:signal_deliver probe
+#    on its own PID wakes it up so that it sees the signal.
+#
+# Options:
+#   -n, --dry-run        print the final program and exit 0 (bpftrace and
+#                        root are not needed)
+#   -o, --output FILE    write bpftrace's output to FILE (as BPF_OUTFILE=FILE)
+#   -d, --duration SECS  end the trace (running END) after SECS seconds
+#   -h, --help           this text
+#
+# Environment: BPF_OUTFILE (see -o); BPFTRACE, the bpftrace to run (default:
+# bpftrace from PATH).
+#
+# A deleted or replaced executable (/proc/PID/exe ends in " (deleted)") is
+# traced through /proc/PID/exe for uprobes; its USDT probes are refused,
+# because bpftrace 0.17 resolves them by path and attaches nothing.
+
+set -u
+export LC_ALL=C
+
+PROG=bpftrace.sh
+READY_TEXT='probekit: tracing PID=%d (Ctrl-C to end)'
+MAX_DURATION=31536000
+
+die() {
+	printf '%s: %s\n' "$PROG" "$*" >&2
+	exit 1
+}
+
+usage() {
+	sed -n '2,/^$/{s/^# \{0,1\}//;p}' "$0"
+}
+
+# --- command line -----------------------------------------------------------
+
+dry_run=0
+outfile=${BPF_OUTFILE-}
+duration=
+pid=
+scripts=()
+args=()
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	-h|--help) usage; exit 0 ;;
+	-n|--dry-run) dry_run=1 ;;
+	-o|--output)
+		[ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a file name (try -h)"
+		outfile=$2; shift ;;
+	-d|--duration)
+		[ $# -ge 2 ] || die "$1 needs a number of seconds (try -h)"
+		duration=$2; shift ;;
+	--) shift; args=("$@"); break ;;
+	-?*) die "unknown option '$1' (try -h)" ;;
+	*)
+		if [ -z "$pid" ]; then pid=$1; else scripts+=("$1"); fi ;;
+	esac
+	shift
+done
+
+[ -n "$pid" ] || die "no PID given; usage: $PROG [options] PID SCRIPT... [-- ARG...] (try -h)"
+case $pid in
+*[!0-9]*) die "PID '$pid' is not a number; give the process id of the program to trace" ;;
+esac
+[ ${#pid} -le 9 ] && [ $((10#$pid)) -gt 0 ] ||
+	die "PID '$pid' is out of range; give the process id of the program to trace"
+pid=$((10#$pid))
+
+if [ -n "$duration" ]; then
+	case $duration in
+	''|*[!0-9]*) die "duration '$duration' is not a whole number of seconds" ;;
+	esac
+	[ ${#duration} -le 9 ] && [ $((10#$duration)) -ge 1 ] &&
+		[ $((10#$duration)) -le $MAX_DURATION ] ||
+		die "duration '$duration' is out of range (1..$MAX_DURATION seconds)"
+	duration=$((10#$duration))
+fi
+
+[ ${#scripts[@]} -gt 0 ] || die "no script given after PID $pid; usage: $PROG [options] PID SCRIPT... (try -h)"
+for s in "${scripts[@]}"; do
+	[ -e "$s" ] || die "script '$s' does not exist"
+	[ -f "$s" ] || die "script '$s' is not a regular file"
+	[ -r "$s" ] || die "script '$s' is not readable (check its permissions)"
+done
+
+# --- the tracer and the privilege to run it ---------------------------------
+
+bpftrace=${BPFTRACE:-bpftrace}
+if [ $dry_run = 0 ]; then
+	bpftrace=$(command -v -- "$bpftrace") ||
+		die "bpftrace is not installed (or not on PATH); install it ('make deps' or apt-get install bpftrace)"
+	[ "$(id -u)" = 0 ] ||
+		die "tracing needs root (bpftrace 0.17 runs only as root); run it with sudo"
+fi
+
+# --- the process ---------------------------------------------------------------
+
+[ -d "/proc/$pid" ] || die "no process with PID $pid is running"
+tgid=$(awk '$1 == "Tgid:" { print $2 }' "/proc/$pid/status" 2>/dev/null)
+[ -n "$tgid" ] || die "no process with PID $pid is running"
+[ "$tgid" = "$pid" ] || die "$pid is a thread of process $tgid; give the process id ($tgid)"
+
+# readlink's output ends in exactly one newline; keep any others, so a path
+# that ends in a newline is seen as such (and refused below).
+exe=$(readlink -- "/proc/$pid/exe" && printf x) ||
+	die "cannot read /proc/$pid/exe (the process exited, is a zombie or kernel thread, or belongs to another user: run as root)"
+exe=${exe%x}
+exe=${exe%$'\n'}
+[ -n "$exe" ] || die "cannot read /proc/$pid/exe"
+shown_exe=${exe//$'\n'/?}
+
+exe_deleted=0
+case $exe in
+*' (deleted)')
+	if [ "$(stat -L -c %d:%i -- "/proc/$pid/exe" 2>/dev/null)" != \
+	     "$(stat -c %d:%i -- "$exe" 2>/dev/null)" ]; then
+		exe_deleted=1
+	fi ;;
+esac
+
+# The one way a path goes into the program: inside double quotes, where
+# bpftrace 0.17 unescapes twice (a backslash is written as four).  A double
+# quote or a newline cannot be written at all, and bpftrace re-splits attach
+# points at ':', so those paths are refused.
+quote_path() {
+	local p=$1 what=$2
+	case $p in
+	*'"'*) die "$what '$p' contains a double quote, which bpftrace cannot express in a probe path; copy or link the binary to a plain path and run it from there" ;;
+	*$'\n'*) die "$what contains a newline, which bpftrace cannot express in a probe path; copy or link the binary to a plain path and run it from there" ;;
+	*:*) die "$what '$p' contains ':', which bpftrace 0.17 splits probe paths at; copy or link the binary to a plain path and run it from there" ;;
+	esac
+	p=${p//\\/\\\\\\\\}
+	printf '"%s"' "$p"
+}
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/probekit-wrap.XXXXXX") || die "cannot create a temporary directory"
+trap 'rm -rf -- "$work"' EXIT
+
+# --- join the scripts ----------------------------------------------------------
+#
+# One pass over each script's text that knows strings and comments: it finds
+# the top-level blocks, merges BEGIN and END bodies, hoists C definitions,
+# and replaces each __EXE__ of an attach point with a marker \001N\001 for
+# reference N, listed in refs as "N<TAB>KIND<TAB>SPEC".  awk reads paths
+# given as arguments, so relative ones get a ./ (never an assignment).
+
+awk_files=()
+for s in "${scripts[@]}"; do
+	case $s in /*) awk_files+=("$s") ;; *) awk_files+=("./$s") ;; esac
+done
+
+awk -v refs="$work/refs" -v ready="$READY_TEXT" -v duration="$duration" -v guard="$$" '
+function fail(msg) { print "bpftrace.sh: " msg > "/dev/stderr"; failed = 1; exit 2 }
+
+# Skip a string, comment or character at i of s; return the index after it.
+function skip(s, i, n,   c, j) {
+	c = substr(s, i, 1)
+	if (c == "\"") {
+		for (j = i + 1; j <= n; j++) {
+			c = substr(s, j, 1)
+			if (c == "\\") { j++; continue }
+			if (c == "\"") return j + 1
+		}
+		return n + 1
+	}
+	if (substr(s, i, 2) == "//") {
+		j = index(substr(s, i), "\n")
+		return j ? i + j : n + 1
+	}
+	if (substr(s, i, 2) == "/*") {
+		j = index(substr(s, i + 2), "*/")
+		return j ? i + 2 + j + 1 : n + 1
+	}
+	return i + 1
+}
+
+# s without its comments, for recognising a block header.
+function uncomment(s,   out, i, j, n, c) {
+	n = length(s); out = ""; i = 1
+	while (i <= n) {
+		c = substr(s, i, 1)
+		if (substr(s, i, 2) == "//" || substr(s, i, 2) == "/*") {
+			i = skip(s, i, n); out = out " "; continue
+		}
+		j = skip(s, i, n); out = out substr(s, i, j - i); i = j
+	}
+	return out
+}
+
+function trim(s) { gsub(/^[ \t\r\n]+|[ \t\r\n]+$/, "", s); return s }
+
+# Replace __EXE__ in the attach points of header h by markers.
+function mark(h,   out, kind, spec, rest, k) {
+	out = ""
+	while (match(h, /(usdt|uprobe|uretprobe|U|u|ur):__EXE__/)) {
+		kind = substr(h, RSTART, RLENGTH - 8)
+		out = out substr(h, 1, RSTART - 1)
+		rest = substr(h, RSTART + RLENGTH)
+		spec = ""
+		if (substr(rest, 1, 1) == ":" && match(rest, /^:[^ \t\r\n,{\/]+/))
+			spec = substr(rest, 2, RLENGTH - 1)
+		if (spec == "")
+			fail("attach point " kind ":__EXE__ names no probe or function")
+		nrefs++
+		printf "%d\t%s\t%s\n", nrefs, kind, spec > refs
+		out = out kind ":\001" nrefs "\001"
+		h = rest
+	}
+	return out h
+}
+
+function process(s,   n, i, j, c, start, depth, hdr, body, key, bol) {
+	if (index(s, "\001") || index(s, "\002"))
+		fail("script " cur " contains control characters \\001 or \\002, which the wrapper uses as markers")
+	n = length(s)
+	i = 1
+	if (substr(s, 1, 2) == "#!") {            # a shebang line, valid only first
+		j = index(s, "\n"); i = j ? j : n + 1
+	}
+	while (i <= n) {
+		c = substr(s, i, 1)
+		bol = (i == 1 || substr(s, i - 1, 1) == "\n")
+		if (c ~ /[ \t\r\n;]/) { body_out = body_out c; i++; continue }
+		if (c == "#" && bol) {                   # preprocessor line
+			j = index(substr(s, i), "\n"); j = j ? i + j : n + 1
+			defs = defs substr(s, i, j - i); i = j; continue
+		}
+		if (substr(s, i, 2) == "//" || substr(s, i, 2) == "/*") {
+			j = skip(s, i, n); body_out = body_out substr(s, i, j - i); i = j; continue
+		}
+		# A block: header up to the first top-level "{", then its body.
+		start = i
+		while (i <= n && substr(s, i, 1) != "{") i = skip(s, i, n)
+		if (i > n) { body_out = body_out substr(s, start); break }
+		hdr = substr(s, start, i - start)
+		depth = 1; j = i + 1
+		while (j <= n && depth > 0) {
+			c = substr(s, j, 1)
+			if (c == "{") depth++
+			else if (c == "}") depth--
+			if (depth == 0) break
+			j = skip(s, j, n)
+		}
+		if (depth > 0) fail("script " cur ": a block starting at \"" substr(trim(hdr), 1, 40) "\" has no closing brace")
+		body = substr(s, i + 1, j - i - 1)
+		i = j + 1
+		key = trim(uncomment(hdr))
+		if (key == "BEGIN" || key == "END") {
+			if (!(key in seen)) { seen[key] = 1; body_out = body_out "\002" key "\002" }
+			merged[key] = merged[key] "\t// from " curname "\n" body "\n"
+		} else if (key ~ /^(struct|union|enum)[ \t\r\n]/) {
+			defs = defs hdr "{" body "}"
+			if (substr(s, i, 1) == ";") { defs = defs ";"; i++ }
+			defs = defs "\n"
+		} else {
+			body_out = body_out mark(hdr) "{" body "}"
+		}
+	}
+}
+
+FNR == 1 && NR > 1 { process(text) }
+FNR == 1 {
+	text = ""; cur = FILENAME
+	curname = FILENAME; sub(/.*\//, "", curname); gsub(/[^A-Za-z0-9_.+-]/, "?", curname)
+}
+{ text = text $0 "\n" }
+
+END {
+	if (failed) exit 2
+	if (NR > 0) process(text)
+	if (failed) exit 2
+	begin = "BEGIN\n{\n\tprintf(\"" ready "\\n\", __PID__);\n" merged["BEGIN"] "}"
+	if (!("BEGIN" in seen)) body_out = body_out "\n" begin "\n"
+	if (duration != "") body_out = body_out "\ninterval:s:" duration "\n{\n\texit();\n}\n"
+	# bpftrace 0.17 notices SIGINT/SIGTERM only when the signal interrupts
+	# its epoll_wait() or when an event arrives after it; a signal that
+	# lands while it is printing (say, right after the readiness line) of
+	# a trace with nothing more to print is lost, and the trace runs on.
+	# This probe makes the delivery of either signal to bpftrace itself
+	# (the wrapper execs it, so it keeps this PID) such an event.  It
+	# prints nothing, and it is not exit(), which would drop END output.
+	body_out = body_out "\ntracepoint:signal:signal_deliver /pid == " guard " && (args->sig == 2 || args->sig == 15)/\n{\n\tprintf(\"\");\n}\n"
+	out = defs body_out
+	while (match(out, /\002(BEGIN|END)\002/)) {
+		key = substr(out, RSTART + 1, RLENGTH - 2)
+		out = substr(out, 1, RSTART - 1) (key == "BEGIN" ? begin : "END\n{\n" merged["END"] "}") substr(out, RSTART + RLENGTH)
+	}
+	printf "%s", out
+	close(refs)
+}' "${awk_files[@]}" > "$work/program" || exit 1
+touch "$work/refs"
+
+# --- resolve each __EXE__ probe to a file ------------------------------------------
+
+# The probes ("provider:name") and symbols of an ELF file, one per line.
+list_usdt() {
+	readelf -n -- "$1" 2>/dev/null | awk '
+		$1 == "Provider:" { p = $2 }
+		$1 == "Name:" && p != "" { print p ":" $2; p = "" }'
+}
+list_syms() {
+	{ nm -D --defined-only -- "$1"; nm --defined-only -- "$1"; } 2>/dev/null |
+		awk 'NF >= 3 && $2 ~ /^[TtWiu]$/ { sub(/@.*/, "", $3); print $3 }'
+}
+
+# A bpftrace wildcard as an anchored grep pattern.
+glob_re() {
+	local g=$1 out= c i
+	for ((i = 0; i < ${#g}; i++)); do
+		c=${g:i:1}
+		case $c in
+		'*') out+='.*' ;;
+		'?') out+='.' ;;
+		'.'|'['|']'|'\'|'^'|'$') out+="\\$c" ;;
+		*) out+=$c ;;
+		esac
+	done
+	printf '^%s$' "$out"
+}
+
+# Files PID maps, other than its executable: "path" lines, in map order,
+# only those whose inode is the one mapped (so a path the kernel escaped or
+# a file replaced since is skipped).
+list_libs() {
+	local line ino path
+	awk '$6 != "" { ino = $5; sub(/^[^ ]+ +[^ ]+ +[^ ]+ +[^ ]+ +[^ ]+ +/, ""); if (!seen[$0]++) print ino " " $0 }' \
+		"/proc/$pid/maps" 2>/dev/null |
+	while IFS= read -r line; do
+		ino=${line%% *}; path=${line#* }
+		case $path in /*) ;; *) continue ;; esac
+		[ "$path" = "$exe" ] && continue
+		[ -f "$path" ] && [ "$(stat -c %i -- "$path" 2>/dev/null)" = "$ino" ] || continue
+		printf '%s\n' "$path"
+	done
+}
+
+exe_lists_done=0
+lib_lists_done=0
+libs=()
+resolve_in() { # list-file regex
+	grep -q -- "$2" "$1" 2>/dev/null
+}
+
+: > "$work/map"
+usdt_refs=0 usdt_found=0 missing=
+while IFS=$'\t' read -r n kind spec; do
+	case $kind in
+	usdt|U)
+		usdt_refs=$((usdt_refs + 1)); type=usdt
+		case $spec in
+		*:*) re=$(glob_re "$spec") ;;
+		*) re="^[^:]*:$(glob_re "$spec" | cut -c2-)" ;;
+		esac ;;
+	*)
+		type=syms
+		case $spec in
+		[0-9]*)
+			q=$(quote_path "$exe" "the executable of PID $pid") || exit 1
+			printf '%s\t%s\n' "$n" "$q" >> "$work/map"; continue ;;
+		esac
+		re=$(glob_re "$spec") ;;
+	esac
+	if [ $exe_lists_done = 0 ]; then
+		list_usdt "/proc/$pid/exe" > "$work/exe.usdt"
+		list_syms "/proc/$pid/exe" > "$work/exe.syms"
+		exe_lists_done=1
+	fi
+	path=
+	if resolve_in "$work/exe.$type" "$re"; then
+		if [ $exe_deleted = 1 ]; then
+			[ $type = usdt ] &&
+				die "the executable of PID $pid was deleted or replaced ($shown_exe); bpftrace 0.17 cannot attach USDT probes to it (it finds them by path and would silently attach nothing): restart the process from an existing file"
+			path=/proc/$pid/exe
+		else
+			path=$exe
+		fi
+	else
+		if [ $lib_lists_done = 0 ]; then
+			mapfile -t libs < <(list_libs)
+			for i in "${!libs[@]}"; do
+				list_usdt "${libs[i]}" > "$work/lib$i.usdt"
+				list_syms "${libs[i]}" > "$work/lib$i.syms"
+			done
+			lib_lists_done=1
+		fi
+		for i in "${!libs[@]}"; do
+			if resolve_in "$work/lib$i.$type" "$re"; then path=${libs[i]}; break; fi
+		done
+	fi
+	if [ -z "$path" ]; then
+		[ -n "$missing" ] || missing="$kind:__EXE__:$spec"
+		continue
+	fi
+	[ $type = usdt ] && usdt_found=$((usdt_found + 1))
+	q=$(quote_path "$path" "the file of $kind:__EXE__:$spec") || exit 1
+	printf '%s\t%s\n' "$n" "$q" >> "$work/map"
+done < "$work/refs"
+
+if [ -n "$missing" ]; then
+	if [ $usdt_refs -gt 0 ] && [ $usdt_found = 0 ]; then
+		die "PID $pid ($shown_exe) has none of the script's USDT probes, in its executable or its libraries (e.g. $missing); is it the right process, built with probes?"
+	fi
+	die "PID $pid ($shown_exe) has no $missing, in its executable or its libraries (bpftrace would silently attach nothing); check the name with: bpftrace -p $pid -l 'usdt:*' or readelf -n"
+fi
+
+# --- substitute, then run --------------------------------------------------------
+
+program=$(awk -v pid="$pid" '
+NR == FNR { t = index($0, "\t"); path[substr($0, 1, t - 1)] = substr($0, t + 1); next }
+{
+	line = $0; out = ""
+	while ((i = index(line, "\001")) > 0) {
+		rest = substr(line, i + 1); j = index(rest, "\001")
+		out = out substr(line, 1, i - 1) path[substr(rest, 1, j - 1)]
+		line = substr(rest, j + 1)
+	}
+	line = out line; out = ""
+	while ((i = index(line, "__PID__")) > 0) {
+		out = out substr(line, 1, i - 1) pid
+		line = substr(line, i + 7)
+	}
+	print out line
+}' "$work/map" "$work/program") || die "substitution failed"
+
+if [ $dry_run = 1 ]; then
+	printf '%s\n' "$program"
+	exit 0
+fi
+
+rm -rf -- "$work"
+trap - EXIT
+
+# bpftrace's own -o buffers the file until it exits; a redirection keeps
+# it line-buffered, so the readiness line shows as soon as it is printed.
+if [ -n "$outfile" ]; then
+	exec >"$outfile" || die "cannot write the output file '$outfile'"
+fi
+
+# The filter ignores SIGINT/SIGTERM, so a Ctrl-C to the process group ends
+# bpftrace (which prints END) while the filter reads on until bpftrace closes
+# stderr.
+exec "$bpftrace" -p "$pid" -e "$program" -- "${args[@]}" \
+	2> >(trap '' INT TERM; exec grep --line-buffered -v -e "couldn't set RLIMIT_MEMLOCK" >&2)
