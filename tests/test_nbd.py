@@ -608,6 +608,46 @@ def test_shutdown_with_io_held_by_pause(blktgt_bin, tmp_path):
     assert data[:8192] == bytes(8192) and data[12288:] == bytes(4 * MiB - 12288)
 
 
+def test_random_clients(target):
+    """200 clients (seeded, so the same every run) that send random bytes
+    while negotiating, or random requests (valid magic, random fields,
+    payloads that match or not) and then hang up without reading: the
+    target stays up, closes every connection, and serves the next client."""
+    import random
+
+    rng = random.Random(1009)
+    make_export(target, "e0", size_mb=4, block_size=512)
+    base = stats(target)
+    for i in range(200):
+        c = RawNbd(target, timeout=10)
+        try:
+            if i % 2 == 0:
+                c.flags(rng.choice([1, 3, rng.getrandbits(32)]))
+                blob = bytearray(rng.randbytes(rng.randrange(0, 300)))
+                if blob and rng.random() < 0.5:
+                    blob[:8] = struct.pack(">Q", OPTS_MAGIC)
+                c.send(bytes(blob))
+            else:
+                c.go("e0")
+                for _ in range(rng.randrange(1, 20)):
+                    cmd = rng.choice([0, 1, 1, 2, 3, 4, 5, 6, 7, 99])
+                    length = rng.choice([0, 1, 512, 4096, 65536, MAX_REQUEST_SIZE + 1,
+                                         rng.getrandbits(32)])
+                    offset = rng.choice([0, 512, 4 * MiB - 512, 4 * MiB,
+                                         rng.getrandbits(64)])
+                    payload = b""
+                    if cmd == 1 and length <= 65536:
+                        payload = rng.randbytes(rng.choice([length, length // 2]))
+                    c.request(cmd, offset, length, rng.choice([0, 1, 2, 0xFFFF]),
+                              rng.getrandbits(64), payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass                # the server hung up first: allowed
+        c.close()
+    wait_until("every connection to go",
+               lambda: connections_closed(target, base["nbd_total_connections"] + 199))
+    qemu_io(target.nbd_uri("e0"), "write -P 0x12 0 1M", "read -P 0x12 0 1M")
+
+
 # --- pause and resume under load ------------------------------------------------
 
 def test_pause_resume_with_fio(target, tmp_path):
