@@ -356,6 +356,38 @@ int hist_map_drain(const struct bpf_map *map, void **keysp,
 	return (int)got;
 }
 
+int collect_by_name(const struct bpf_map *map, const char *key_name,
+		    const struct hist_entry *proto, struct hist_entry **out)
+{
+	size_t ksz = bpf_map__key_size(map);
+	struct hist_entry *e;
+	struct hist *hists;
+	char *keys;
+	int n = hist_map_drain(map, (void **)&keys, &hists);
+
+	if (n < 0)
+		return n;
+	e = calloc(n ? n : 1, sizeof(*e));
+	if (!e) {
+		free(keys);
+		free(hists);
+		return -ENOMEM;
+	}
+	for (int i = 0; i < n; i++) {
+		e[i] = *proto;
+		e[i].nkeys = 1;
+		e[i].key_names[0] = key_name;
+		snprintf(e[i].key_vals[0], sizeof(e[i].key_vals[0]), "%.*s",
+			 (int)ksz, keys + i * ksz);
+		e[i].hist = hists[i];
+	}
+	hist_sort(e, n);
+	free(keys);
+	free(hists);
+	*out = e;
+	return n;
+}
+
 /* --- the output loop ------------------------------------------------ */
 
 static volatile sig_atomic_t got_signal;

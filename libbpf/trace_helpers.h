@@ -129,6 +129,15 @@ int attach_uprobe(struct bpf_program *prog, const struct target *t,
 int hist_map_drain(const struct bpf_map *map, void **keys,
 		   struct hist **hists);
 
+/*
+ * For maps keyed by one NUL-terminated name of key_len bytes (a bdev, an
+ * RPC method): read and clear them into sorted entries, copies of proto
+ * with the key "key_name = NAME".  Returns how many (*out to be freed)
+ * or -errno.
+ */
+int collect_by_name(const struct bpf_map *map, const char *key_name,
+		    const struct hist_entry *proto, struct hist_entry **out);
+
 /* The histograms of one interval: the tool reads (and clears) its maps
  * into entries, returns how many, or -errno. */
 typedef int (*collect_fn)(void *ctx, struct hist_entry **entries);

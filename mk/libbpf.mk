@@ -1,4 +1,4 @@
-# libbpf CO-RE tools (libbpf/): iolatency, iosize and funclat, as
+# libbpf CO-RE tools (libbpf/): iolatency, iosize, funclat, qdepth and rpclat, as
 # $(O)/bin/<tool>.  Each tool is three files, as in libbpf-tools:
 # <tool>.h (structs shared with BPF), <tool>.bpf.c (BPF programs and maps)
 # and <tool>.c (user space), plus the helpers every tool links.
@@ -11,7 +11,7 @@
 # are needed, at build time or at run time (libbpf/probekit.bpf.h says why
 # the tools do not even need BTF at run time).
 
-LIBBPF_TOOLS := iolatency iosize funclat
+LIBBPF_TOOLS := iolatency iosize funclat qdepth rpclat
 LIBBPF_HELPERS := histogram trace_helpers blktgt_io
 
 BPF_CLANG   ?= clang

@@ -1,4 +1,4 @@
-"""libbpf/ CO-RE tools against a live blktgt, and against their bcc/ twins.
+"""libbpf/ tools against a live blktgt, and against their bcc/ twins.
 
 Every test drives blktgt's built-in workload (workload_run with count=N, N
 prime), so each histogram's counts are exact.  A tool prints "... Hit
@@ -30,7 +30,7 @@ import pytest
 import probekit
 from probekit import LineReader, PYTHON, ROOT, TIMEOUT
 
-TOOLS = ["iolatency", "iosize", "funclat"]
+TOOLS = ["iolatency", "iosize", "funclat", "qdepth", "rpclat"]
 READY = r"Hit Ctrl-C to end\.$"
 
 
@@ -250,6 +250,38 @@ def test_funclat_other_arg(bpf, bdevs):
     assert lat["unit"] == "usecs" and total(lat) == 29
 
 
+def test_qdepth_exact(bpf, bdevs):
+    t = Tool("libbpf", "qdepth", bdevs.pid).start()
+    workload(bdevs, "Malloc0", "randread", 4096, 8, 997)
+    workload(bdevs, "Malloc1", "randwrite", 4096, 1, 23)
+    hists = by_key(parse(t.stop()), "bdev")
+    assert set(hists) == {("Malloc0",), ("Malloc1",)}
+    m0 = hists["Malloc0",]
+    assert total(m0) == 997 and m0["scale"] == "linear"
+    assert m0["unit"] == "depth"
+    assert 1 <= min(lo for lo, _ in nonzero(m0))
+    assert max(lo for lo, _ in nonzero(m0)) <= 8
+    assert nonzero(hists["Malloc1",]) == {(1, None): 23}
+
+
+def test_rpclat_exact(bpf, bdevs):
+    t = Tool("libbpf", "rpclat", bdevs.pid).start()
+    js = Tool("libbpf", "rpclat", bdevs.pid, "-j", "-m").start()
+    for _ in range(7):
+        bdevs.rpc("bdev_list")
+    for _ in range(3):
+        bdevs.rpc("target_stats")
+    workload(bdevs, "Malloc0", "read", 4096, 1, 2)
+    want = {("bdev_list",): 7, ("target_stats",): 3, ("workload_run",): 1}
+    hists = by_key(parse(t.stop()), "method")
+    assert {k: total(h) for k, h in hists.items()} == want
+    assert all(h["unit"] == "usecs" for h in hists.values())
+    (obj,) = json_objects(js.stop())
+    assert {(x["key"]["method"],): x["total"]
+            for x in obj["histograms"]} == want
+    assert all(x["unit"] == "msecs" for x in obj["histograms"])
+
+
 # --- identical to the bcc/ tools ---------------------------------------------
 
 def sequential(tool, target, *opts):
@@ -305,6 +337,40 @@ def test_funclat_json_matches_bcc(bpf, bdevs):
         return [ln[:ln.index('{"name": "latency"')] for ln in lines
                 if ln.startswith("{")]
     assert head(got) == head(want)
+
+
+@pytest.mark.parametrize("opts", [(), ("-j",)])
+def test_qdepth_matches_bcc(bpf, bdevs, opts):
+    """At queue depth 1 every depth is 1 by construction, so the two runs
+    see the same values; deeper queues depend on scheduling."""
+    outs = {}
+    for kind in ("bcc", "libbpf"):
+        t = Tool(kind, "qdepth", bdevs.pid, *opts).start()
+        workload(bdevs, "Malloc0", "randread", 4096, 1, 23)
+        workload(bdevs, "Malloc1", "write", 512, 1, 37)
+        outs[kind] = t.stop()
+    assert parse(outs["libbpf"]) or json_objects(outs["libbpf"])
+    assert outs["libbpf"] == outs["bcc"]
+
+
+def test_rpclat_matches_bcc(bpf, bdevs):
+    """RPC latencies vary from run to run, so the two tools are compared
+    by method, unit and count; the layout is the one checked above."""
+    outs = {}
+    for kind in ("bcc", "libbpf"):
+        t = Tool(kind, "rpclat", bdevs.pid, "-m").start()
+        for _ in range(7):
+            bdevs.rpc("bdev_list")
+        for _ in range(3):
+            bdevs.rpc("target_stats")
+        outs[kind] = t.stop()
+    summary = {kind: [(h["key"], h["unit"], h["scale"], total(h))
+                      for h in parse(lines)]
+               for kind, lines in outs.items()}
+    assert summary["libbpf"] == summary["bcc"] == [
+        ({"method": "bdev_list"}, "msecs", "log2", 7),
+        ({"method": "target_stats"}, "msecs", "log2", 3)]
+    assert outs["libbpf"][0] == outs["bcc"][0]     # the readiness line
 
 
 # --- no kernel headers -------------------------------------------------------
@@ -374,8 +440,10 @@ def test_target_exits(bpf, blktgt_bin, tmp_path, tool):
         tgt.stop()
     lines = t.wait()
     assert f"{tool}: PID {tgt.pid} (blktgt) exited; tracing ended" in lines
-    assert sum(total(h) for h in parse(lines)) == (33 if tool == "funclat"
-                                                   else 11)
+    # funclat: three histograms of the 11 calls; rpclat: the two RPCs,
+    # bdev_malloc_create and workload_run.
+    want = {"funclat": 33, "rpclat": 2}.get(tool, 11)
+    assert sum(total(h) for h in parse(lines)) == want
 
 
 # --- errors: one line, non-zero ----------------------------------------------
@@ -398,6 +466,8 @@ TOOL_BAD_ARGS = {
     "iolatency": [("-W", "5"), ("-L", "-W", "abc"), ("-L", "-W", "0"),
                   ("-m", "-u")],
     "iosize": [("-L",)],
+    "qdepth": [("-B",), ("-m",)],
+    "rpclat": [("-m", "-n"), ("-B",)],
     "funclat": [("-a", "7"), ("-a", "x"), ("--arg-bits", "16"),
                 ("--arg-bits",),
                 ("-f", "a;b"), ("-f", ""), ("-n", "-m")],
@@ -436,8 +506,9 @@ def test_pid_without_probes(bpf, tool):
     finally:
         sleeper.kill()
         sleeper.wait()
-    want = ("has no function bdev_execute" if tool == "funclat"
-            else "has no USDT probe blktgt:io__submit")
+    want = {"funclat": "has no function bdev_execute",
+            "rpclat": "has no USDT probe blktgt:rpc__request"}.get(
+                tool, "has no USDT probe blktgt:io__submit")
     one_error_line(rc, lines, tool, want, 1)
 
 

@@ -1,0 +1,92 @@
+/*
+ * qdepth.bpf.c: at each blktgt:io__submit, how many I/Os the bdev then
+ * has in flight, this one included, as a linear histogram per bdev.
+ *
+ * An I/O in flight is remembered by its id (io__submit's and io__done's
+ * first argument), never by thread: it may complete on another reactor.
+ * io__done of a remembered id deletes it and lowers the bdev's count;
+ * I/Os already in flight at attach are not seen, so the first depths
+ * after attach may read low.
+ */
+#include "probekit.bpf.h"
+#include <bpf/usdt.bpf.h>
+
+#include "qdepth.h"
+#include "histogram.bpf.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_INFLIGHT);
+	__type(key, __u64);		/* I/O id */
+	__type(value, __u8);
+} inflight_ids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_BDEVS);
+	__type(key, struct bdev_key);
+	__type(value, __s64);		/* I/Os in flight */
+} inflight SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_HISTS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct bdev_key);
+	__type(value, struct hist);
+} hists SEC(".maps");
+
+static __always_inline int handle_submit(__u64 id, const char *bdev)
+{
+	struct bdev_key key = {};
+	__s64 zero = 0, *n, depth;
+	__u8 one = 1;
+
+	bpf_probe_read_user_str(key.bdev, sizeof(key.bdev), bdev);
+	if (bpf_map_update_elem(&inflight_ids, &id, &one, BPF_ANY))
+		return 0;	/* table full: leave this I/O out */
+	n = bpf_map_lookup_elem(&inflight, &key);
+	if (!n) {
+		bpf_map_update_elem(&inflight, &key, &zero, BPF_NOEXIST);
+		n = bpf_map_lookup_elem(&inflight, &key);
+		if (!n)
+			return 0;
+	}
+	depth = __sync_fetch_and_add(n, 1) + 1;
+	hist_increment(&hists, &key, hist_slot(depth < 0 ? 0 : depth, true, 1));
+	return 0;
+}
+
+/* blktgt:io__submit(u64 id, char *bdev, u32 type, u64 offset, u64 len,
+ *                   char *type_name) */
+SEC("usdt")
+int BPF_USDT(io_submit, __u64 id, const char *bdev)
+{
+	return handle_submit(id, bdev);
+}
+
+static __always_inline int handle_done(__u64 id, const char *bdev)
+{
+	struct bdev_key key = {};
+	__s64 *n;
+
+	if (!bpf_map_lookup_elem(&inflight_ids, &id))
+		return 0;	/* submitted before tracing started */
+	bpf_map_delete_elem(&inflight_ids, &id);
+	bpf_probe_read_user_str(key.bdev, sizeof(key.bdev), bdev);
+	n = bpf_map_lookup_elem(&inflight, &key);
+	if (n)
+		__sync_fetch_and_add(n, -1);
+	return 0;
+}
+
+/* blktgt:io__done(u64 id, char *bdev, u32 type, u64 len, s32 status,
+ *                 char *type_name) */
+SEC("usdt")
+int BPF_USDT(io_done, __u64 id, const char *bdev)
+{
+	return handle_done(id, bdev);
+}
+
+/* bpf_probe_read_user_str() needs a GPL-compatible program. */
+char LICENSE[] SEC("license") = "GPL";

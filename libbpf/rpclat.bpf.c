@@ -1,0 +1,66 @@
+/*
+ * rpclat.bpf.c: JSON-RPC latency, blktgt:rpc__request to rpc__done of the
+ * same RPC id, as a log2 histogram per method.
+ *
+ * Keyed by the RPC id, so the latency is right whichever thread finishes
+ * the request; the key is deleted at rpc__done.
+ */
+#include "probekit.bpf.h"
+#include <bpf/usdt.bpf.h>
+
+#include "rpclat.h"
+#include "histogram.bpf.h"
+
+/* Options, set by user space before load. */
+const volatile __u64 unit_ns = 1000;	/* -n 1, -u 1000, -m 1000000 */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_RPCS);
+	__type(key, __u64);		/* RPC id */
+	__type(value, __u64);		/* request time, ns */
+} start SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_METHODS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct method_key);
+	__type(value, struct hist);
+} hists SEC(".maps");
+
+/* blktgt:rpc__request(u64 id, char *method) */
+SEC("usdt")
+int BPF_USDT(rpc_request, __u64 id)
+{
+	__u64 ts = bpf_ktime_get_ns();
+
+	bpf_map_update_elem(&start, &id, &ts, BPF_ANY);
+	return 0;
+}
+
+static __always_inline int handle_done(__u64 id, const char *method)
+{
+	struct method_key key = {};
+	__u64 *tsp, delta;
+
+	tsp = bpf_map_lookup_elem(&start, &id);
+	if (!tsp)
+		return 0;	/* requested before tracing started */
+	delta = (bpf_ktime_get_ns() - *tsp) / unit_ns;
+	bpf_map_delete_elem(&start, &id);
+
+	bpf_probe_read_user_str(key.method, sizeof(key.method), method);
+	hist_increment(&hists, &key, hist_slot(delta, false, 1));
+	return 0;
+}
+
+/* blktgt:rpc__done(u64 id, char *method, s32 status) */
+SEC("usdt")
+int BPF_USDT(rpc_done, __u64 id, const char *method, __s32 status)
+{
+	return handle_done(id, method);
+}
+
+/* bpf_probe_read_user_str() needs a GPL-compatible program. */
+char LICENSE[] SEC("license") = "GPL";
