@@ -7,8 +7,10 @@
  *   io__done(u64 id, char *bdev, u32 type, u64 len, s32 status,
  *            char *type_name)
  *
- * The sizes match bcc/probekit_bcc.py, so the two families of tools
- * truncate names and drop entries alike.
+ * Name lengths and the in-flight table match bcc/probekit_bcc.py
+ * (NAME_LEN, TYPE_LEN, MAX_INFLIGHT), so both families of tools truncate
+ * names alike.  BCC counts map entries per (key, slot); here a key holds
+ * a whole histogram, so MAX_HISTS bounds keys, not buckets.
  */
 #ifndef PROBEKIT_BLKTGT_IO_H
 #define PROBEKIT_BLKTGT_IO_H
