@@ -171,6 +171,11 @@ def markdown(raw, d):
       "runs every configuration, in an order rotated from one repetition to the next. "
       "Each figure is **median** (min..max, n) over repetitions; ratios are paired "
       "within a repetition. This is a shared 2-vCPU VM: read the ratios, not absolute times.")
+    if "loadavg_start" in raw:
+        w(f"Load average (1/5/15 min) at the start: {'/'.join(map(str, raw['loadavg_start']))}, "
+          f"at the end: {'/'.join(map(str, raw['loadavg_end']))} (other work on the "
+          f"machine; with {m['cpus']} vCPUs, a load above {m['cpus']} means every "
+          "measurement here shared its CPUs).")
     w("Raw samples: [raw/results.json](raw/results.json).")
     w("")
     w("![overhead ratios, cost per hit, time to first event](results.svg)")
