@@ -183,6 +183,9 @@ class Target:
         try:
             self.exe = os.readlink("/proc/%d/exe" % pid)
         except PermissionError:
+            if os.geteuid() == 0:
+                die(tool, "cannot read /proc/%d/exe: permission denied "
+                    "(a process of another container?)" % pid)
             die(tool, "cannot read /proc/%d/exe: permission denied "
                 "(tracing needs root, or CAP_BPF, CAP_PERFMON and "
                 "CAP_SYS_PTRACE)" % pid)
@@ -474,13 +477,8 @@ def run(tool, target, args, collect, what):
     signal.signal(signal.SIGTERM, on_signal)
 
     out = Output(tool, target.pid, args)
-    if args.interval:
-        hint = "Hit Ctrl-C to end."
-        every = " Output every %d secs." % args.interval
-    else:
-        hint, every = "Hit Ctrl-C to end.", ""
-    msg = "Tracing %s of PID %d (%s).%s %s" % (what, target.pid,
-                                               target.comm, every, hint)
+    msg = "Tracing %s of PID %d (%s)... Hit Ctrl-C to end." % (
+        what, target.pid, target.comm)
     if args.json:
         sys.stderr.write(msg + "\n")
         sys.stderr.flush()

@@ -39,13 +39,14 @@ class Tool:
         return self
 
     def wait(self):
+        # Read to EOF first: a tool blocked on a full pipe never exits.
+        lines = self.out.drain(TIMEOUT)
         try:
-            rc = self.proc.wait(timeout=TIMEOUT)
+            rc = self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
             raise AssertionError(f"{self.cmd} did not exit in {TIMEOUT}s")
-        lines = self.out.drain(10)
         assert rc == 0, f"{self.cmd} exited {rc}:\n" + "\n".join(lines)
         assert not any("Traceback" in ln for ln in lines), "\n".join(lines)
         for ln in lines:
