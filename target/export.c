@@ -82,8 +82,9 @@ void export_put(struct export *e)
 
 static void thread_step_done(struct export *e, struct export_thread *t, struct foreach *it)
 {
-	BLKTGT_EXPORT_THREAD_DONE(e->name, reactor_index(reactor_self()), t->state,
-				  export_state_name(t->state));
+	if (BLKTGT_EXPORT_THREAD_DONE_ENABLED())
+		BLKTGT_EXPORT_THREAD_DONE(e->name, reactor_index(reactor_self()), t->state,
+					  export_state_name(t->state));
 	foreach_continue(it, 0);
 }
 
@@ -180,7 +181,8 @@ static void change_step(struct foreach *it, void *ctx)
 	unsigned idx = reactor_index(reactor_self());
 	struct export_thread *t = &e->per[idx];
 
-	BLKTGT_EXPORT_THREAD_START(e->name, idx, ch->to, export_state_name(ch->to));
+	if (BLKTGT_EXPORT_THREAD_START_ENABLED())
+		BLKTGT_EXPORT_THREAD_START(e->name, idx, ch->to, export_state_name(ch->to));
 	t->state = ch->to;
 	if (t->held_head && ch->to != EXPORT_PAUSED)
 		release_held(e, t);
@@ -214,7 +216,9 @@ static void change_done(void *ctx, int status)
 
 	e->state = ch->to;
 	e->changing = false;
-	BLKTGT_EXPORT_CHANGE_DONE(e->name, ch->from, ch->to, export_state_name(ch->to), status);
+	if (BLKTGT_EXPORT_CHANGE_DONE_ENABLED())
+		BLKTGT_EXPORT_CHANGE_DONE(e->name, ch->from, ch->to, export_state_name(ch->to),
+					  status);
 	if (e->deleting)
 		export_free(e);
 	if (ch->done)
@@ -238,8 +242,9 @@ static int change_start(struct export *e, enum export_state to, export_done_fn d
 	ch->done = done;
 	ch->ctx = ctx;
 	e->changing = true;
-	BLKTGT_EXPORT_CHANGE_START(e->name, ch->from, to, export_state_name(ch->from),
-				   export_state_name(to));
+	if (BLKTGT_EXPORT_CHANGE_START_ENABLED())
+		BLKTGT_EXPORT_CHANGE_START(e->name, ch->from, to, export_state_name(ch->from),
+					   export_state_name(to));
 	rc = for_each_thread(change_step, ch, change_done);
 	if (rc) {
 		e->changing = false;

@@ -88,7 +88,8 @@ uint64_t target_uptime_ns(void)
 static void set_state(enum target_state s)
 {
 	state = s;
-	BLKTGT_TARGET_STATE(s, target_state_name(s));
+	if (BLKTGT_TARGET_STATE_ENABLED())
+		BLKTGT_TARGET_STATE(s, target_state_name(s));
 	log_debug("state %s", target_state_name(s));
 }
 

@@ -189,7 +189,8 @@ int send_msg(struct reactor *r, msg_fn fn, void *ctx)
 		return -ENOMEM;
 	m->fn = fn;
 	m->ctx = ctx;
-	BLKTGT_MSG_SEND(self ? self->index : UINT32_MAX, r->index, fn, ctx);
+	if (BLKTGT_MSG_SEND_ENABLED())
+		BLKTGT_MSG_SEND(self ? self->index : UINT32_MAX, r->index, fn, ctx);
 	mpsc_push(r, m);
 	atomic_thread_fence(memory_order_seq_cst);
 	/* Pairs with the reactor's store to sleeping then its emptiness
