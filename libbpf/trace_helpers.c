@@ -213,7 +213,10 @@ int target_open(struct target *t, pid_t pid)
 	n = readlink(link, t->exe, sizeof(t->exe) - 1);
 	if (n < 0) {
 		err = -errno;
-		if (err == -EACCES || err == -EPERM)
+		if ((err == -EACCES || err == -EPERM) && geteuid() == 0)
+			tool_err("cannot read %s: permission denied (a process of "
+				 "another container?)", link);
+		else if (err == -EACCES || err == -EPERM)
 			tool_err("cannot read %s: permission denied (tracing needs "
 				 "root, or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE)",
 				 link);
@@ -290,8 +293,7 @@ int attach_uprobe(struct bpf_program *prog, const struct target *t,
 		return 0;
 	err = -errno;
 	if (err == -ENOENT)
-		tool_err("PID %d (%s) has no function %s", (int)t->pid, t->exe,
-			 func);
+		tool_err("no function %s in %s", func, t->exe);
 	else
 		tool_err("cannot attach a %s to %s of PID %d: %s",
 			 retprobe ? "uretprobe" : "uprobe", func, (int)t->pid,
