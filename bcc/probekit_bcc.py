@@ -159,6 +159,20 @@ def defines(cflags):
                    for f in cflags)
 
 
+def main(fn):
+    """Run a tool's main(): Ctrl-C before tracing starts exits 130 and a
+    closed stdout (| head) exits quietly, neither with a traceback."""
+    try:
+        code = fn()
+        sys.stdout.flush()
+    except KeyboardInterrupt:
+        os._exit(130)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+        os._exit(141)
+    sys.exit(code)
+
+
 def die(tool, msg, code=1):
     sys.stdout.flush()
     sys.stderr.write("%s: %s\n" % (tool, msg))
