@@ -38,8 +38,14 @@ LIBBPF_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -I$(LIBBPF_GEN) \
 LIBBPF_LDLIBS := -lbpf -lelf -lz
 
 .PHONY: libbpf
-all: $(LIBBPF_BINS)
 libbpf: $(LIBBPF_BINS)
+# A kernel without BTF cannot build them; blktgt and the rest still build,
+# and the libbpf tests then fail saying the tools are not built.
+ifneq ($(wildcard $(VMLINUX_BTF)),)
+all: $(LIBBPF_BINS)
+else
+$(info libbpf: no $(VMLINUX_BTF) (CONFIG_DEBUG_INFO_BTF); the libbpf tools are not built)
+endif
 
 $(LIBBPF_GEN) $(LIBBPF_OBJ):
 	$(Q)mkdir -p $@
