@@ -531,7 +531,8 @@ int main(int argc, char **argv)
 		log_error("trace ring: %s", strerror(-rc));
 		return 1;
 	}
-	trace_announce(stdout);
+	/* stderr: stdout carries only the "running" line (the CLI contract). */
+	trace_announce(stderr);
 	if (send_msg(reactor_get(0), target_begin, NULL) != 0) {
 		log_error("out of memory");
 		return 1;

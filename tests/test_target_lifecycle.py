@@ -125,10 +125,8 @@ def test_running_line(blktgt_bin, tmp_path):
     p = subprocess.Popen([blktgt_bin, "-t", "1", "-s", sock, "-L", "none"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        # The trace ring announces itself on stdout first (trace.c).
+        # The first and only line on stdout.
         line = p.stdout.readline().decode()
-        while line.startswith("blktgt: trace ring "):
-            line = p.stdout.readline().decode()
         assert line == f"blktgt: running pid={p.pid} rpc={sock} nbd=- unix=-\n"
         # One reactor: workloads run on reactor 0 beside the RPC server.
         r = probekit.rpc_call(sock, "target_stats")
@@ -142,6 +140,7 @@ def test_running_line(blktgt_bin, tmp_path):
     finally:
         p.send_signal(signal.SIGTERM)
         assert p.wait(timeout=probekit.TIMEOUT) == 0
+    assert p.stdout.read() == b""
 
 
 @pytest.mark.parametrize("args, text", [
