@@ -130,6 +130,19 @@ def json_objects(lines):
     return [json.loads(ln) for ln in lines if ln.startswith("{")]
 
 
+def as_text(obj):
+    """A --json interval in parse()'s form, to compare with the text."""
+    out = []
+    for x in obj["histograms"]:
+        h = {"key": x["key"], "unit": x["unit"], "scale": x["scale"],
+             "rows": [(b["low"], b["high"] if x["scale"] == "log2" else None,
+                       b["count"]) for b in x["buckets"]]}
+        if "negative" in x:
+            h["negative"] = x["negative"]
+        out.append(h)
+    return out
+
+
 # --- fixtures ---------------------------------------------------------------
 
 @pytest.fixture
@@ -178,6 +191,16 @@ def test_iosize_all_and_json(bpf, bdevs):
     for x in obj["histograms"]:
         assert x["name"] == "size" and x["unit"] == "bytes"
         assert x["total"] == sum(b["count"] for b in x["buckets"])
+
+
+def test_iosize_json_is_the_text(bpf, bdevs):
+    text = Tool("iosize", bdevs.pid, "-BO").start()
+    js = Tool("iosize", bdevs.pid, "-BO", "-j").start()
+    workload(bdevs, "Malloc0", "randrw", 4096, 4, 23)
+    workload(bdevs, "Malloc1", "read", 131072, 2, 11)
+    hists = parse(text.stop())
+    (obj,) = json_objects(js.stop())
+    assert as_text(obj) == hists and len(hists) >= 2
 
 
 # --- iolatency ------------------------------------------------------------------
@@ -271,6 +294,8 @@ def test_funclat_counts(bpf, bdevs):
     assert [x["total"] for x in obj["histograms"]] == [23, 23, 23]
     assert obj["histograms"][1]["negative"] == 0
     assert obj["histograms"][2]["unit"] == "usecs"
+    # arg and retval do not depend on timing: JSON and text agree exactly.
+    assert as_text(obj)[:2] == [arg, ret]
 
 
 def test_funclat_other_arg(bpf, bdevs):
