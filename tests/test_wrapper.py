@@ -212,6 +212,17 @@ def test_dry_run_adds_begin_and_duration(prog, tmp_path):
     assert re.search(r"^interval:s:7\n\{\n\texit\(\);\n\}", r.stdout, re.M), r.stdout
 
 
+def test_dry_run_script_without_exe(prog, tmp_path):
+    """A script with no __EXE__ probe (kernel tracepoints only) is passed
+    through whole, with __PID__ substituted."""
+    s = tmp_path / "tp.bt"
+    s.write_text("tracepoint:raw_syscalls:sys_enter /pid == __PID__/ { @n = count(); }\n")
+    r = wrapper("-n", prog.pid, s)
+    assert r.returncode == 0, r.stderr
+    assert f"tracepoint:raw_syscalls:sys_enter /pid == {prog.pid}/ {{ @n = count(); }}" in r.stdout
+    assert "probekit: tracing PID=%d" in r.stdout
+
+
 def test_dry_run_strings_and_comments_are_not_blocks(prog, tmp_path):
     """Braces and BEGIN inside strings and comments do not confuse joining,
     and __EXE__ outside an attach point is left alone."""

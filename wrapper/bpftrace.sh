@@ -437,7 +437,7 @@ fi
 # --- substitute, then run --------------------------------------------------------
 
 program=$(awk -v pid="$pid" '
-NR == FNR { t = index($0, "\t"); path[substr($0, 1, t - 1)] = substr($0, t + 1); next }
+FILENAME == ARGV[1] { t = index($0, "\t"); path[substr($0, 1, t - 1)] = substr($0, t + 1); next }
 {
 	line = $0; out = ""
 	while ((i = index(line, "\001")) > 0) {

@@ -1,0 +1,281 @@
+"""bt/*.bt: every script compiles against the built blktgt, and each one,
+run live through wrapper/bpftrace.sh, reports exactly what a known workload
+did (a prime number of I/Os, a known set of RPC calls, a known qemu-io
+command list, one export pause and resume)."""
+
+import glob
+import os
+import re
+import subprocess
+
+import pytest
+
+import probekit
+from probekit import ROOT, WRAPPER, Trace
+
+BT_DIR = os.path.join(ROOT, "bt")
+SCRIPTS = sorted(os.path.basename(p) for p in glob.glob(os.path.join(BT_DIR, "*.bt")))
+N = 997
+IO_SIZE = 4096
+
+
+def bt(name):
+    return os.path.join(BT_DIR, name)
+
+
+@pytest.fixture
+def tgt(target):
+    """The running blktgt with a 64 MiB RAM bdev m0 exported as e0."""
+    target.rpc("bdev_malloc_create", name="m0", size_mb=64, block_size=4096)
+    target.rpc("export_create", name="e0", bdev="m0")
+    return target
+
+
+def workload(t, n=N, pattern="randrw"):
+    r = t.rpc("workload_run", bdev="m0", pattern=pattern, io_size=IO_SIZE,
+              queue_depth=4, count=n)
+    assert r["ios"] == n and r["errors"] == 0, r
+    return r
+
+
+def keyed(lines, name):
+    """{key: value} of a map printed as @name[key]: value (key as text)."""
+    rx = re.compile(rf"^@{name}\[(.*)\]: (-?\d+)$")
+    return {m.group(1): int(m.group(2)) for m in map(rx.match, lines) if m}
+
+
+def hists(lines, name):
+    """{key: total count} of the histograms printed as @name[key]: then
+    bucket lines."""
+    out, key = {}, None
+    head = re.compile(rf"^@{name}(?:\[(.*)\])?:\s*$")
+    bucket = re.compile(r"^\[[^\]]*[\])]\s+(\d+) \|")
+    for line in lines:
+        m = head.match(line)
+        if m:
+            key = m.group(1) or ""
+            out[key] = 0
+            continue
+        b = bucket.match(line)
+        if b and key is not None:
+            out[key] += int(b.group(1))
+        elif not b:
+            key = None
+    return out
+
+
+def run_trace(pid, script, action, **kw):
+    t = Trace(pid, [bt(script)], **kw).start()
+    try:
+        action()
+    finally:
+        lines = t.stop()
+    assert t.proc.returncode == 0, "\n".join(lines)
+    assert not any("ERROR" in l or "WARNING" in l for l in lines), "\n".join(lines)
+    return lines
+
+
+# --- compile checks -----------------------------------------------------------
+
+def compile_check(pid, scripts, tmp_path):
+    """The wrapper resolves every probe (-n), then bpftrace compiles the
+    final program to an ELF without attaching (--emit-elf is a dry run)."""
+    r = subprocess.run([WRAPPER, "-n", str(pid), *scripts], capture_output=True,
+                       text=True, timeout=probekit.TIMEOUT)
+    if r.returncode != 0:
+        return r
+    return subprocess.run(["bpftrace", "-p", str(pid), "--emit-elf",
+                           str(tmp_path / "prog.elf"), "-e", r.stdout],
+                          capture_output=True, text=True, timeout=probekit.TIMEOUT)
+
+
+def test_collection_is_complete():
+    assert SCRIPTS == sorted(["funcs.bt", "iolat.bt", "iops.bt", "iosize.bt", "msgs.bt",
+                              "nbd.bt", "rpc.bt", "states.bt", "syscalls.bt"])
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_script_compiles(bpf, target, script, tmp_path):
+    r = compile_check(target.pid, [bt(script)], tmp_path)
+    assert r.returncode == 0, r.stderr
+    with open(bt(script)) as f:
+        head = f.read(4000)
+    # bpftrace-tools style header: name and purpose, usage, example output.
+    assert re.search(rf"^ \* {re.escape(script)}\t\S", head, re.M), script
+    assert f"USAGE: wrapper/bpftrace.sh" in head and f"bt/{script}" in head
+    assert "Example output" in head
+
+
+def test_all_scripts_compile_as_one_program(bpf, target, tmp_path):
+    r = compile_check(target.pid, [bt(s) for s in SCRIPTS], tmp_path)
+    assert r.returncode == 0, r.stderr
+
+
+def test_compile_check_fails_on_bad_probe(bpf, target, tmp_path):
+    bad = tmp_path / "bad.bt"
+    bad.write_text("usdt:__EXE__:blktgt:io__sumbit { @ = count(); }\n")
+    r = compile_check(target.pid, [str(bad)], tmp_path)
+    assert r.returncode != 0 and "usdt:__EXE__:blktgt:io__sumbit" in r.stderr
+    # An argument the probe does not have is bpftrace's to catch.
+    bad.write_text("usdt:__EXE__:blktgt:target__state { @[arg4] = count(); }\n")
+    r = compile_check(target.pid, [str(bad)], tmp_path)
+    assert r.returncode != 0 and "couldn't get argument 4" in r.stderr, r.stderr
+
+
+# --- live, with exact counts ----------------------------------------------------
+
+def test_iops_counts_every_io(bpf, tgt):
+    res = {}
+    lines = run_trace(tgt.pid, "iops.bt", lambda: res.update(workload(tgt)))
+    totals = {}
+    for line in lines:
+        m = re.match(r"^@iops\[m0, (\w+)\]: (\d+)$", line)
+        if m:
+            totals[m.group(1)] = totals.get(m.group(1), 0) + int(m.group(2))
+    assert totals == {"read": res["reads"], "write": res["writes"]}, lines
+    assert sum(totals.values()) == N
+    assert any(re.match(r"^\d\d:\d\d:\d\d last \d+\.\d s \(partial\):$", l) for l in lines)
+
+
+def test_iolat_histogram_counts_every_io(bpf, tgt):
+    res = {}
+    lines = run_trace(tgt.pid, "iolat.bt", lambda: res.update(workload(tgt)))
+    assert hists(lines, "iolat_us") == {"m0, read": res["reads"], "m0, write": res["writes"]}, lines
+    assert not any(l.startswith("@iolat_start") for l in lines), "END must clear @iolat_start"
+
+
+def test_iosize_histogram(bpf, tgt):
+    res = {}
+    lines = run_trace(tgt.pid, "iosize.bt", lambda: res.update(workload(tgt)))
+    assert hists(lines, "iosize_bytes") == {"m0, read": res["reads"], "m0, write": res["writes"]}, lines
+    # Every I/O is 4 KiB: one bucket per key.
+    assert [l for l in lines if re.match(r"^\[4K, 8K\)\s+\d+ \|", l)] and \
+        not [l for l in lines if re.match(r"^\[(?!4K, 8K\))[^\]]*[\])]\s+[1-9]\d* \|", l)], lines
+
+
+def test_funcs_counts_bdev_execute(bpf, tgt):
+    res = {}
+    lines = run_trace(tgt.pid, "funcs.bt", lambda: res.update(workload(tgt)))
+    calls = keyed(lines, "fn_calls")
+    assert sum(calls.values()) == N, lines
+    assert sorted(calls.values()) == sorted([res["reads"], res["writes"]]), lines
+    assert keyed(lines, "fn_returns") == {str(IO_SIZE): N}, lines
+    assert hists(lines, "fn_len_bytes") == {"": N}
+    assert hists(lines, "fn_ns") == {"": N}
+    assert not any(l.startswith("@fn_entry") for l in lines)
+
+
+def test_states_pause_resume_shutdown_in_order(bpf, tgt):
+    t = Trace(tgt.pid, [bt("states.bt")]).start()
+    try:
+        assert tgt.rpc("export_pause", name="e0") is True
+        assert tgt.rpc("export_resume", name="e0") is True
+        tgt.rpc("target_shutdown")
+        # bpftrace ends by itself when the traced process exits.
+        rc = t.proc.wait(timeout=probekit.TIMEOUT)
+    finally:
+        lines = t.stop()
+    assert rc == 0, lines
+    rx = re.compile(r"^\s*(\d+)\.(\d{6}) (\S+)\s+(\S+)\s+(.*)$")
+    events = sorted((int(m.group(1)) * 10**6 + int(m.group(2)), m.group(3), m.group(4), m.group(5))
+                    for m in map(rx.match, lines) if m)
+    changes = [(e, o, re.sub(r" \(status 0, \d+ us\)$", "", s)) for _, e, o, s in events
+               if e in ("change", "change-done", "target")]
+    assert changes == [("change", "e0", "ACTIVE -> PAUSED"), ("change-done", "e0", "PAUSED"),
+                       ("change", "e0", "PAUSED -> ACTIVE"), ("change-done", "e0", "ACTIVE"),
+                       ("target", "blktgt", "SHUTDOWN"),
+                       # shutting down deactivates the export
+                       ("change", "e0", "ACTIVE -> INACTIVE"), ("change-done", "e0", "INACTIVE")], lines
+    # Each change runs on every reactor: a start and a done per thread,
+    # all between the change's start and done.
+    threads = tgt.threads
+    for i, want in enumerate(("PAUSED", "ACTIVE", "INACTIVE")):
+        start = [ts for ts, e, o, s in events if e == "change"][i]
+        done = [ts for ts, e, o, s in events if e == "change-done"][i]
+        steps = [(e, s) for ts, e, o, s in events
+                 if e in ("thread", "thread-done") and start <= ts <= done]
+        assert sorted(steps) == sorted(
+            [("thread", f"reactor {r} -> {want}") for r in range(threads)] +
+            [("thread-done", f"reactor {r} {want}") for r in range(threads)]), lines
+
+
+def test_msgs_sent_equal_executed(bpf, tgt):
+    def act():
+        workload(tgt, 23)
+        tgt.rpc("export_pause", name="e0")
+        tgt.rpc("export_resume", name="e0")
+    lines = run_trace(tgt.pid, "msgs.bt", act)
+    sent, executed = keyed(lines, "msg_sent"), keyed(lines, "msg_executed")
+    assert sent and sent == executed, lines
+    # One for_each_thread() per export state change; its steps run on
+    # every reactor.
+    foreach = keyed(lines, "msg_foreach")
+    assert sum(foreach.values()) == 2, lines
+    by_thread = keyed(lines, "msg_by_thread")
+    assert sorted(by_thread) == [str(r) for r in range(tgt.threads)], lines
+    assert sum(by_thread.values()) == sum(executed.values())
+    # usym() names real functions, not raw addresses.
+    assert not any(k.startswith("0x") for k in executed), executed
+
+
+def test_rpc_counts_calls_and_statuses(bpf, tgt):
+    def act():
+        for _ in range(7):
+            tgt.rpc("bdev_list")
+        for _ in range(3):
+            tgt.rpc("export_list")
+        with pytest.raises(probekit.RpcError):
+            tgt.rpc("bdev_delete", name="no-such-bdev")
+    lines = run_trace(tgt.pid, "rpc.bt", act)
+    calls = keyed(lines, "rpc_calls")
+    assert calls.pop("bdev_list, 0") == 7
+    assert calls.pop("export_list, 0") == 3
+    (key, n), = calls.items()
+    assert key.startswith("bdev_delete, -") and n == 1, calls
+    per_call = [l for l in lines if re.match(r"^\s*\d+\.\d{6} \d+\s+\w+\s+-?\d+\s+\d+$", l)]
+    assert len(per_call) == 11, lines
+    assert sum(hists(lines, "rpc_us").values()) == 11
+
+
+def test_nbd_counts_qemu_io_commands(bpf, tgt):
+    def act():
+        subprocess.run(["qemu-io", "-f", "raw", "-c", "write -P 0x5a 0 64k",
+                        "-c", "read -P 0x5a 0 64k", "-c", "write -P 0x3c 64k 4k",
+                        tgt.nbd_uri("e0")], check=True, capture_output=True,
+                       timeout=probekit.TIMEOUT)
+    t = Trace(tgt.pid, [bt("nbd.bt")]).start()
+    try:
+        act()
+        # The disconnect line is the last thing the connection does.
+        t.out.wait_for(r"^\s*\d+\.\d{6} \d+\s+disconnect ")
+    finally:
+        lines = t.stop()
+    assert t.proc.returncode == 0, lines
+    # By NBD_CMD_* number (the protocol's): READ 0, WRITE 1, DISC 2.
+    commands = keyed(lines, "nbd_commands")
+    # qemu-io flushes what it wrote before it disconnects (FLUSH is 3).
+    assert commands == {"0": 1, "1": 2, "2": 1, "3": 1}, lines
+    replies = keyed(lines, "nbd_reply_errors")
+    assert replies == {"0": 4}, lines
+    assert len([l for l in lines if re.search(r" connect 127\.0\.0\.1:\d+$", l)]) == 1
+    assert any(re.search(r" option \w+ status 0$", l) for l in lines), lines
+    m = [re.search(r" disconnect 127\.0\.0\.1:\d+ after (\d+) requests$", l) for l in lines]
+    assert [int(x.group(1)) for x in m if x] == [sum(commands.values())], lines
+
+
+def test_syscalls_filtered_to_the_target(bpf, tgt):
+    def act():
+        for _ in range(5):
+            tgt.rpc("bdev_list")
+    lines = run_trace(tgt.pid, "syscalls.bt", act)
+    by_name = keyed(lines, "sys_by_name")
+    # Each RPC call is one accepted connection on the main thread.
+    accepts = {k: v for k, v in by_name.items()
+               if k.endswith("tracepoint:syscalls:sys_enter_accept4")}
+    assert accepts and sum(accepts.values()) >= 5, lines
+    by_thread = keyed(lines, "sys_by_thread")
+    # Only the target's threads: its main thread and reactor threads.
+    comms = set(open(f"/proc/{tgt.pid}/task/{t}/comm").read().strip()
+                for t in os.listdir(f"/proc/{tgt.pid}/task"))
+    assert by_thread and set(by_thread) <= comms, (by_thread, comms)
+    assert sum(keyed(lines, "sys_by_nr").values()) == sum(by_thread.values())
