@@ -13,8 +13,9 @@
  *    write payloads are received straight into the request's buffer.
  *  - requests come from a per-connection free list, buffer included, so
  *    the steady state allocates nothing.
- *  - replies are queued as I/O completes and sent by one deferred flush
- *    per loop pass: one sendmsg() gathers many headers and read payloads.
+ *  - replies are queued as I/O completes and leave together, when the last
+ *    in-flight I/O of a batch completes or at the next loop pass: one
+ *    sendmsg() gathers many headers and read payloads.
  *  - a connection lives until its socket is closed AND every I/O it
  *    submitted has completed, so a client that vanishes mid-I/O leaks
  *    nothing and no completion touches freed memory.
