@@ -186,6 +186,12 @@ static void config_call_done(void *ctx, int code, const char *text)
 {
 	const char *method = ctx;
 
+	if (shutting_down) {
+		/* A signal came during start-up: a call it cut short (a
+		 * workload_run, say) is not a configuration error. */
+		config_free();
+		return;
+	}
 	if (code) {
 		log_error("%s: call %u (%s) failed: %d: %s", opt.config, config.index, method,
 			  code, text);

@@ -180,3 +180,33 @@ def test_missing_config_file(blktgt_bin, tmp_path):
                        timeout=probekit.TIMEOUT)
     assert p.returncode == 1
     assert "nope.json: No such file or directory" in p.stderr
+
+
+def test_signal_during_config_exits_cleanly(blktgt_bin, tmp_path):
+    """SIGTERM while -c is still applying a call (a long workload): the
+    call is cut short, the target never reaches RUNNING, and exits 0."""
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text('[{"method": "bdev_null_create", "params": {"name": "n", "size_mb": 4, '
+                   '"block_size": 512}}, {"method": "workload_run", "params": {"bdev": "n", '
+                   '"pattern": "read", "io_size": 512, "queue_depth": 1, "seconds": 3600}}]')
+    sock = str(tmp_path / "rpc.sock")
+    p = subprocess.Popen([blktgt_bin, "-s", sock, "-L", "none", "-c", str(cfg)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        # The RPC server answers during CONFIG: wait until the workload runs.
+        stats = None
+        while stats is None or stats["workloads"] == 0:
+            assert p.poll() is None
+            try:
+                stats = probekit.rpc_call(sock, "target_stats")
+            except (FileNotFoundError, ConnectionRefusedError):
+                continue
+        assert stats["state"] == "CONFIG"
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=probekit.TIMEOUT) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.stdout.read() == b""
+    assert b"exiting cleanly" in p.stderr.read()
