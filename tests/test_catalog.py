@@ -2,6 +2,8 @@
 exactly its probes with matching argument sizes, the USDT=0 binary has no
 probe at all, and a probe really fires under bpftrace."""
 
+import importlib.machinery
+import importlib.util
 import os
 import subprocess
 import sys
@@ -9,8 +11,20 @@ import sys
 import probekit
 
 sys.path.insert(0, os.path.join(probekit.ROOT, "probes"))
-import gencatalog  # noqa: E402
 import sdtnotes  # noqa: E402
+
+
+def _load_gencatalog():
+    # The generator is a script without a .py suffix; load it as a module.
+    path = os.path.join(probekit.ROOT, "probes", "gencatalog")
+    loader = importlib.machinery.SourceFileLoader("gencatalog", path)
+    spec = importlib.util.spec_from_loader("gencatalog", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+gencatalog = _load_gencatalog()
 
 CATALOG = os.path.join(probekit.ROOT, "probes", "blktgt.d")
 
