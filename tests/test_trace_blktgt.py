@@ -248,3 +248,20 @@ def test_bpftrace_lines_merge_with_the_ring(start, bpf, tmp_path):
         ident = merged[i]["text"].split("id=")[1]
         nxt = next(e for e in merged[i + 1:] if e["source"] == "ring")
         assert (nxt["tracepoint"], nxt["object"]) == ("bdev_io_submit", f"i{ident}")
+
+
+def test_ring_works_in_a_usdt0_build(build, tmp_path):
+    """The trace ring does not depend on USDT: a USDT=0 blktgt records the
+    same exact pairs."""
+    binary = os.path.join(build, "nousdt", "bin", "blktgt")
+    assert os.access(binary, os.X_OK), f"{binary} missing; 'make test' builds it"
+    t = probekit.Target(binary, tmp_path, extra=["-e", "bdev"])
+    t.start()
+    try:
+        t.rpc("bdev_null_create", name="m0", size_mb=4, block_size=512)
+        workload(t)
+        check_io_pairs(events(t.pid), N)
+    finally:
+        t.stop()
+        if os.path.exists(shm(t.pid)):
+            os.unlink(shm(t.pid))
