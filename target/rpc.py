@@ -59,6 +59,17 @@ def positive(text):
     return int(text)
 
 
+def mask_arg(text):
+    """A trace mask: decimal or 0x hex, not 0."""
+    try:
+        v = int(text, 0)
+    except ValueError:
+        v = 0
+    if v <= 0 or v >= 1 << 64:
+        raise argparse.ArgumentTypeError(f"expected a mask (decimal or 0x hex), got {text!r}")
+    return v
+
+
 def build_parser():
     p = argparse.ArgumentParser(
         prog="rpc.py", description="Control a running blktgt over JSON-RPC.",
@@ -92,8 +103,14 @@ def build_parser():
                         ("bdev_flush", "flush a bdev (file: fdatasync)"),
                         ("export_delete", "stop and delete an export"),
                         ("export_pause", "pause an export (I/O is held, not lost)"),
-                        ("export_resume", "resume a paused export")):
+                        ("export_resume", "resume a paused export"),
+                        ("trace_disable_group", "stop recording a trace ring group")):
         method(name, help_).add_argument("name")
+
+    m = method("trace_enable_group", "record a trace ring group (blktgt -e help lists them)")
+    m.add_argument("name", help="group, or all")
+    m.add_argument("mask", nargs="?", type=mask_arg,
+                   help="tracepoints of the group by bit (default: all of them)")
 
     m = method("export_create", "export a bdev under a name")
     m.add_argument("name")
@@ -101,7 +118,8 @@ def build_parser():
 
     for name, help_ in (("bdev_list", "list bdevs"), ("export_list", "list exports"),
                         ("target_stats", "the target's state and counters"),
-                        ("target_shutdown", "stop the target cleanly")):
+                        ("target_shutdown", "stop the target cleanly"),
+                        ("trace_get_info", "trace ring groups, file and dump command")):
         method(name, help_)
 
     m = method("workload_run", "run the built-in workload generator")
@@ -124,8 +142,11 @@ def params_of(a):
         return {"name": a.name, "size_mb": a.size_mb, "block_size": a.block_size}
     if m == "bdev_file_create":
         return {"name": a.name, "path": a.path, "block_size": a.block_size}
-    if m in ("bdev_delete", "bdev_flush", "export_delete", "export_pause", "export_resume"):
+    if m in ("bdev_delete", "bdev_flush", "export_delete", "export_pause", "export_resume",
+             "trace_disable_group"):
         return {"name": a.name}
+    if m == "trace_enable_group":
+        return {"name": a.name, **({"mask": a.mask} if a.mask is not None else {})}
     if m == "export_create":
         return {"name": a.name, "bdev": a.bdev}
     if m == "workload_run":

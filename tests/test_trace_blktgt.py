@@ -265,3 +265,25 @@ def test_ring_works_in_a_usdt0_build(build, tmp_path):
         t.stop()
         if os.path.exists(shm(t.pid)):
             os.unlink(shm(t.pid))
+
+
+def test_rpc_py_forms(start):
+    t = start()
+
+    def rpc_py(*args):
+        p = subprocess.run([probekit.PYTHON, probekit.RPC_PY, "-s", t.rpc_sock, *args],
+                           capture_output=True, text=True, timeout=probekit.TIMEOUT)
+        return p.returncode, p.stdout, p.stderr
+
+    rc, out, _ = rpc_py("trace_enable_group", "bdev", "0x1")
+    assert rc == 0 and json.loads(out)["groups"]["bdev"] == 1
+    rc, out, _ = rpc_py("trace_enable_group", "nbd")
+    assert rc == 0 and json.loads(out)["groups"]["nbd"] == 3
+    rc, out, _ = rpc_py("trace_disable_group", "bdev")
+    assert rc == 0 and json.loads(out)["groups"] == {"bdev": 0, "nbd": 3, "rpc": 0, "thread": 0}
+    rc, out, _ = rpc_py("trace_get_info")
+    assert rc == 0 and json.loads(out)["file"] == shm(t.pid)
+    rc, out, err = rpc_py("trace_enable_group", "nosuch")
+    assert rc == 1 and out == "" and "no trace group 'nosuch'" in err
+    rc, out, err = rpc_py("trace_enable_group", "bdev", "0xz")
+    assert rc == 2 and "expected a mask" in err
