@@ -15,6 +15,7 @@ examples:
   rpc.py workload_run -e disk0 -w randwrite -o 4096 -q 8 -T 5
   rpc.py bdev_flush File0
   rpc.py target_stats
+  rpc.py trace_enable_group bdev        # then: blktgt_trace -p PID
 """
 
 import argparse
