@@ -23,6 +23,13 @@
 #include "reactor.h"
 #include "trace.h"
 
+/* Symbols uprobe tools attach to: never inlined, never cloned. */
+#if defined(__clang__)
+#define UPROBE_SYMBOL __attribute__((noinline, used))
+#else
+#define UPROBE_SYMBOL __attribute__((noinline, noipa, used))
+#endif
+
 #define JSONRPC_MAX_OUTPUT (4 * JSON_MAX_RESPONSE) /* unread replies per client */
 #define JSONRPC_MAX_LINGER (1024 * 1024) /* input discarded before a close */
 
@@ -113,7 +120,7 @@ static void conn_close(struct rpc_conn *c)
 	nconns--;
 	if (!c->busy && send_msg(reactor_self(), conn_free_msg, c) != 0)
 		log_warn("rpc: out of memory; leaking a closed connection");
-	/* else: freed when its request finishes (request_finish). */
+	/* else: freed when its request finishes (jsonrpc_request_finish). */
 }
 
 static void conn_flush(struct rpc_conn *c)
@@ -218,8 +225,9 @@ static void send_bare_error(struct rpc_conn *c, const char *id, size_t id_len, i
 	free(text);
 }
 
-static void request_finish(struct rpc_request *req, int code, const char *text, size_t len,
-			   const char *errmsg)
+UPROBE_SYMBOL
+void jsonrpc_request_finish(struct rpc_request *req, int code, const char *text, size_t len,
+			    const char *errmsg)
 {
 	struct rpc_conn *c = req->conn;
 
@@ -275,7 +283,7 @@ void rpc_result_end(struct rpc_request *req)
 		rpc_error(req, JSONRPC_INTERNAL_ERROR, "out of memory");
 		return;
 	}
-	request_finish(req, 0, text, len, NULL);
+	jsonrpc_request_finish(req, 0, text, len, NULL);
 	free(text);
 }
 
@@ -312,7 +320,7 @@ void rpc_error(struct rpc_request *req, int code, const char *fmt, ...)
 		jw_obj_end(&w);
 		text = jw_take(&w, &len);
 	}
-	request_finish(req, code, text ? text : "", len, msg);
+	jsonrpc_request_finish(req, code, text ? text : "", len, msg);
 	free(text);
 }
 
@@ -345,7 +353,8 @@ static const struct rpc_method *find_method(const char *name)
 	return NULL;
 }
 
-static void dispatch(struct rpc_request *req, const struct json_val *params)
+UPROBE_SYMBOL
+int jsonrpc_dispatch(struct rpc_request *req, const struct json_val *params)
 {
 	const struct rpc_method *m;
 
@@ -355,9 +364,10 @@ static void dispatch(struct rpc_request *req, const struct json_val *params)
 	m = find_method(req->method);
 	if (!m) {
 		rpc_error(req, JSONRPC_METHOD_NOT_FOUND, "method not found: %s", req->method);
-		return;
+		return JSONRPC_METHOD_NOT_FOUND;
 	}
 	m->handler(req, params);
+	return 0;
 }
 
 void jsonrpc_call(const char *method, const struct json_val *params,
@@ -372,7 +382,7 @@ void jsonrpc_call(const char *method, const struct json_val *params,
 	snprintf(req->method, sizeof(req->method), "%s", method);
 	req->internal_done = done;
 	req->internal_ctx = ctx;
-	dispatch(req, params);
+	jsonrpc_dispatch(req, params);
 }
 
 static void consume(struct rpc_conn *c, size_t used)
@@ -439,7 +449,7 @@ static void process_input(struct rpc_conn *c)
 		req->conn = c;
 		c->busy = req;
 		c->dispatching = true;
-		dispatch(req, msg.params);
+		jsonrpc_dispatch(req, msg.params);
 		c->dispatching = false;
 		/* Only now: the parsed values point into c->in. */
 		if (!c->dead)

@@ -112,6 +112,14 @@ int rpc_params(struct rpc_request *req, const struct json_val *params,
 	       const struct rpc_param *spec, size_t n, void *out, uint32_t *present);
 const char *rpc_method_name(const struct rpc_request *req);
 
+/* Real symbols for uprobe tools (noinline, global).  jsonrpc_dispatch()
+ * starts a parsed request: it returns 0 once the method has started (its
+ * reply may come later) or -32601; jsonrpc_request_finish() ends one, with
+ * code 0 or the error code as its second argument, text/len the reply. */
+int jsonrpc_dispatch(struct rpc_request *req, const struct json_val *params);
+void jsonrpc_request_finish(struct rpc_request *req, int code, const char *text, size_t len,
+			    const char *errmsg);
+
 /* Run one call that did not come from a socket (the -c config file).
  * done(ctx, code, text) runs on reactor 0 when it finishes: code 0 and the
  * result as JSON text, or the error code and message. */
