@@ -116,24 +116,32 @@ def test_sequential_write_pattern_on_file(target, tmp_path):
     check_pattern(tmp_path / "f.img", 4096, 256)
 
 
-def test_flushed_data_survives_kill9(blktgt_bin, tmp_path, bpf):
+def test_flushed_data_survives_kill9(blktgt_bin, tmp_path):
     # Not the fixture: it expects a clean exit.
     target = probekit.Target(blktgt_bin, tmp_path).start()
     make_bdev(target, "file", "f", tmp_path, size_mb=2)
-    prog = r'''
-usdt::blktgt:io__done /str(arg5) == "flush"/ { @flush[str(arg1), (int32)arg4] = count(); }
-BEGIN { printf("READY\n"); }
-'''
-    proc, out = probekit.bpftrace_program(target.pid, prog)
     r = target.rpc("workload_run", bdev="f", pattern="write", io_size=65536,
                    queue_depth=8, count=32)
     assert r["ios"] == 32 and r["errors"] == 0
     assert target.rpc("bdev_flush", name="f") is True
-    lines = probekit.stop_bpftrace(proc, out)
-    assert "@flush[f, 0]: 1" in lines
     target.stop(sig=signal.SIGKILL, expect_rc=-signal.SIGKILL)
     check_pattern(tmp_path / "f.img", 65536, 32)
     assert os.path.getsize(tmp_path / "f.img") == 2 << 20
+
+
+def test_flush_is_an_io(target, tmp_path, bpf):
+    """bdev_flush goes through bdev_submit like any I/O: one flush pair."""
+    make_bdev(target, "file", "f", tmp_path, size_mb=1)
+    prog = r'''
+usdt::blktgt:io__submit { @submit[str(arg1), str(arg5), arg3, arg4] = count(); }
+usdt::blktgt:io__done { @done[str(arg1), str(arg5), (int32)arg4] = count(); }
+BEGIN { printf("READY\n"); }
+'''
+    proc, out = probekit.bpftrace_program(target.pid, prog)
+    assert target.rpc("bdev_flush", name="f") is True
+    lines = probekit.stop_bpftrace(proc, out)
+    assert "@submit[f, flush, 0, 0]: 1" in lines, lines
+    assert "@done[f, flush, 0]: 1" in lines, lines
 
 
 def test_seconds_mode(target, tmp_path):
