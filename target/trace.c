@@ -582,7 +582,7 @@ void trace_announce(FILE *out)
 
 	if (!trace.hdr)
 		return;
-	fprintf(out, "blktgt: trace ring %s (%u threads x %" PRIu64 " events), groups ",
+	fprintf(out, "blktgt: trace ring %s (%u threads x %" PRIu64 " slots), groups ",
 		trace.path, trace.threads, trace.hdr->ring_entries);
 	for (size_t g = 0; g < TRACE_COUNT(trace_groups); g++) {
 		uint64_t m = trace_mask_load(trace_groups[g].index);

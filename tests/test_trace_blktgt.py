@@ -75,7 +75,7 @@ def check_io_pairs(evs, count):
 
 def test_start_line_gives_the_dump_command(start):
     t = start("-e", "bdev:0x1,rpc")
-    m = t.out.wait_for(r"^blktgt: trace ring (\S+) \((\d+) threads x (\d+) events\), "
+    m = t.out.wait_for(r"^blktgt: trace ring (\S+) \((\d+) threads x (\d+) slots\), "
                        r"groups (\S+); dump: (.+)$")
     assert m.group(1) == shm(t.pid) and m.group(2) == "2"
     assert m.group(4) == "bdev:0x1,rpc"
