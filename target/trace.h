@@ -22,8 +22,10 @@
  * Contract of recording:
  *  - each thread writes only its own ring, registered by trace_thread_init();
  *    no locks, no syscalls (CLOCK_MONOTONIC is read through the vDSO);
- *  - a ring keeps the newest ring_entries events; its header counts every
- *    event written, so a reader knows how many were overwritten;
+ *  - a ring of ring_entries slots keeps the newest ring_entries - 1 events
+ *    (a reader never trusts the slot being written, which after a crash
+ *    may be half written); its header counts every event written, so a
+ *    reader knows how many were overwritten;
  *  - an enabled event recorded on a thread without a ring is counted in the
  *    file header's "lost" field, not written.
  *
