@@ -239,6 +239,12 @@ def markdown(raw, d):
         tr = "yes" if h["trampoline"] == [1] else "no" if h["trampoline"] == [0] else str(h["trampoline"])
         w(f"| {label} | {fmt(h['untraced'])} | {fmt(h['traced'], 1)} | {fmt(h['per_hit'], 1)} | {tr} |")
     w(f"| **5-byte / 1-byte cost per hit** | | | {fmt(d['nop5_ratio'])} | |")
+    rej = raw["hitcost"].get("rejected", [])
+    if rej:
+        w("")
+        w(f"{len(rej)} traced sample(s) were rejected and repeated because bpftrace "
+          "counted fewer hits than passes (counts: "
+          + ", ".join(f"{r['binary']} {r['hits']}" for r in rej) + ").")
     w("")
     w("## 4. Time to first event")
     w("")
