@@ -1,7 +1,7 @@
 # make fuzz-nbd: fuzz the NBD negotiation engine and request checks
 # (target/nbd_proto.c) with libFuzzer, ASan and UBSan, for a bounded time.
 #
-#   make fuzz-nbd [O=DIR] [FUZZ_NBD_SECONDS=N] [FUZZ_CC=clang]
+#   make fuzz-nbd [O=DIR] [FUZZ_NBD_SECONDS=N | FUZZ_SECONDS=N] [FUZZ_CC=clang]
 #
 # The corpus grows in $(O)/fuzz/nbd/corpus across runs, starting from the
 # seeds fuzz/nbd_seeds.py writes; a crash leaves its input in
@@ -9,7 +9,7 @@
 # harness with a main(), built by the ordinary compiler, that replays files.
 
 FUZZ_CC          ?= clang
-FUZZ_NBD_SECONDS ?= 60
+FUZZ_NBD_SECONDS ?= $(if $(FUZZ_SECONDS),$(FUZZ_SECONDS),60)
 FUZZ_NBD_DIR     := $(O)/fuzz/nbd
 FUZZ_NBD_SRCS    := fuzz/nbd_fuzz.c target/nbd_proto.c
 FUZZ_NBD_DEPS    := $(FUZZ_NBD_SRCS) target/nbd_proto.h target/bdev.h mk/fuzz_nbd.mk
