@@ -354,6 +354,24 @@ static void target_start(void *ctx)
 	config_next();
 }
 
+/* On stderr, as one write: stdout carries only the "running" line (the CLI
+ * contract), and an unbuffered stderr would split the line into pieces
+ * that other writers to the same pipe (a tracer's output) can land in. */
+static void announce_trace_ring(void)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	if (!f)
+		return;
+	trace_announce(f);
+	if (fclose(f) == 0 && len && write(STDERR_FILENO, text, len) < 0) {
+		/* Nowhere left to report it. */
+	}
+	free(text);
+}
+
 /* A step on every reactor: once the walk is done, every reactor's loop is
  * running (thread__start has fired on each) before start-up goes on. */
 static void reactor_started(struct foreach *it, void *ctx)
@@ -537,8 +555,7 @@ int main(int argc, char **argv)
 		log_error("trace ring: %s", strerror(-rc));
 		return 1;
 	}
-	/* stderr: stdout carries only the "running" line (the CLI contract). */
-	trace_announce(stderr);
+	announce_trace_ring();
 	if (send_msg(reactor_get(0), target_begin, NULL) != 0) {
 		log_error("out of memory");
 		return 1;

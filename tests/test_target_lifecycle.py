@@ -55,8 +55,10 @@ BEGIN { printf("READY\n"); }
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     lines = out.drain(10)
-    events = sorted((int(ln.split()[0]), ln.split(None, 1)[1]) for ln in lines
-                    if re.match(r"^\d+ (state|thread_)", ln))
+    # Anchored at the end: blktgt's own output shares the pipe.
+    events = sorted((int(m.group(1)), m.group(2)) for m in
+                    (re.search(r"(\d+) ((?:state|thread_start|thread_stop) \d+ \w+)$", ln)
+                     for ln in lines) if m)
     return [e for _, e in events], lines
 
 
