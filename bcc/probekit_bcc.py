@@ -67,6 +67,7 @@ import argparse
 import json
 import os
 import signal
+import struct
 import sys
 import tempfile
 import time
@@ -241,7 +242,76 @@ def usdt_context(tool, target, probes):
         except Exception:
             die(tool, "PID %d (%s) has no USDT probe %s; is it blktgt "
                 "built with USDT=1?" % (target.pid, target.exe, probe))
+    _attach_with_ref_ctr(u, dict((fn, probe) for probe, fn in probes))
     return u
+
+
+# The kernel keeps one uprobe per file and offset, and refuses a second
+# registration there whose semaphore offset (ref_ctr_offset) differs.
+# bpftrace and libbpf pass the probe's semaphore offset; BCC 0.26's Python
+# passes none (it bumps the semaphore through /proc/PID/mem instead), so a
+# bcc/ tool and a bt/ script or libbpf tool could not trace the same binary
+# at once.  This attaches the context's probes the way BCC would, but with
+# the semaphore's file offset, and falls back to BCC's own way when that is
+# refused (a stock BCC tool already holds the probe).
+
+def _elf_file_offset(path, vaddr):
+    """The file offset of virtual address vaddr in a 64-bit little-endian
+    ELF file, from its PT_LOAD program headers; None if not mapped."""
+    with open(path, "rb") as f:
+        eh = f.read(64)
+        if len(eh) < 64 or eh[:4] != b"\x7fELF" or eh[4] != 2 or eh[5] != 1:
+            return None
+        phoff, = struct.unpack_from("<Q", eh, 0x20)
+        phentsize, phnum = struct.unpack_from("<HH", eh, 0x36)
+        if phentsize < 56 or phnum > 4096:
+            return None
+        f.seek(phoff)
+        ph = f.read(phentsize * phnum)
+    for i in range(len(ph) // phentsize):
+        p_type, _, p_offset, p_vaddr, _, p_filesz = struct.unpack_from(
+            "<IIQQQQ", ph, i * phentsize)
+        if p_type == 1 and p_vaddr <= vaddr < p_vaddr + p_filesz:
+            return vaddr - p_vaddr + p_offset
+    return None
+
+
+def _attach_with_ref_ctr(u, fn_probe):
+    import ctypes as ct
+    from bcc import BPF
+    from bcc.libbcc import lib
+    attach = lib["bpf_attach_uprobe"]   # a private copy: 7 arguments
+    attach.restype = ct.c_int
+    attach.argtypes = [ct.c_int, ct.c_int, ct.c_char_p, ct.c_char_p,
+                       ct.c_ulonglong, ct.c_int, ct.c_uint]
+    sems = {}
+    for p in u.enumerate_probes():
+        sems["%s:%s" % (p.provider.decode(), p.name.decode())] = p.semaphore
+    bcc_attach = u.attach_uprobes
+
+    def attach_uprobes(bpf, attach_usdt_ignore_pid):
+        try:
+            # BCC 0.26's internals, as USDT.attach_uprobes uses them.
+            bpf._check_path_symbol, bpf._get_uprobe_evname
+            bpf._add_uprobe_fd
+        except AttributeError:
+            return bcc_attach(bpf, attach_usdt_ignore_pid)
+        for binpath, fn_name, addr, pid in u.enumerate_active_probes():
+            if attach_usdt_ignore_pid:
+                pid = -1
+            path, off = bpf._check_path_symbol(binpath, b"", addr, pid)
+            fn = bpf.load_func(fn_name, BPF.KPROBE)
+            ev = bpf._get_uprobe_evname(b"p", path, off, pid)
+            sem = sems.get(fn_probe.get(fn_name.decode(), ""), 0)
+            ref = _elf_file_offset(path, sem) if sem else 0
+            fd = attach(fn.fd, 0, ev, path, off, pid, ref or 0)
+            if fd < 0 and ref:
+                fd = attach(fn.fd, 0, ev, path, off, pid, 0)
+            if fd < 0:
+                raise Exception("Failed to attach BPF to uprobe")
+            bpf._add_uprobe_fd(ev, fd)
+
+    u.attach_uprobes = attach_uprobes
 
 
 def _first_error(log):

@@ -203,6 +203,23 @@ def test_iosize_json_is_the_text(bpf, bdevs):
     assert as_text(obj) == hists and len(hists) >= 2
 
 
+def test_with_bpftrace_on_the_same_probe(bpf, bdevs):
+    """A bcc/ tool and bpftrace trace io__submit of one blktgt at once (the
+    kernel refuses a second uprobe at one address with another semaphore
+    offset, so the tools must register it as bpftrace does)."""
+    proc, out = probekit.bpftrace_program(
+        bdevs.pid, 'BEGIN { printf("READY\\n"); } '
+        'usdt::blktgt:io__submit { @submits = count(); }')
+    try:
+        t = Tool("iosize", bdevs.pid).start()
+        workload(bdevs, "Malloc0", "read", 4096, 2, 23)
+        (h,) = parse(t.stop())
+    finally:
+        lines = probekit.stop_bpftrace(proc, out)
+    assert nonzero(h) == {(4096, 8191): 23}
+    assert "@submits: 23" in lines, lines
+
+
 # --- iolatency ------------------------------------------------------------------
 
 @pytest.mark.parametrize("opts,unit,scale", [
