@@ -340,7 +340,7 @@ def test_python311_function_entry(bpf, tmp_path):
 # --- paths ---------------------------------------------------------------------
 
 WEIRD_DIRS = ["with space", "amp&er", "pi|pe", "ha#sh", "dol$lar", "back\\slash",
-              "all of & | # $ \\ {x}; 'q' *"]
+              "all of & | # $ \\ {x}; 'q' *", "__PID__ and __EXE__"]
 
 
 @pytest.mark.parametrize("name", WEIRD_DIRS)
@@ -449,6 +449,8 @@ def test_error_no_script(prog):
 
 def test_error_missing_script(prog, tmp_path):
     assert_one_line_error(wrapper(prog.pid, tmp_path / "nope.bt"), "does not exist")
+    # A name with a newline still makes one line.
+    assert_one_line_error(wrapper(prog.pid, tmp_path / "no\npe.bt"), "no?pe.bt' does not exist")
 
 
 def test_error_script_is_a_directory(prog, tmp_path):

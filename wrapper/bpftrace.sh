@@ -53,8 +53,10 @@ PROG=bpftrace.sh
 READY_TEXT='probekit: tracing PID=%d (Ctrl-C to end)'
 MAX_DURATION=31536000
 
+# One line, whatever a path or argument in the message holds.
 die() {
-	printf '%s: %s\n' "$PROG" "$*" >&2
+	local msg="$*"
+	printf '%s: %s\n' "$PROG" "${msg//[[:cntrl:]]/?}" >&2
 	exit 1
 }
 
@@ -438,19 +440,23 @@ fi
 
 program=$(awk -v pid="$pid" '
 FILENAME == ARGV[1] { t = index($0, "\t"); path[substr($0, 1, t - 1)] = substr($0, t + 1); next }
+# __PID__ in the text around the markers (never in an inserted path).
+function pids(t,   o, i) {
+	o = ""
+	while ((i = index(t, "__PID__")) > 0) {
+		o = o substr(t, 1, i - 1) pid
+		t = substr(t, i + 7)
+	}
+	return o t
+}
 {
 	line = $0; out = ""
 	while ((i = index(line, "\001")) > 0) {
 		rest = substr(line, i + 1); j = index(rest, "\001")
-		out = out substr(line, 1, i - 1) path[substr(rest, 1, j - 1)]
+		out = out pids(substr(line, 1, i - 1)) path[substr(rest, 1, j - 1)]
 		line = substr(rest, j + 1)
 	}
-	line = out line; out = ""
-	while ((i = index(line, "__PID__")) > 0) {
-		out = out substr(line, 1, i - 1) pid
-		line = substr(line, i + 7)
-	}
-	print out line
+	print out pids(line)
 }' "$work/map" "$work/program") || die "substitution failed"
 
 if [ $dry_run = 1 ]; then
