@@ -270,6 +270,28 @@ def assert_no_process_in_group(pgid):
     assert not alive, f"left running in group {pgid}: {left}"
 
 
+def test_sigterm_ends_trace_with_end_output(bpf, prog, count_bt):
+    t = Trace(prog.pid, [count_bt]).start()
+    prog.fire(N)
+    os.killpg(t.proc.pid, signal.SIGTERM)
+    rc = t.proc.wait(timeout=probekit.TIMEOUT)
+    lines = t.out.drain(10)
+    assert rc == 0, lines
+    assert "count end" in lines
+    assert counts(lines)["tick"] == N, lines
+
+
+def test_bpftrace_errors_and_exit_code_pass_through(bpf, prog, tmp_path):
+    """A mistake only bpftrace sees: its own message and exit code, without
+    the RLIMIT_MEMLOCK noise."""
+    s = tmp_path / "sem.bt"
+    s.write_text("usdt:__EXE__:pkexe:tick { @x = count(1); }\n")
+    r = wrapper(prog.pid, s)
+    assert r.returncode == 1, r
+    assert "ERROR: count() requires no arguments" in r.stderr, r.stderr
+    assert "RLIMIT_MEMLOCK" not in r.stderr
+
+
 def test_positional_args_reach_the_program(bpf, prog, tmp_path):
     s = tmp_path / "args.bt"
     s.write_text('BEGIN { printf("args n=%d first=%d second=%s\\n", $#, $1, str($2)); }\n'
