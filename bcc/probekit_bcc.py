@@ -37,7 +37,8 @@ Output format (the libbpf versions of these tools print the same):
   form), max the largest count of that histogram.  An empty histogram
   prints nothing.  A histogram split by key (-B, -O, rpclat's method) is
   preceded by a blank line and "name = value" pairs joined by ", "
-  ("bdev = Malloc0, type = read"), sections sorted by their key values;
+  ("bdev = Malloc0, type = read"), sections sorted by their key values
+  (strcmp order, field by field);
   histograms that are not split are separated by a blank line.  A tool's
   extra field (funclat's negative) follows its histogram as "name: value".
   With -T a line "HH:MM:SS" precedes each interval's output; successive
@@ -61,6 +62,20 @@ Output format (the libbpf versions of these tools print the same):
   Histograms appear in the order the text prints them; empty ones are left
   out.  A tool may add fields to a histogram object (funclat's "negative"),
   and then a histogram is kept while such a field is non-zero.
+
+Behaviour shared by the tools:
+
+  - "Tracing WHAT of PID N (COMM)... Hit Ctrl-C to end." is printed once
+    every probe is attached (on stderr with --json, so stdout is only
+    JSON): it is the readiness signal scripts and tests wait for;
+  - output every interval seconds, count times, else once at the end; -d
+    ends the trace after SECS; Ctrl-C or SIGTERM prints what was collected
+    and exits 0;
+  - when the target exits, what was collected is printed, then on stderr
+    "TOOL: PID N (COMM) exited; tracing ended", exit 0;
+  - errors are one line "TOOL: why" on stderr: exit 2 for usage, 1 for
+    anything else (no such PID, no probes, BCC cannot compile or load);
+    Ctrl-C before tracing starts exits 130.
 """
 
 import argparse
