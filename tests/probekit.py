@@ -153,6 +153,13 @@ class Target:
     def nbd_uri(self, export):
         return f"nbd://127.0.0.1:{self.port}/{export}"
 
+    def remove_trace_file(self):
+        """A killed target leaves its trace ring file in /dev/shm."""
+        try:
+            os.unlink(f"/dev/shm/blktgt_trace.pid{self.pid}")
+        except FileNotFoundError:
+            pass
+
     def stop(self, sig=signal.SIGTERM, expect_rc=0):
         if self.proc is None or self.proc.poll() is not None and self.proc.returncode is None:
             return None
@@ -166,10 +173,35 @@ class Target:
             raise AssertionError("blktgt did not exit within "
                                  f"{TIMEOUT}s of signal {sig}")
         lines = self.out.drain(5)
+        self.remove_trace_file()
         if expect_rc is not None:
             assert rc == expect_rc, (f"blktgt exited {rc}, expected {expect_rc}:\n"
                                      + "\n".join(lines[-30:]))
         return rc
+
+
+def interrupt(proc, what, timeout=TIMEOUT):
+    """Ctrl-C a tracer's process group and wait for it to exit.
+
+    bpftrace 0.17 sometimes loses a SIGINT that arrives while it is idle
+    in its poll loop, and then never exits; a repeated SIGINT is harmless
+    (it only sets the same exit flag), so send one every second until the
+    process is gone."""
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGINT)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            if time.monotonic() > deadline:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                raise AssertionError(f"{what} did not stop within {timeout}s "
+                                     "of repeated SIGINT")
+    return proc.returncode
 
 
 class Trace:
@@ -195,15 +227,7 @@ class Trace:
 
     def stop(self):
         """SIGINT (Ctrl-C) the trace; return all its output lines."""
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGINT)
-        try:
-            self.proc.wait(timeout=TIMEOUT)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-            raise AssertionError("trace did not stop within "
-                                 f"{TIMEOUT}s of SIGINT")
+        interrupt(self.proc, "trace")
         return self.out.drain(10)
 
 
@@ -219,7 +243,5 @@ def bpftrace_program(pid, program, ready="READY"):
 
 
 def stop_bpftrace(proc, out):
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGINT)
-    proc.wait(timeout=TIMEOUT)
+    interrupt(proc, "bpftrace")
     return out.drain(10)
