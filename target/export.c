@@ -63,6 +63,16 @@ const char *export_name(const struct export *e) { return e->name; }
 struct bdev *export_bdev(const struct export *e) { return e->bdev; }
 enum export_state export_state(const struct export *e) { return e->state; }
 
+bool export_accepting(const struct export *e)
+{
+	/* By address first: a caller may hold a pointer it found earlier, on
+	 * an earlier loop pass, to an export deleted since. */
+	for (struct export *x = exports; x; x = x->next)
+		if (x == e)
+			return !x->deleting && !x->abandoned && x->state != EXPORT_INACTIVE;
+	return false;
+}
+
 unsigned export_clients(const struct export *e)
 {
 	return atomic_load(&((struct export *)e)->refs);

@@ -43,6 +43,13 @@ struct bdev *export_bdev(const struct export *e);
 enum export_state export_state(const struct export *e);
 const char *export_state_name(enum export_state s);
 
+/* True when e is still registered, not being deleted and not INACTIVE:
+ * the only state in which a new client may take a reference.  e may be a
+ * stale pointer (it is compared by address before it is read).  Reactor 0
+ * only, like export_delete(), so the answer holds until the caller's next
+ * return to the event loop. */
+bool export_accepting(const struct export *e);
+
 /* A client (an NBD connection) holds a reference while connected, so the
  * export and its bdev outlive it.  Get on reactor 0; put from any reactor. */
 void export_get(struct export *e);

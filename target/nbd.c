@@ -821,7 +821,7 @@ static void info_fill(struct nbd_conn *c, struct export *e, struct nbd_export_in
 static struct export *default_export(void)
 {
 	for (struct export *e = export_first(); e; e = export_next(e))
-		if (export_state(e) != EXPORT_INACTIVE)
+		if (export_accepting(e))
 			return e;
 	return NULL;
 }
@@ -830,7 +830,7 @@ static int neg_lookup(void *ctx, const char *name, struct nbd_export_info *out)
 {
 	struct export *e = *name ? export_lookup(name) : default_export();
 
-	if (!e || export_state(e) == EXPORT_INACTIVE)
+	if (!e || !export_accepting(e))
 		return -ENOENT;
 	info_fill(ctx, e, out);
 	return 0;
@@ -842,7 +842,7 @@ static int neg_list(void *ctx, nbd_list_fn fn, void *fctx)
 		struct nbd_export_info info;
 		int rc;
 
-		if (export_state(e) == EXPORT_INACTIVE)
+		if (!export_accepting(e))
 			continue;
 		info_fill(ctx, e, &info);
 		rc = fn(fctx, &info);
@@ -916,6 +916,16 @@ static bool neg_advance(struct nbd_conn *c)
 		if (c->state == CONN_NEGOTIATING) {
 			struct export *e = c->neg.chosen.handle;
 
+			/* The GO reply may have waited for EPOLLOUT, and the
+			 * export may have been deleted (or deleted and made
+			 * anew) meanwhile: take the reference only if it is
+			 * still the export the client was told about. */
+			if (!export_accepting(e) ||
+			    bdev_size(export_bdev(e)) != c->neg.chosen.size) {
+				conn_kill(c, "export deleted during negotiation");
+				conn_check(c);
+				return false;
+			}
 			export_get(e);
 			c->exp = e;
 			c->lim.size = c->neg.chosen.size;
