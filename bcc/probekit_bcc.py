@@ -263,12 +263,15 @@ def usdt_context(tool, target, probes):
 
 # The kernel keeps one uprobe per file and offset, and refuses a second
 # registration there whose semaphore offset (ref_ctr_offset) differs.
-# bpftrace and libbpf pass the probe's semaphore offset; BCC 0.26's Python
-# passes none (it bumps the semaphore through /proc/PID/mem instead), so a
-# bcc/ tool and a bt/ script or libbpf tool could not trace the same binary
-# at once.  This attaches the context's probes the way BCC would, but with
-# the semaphore's file offset, and falls back to BCC's own way when that is
-# refused (a stock BCC tool already holds the probe).
+# bpftrace and libbpf pass the probe's semaphore offset for a USDT probe and
+# 0 for a plain uprobe.  BCC 0.26's Python declares bpf_attach_uprobe() with
+# six arguments while libbcc takes seven, the seventh being ref_ctr_offset,
+# so libbcc reads whatever lies on the stack there; and for USDT it bumps
+# the semaphore through /proc/PID/mem instead.  Either way a bcc/ tool and
+# a bt/ script or libbpf tool could not trace the same binary at once.  The
+# tools therefore attach through _uprobe() below, which passes the offset
+# the others pass.  For USDT, BCC's semaphore bump stays: the kernel's and
+# BCC's increments are undone by their own detach.
 
 def _elf_file_offset(path, vaddr):
     """The file offset of virtual address vaddr in a 64-bit little-endian
@@ -291,40 +294,56 @@ def _elf_file_offset(path, vaddr):
     return None
 
 
-def _attach_with_ref_ctr(u, fn_probe):
+_attach7 = None
+
+
+def _uprobe(bpf, fn_name, path, sym=b"", addr=None, pid=-1, ret=False,
+            ref_ctr=0):
+    """Attach BPF function fn_name as a uprobe (or uretprobe) the way BCC's
+    attach_uprobe() does, but with an explicit ref_ctr_offset."""
+    global _attach7
     import ctypes as ct
     from bcc import BPF
     from bcc.libbcc import lib
-    attach = lib["bpf_attach_uprobe"]   # a private copy: 7 arguments
-    attach.restype = ct.c_int
-    attach.argtypes = [ct.c_int, ct.c_int, ct.c_char_p, ct.c_char_p,
-                       ct.c_ulonglong, ct.c_int, ct.c_uint]
+    if _attach7 is None:
+        _attach7 = lib["bpf_attach_uprobe"]     # a private copy of it
+        _attach7.restype = ct.c_int
+        _attach7.argtypes = [ct.c_int, ct.c_int, ct.c_char_p, ct.c_char_p,
+                             ct.c_ulonglong, ct.c_int, ct.c_uint]
+    path, off = bpf._check_path_symbol(path, sym, addr, pid)
+    fn = bpf.load_func(fn_name, BPF.KPROBE)
+    ev = bpf._get_uprobe_evname(b"r" if ret else b"p", path, off, pid)
+    fd = _attach7(fn.fd, 1 if ret else 0, ev, path, off, pid, ref_ctr)
+    if fd < 0 and ref_ctr:
+        # A stock BCC tool holds the probe without the offset.
+        fd = _attach7(fn.fd, 1 if ret else 0, ev, path, off, pid, 0)
+    if fd < 0:
+        raise Exception("Failed to attach BPF to %s"
+                        % ("uretprobe" if ret else "uprobe"))
+    bpf._add_uprobe_fd(ev, fd)
+
+
+def uprobe(bpf, fn_name, path, sym, pid, ret=False):
+    """A uprobe (ret=False) or uretprobe on function sym of the ELF file at
+    path, for process pid, registered as bpftrace and libbpf register it."""
+    _uprobe(bpf, fn_name.encode(), path.encode(), sym=sym.encode(), pid=pid,
+            ret=ret)
+
+
+def _attach_with_ref_ctr(u, fn_probe):
+    """Make BPF(usdt_contexts=[u]) attach u's probes through _uprobe()."""
     sems = {}
     for p in u.enumerate_probes():
         sems["%s:%s" % (p.provider.decode(), p.name.decode())] = p.semaphore
-    bcc_attach = u.attach_uprobes
 
     def attach_uprobes(bpf, attach_usdt_ignore_pid):
-        try:
-            # BCC 0.26's internals, as USDT.attach_uprobes uses them.
-            bpf._check_path_symbol, bpf._get_uprobe_evname
-            bpf._add_uprobe_fd
-        except AttributeError:
-            return bcc_attach(bpf, attach_usdt_ignore_pid)
         for binpath, fn_name, addr, pid in u.enumerate_active_probes():
             if attach_usdt_ignore_pid:
                 pid = -1
-            path, off = bpf._check_path_symbol(binpath, b"", addr, pid)
-            fn = bpf.load_func(fn_name, BPF.KPROBE)
-            ev = bpf._get_uprobe_evname(b"p", path, off, pid)
             sem = sems.get(fn_probe.get(fn_name.decode(), ""), 0)
-            ref = _elf_file_offset(path, sem) if sem else 0
-            fd = attach(fn.fd, 0, ev, path, off, pid, ref or 0)
-            if fd < 0 and ref:
-                fd = attach(fn.fd, 0, ev, path, off, pid, 0)
-            if fd < 0:
-                raise Exception("Failed to attach BPF to uprobe")
-            bpf._add_uprobe_fd(ev, fd)
+            ref = _elf_file_offset(binpath, sem) if sem else 0
+            _uprobe(bpf, fn_name, binpath, addr=addr, pid=pid,
+                    ref_ctr=ref or 0)
 
     u.attach_uprobes = attach_uprobes
 

@@ -203,21 +203,26 @@ def test_iosize_json_is_the_text(bpf, bdevs):
     assert as_text(obj) == hists and len(hists) >= 2
 
 
-def test_with_bpftrace_on_the_same_probe(bpf, bdevs):
-    """A bcc/ tool and bpftrace trace io__submit of one blktgt at once (the
-    kernel refuses a second uprobe at one address with another semaphore
-    offset, so the tools must register it as bpftrace does)."""
+def test_with_bpftrace_on_the_same_probes(bpf, bdevs):
+    """bcc/ tools and bpftrace trace io__submit and bdev_execute of one
+    blktgt at once.  The kernel refuses a second uprobe at one address with
+    another semaphore offset, so the tools must register theirs as bpftrace
+    does."""
     proc, out = probekit.bpftrace_program(
         bdevs.pid, 'BEGIN { printf("READY\\n"); } '
-        'usdt::blktgt:io__submit { @submits = count(); }')
+        'usdt::blktgt:io__submit { @submits = count(); } '
+        f'uprobe:{bdevs.binary}:bdev_execute {{ @calls = count(); }}')
     try:
-        t = Tool("iosize", bdevs.pid).start()
+        size = Tool("iosize", bdevs.pid).start()
+        func = Tool("funclat", bdevs.pid).start()
         workload(bdevs, "Malloc0", "read", 4096, 2, 23)
-        (h,) = parse(t.stop())
+        (h,) = parse(size.stop())
+        arg, _, _ = parse(func.stop())
     finally:
         lines = probekit.stop_bpftrace(proc, out)
     assert nonzero(h) == {(4096, 8191): 23}
-    assert "@submits: 23" in lines, lines
+    assert nonzero(arg) == {(4096, 8191): 23}
+    assert "@submits: 23" in lines and "@calls: 23" in lines, lines
 
 
 # --- iolatency ------------------------------------------------------------------
