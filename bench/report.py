@@ -75,6 +75,37 @@ def derive(raw):
             lambda x, y: x / y if y > 0 else None))
     else:
         d["nop5_bt_hit_ratio"] = None
+    wl = raw.get("workload")
+    d["wl"] = None
+    if wl:
+        ws = wl["samples"]
+        hpi = wl["hits_per_io"]
+        w = {"hits_per_io": hpi,
+             "ns_per_io": {n: summary([x["ns_per_io"] for x in v]) for n, v in ws.items()},
+             "usdt_ratio": summary(paired(ws["usdt1"], ws["usdt0"],
+                                          lambda x, y: y["ns_per_io"] / x["ns_per_io"])),
+             "nop5_ratio": summary(paired(ws["nop5"], ws["usdt1"],
+                                          lambda x, y: y["ns_per_io"] / x["ns_per_io"])),
+             "traced": {}}
+        for n, base in (("bt", "usdt1"), ("nop5_bt", "nop5"), ("bcc", "usdt1"),
+                        ("libbpf", "usdt1")):
+            if n not in ws:
+                w["traced"][n] = None
+                continue
+            w["traced"][n] = {
+                "ratio": summary(paired(ws[n], ws[base],
+                                        lambda x, y: y["ns_per_io"] / x["ns_per_io"])),
+                "per_hit": summary(paired(ws[n], ws[base],
+                                          lambda x, y: (x["ns_per_io"] - y["ns_per_io"]) / hpi)),
+            }
+        if w["traced"]["bt"] and w["traced"]["nop5_bt"]:
+            w["nop5_bt_hit_ratio"] = summary(paired(
+                paired(ws["nop5_bt"], ws["nop5"], lambda x, y: x["ns_per_io"] - y["ns_per_io"]),
+                paired(ws["bt"], ws["usdt1"], lambda x, y: x["ns_per_io"] - y["ns_per_io"]),
+                lambda x, y: x / y if y > 0 else None))
+        else:
+            w["nop5_bt_hit_ratio"] = None
+        d["wl"] = w
     hc = raw["hitcost"]["samples"]
     d["hitcost"] = {}
     for v in ("stock", "nop5"):
@@ -112,7 +143,10 @@ def plot(out, raw, d):
                      ("libbpf", "libbpf\\niolatency")):
         if d["traced"][n]:
             add(0, f"+{label}", d["traced"][n]["ratio"])
-            add(1, label, d["traced"][n]["per_hit"])
+            if d["wl"] and d["wl"]["traced"][n]:
+                add(1, label, d["wl"]["traced"][n]["per_hit"])
+            else:
+                add(1, label, d["traced"][n]["per_hit"])
     add(0, "blktgt\\n/nbdkit", d["nbdkit_ratio"])
     add(1, "loop, stock\\n1-byte nop", d["hitcost"]["stock"]["per_hit"])
     add(1, "loop,\\n5-byte nop", d["hitcost"]["nop5"]["per_hit"])
@@ -141,7 +175,7 @@ plot "{dat}" index 0 using 0:2:xtic(1) with boxes lc rgb "#4477aa", \\
      "" index 0 using 0:2:3:4 with yerrorbars lc rgb "black" pt 0, \\
      "" index 0 using 0:4:(sprintf("%.3f", $2)) with labels offset 0,0.8 font ",10", \\
      1.0 with lines dt 2 lc rgb "gray"
-set title "cost per probe hit, ns"
+set title "cost per probe hit, ns (blktgt workload\_run; hitcost loop)"
 plot "{dat}" index 1 using 0:2:xtic(1) with boxes lc rgb "#cc6677", \\
      "" index 1 using 0:2:3:4 with yerrorbars lc rgb "black" pt 0, \\
      "" index 1 using 0:4:(sprintf("%.0f", $2)) with labels offset 0,0.8 font ",10"
@@ -221,6 +255,36 @@ def markdown(raw, d):
           f"| {fmt(t['extra_cpu'], 0)} | {fmt(t['per_hit'], 0)} |")
     w(f"| **USDT_NOP5=1 / USDT=1 extra CPU per I/O under iolat.bt** | | | | "
       f"{fmt(d['nop5_bt_hit_ratio'])} | |")
+    w("")
+    if d["wl"]:
+        wlr = d["wl"]
+        w("")
+        w("### The same servers, driven in process")
+        w("")
+        w(f"The fio figures above carry a lot of scheduling noise (a client process, "
+          "socket wakeups, two reactors, other work on 2 vCPUs). Each server above also "
+          f"ran blktgt's own `workload_run` ({raw['workload']['job']}), alternating "
+          "the same way: one reactor, no sockets, so its time per I/O is mostly CPU. "
+          f"Hits per I/O: {wlr['hits_per_io']:.3f} (a bpftrace count of io__submit and "
+          "io__done over one such run, divided by its I/Os). Cost per hit = (traced - "
+          "untraced ns per I/O, same repetition) / hits per I/O.")
+        w("")
+        w("| configuration | ns per I/O | throughput ratio | cost per hit, ns |")
+        w("|---|---|---|---|")
+        npi = wlr["ns_per_io"]
+        w(f"| USDT=0 | {fmt(npi['usdt0'], 0)} | | |")
+        w(f"| USDT=1 | {fmt(npi['usdt1'], 0)} | {fmt(wlr['usdt_ratio'])} vs USDT=0 | |")
+        w(f"| USDT_NOP5=1 | {fmt(npi['nop5'], 0)} | {fmt(wlr['nop5_ratio'])} vs USDT=1 | |")
+        for n, label, base in (("bt", "USDT=1 + bt/iolat.bt via wrapper", "USDT=1"),
+                               ("nop5_bt", "USDT_NOP5=1 + bt/iolat.bt via wrapper", "USDT_NOP5=1"),
+                               ("bcc", "USDT=1 + bcc/iolatency", "USDT=1"),
+                               ("libbpf", "USDT=1 + libbpf iolatency", "USDT=1")):
+            t = wlr["traced"][n]
+            if t is None:
+                w(f"| {label} | not available | | |")
+                continue
+            w(f"| {label} | {fmt(npi[n], 0)} | {fmt(t['ratio'])} vs {base} | {fmt(t['per_hit'], 0)} |")
+        w(f"| **5-byte / 1-byte cost per hit under iolat.bt** | | | {fmt(wlr['nop5_bt_hit_ratio'])} |")
     w("")
     w("## 3. Cost per hit of one probe site (bench/hitcost.c)")
     w("")

@@ -32,7 +32,7 @@ $(BENCH_DIR)/redzone-%: bench/redzone.c bench/bench.h probes/nop5/sys/sdt.h mk/b
 	$(Q)$(CC) $(BENCH_CFLAGS) $(call bench_variant_flags,$@) -o $@ $<
 
 bench: all bench-progs
-	$(Q)$(MAKE) --no-print-directory O=$(O)/nousdt USDT=0 USDT_NOP5=0 all
-	$(Q)$(MAKE) --no-print-directory O=$(O)/nop5 USDT=1 USDT_NOP5=1 all
+	$(Q)$(MAKE) --no-print-directory O=$(O)/nousdt USDT=0 USDT_NOP5=0 $(O)/nousdt/bin/blktgt
+	$(Q)$(MAKE) --no-print-directory O=$(O)/nop5 USDT=1 USDT_NOP5=1 $(O)/nop5/bin/blktgt
 	$(Q)$(PYTHON) bench/run --build $(O) $(if $(BENCH_RUNS),--runs $(BENCH_RUNS)) \
 		$(if $(BENCH_SECONDS),--seconds $(BENCH_SECONDS))
