@@ -82,7 +82,7 @@ cleanup() {
 		# first (an error here only means there was nothing to resume).
 		rpc export_resume e0 >/dev/null 2>&1
 		rpc target_shutdown >/dev/null 2>&1 || kill -TERM "$tgt_pid"
-		wait_gone "$tgt_pid" || { note "blktgt did not stop; killing it"; kill -KILL "$tgt_pid"; }
+		wait_gone "$tgt_pid" || { note "blktgt did not stop; killing it" >&7; kill -KILL "$tgt_pid"; }
 		wait "$tgt_pid" 2>/dev/null
 	fi
 	if alive "$load_pid"; then kill -TERM "$load_pid"; fi
@@ -92,9 +92,12 @@ cleanup() {
 	rm -rf -- "$work"
 	exit "$rc"
 }
+# A trap runs with the redirections of the command it interrupts (say,
+# "rpc ... >/dev/null"), so its words go to the demo's own stdout, kept as 7.
+exec 7>&1
 trap cleanup EXIT
-trap 'note "interrupted; stopping everything"; exit 130' INT
-trap 'note "terminated; stopping everything"; exit 143' TERM
+trap 'note "interrupted; stopping everything" >&7; exit 130' INT
+trap 'note "terminated; stopping everything" >&7; exit 143' TERM
 
 # Read lines from fd $1 until one matches the extended regex $2, waiting
 # at most READY_TIMEOUT for each; the line is left in $matched.  Lines are
