@@ -173,7 +173,10 @@ class Target:
             raise AssertionError("blktgt did not exit within "
                                  f"{TIMEOUT}s of signal {sig}")
         lines = self.out.drain(5)
-        self.remove_trace_file()
+        if rc < 0:
+            # Killed: the ring file stays by design (post-mortem); the
+            # test has had its chance to read it before calling stop().
+            self.remove_trace_file()
         if expect_rc is not None:
             assert rc == expect_rc, (f"blktgt exited {rc}, expected {expect_rc}:\n"
                                      + "\n".join(lines[-30:]))
