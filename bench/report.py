@@ -294,6 +294,13 @@ def markdown(raw, d):
     w(f"| **USDT_NOP5=1 / USDT=1 extra CPU per I/O under iolat.bt** | | | | "
       f"{fmt(d['nop5_bt_hit_ratio'])} | |")
     w("")
+    crosses = [n for n, t in d["traced"].items()
+               if t and t["per_hit"] and t["per_hit"]["min"] < 0]
+    if crosses:
+        w("")
+        w("In this run the fio-derived CPU deltas are dominated by noise: the range of "
+          "cost per hit crosses zero for " + ", ".join(crosses) + ". Read the in-process "
+          "table below for the cost per hit, and this one for the IOPS ratios only.")
     if d["wl"]:
         wlr = d["wl"]
         w("")
