@@ -393,7 +393,11 @@ def markdown(raw, d):
     w(f"| IOPS ratio blktgt USDT=0 / nbdkit null | {fmt(d['nbdkit_ratio_usdt0'])} |")
     w(f"| IOPS, nbdkit null | {fmt(d['iops']['nbdkit'], 0)} |")
     w("")
-    w(NOP5_TEXT.strip())
+    text = NOP5_TEXT.strip()
+    cut = text.index("So the 5-byte nop is safe only")
+    w(text[:cut].rstrip())
+    w(redzone_table(raw))
+    w(text[cut:])
     w("")
     return "\n".join(L)
 
@@ -442,6 +446,23 @@ static library or a header-only user compiled elsewhere) that includes
 the generated probe header. Such code must add `-Iprobes/nop5
 -mno-red-zone` itself, or keep the stock 1-byte nop.
 """
+
+
+def redzone_table(raw):
+    rz = raw.get("redzone")
+    if not rz:
+        return ""
+    L = ["", "Measured in this run (bench/redzone.c, traced by a bpftrace count()):", "",
+         "| build of the leaf function | calls | bpftrace hits | corrupted calls | site optimized |",
+         "|---|---|---|---|---|"]
+    for v, label in (("stock", "stock 1-byte nop"),
+                     ("nop5", "5-byte nop, -mno-red-zone (USDT_NOP5=1)"),
+                     ("nop5-redzone", "5-byte nop, red zone allowed (unsafe)")):
+        r = rz.get(v)
+        if r:
+            L.append(f"| {label} | {r['calls']:,} | {r['hits']:,} | **{r['corrupted']:,}** | "
+                     f"{'yes' if r['trampoline'] == 1 else 'no'} |")
+    return "\n".join(L) + "\n"
 
 
 def write(out, raw):
