@@ -47,7 +47,7 @@ PROBES_O  := $(O)/obj/blktgt_probes.o
 endif
 
 .DELETE_ON_ERROR:
-.PHONY: all deps test check lint demo probes clean
+.PHONY: all deps test check lint demo probes probes-doc clean
 
 all: $(TARGET)
 
@@ -111,6 +111,10 @@ probes: $(TARGET)
 	$(Q)$(PYTHON) $(GENCAT) --markdown $(CATALOG)
 	$(Q)if command -v tplist-bpfcc >/dev/null; then tplist-bpfcc -l $(TARGET) -vv; \
 	else echo "probes: tplist-bpfcc not found; run 'make deps'" >&2; exit 1; fi
+
+# The probe table in probes/README.md is made from the catalog.
+probes-doc:
+	$(Q)$(PYTHON) $(GENCAT) --update-doc probes/README.md $(CATALOG)
 
 # Everything that names a probe: checked against the catalog and binary.
 LINT_FILES = $(wildcard bt/*.bt) $(filter-out %.txt %.md %.py,$(wildcard bcc/*)) \

@@ -101,3 +101,13 @@ def test_probe_fires_under_bpftrace(target, bpf):
         target.rpc("target_stats")
     lines = probekit.stop_bpftrace(proc, out)
     assert "@calls[target_stats]: 7" in lines, lines
+
+
+def test_probe_table_is_generated_from_catalog():
+    """probes/README.md's table is the catalog's; 'make probes-doc' remakes it."""
+    doc = os.path.join(probekit.ROOT, "probes", "README.md")
+    with open(doc, encoding="utf-8") as f:
+        text = f.read()
+    assert gencatalog.update_doc(text, catalog()) == text, (
+        "probes/README.md's probe table differs from probes/blktgt.d; "
+        "run 'make probes-doc'")
