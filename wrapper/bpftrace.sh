@@ -11,8 +11,9 @@
 #    /proc/PID/exe, quoted so that bpftrace reads one path whatever it
 #    holds.  When the executable lacks that probe or symbol but a library
 #    mapped by PID has it, that library's path is used for that probe.
-#    __PID__ anywhere becomes PID.  Substitution is literal: no path can
-#    inject bpftrace code, and paths bpftrace cannot express are refused.
+#    __PID__ anywhere else becomes PID.  Substitution is literal: no path
+#    can inject bpftrace code.  A path with a double quote, a newline or a
+#    ':' cannot be written in a bpftrace 0.17 probe, and is refused.
 #  - Every __EXE__ probe must resolve.  bpftrace 0.17 silently attaches
 #    nothing for a usdt probe or uprobe symbol that does not exist, so a
 #    misspelt probe would trace nothing without a word; here it is an error.
