@@ -15,6 +15,8 @@
  *  - fixed-width types only, so every reader agrees on argument sizes:
  *    64-bit for ids, offsets, lengths and pointers, 32-bit for small enums
  *    and statuses (negative errno, 0 on success);
+ *  - bpftrace 0.17 reads only arg0..arg5 on x86-64, so whatever a script
+ *    needs sits in the first six arguments;
  *  - "char *" arguments are NUL-terminated strings that live in memory the
  *    target uses (struct fields, tables touched at start-up), so bpftrace's
  *    str() can always read them.
@@ -85,8 +87,8 @@ provider blktgt {
 	/* The client sent a negotiation option; status is 0 or a negative errno. */
 	probe nbd__option(uint64_t conn, uint32_t option, char *option_name, int32_t status);
 
-	/* A transmission request arrived (cmd is NBD_CMD_*, flags NBD_CMD_FLAG_*). */
-	probe nbd__request(uint64_t conn, uint64_t handle, uint32_t cmd, uint32_t flags, uint64_t offset, uint32_t len, char *cmd_name);
+	/* A transmission request arrived: cmd (NBD_CMD_*) and its name; flags (NBD_CMD_FLAG_*) is 7th, past bpftrace 0.17's arg5. */
+	probe nbd__request(uint64_t conn, uint64_t handle, uint32_t cmd, uint64_t offset, uint32_t len, char *cmd_name, uint32_t flags);
 
 	/* A reply was sent; error is the NBD error code (0 on success). */
 	probe nbd__reply(uint64_t conn, uint64_t handle, uint32_t cmd, uint32_t error);

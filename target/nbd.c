@@ -512,8 +512,8 @@ static void conn_request(struct nbd_conn *c, const struct nbd_request *q)
 	c->requests++;
 	counter_inc(&threads[c->owner_idx].requests);
 	if (BLKTGT_NBD_REQUEST_ENABLED())
-		BLKTGT_NBD_REQUEST(c->id, q->handle, q->type, q->flags, q->offset, q->len,
-				   nbd_cmd_name(q->type));
+		BLKTGT_NBD_REQUEST(c->id, q->handle, q->type, q->offset, q->len,
+				   nbd_cmd_name(q->type), q->flags);
 
 	v = nbd_request_validate(q, &c->lim, &error, &why);
 	if (v == NBD_REQ_DISCONNECT) {

@@ -779,14 +779,12 @@ def test_file_bdev_survives_kill9(blktgt_bin, tmp_path):
 def test_probes_count_writes_exactly(target, bpf, blktgt_bin):
     """qemu-io issuing exactly K writes fires exactly K nbd__request with
     cmd WRITE and K io__submit of type write on that bdev, each with the
-    right length, and the probe strings read back.  (nbd__request's
-    cmd_name is its arg6, which bpftrace 0.17 cannot read on x86-64: it
-    stops at arg5.)"""
+    right length, and the probe strings read back."""
     bdev = make_export(target, "e0", size_mb=16)
     k = 23
     b = blktgt_bin
     prog = f"""
-usdt:{b}:blktgt:nbd__request /arg2 == 1/ {{ @req[arg5] = count(); }}
+usdt:{b}:blktgt:nbd__request /arg2 == 1/ {{ @req[str(arg5), arg4] = count(); }}
 usdt:{b}:blktgt:nbd__reply /arg2 == 1 && arg3 == 0/ {{ @reply = count(); }}
 usdt:{b}:blktgt:io__submit /str(arg1) == "{bdev}" && arg2 == 1/ {{ @io[str(arg5), arg4] = count(); }}
 usdt:{b}:blktgt:nbd__connect {{ @peer[str(arg1)] = count(); }}
@@ -803,7 +801,7 @@ BEGIN {{ printf("READY\\n"); }}
         lines = probekit.stop_bpftrace(proc, out)
     text = "\n".join(lines)
     print(text)
-    assert re.search(rf"^@req\[8192\]: {k}$", text, re.M), text
+    assert re.search(rf"^@req\[WRITE, 8192\]: {k}$", text, re.M), text
     assert re.search(rf"^@reply: {k}$", text, re.M), text
     assert re.search(rf"^@io\[write, 8192\]: {k}$", text, re.M), text
     assert re.search(r"^@peer\[127\.0\.0\.1:\d+\]: 1$", text, re.M), text
