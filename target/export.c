@@ -48,6 +48,7 @@ struct change {
 
 static struct export *exports;
 static unsigned nexports;
+static bool closing;            /* shutdown has begun: no new pauses */
 
 struct export *export_lookup(const char *name)
 {
@@ -308,6 +309,8 @@ int export_pause(const char *name, export_done_fn done, void *ctx)
 
 	if (!e)
 		return -ENOENT;
+	if (closing)
+		return -ESHUTDOWN;
 	if (e->deleting || e->changing)
 		return -EBUSY;
 	if (e->state != EXPORT_ACTIVE)
@@ -345,6 +348,42 @@ int export_delete(const char *name, export_done_fn done, void *ctx)
 }
 
 /* --- shutdown ---------------------------------------------------------- */
+
+/*
+ * Shutdown waits for the I/O of every workload and client, and I/O that a
+ * paused export holds would never complete.  So once shutdown begins no
+ * export may pause, and every paused one is resumed: the held I/O runs and
+ * nothing is lost.  A change under way is -EBUSY; look again on the next
+ * loop pass until none is left.
+ */
+static void resume_done(void *ctx, int status)
+{
+	if (status)
+		log_warn("shutdown: resuming an export failed: %s", strerror(-status));
+}
+
+static void resume_paused(void *ctx)
+{
+	bool again = false;
+
+	for (struct export *e = exports; e; e = e->next) {
+		if (e->changing) {
+			again = true;
+		} else if (e->state == EXPORT_PAUSED && !e->deleting) {
+			log_info("shutdown: resuming export %s to let its held I/O finish", e->name);
+			if (change_start(e, EXPORT_ACTIVE, resume_done, NULL) != 0)
+				again = true;
+		}
+	}
+	if (again && send_msg(reactor_self(), resume_paused, NULL) != 0)
+		log_error("shutdown: out of memory; a paused export may hold shutdown up");
+}
+
+void export_shutdown_begin(void)
+{
+	closing = true;
+	resume_paused(NULL);
+}
 
 struct delete_all {
 	export_done_fn done;

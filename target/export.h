@@ -43,6 +43,10 @@ struct bdev *export_bdev(const struct export *e);
 enum export_state export_state(const struct export *e);
 const char *export_state_name(enum export_state s);
 
+/* Shutdown has begun (reactor 0): refuse pauses from now on and resume
+ * every paused export, so that the I/O it holds completes. */
+void export_shutdown_begin(void);
+
 /* True when e is still registered, not being deleted and not INACTIVE:
  * the only state in which a new client may take a reference.  e may be a
  * stale pointer (it is compared by address before it is read).  Reactor 0

@@ -125,6 +125,7 @@ static void shutdown_done_workloads(void *ctx)
 static void shutdown_begin(void *ctx)
 {
 	set_state(TARGET_SHUTDOWN);
+	export_shutdown_begin();
 	workload_stop_all(shutdown_done_workloads, NULL);
 }
 

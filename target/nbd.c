@@ -1226,40 +1226,8 @@ static void shutdown_step(struct foreach *it, void *ctx)
 		t->shutdown_it = it;    /* thread_del() continues */
 }
 
-/*
- * I/O a paused export holds would never complete, and shutdown waits for
- * every connection's I/O: so resume each export that clients still hold.
- * The held I/O then runs (nothing a client sent is lost) and the
- * connections can go.  export_resume() is -EBUSY while a pause or resume
- * is under way: look again on the next pass until shutdown is over.
- */
-static bool shutdown_pending;
-
-static void shutdown_resumed(void *ctx, int status)
-{
-	if (status)
-		log_warn("nbd: shutdown: resuming an export failed: %s", strerror(-status));
-}
-
-static void shutdown_unpause(void *ctx)
-{
-	bool again = false;
-
-	if (!shutdown_pending)
-		return;
-	for (struct export *e = export_first(); e; e = export_next(e)) {
-		if (export_clients(e) == 0)
-			continue;
-		if (export_resume(export_name(e), shutdown_resumed, NULL) == -EBUSY)
-			again = true;
-	}
-	if (again && send_msg(reactor_get(0), shutdown_unpause, NULL) < 0)
-		log_error("nbd: shutdown: out of memory; a paused export may hold it up");
-}
-
 static void shutdown_finish(void *ctx, int status)
 {
-	shutdown_pending = false;
 	log_debug("nbd: every connection is closed");
 	if (shutdown_done)
 		shutdown_done(shutdown_ctx);
@@ -1279,8 +1247,6 @@ void nbd_shutdown(void (*done)(void *ctx), void *ctx)
 	nlisteners = 0;
 	shutdown_done = done;
 	shutdown_ctx = ctx;
-	shutdown_pending = true;
-	shutdown_unpause(NULL);
 	if (for_each_thread(shutdown_step, NULL, shutdown_finish) < 0) {
 		log_error("nbd: shutdown: cannot reach the reactors");
 		if (done)

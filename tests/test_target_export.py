@@ -215,3 +215,26 @@ BEGIN { printf("READY\n"); }
         assert "@exec[foreach_finish]: 4" in lines, text
     finally:
         t.stop()
+
+
+def test_shutdown_with_io_held_by_a_paused_export(export):
+    """SIGTERM while a paused export holds a workload's I/O: shutdown
+    resumes the export, the held I/O completes (none lost, none failed),
+    the workload ends early, and the target exits 0 instead of waiting
+    forever for I/O that a pause would never let finish."""
+    t = export
+    assert t.rpc("export_pause", name="e0") is True
+    th, res = start_workload(t, pattern="write", queue_depth=16)
+    # The workload submitted its first batch, and the pause holds all of
+    # it: nothing reaches the bdev.
+    s = t.rpc("target_stats")
+    assert s["io_submitted"] == s["io_completed"] == 0, s
+    t.stop()                    # SIGTERM; asserts exit status 0
+    th.join(probekit.TIMEOUT)
+    assert not th.is_alive()
+    assert "r" in res or "e" in res, res
+    if "r" in res:              # the reply can lose the race with exit
+        r = res["r"]
+        assert r["errors"] == 0 and 16 <= r["ios"] < N, r
+    lines = t.out.lines
+    assert any("resuming export e0" in l for l in lines), lines
