@@ -85,7 +85,7 @@ if [ -n "$headers" ]; then say "ready:   kernel headers for BCC: $headers"; else
 if [ "$(id -u)" = 0 ]; then
 	say "ready:   privilege to trace (root)"
 else
-	say "MISSING: privilege to trace: run as root, or give bpftrace CAP_BPF and CAP_PERFMON"
+	say "MISSING: privilege to trace: run as root (bpftrace 0.17 runs only as root; the libbpf tools need CAP_BPF and CAP_PERFMON)"
 	ok=0
 fi
 [ $ok = 1 ] && say "all ready" || say "some pieces are missing; see above"

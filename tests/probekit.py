@@ -27,7 +27,7 @@ TIMEOUT = 60
 def bpf_unavailable():
     """Why BPF tracing cannot work here, or None when it can."""
     if os.geteuid() != 0:
-        return "not root (tracing needs root, or CAP_BPF and CAP_PERFMON)"
+        return "not root (bpftrace 0.17 runs only as root)"
     if not shutil.which("bpftrace"):
         return "bpftrace is not installed (run 'make deps')"
     if not os.path.exists("/sys/kernel/tracing/uprobe_events"):
@@ -59,7 +59,8 @@ class LineReader:
         self.lines += [d.decode(errors="replace") for d in done]
 
     def wait_for(self, pattern, timeout=TIMEOUT):
-        """Return the first match of pattern in a line not yet consumed."""
+        """Return the first match of pattern in any line read so far or
+        arriving before the timeout (earlier lines are searched again)."""
         rx = re.compile(pattern)
         deadline = time.monotonic() + timeout
         i = 0
