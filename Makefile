@@ -94,12 +94,21 @@ deps:
 	$(Q)scripts/deps.sh
 
 # The test suite builds the variants it compares: the default build, a
-# USDT=0 build beside it, and an ASan+UBSan build.
+# USDT=0 build beside it, and an ASan+UBSan build, which runs the target's
+# own tests (a leak or a sanitizer report makes blktgt exit non-zero, and
+# every test checks its exit status).  The fuzz tests build their own
+# sanitized harnesses, so they run once, in the whole suite.
+SAN_TESTS = test_target_rpc.py test_target_workload.py test_target_export.py \
+	    test_target_lifecycle.py test_nbd.py
 test: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(MAKE) --no-print-directory O=$(O)/nousdt USDT=0 all
 	$(Q)$(MAKE) --no-print-directory O=$(O)/asan SAN=1 all
 	$(Q)$(MAKE) --no-print-directory lint
+	@echo "== the target's own tests against the ASan+UBSan build"
+	$(Q)cd tests && BUILD=$(abspath $(O)/asan) $(PYTHON) -m pytest -k 'not fuzz' \
+		$(SAN_TESTS) $(PYTEST_ARGS)
+	@echo "== the whole suite"
 	$(Q)cd tests && BUILD=$(abspath $(O)) $(PYTHON) -m pytest $(PYTEST_ARGS)
 
 demo: deps all
@@ -118,7 +127,7 @@ probes-doc:
 
 # Everything that names a probe: checked against the catalog and binary.
 LINT_FILES = $(wildcard bt/*.bt) $(filter-out %.txt %.md %.py,$(wildcard bcc/*)) \
-             $(wildcard libbpf/*.bpf.c)
+             $(wildcard libbpf/*.bpf.c) $(wildcard bench/*.bt bench/*_bcc.py)
 
 lint: $(TARGET)
 	$(Q)$(PYTHON) probes/probecheck --binary $(TARGET) --catalog $(CATALOG) $(LINT_FILES)
