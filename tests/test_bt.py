@@ -91,8 +91,8 @@ def compile_check(pid, scripts, tmp_path):
 
 
 def test_collection_is_complete():
-    assert SCRIPTS == sorted(["funcs.bt", "iolat.bt", "iops.bt", "iosize.bt", "msgs.bt",
-                              "nbd.bt", "rpc.bt", "states.bt", "syscalls.bt"])
+    assert SCRIPTS == sorted(["funcs.bt", "iolat.bt", "iops.bt", "iosize.bt", "lifecycle.bt",
+                              "msgs.bt", "nbd.bt", "rpc.bt", "states.bt", "syscalls.bt"])
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -224,6 +224,54 @@ def test_msgs_sent_equal_executed(bpf, tgt):
     assert sum(by_thread.values()) == sum(executed.values())
     # usym() names real functions, not raw addresses.
     assert not any(k.startswith("0x") for k in executed), executed
+
+
+def test_lifecycle_bdevs_workloads_threads(bpf, target):
+    t = Trace(target.pid, [bt("lifecycle.bt")]).start()
+    try:
+        target.rpc("bdev_malloc_create", name="lc0", size_mb=8, block_size=512)
+        r = target.rpc("workload_run", bdev="lc0", pattern="write", io_size=IO_SIZE,
+                       queue_depth=4, count=23)
+        assert r["ios"] == 23
+        # usym() is resolved when bpftrace prints the line, which must be
+        # while the process still lives: wait for each round's line.
+        round_rx = re.compile(r"^\s*\d+\.\d{6} foreach-done ")
+        for n, (method, params) in enumerate(
+                (("export_create", dict(name="lce", bdev="lc0")),
+                 ("export_pause", dict(name="lce")),
+                 ("export_resume", dict(name="lce")),
+                 ("export_delete", dict(name="lce"))), 1):
+            target.rpc(method, **params)
+            wait_lines(t, round_rx, n)
+        target.rpc("bdev_delete", name="lc0")
+        t.out.wait_for(r" bdev-delete ")
+        target.rpc("target_shutdown")
+        rc = t.proc.wait(timeout=probekit.TIMEOUT)  # ends with the target
+    finally:
+        lines = t.stop()
+    assert rc == 0, lines
+    rx = re.compile(r"^\s*(\d+)\.(\d{6}) (\S+)\s+(.*)$")
+    events = sorted((int(m.group(1)) * 10**6 + int(m.group(2)), m.group(3), m.group(4))
+                    for m in map(rx.match, lines) if m)
+    kinds = [e for _, e, _ in events]
+    details = [d for _, _, d in events]
+    assert kinds.count("bdev-create") == 1 and "lc0 malloc 16384 x 512" in details, lines
+    assert kinds.count("bdev-delete") == 1 and "lc0 malloc" in details, lines
+    job = [d for _, e, d in events if e == "workload"]
+    assert len(job) == 1 and re.match(r"\d+ on lc0: write 4096 B qd 4$", job[0]), lines
+    done = [d for _, e, d in events if e == "workload-done"]
+    assert len(done) == 1 and re.match(r"\d+: 23 I/Os, status 0, \d+ us$", done[0]), lines
+    # create (INACTIVE -> ACTIVE), pause, resume, delete: four export
+    # rounds, then whatever shutdown runs (named or not: it may print after
+    # the process is gone).
+    rounds = [d for _, e, d in events if e == "foreach-done"]
+    assert len(rounds) >= 4, lines
+    assert all(re.match(r"change_step, \d+ us$", d) for d in rounds[:4]), lines
+    stops = sorted(d.split(" (")[0] for _, e, d in events if e == "thread-stop")
+    assert stops == [f"reactor {i}" for i in range(target.threads)], lines
+    assert kinds.index("bdev-create") < kinds.index("workload") < kinds.index("workload-done") \
+        < kinds.index("bdev-delete") < kinds.index("thread-stop"), lines
+    target.proc.wait(timeout=probekit.TIMEOUT)
 
 
 PER_CALL = re.compile(r"^\s*\d+\.\d{6} \d+\s+\w+\s+-?\d+\s+\d+$")
