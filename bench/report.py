@@ -41,6 +41,17 @@ def verdict(s, goal=0.99):
     return "NOT met (every repetition below)"
 
 
+def verdict_max(s, goal):
+    """The same for a goal that is a ceiling (at most goal)."""
+    if s is None:
+        return "not measured"
+    if s["median"] <= goal:
+        return "met (median)" if s["max"] > goal else "met (every repetition)"
+    if s["min"] <= goal:
+        return "not resolved (median above, spread reaches it)"
+    return "NOT met (every repetition above)"
+
+
 def paired(a, b, fn):
     return [fn(x, y) for x, y in zip(a, b)]
 
@@ -133,6 +144,7 @@ def derive(raw):
         paired(hc["nop5-traced"], hc["nop5-untraced"], lambda x, y: x["ns_per_pass"] - y["ns_per_pass"]),
         paired(hc["stock-traced"], hc["stock-untraced"], lambda x, y: x["ns_per_pass"] - y["ns_per_pass"]),
         lambda x, y: x / y))
+    d["ring"] = derive_ring(raw, d)
     fe = raw["first_event"]["samples_ms"]
     d["first"] = {n: summary(v) for n, v in fe.items()}
     if "wrapper" in fe and "bpftrace" in fe:
@@ -140,6 +152,54 @@ def derive(raw):
     else:
         d["wrapper_cost"] = None
     return d
+
+
+def derive_ring(raw, d):
+    """The trace ring (second tier): bench/tracecost.c's ns per event, the
+    attached USDT hit of the same repetition, and blktgt -e all against
+    the same build with tracing off."""
+    tc = raw.get("tracecost")
+    if not tc:
+        return None
+    ts = tc["samples"]
+    hc = raw["hitcost"]["samples"]
+    r = {k: summary([x[k] for x in ts])
+         for k in ("enabled_ns_per_event", "disabled_ns_per_event", "clock_ns",
+                   "enabled_cpu_ns", "disabled_cpu_ns", "clock_cpu_ns")}
+    r["events"] = tc["events"]
+    for v in ("stock", "nop5"):
+        hit = paired(hc[f"{v}-traced"], hc[f"{v}-untraced"],
+                     lambda x, y: x["ns_per_pass"] - y["ns_per_pass"])
+        r[f"vs_{v}"] = summary(paired(ts, hit, lambda x, y: x["enabled_ns_per_event"] / y
+                                      if y > 0 else None))
+    fs = raw["fio"]["samples"]
+    r["fio"] = None
+    if "trace_all" in fs:
+        a, b = fs["trace_all"], fs["usdt1"]
+        epi = summary([x.get("trace_events_per_io") for x in a])
+        r["fio"] = {
+            "ratio": summary(paired(a, b, lambda x, y: x["iops"] / y["iops"])),
+            "events_per_io": epi,
+            "extra_cpu": summary(paired(a, b, lambda x, y: x["cpu_ns_per_io"] - y["cpu_ns_per_io"])),
+            "per_event": summary(paired(a, b, lambda x, y:
+                                        (x["cpu_ns_per_io"] - y["cpu_ns_per_io"])
+                                        / x["trace_events_per_io"]
+                                        if x.get("trace_events_per_io") else None)),
+        }
+    wl = raw.get("workload")
+    r["wl"] = None
+    if wl and "trace_all" in wl["samples"]:
+        a, b = wl["samples"]["trace_all"], wl["samples"]["usdt1"]
+        r["wl"] = {
+            "ns_per_io": summary([x["ns_per_io"] for x in a]),
+            "events_per_io": summary([x.get("trace_events_per_io") for x in a]),
+            "ratio": summary(paired(a, b, lambda x, y: y["ns_per_io"] / x["ns_per_io"])),
+            "per_event": summary(paired(a, b, lambda x, y:
+                                        (x["ns_per_io"] - y["ns_per_io"])
+                                        / x["trace_events_per_io"]
+                                        if x.get("trace_events_per_io") else None)),
+        }
+    return r
 
 
 def plot(out, raw, d):
@@ -160,9 +220,14 @@ def plot(out, raw, d):
                 add(1, label, d["wl"]["traced"][n]["per_hit"])
             else:
                 add(1, label, d["traced"][n]["per_hit"])
+    ring = d.get("ring")
+    if ring and ring["fio"]:
+        add(0, "-e all\\n/off", ring["fio"]["ratio"])
     add(0, "blktgt\\n/nbdkit", d["nbdkit_ratio"])
     add(1, "loop, stock\\n1-byte nop", d["hitcost"]["stock"]["per_hit"])
     add(1, "loop,\\n5-byte nop", d["hitcost"]["nop5"]["per_hit"])
+    if ring:
+        add(1, "trace ring\\nevent", ring["enabled_ns_per_event"])
     labels = {"bpftrace": "bpftrace", "wrapper": "wrapper\\n+bpftrace",
               "bcc_first": "BCC\\npython", "bt_ready": "iolat.bt\\nready",
               "bcc_ready": "bcc iolat.\\nready", "libbpf_ready": "libbpf\\nready"}
@@ -188,7 +253,7 @@ plot "{dat}" index 0 using 0:2:xtic(1) with boxes lc rgb "#4477aa", \\
      "" index 0 using 0:2:3:4 with yerrorbars lc rgb "black" pt 0, \\
      "" index 0 using 0:4:(sprintf("%.3f", $2)) with labels offset 0,0.8 font ",10", \\
      1.0 with lines dt 2 lc rgb "gray"
-set title "cost per probe hit, ns"
+set title "cost per probe hit / ring event, ns"
 plot "{dat}" index 1 using 0:2:xtic(1) with boxes lc rgb "#cc6677", \\
      "" index 1 using 0:2:3:4 with yerrorbars lc rgb "black" pt 0, \\
      "" index 1 using 0:4:(sprintf("%.0f", $2)) with labels offset 0,0.8 font ",10"
@@ -248,6 +313,16 @@ def markdown(raw, d):
     w(f"| time to first event / ready, ms: libbpf / bpftrace / wrapper+bpftrace / BCC | "
       f"{med(f.get('libbpf_ready'))} / {med(f.get('bpftrace'))} / {med(f.get('wrapper'))} / "
       f"{med(f.get('bcc_first'))} | ~29 / ~50-66 / - / ~330 |")
+    ring = d.get("ring")
+    if ring:
+        w(f"| trace ring event, ns: enabled / disabled / one clock read | "
+          f"{med(ring['enabled_ns_per_event'], 1)} / {med(ring['disabled_ns_per_event'], 1)} / "
+          f"{med(ring['clock_ns'], 1)} | goal <= 50 enabled |")
+        w(f"| trace ring event / attached USDT hit (stock), same run | "
+          f"{med(ring['vs_stock'], 3)} | |")
+        if ring["fio"]:
+            w(f"| IOPS, blktgt -e all / tracing off | {med(ring['fio']['ratio'], 3)} | "
+              "goal >= 0.97 |")
     w(f"| nbdkit null, fio nbd 4 KiB randread qd32, IOPS | {med(d['iops']['nbdkit'])} | ~80k |")
     w(f"| blktgt USDT=1 / nbdkit null, IOPS | {med(d['nbdkit_ratio'], 2)} | |")
     w("")
@@ -393,6 +468,7 @@ def markdown(raw, d):
     w(f"| IOPS ratio blktgt USDT=0 / nbdkit null | {fmt(d['nbdkit_ratio_usdt0'])} |")
     w(f"| IOPS, nbdkit null | {fmt(d['iops']['nbdkit'], 0)} |")
     w("")
+    ring_section(w, raw, d)
     text = NOP5_TEXT.strip()
     cut = text.index("So the 5-byte nop is safe only")
     w(text[:cut].rstrip())
@@ -400,6 +476,71 @@ def markdown(raw, d):
     w(text[cut:])
     w("")
     return "\n".join(L)
+
+
+def ring_section(w, raw, d):
+    r = d.get("ring")
+    w("## 6. Trace ring (second tier)")
+    w("")
+    if r is None:
+        w("Not measured in this run.")
+        w("")
+        return
+    hs = d["hitcost"]["stock"]
+    w("bench/tracecost.c records "
+      f"{r['events']:,} `bdev_io_submit` events (a string and three integers, as "
+      "blktgt's I/O path records them) on one thread into a ring of the default size, "
+      "so the ring wraps many times; then the same loop with the group disabled (one "
+      "branch), then the bare `CLOCK_MONOTONIC` read that every event pays. It runs "
+      "in section 3's rotation, one run per repetition, so the attached USDT hit "
+      "(section 3's stock site under a bpftrace count()) and the ring event are "
+      "measured side by side and their ratio is paired within a repetition. Wall-clock "
+      "and thread-CPU figures are both given; CPU time is not inflated by other "
+      "processes taking the CPU.")
+    w("")
+    w("| what | value | goal |")
+    w("|---|---|---|")
+    w(f"| ns per event, enabled (wall clock) | {fmt(r['enabled_ns_per_event'], 1)} | "
+      f"<= 50: {verdict_max(r['enabled_ns_per_event'], 50)} |")
+    w(f"| ns per event, enabled (thread CPU time) | {fmt(r['enabled_cpu_ns'], 1)} | "
+      f"<= 50: {verdict_max(r['enabled_cpu_ns'], 50)} |")
+    w(f"| ns per event, group disabled (wall / CPU) | {fmt(r['disabled_ns_per_event'], 2)} / "
+      f"{fmt(r['disabled_cpu_ns'], 2)} | |")
+    w(f"| ns per clock read, CLOCK_MONOTONIC (wall / CPU) | {fmt(r['clock_ns'], 1)} / "
+      f"{fmt(r['clock_cpu_ns'], 1)} | |")
+    w(f"| attached USDT hit, stock 1-byte nop, ns (section 3, same run) | "
+      f"{fmt(hs['per_hit'], 1)} | |")
+    w(f"| **ring event / attached USDT hit, stock** (paired) | {fmt(r['vs_stock'])} | |")
+    w(f"| ring event / attached USDT hit, 5-byte nop (paired) | {fmt(r['vs_nop5'])} | |")
+    w("")
+    f = r["fio"]
+    if f:
+        w("blktgt USDT=1 started with `-e all` (every tracepoint of every group "
+          "recording into its ring, nothing attached) against the same build with "
+          "tracing off, each its own server in section 1's rotation, under the same "
+          "fio job. Events per I/O are counted from the ring file's counters (every "
+          "ring's `written` plus the file's `lost`) around each run. Cost per event "
+          "= (blktgt CPU ns per I/O with -e all - off, same repetition) / events per "
+          "I/O; like section 2's CPU figures it carries the fio run's scheduling noise.")
+        w("")
+        w("| what | value | goal |")
+        w("|---|---|---|")
+        w(f"| **IOPS ratio -e all / tracing off** | {fmt(f['ratio'])} | >= 0.97: "
+          f"{verdict(f['ratio'], 0.97)} |")
+        w(f"| IOPS, -e all | {fmt(d['iops']['trace_all'], 0)} | |")
+        w(f"| ring events per fio I/O | {fmt(f['events_per_io'], 3)} | |")
+        w(f"| extra blktgt CPU ns per I/O | {fmt(f['extra_cpu'], 0)} | |")
+        w(f"| extra CPU ns per ring event | {fmt(f['per_event'], 0)} | |")
+    wl = r["wl"]
+    if wl:
+        if not f:
+            w("| what | value | goal |")
+            w("|---|---|---|")
+        w(f"| workload_run (in process, section 2's table): throughput ratio -e all / off "
+          f"| {fmt(wl['ratio'])} | |")
+        w(f"| workload_run: ring events per I/O | {fmt(wl['events_per_io'], 3)} | |")
+        w(f"| workload_run: extra ns per ring event | {fmt(wl['per_event'], 0)} | |")
+    w("")
 
 
 NOP5_TEXT = """

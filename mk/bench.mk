@@ -7,9 +7,14 @@
 # 'all'), $(O)/nousdt (USDT=0), $(O)/nop5 (USDT_NOP5=1) and the
 # microbenchmarks in $(O)/bench.  Runs as root (it traces); takes about
 # 7 minutes with the defaults (BENCH_RUNS=9, BENCH_SECONDS=3).
+#
+# tracecost (bench/tracecost.c) times one trace ring event (target/trace.h,
+# the second tier) enabled and disabled; bench/run runs it in the same
+# alternating repetitions as hitcost's attached USDT hit.
 
 BENCH_DIR   := $(O)/bench
 BENCH_PROGS := $(foreach p,hitcost redzone,$(foreach v,stock nop5 nop5-redzone,$(BENCH_DIR)/$(p)-$(v)))
+BENCH_PROGS += $(BENCH_DIR)/tracecost
 BENCH_CFLAGS = -std=gnu11 -D_GNU_SOURCE -fno-omit-frame-pointer $(WARN) $(CFLAGS)
 
 # stock: sys/sdt.h's 1-byte nop.  nop5: the 5-byte nop with the red zone
@@ -30,6 +35,10 @@ $(BENCH_DIR)/hitcost-%: bench/hitcost.c bench/bench.h probes/nop5/sys/sdt.h mk/b
 $(BENCH_DIR)/redzone-%: bench/redzone.c bench/bench.h probes/nop5/sys/sdt.h mk/bench.mk mk/nop5.mk | $(BENCH_DIR)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(BENCH_CFLAGS) $(call bench_variant_flags,$@) -o $@ $<
+
+$(BENCH_DIR)/tracecost: bench/tracecost.c bench/bench.h target/trace.c target/trace.h target/trace_defs.h mk/bench.mk | $(BENCH_DIR)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(BENCH_CFLAGS) -pthread -Itarget -Ibench -o $@ bench/tracecost.c target/trace.c
 
 bench: all bench-progs
 	$(Q)$(MAKE) --no-print-directory O=$(O)/nousdt USDT=0 USDT_NOP5=0 $(O)/nousdt/bin/blktgt
