@@ -7,128 +7,33 @@ the tools print only after their BPF program is loaded and attached; then
 the workload runs, and SIGINT makes the tool print its final histograms.
 """
 
-import json
-import os
 import re
-import signal
-import subprocess
 
 import pytest
 
+import histtools
 import probekit
-from probekit import LineReader, PYTHON, ROOT, TIMEOUT
+from histtools import bdevs  # noqa: F401 (a fixture)
+from histtools import (TOOLS, by_key, json_objects, nonzero, one_error_line,
+                       parse, run_as_nobody, run_on_nousdt_target,
+                       run_on_process_without_probes, timestamps, total,
+                       trace_until_target_exits, unused_pid, workload)
 
-BCC = os.path.join(ROOT, "bcc")
-READY = r"Hit Ctrl-C to end\.$"
 
-
-class Tool:
-    """A bcc/ tool attached to a PID; start() returns once it is tracing."""
+class Tool(histtools.Tool):
+    """A bcc/ tool attached to a PID; its output must also be tidy (no
+    Traceback, text under 80 columns: the BCC tool conventions)."""
 
     def __init__(self, name, pid, *args, env=None):
-        self.cmd = [PYTHON, os.path.join(BCC, name), "-p", str(pid),
-                    *map(str, args)]
-        self.env = dict(os.environ, **(env or {}))
-
-    def start(self):
-        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, env=self.env,
-                                     start_new_session=True)
-        self.out = LineReader(self.proc.stdout)
-        self.out.wait_for(READY)
-        return self
-
-    def wait(self):
-        # Read to EOF first: a tool blocked on a full pipe never exits.
-        lines = self.out.drain(TIMEOUT)
-        try:
-            rc = self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-            raise AssertionError(f"{self.cmd} did not exit in {TIMEOUT}s")
-        assert rc == 0, f"{self.cmd} exited {rc}:\n" + "\n".join(lines)
-        assert not any("Traceback" in ln for ln in lines), "\n".join(lines)
-        for ln in lines:
-            assert len(ln) < 80 or self.json, f"line too wide: {ln!r}"
-        return lines
-
-    @property
-    def json(self):
-        return "-j" in self.cmd or "--json" in self.cmd
-
-    def stop(self):
-        """Ctrl-C: the tool prints its final histograms and exits 0."""
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGINT)
-        return self.wait()
+        super().__init__("bcc", name, pid, *args, env=env, tidy=True)
 
 
 def run_tool(name, pid, *args, env=None):
     """Run a tool to completion (for errors); returns (rc, output lines)."""
-    p = subprocess.run([PYTHON, os.path.join(BCC, name), "-p", str(pid),
-                        *map(str, args)], stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, timeout=TIMEOUT,
-                       env=dict(os.environ, **(env or {})))
-    return p.returncode, p.stdout.decode(errors="replace").splitlines()
+    return histtools.run_tool("bcc", name, "-p", pid, *args, env=env)
 
 
-# --- parsing the text format (bcc/probekit_bcc.py documents it) ----------
-
-SECTION = re.compile(r"^(\w+ = [^,]*)(, \w+ = [^,]*)*$")
-HEADER = re.compile(r"^ +(\S+) +: count +distribution$")
-LOG2_ROW = re.compile(r"^ *(\d+) -> (\d+) +: (\d+) +\|([*+ ]*)\|$")
-LIN_ROW = re.compile(r"^ +(\d+) +: (\d+) +\|([*+ ]*)\|$")
-EXTRA = re.compile(r"^(\w+): (\d+)$")
-
-
-def parse(lines):
-    """Histograms in a tool's text output: a list of dicts with key, unit,
-    scale and rows [(low, high or None, count)], plus extra fields."""
-    hists, key = [], {}
-    for ln in lines:
-        if SECTION.match(ln):
-            key = dict(kv.split(" = ", 1) for kv in ln.split(", "))
-            continue
-        m = HEADER.match(ln)
-        if m:
-            hists.append({"key": key, "unit": m.group(1), "rows": [],
-                          "scale": None})
-            key = {}
-            continue
-        m = LOG2_ROW.match(ln)
-        if m:
-            hists[-1]["scale"] = "log2"
-            hists[-1]["rows"].append((int(m.group(1)), int(m.group(2)),
-                                      int(m.group(3))))
-            continue
-        m = LIN_ROW.match(ln)
-        if m:
-            hists[-1]["scale"] = "linear"
-            hists[-1]["rows"].append((int(m.group(1)), None,
-                                      int(m.group(2))))
-            continue
-        m = EXTRA.match(ln)
-        if m and hists:
-            hists[-1][m.group(1)] = int(m.group(2))
-    return hists
-
-
-def total(h):
-    return sum(c for _, _, c in h["rows"])
-
-
-def by_key(hists, *fields):
-    return {tuple(h["key"][f] for f in fields): h for h in hists}
-
-
-def nonzero(h):
-    return {(lo, hi): c for lo, hi, c in h["rows"] if c}
-
-
-def json_objects(lines):
-    return [json.loads(ln) for ln in lines if ln.startswith("{")]
-
+# --- --json beside the text --------------------------------------------------
 
 def as_text(obj):
     """A --json interval in parse()'s form, to compare with the text."""
@@ -141,24 +46,6 @@ def as_text(obj):
             h["negative"] = x["negative"]
         out.append(h)
     return out
-
-
-# --- fixtures ---------------------------------------------------------------
-
-@pytest.fixture
-def bdevs(target):
-    """Two malloc bdevs on the target: Malloc0 and Malloc1."""
-    for name in ("Malloc0", "Malloc1"):
-        target.rpc("bdev_malloc_create", name=name, size_mb=16,
-                   block_size=512)
-    return target
-
-
-def workload(target, bdev, pattern, io_size, qd, count):
-    r = target.rpc("workload_run", bdev=bdev, pattern=pattern,
-                   io_size=io_size, queue_depth=qd, count=count)
-    assert r["ios"] == count and r["errors"] == 0, r
-    return r
 
 
 # --- iosize -------------------------------------------------------------------
@@ -359,7 +246,7 @@ def test_interval_count_timestamps(bpf, target):
     """iosize -T 1 2 prints two timestamped intervals and exits 0."""
     t = Tool("iosize", target.pid, "-T", "1", "2").start()
     lines = t.wait()
-    assert len([ln for ln in lines if re.match(r"^\d\d:\d\d:\d\d\s*$", ln)]) == 2
+    assert len(timestamps(lines)) == 2
 
 
 def test_duration(bpf, target):
@@ -371,20 +258,9 @@ def test_duration(bpf, target):
 
 # --- errors -------------------------------------------------------------------------
 
-TOOLS = ["iolatency", "iosize", "qdepth", "funclat", "rpclat"]
-
-
-def one_error_line(rc, lines, tool, pattern):
-    assert rc != 0
-    assert len(lines) == 1, lines
-    assert re.match(rf"^{tool}: .*{pattern}", lines[0]), lines
-
-
 @pytest.mark.parametrize("tool", TOOLS)
 def test_bad_pid(tool):
-    with open("/proc/sys/kernel/pid_max") as f:
-        unused = int(f.read()) + 1
-    rc, lines = run_tool(tool, unused)
+    rc, lines = run_tool(tool, unused_pid())
     one_error_line(rc, lines, tool, "no process with PID")
     rc, lines = run_tool(tool, "12abc")
     one_error_line(rc, lines, tool, "invalid PID")
@@ -394,12 +270,8 @@ def test_bad_pid(tool):
 
 @pytest.mark.parametrize("tool", TOOLS)
 def test_pid_without_probes(bpf, tool):
-    sleeper = subprocess.Popen(["sleep", "600"])
-    try:
-        rc, lines = run_tool(tool, sleeper.pid)
-    finally:
-        sleeper.kill()
-        sleeper.wait()
+    rc, lines = run_on_process_without_probes(
+        lambda pid: run_tool(tool, pid))
     want = "bdev_execute" if tool == "funclat" else "no USDT probe blktgt:"
     one_error_line(rc, lines, tool, want)
 
@@ -421,28 +293,17 @@ def test_no_kernel_headers(bpf, target, tmp_path, tool):
 
 
 def test_no_privilege(bpf, target):
-    p = subprocess.run(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-         PYTHON, os.path.join(BCC, "iosize"), "-p", str(target.pid)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=TIMEOUT)
-    one_error_line(p.returncode, p.stdout.decode().splitlines(), "iosize",
-                   "needs root")
+    rc, lines = run_as_nobody(histtools.command("bcc", "iosize", target.pid))
+    one_error_line(rc, lines, "iosize", "needs root")
 
 
 @pytest.mark.parametrize("tool", TOOLS)
 def test_target_exits(bpf, blktgt_bin, tmp_path, tool):
     """The target going away ends the trace with a clear line, exit 0,
     after the histograms collected so far."""
-    tgt = probekit.Target(blktgt_bin, tmp_path).start()
-    try:
-        t = Tool(tool, tgt.pid).start()
-        tgt.rpc("bdev_malloc_create", name="Malloc0", size_mb=8,
-                block_size=512)
-        workload(tgt, "Malloc0", "read", 4096, 2, 11)
-    finally:
-        tgt.stop()
-    lines = t.wait()
-    assert any(re.match(rf"^{tool}: PID {tgt.pid} \(blktgt\) exited", ln)
+    pid, lines = trace_until_target_exits(blktgt_bin, tmp_path,
+                                          lambda pid: Tool(tool, pid))
+    assert any(re.match(rf"^{tool}: PID {pid} \(blktgt\) exited", ln)
                for ln in lines), lines
     # rpclat saw bdev_malloc_create and workload_run; funclat has three
     # histograms of the 11 calls.
@@ -451,12 +312,6 @@ def test_target_exits(bpf, blktgt_bin, tmp_path, tool):
 
 
 def test_nousdt_build_has_no_probes(bpf, build, tmp_path):
-    binary = os.path.join(build, "nousdt", "bin", "blktgt")
-    if not os.access(binary, os.X_OK):
-        pytest.skip(f"{binary} not built (make test builds it)")
-    tgt = probekit.Target(binary, tmp_path).start()
-    try:
-        rc, lines = run_tool("iosize", tgt.pid)
-    finally:
-        tgt.stop()
+    rc, lines = run_on_nousdt_target(build, tmp_path,
+                                     lambda pid: run_tool("iosize", pid))
     one_error_line(rc, lines, "iosize", "no USDT probe blktgt:io__submit")

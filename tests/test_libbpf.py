@@ -19,31 +19,17 @@ buckets of 1000 ms); funclat has no linear mode, so its latency histogram
 is compared by unit and count, its other two byte for byte.
 """
 
-import json
 import os
-import re
-import signal
-import subprocess
 
 import pytest
 
-import probekit
-from probekit import LineReader, PYTHON, ROOT, TIMEOUT
-
-TOOLS = ["iolatency", "iosize", "funclat", "qdepth", "rpclat"]
-READY = r"Hit Ctrl-C to end\.$"
-
-
-def libbpf_path(name):
-    return os.path.join(probekit.BUILD, "bin", name)
-
-
-def command(kind, name, pid, *args):
-    if kind == "bcc":
-        prog = [PYTHON, os.path.join(ROOT, "bcc", name)]
-    else:
-        prog = [libbpf_path(name)]
-    return prog + ["-p", str(pid), *map(str, args)]
+import histtools
+from histtools import bdevs  # noqa: F401 (a fixture)
+from histtools import (HEADER, TOOLS, Tool, by_key, command, json_objects,
+                       libbpf_path, nonzero, one_error_line, parse,
+                       run_as_nobody, run_on_nousdt_target,
+                       run_on_process_without_probes, timestamps, total,
+                       trace_until_target_exits, unused_pid, workload)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -54,116 +40,12 @@ def built():
                         "with 'make test'")
 
 
-class Tool:
-    """A tool attached to a PID; start() returns once it is tracing."""
-
-    def __init__(self, kind, name, pid, *args, wrap=()):
-        self.cmd = [*wrap, *command(kind, name, pid, *args)]
-
-    def start(self):
-        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        self.out = LineReader(self.proc.stdout)
-        self.out.wait_for(READY)
-        return self
-
-    def wait(self):
-        try:
-            rc = self.proc.wait(timeout=TIMEOUT)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-            raise AssertionError(f"{self.cmd} did not exit in {TIMEOUT}s")
-        lines = self.out.drain(10)
-        assert rc == 0, f"{self.cmd} exited {rc}:\n" + "\n".join(lines)
-        return lines
-
-    def stop(self):
-        """Ctrl-C: the tool prints its final histograms and exits 0."""
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGINT)
-        return self.wait()
-
-
 def run_tool(name, *args, kind="libbpf"):
     """Run a tool to completion (for errors): (rc, output lines)."""
-    prog = ([PYTHON, os.path.join(ROOT, "bcc", name)] if kind == "bcc"
-            else [libbpf_path(name)])
-    p = subprocess.run(prog + [*map(str, args)], stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, timeout=TIMEOUT)
-    return p.returncode, p.stdout.decode(errors="replace").splitlines()
+    return histtools.run_tool(kind, name, *args)
 
 
-# --- reading the text format (bcc/probekit_bcc.py documents it) --------------
-
-SECTION = re.compile(r"^(\w+ = [^,]*)(, \w+ = [^,]*)*$")
-HEADER = re.compile(r"^ +(\S+) +: count +distribution$")
-LOG2_ROW = re.compile(r"^ *(\d+) -> (\d+) +: (\d+) +\|([* ]*)\|$")
-LIN_ROW = re.compile(r"^ +(\d+) +: (\d+) +\|([* ]*)\|$")
-EXTRA = re.compile(r"^(\w+): (\d+)$")
-
-
-def parse(lines):
-    """The histograms of a text output: dicts with key, unit, scale and
-    rows [(low, high or None, count)], plus extra counters."""
-    hists, key = [], {}
-    for ln in lines:
-        if SECTION.match(ln):
-            key = dict(kv.split(" = ", 1) for kv in ln.split(", "))
-        elif HEADER.match(ln):
-            hists.append({"key": key, "unit": HEADER.match(ln).group(1),
-                          "rows": [], "scale": None})
-            key = {}
-        elif LOG2_ROW.match(ln):
-            m = LOG2_ROW.match(ln)
-            hists[-1]["scale"] = "log2"
-            hists[-1]["rows"].append((int(m.group(1)), int(m.group(2)),
-                                      int(m.group(3))))
-        elif LIN_ROW.match(ln):
-            m = LIN_ROW.match(ln)
-            hists[-1]["scale"] = "linear"
-            hists[-1]["rows"].append((int(m.group(1)), None,
-                                      int(m.group(2))))
-        elif EXTRA.match(ln) and hists:
-            m = EXTRA.match(ln)
-            hists[-1][m.group(1)] = int(m.group(2))
-    return hists
-
-
-def total(h):
-    return sum(c for _, _, c in h["rows"])
-
-
-def nonzero(h):
-    return {(lo, hi): c for lo, hi, c in h["rows"] if c}
-
-
-def by_key(hists, *fields):
-    return {tuple(h["key"][f] for f in fields): h for h in hists}
-
-
-def json_objects(lines):
-    return [json.loads(ln) for ln in lines if ln.startswith("{")]
-
-
-# --- the target and its workload ---------------------------------------------
-
-@pytest.fixture
-def bdevs(target):
-    """Two malloc bdevs on the target: Malloc0 and Malloc1."""
-    for name in ("Malloc0", "Malloc1"):
-        target.rpc("bdev_malloc_create", name=name, size_mb=16,
-                   block_size=512)
-    return target
-
-
-def workload(target, bdev, pattern, io_size, qd, count):
-    r = target.rpc("workload_run", bdev=bdev, pattern=pattern,
-                   io_size=io_size, queue_depth=qd, count=count)
-    assert r["ios"] == count and r["errors"] == 0, r
-    return r
-
+# --- the workload ------------------------------------------------------------
 
 def fixed_workload(target):
     """The same I/Os every time: fixed types and sizes, prime counts."""
@@ -403,11 +285,9 @@ def test_no_kernel_headers(bpf, bdevs, tmp_path):
             assert hists[0]["key"] == {"bdev": "Malloc1"}
             assert nonzero(hists[0]) == want
     # The contrast: BCC, which compiles at run time, cannot work there.
-    p = subprocess.run(wrap + command("bcc", "iosize", bdevs.pid),
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       timeout=TIMEOUT)
-    out = p.stdout.decode(errors="replace")
-    assert p.returncode not in (0, 99) and "kernel headers" in out, out
+    rc, lines = histtools.run(wrap + command("bcc", "iosize", bdevs.pid))
+    out = "\n".join(lines)
+    assert rc not in (0, 99) and "kernel headers" in out, out
 
 
 # --- intervals, duration, target exit ----------------------------------------
@@ -415,8 +295,7 @@ def test_no_kernel_headers(bpf, bdevs, tmp_path):
 def test_interval_count_timestamps(bpf, target):
     """iosize -T 1 2 prints two timestamped intervals and exits 0."""
     lines = Tool("libbpf", "iosize", target.pid, "-T", "1", "2").start().wait()
-    stamps = [ln for ln in lines if re.match(r"^\d\d:\d\d:\d\d\s*$", ln)]
-    assert len(stamps) == 2
+    assert len(timestamps(lines)) == 2
 
 
 def test_duration_json(bpf, bdevs):
@@ -430,16 +309,9 @@ def test_duration_json(bpf, bdevs):
 def test_target_exits(bpf, blktgt_bin, tmp_path, tool):
     """The target going away ends the trace: the histograms so far, one
     line saying so, exit 0."""
-    tgt = probekit.Target(blktgt_bin, tmp_path).start()
-    try:
-        t = Tool("libbpf", tool, tgt.pid).start()
-        tgt.rpc("bdev_malloc_create", name="Malloc0", size_mb=8,
-                block_size=512)
-        workload(tgt, "Malloc0", "read", 4096, 2, 11)
-    finally:
-        tgt.stop()
-    lines = t.wait()
-    assert f"{tool}: PID {tgt.pid} (blktgt) exited; tracing ended" in lines
+    pid, lines = trace_until_target_exits(
+        blktgt_bin, tmp_path, lambda pid: Tool("libbpf", tool, pid))
+    assert f"{tool}: PID {pid} (blktgt) exited; tracing ended" in lines
     # funclat: three histograms of the 11 calls; rpclat: the two RPCs,
     # bdev_malloc_create and workload_run.
     want = {"funclat": 33, "rpclat": 2}.get(tool, 11)
@@ -447,12 +319,6 @@ def test_target_exits(bpf, blktgt_bin, tmp_path, tool):
 
 
 # --- errors: one line, non-zero ----------------------------------------------
-
-def one_error_line(rc, lines, tool, pattern, want_rc=None):
-    assert rc != 0 and (want_rc is None or rc == want_rc), (rc, lines)
-    assert len(lines) == 1, lines
-    assert re.match(rf"^{tool}: .*{pattern}", lines[0]), lines
-
 
 BAD_ARGS = [
     ("-p", "abc"), ("-p", "12x"), ("-p", ""), ("-p", "0"), ("-p", "-3"),
@@ -492,20 +358,15 @@ def test_help(tool):
 
 @pytest.mark.parametrize("tool", TOOLS)
 def test_no_such_process(tool):
-    with open("/proc/sys/kernel/pid_max") as f:
-        unused = int(f.read()) + 1
+    unused = unused_pid()
     rc, lines = run_tool(tool, "-p", unused)
     one_error_line(rc, lines, tool, f"no process with PID {unused}$", 1)
 
 
 @pytest.mark.parametrize("tool", TOOLS)
 def test_pid_without_probes(bpf, tool):
-    sleeper = subprocess.Popen(["sleep", "600"])
-    try:
-        rc, lines = run_tool(tool, "-p", sleeper.pid)
-    finally:
-        sleeper.kill()
-        sleeper.wait()
+    rc, lines = run_on_process_without_probes(
+        lambda pid: run_tool(tool, "-p", pid))
     want = {"funclat": "no function bdev_execute in ",
             "rpclat": "has no USDT probe blktgt:rpc__request"}.get(
                 tool, "has no USDT probe blktgt:io__submit")
@@ -519,23 +380,12 @@ def test_funclat_unknown_function(bpf, target):
 
 
 def test_no_privilege(bpf, target):
-    p = subprocess.run(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-         libbpf_path("iosize"), "-p", str(target.pid)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=TIMEOUT)
-    lines = p.stdout.decode().splitlines()
-    one_error_line(p.returncode, lines, "iosize",
-                   "(permission denied|needs root)", 1)
+    rc, lines = run_as_nobody(command("libbpf", "iosize", target.pid))
+    one_error_line(rc, lines, "iosize", "(permission denied|needs root)", 1)
 
 
 def test_nousdt_build_has_no_probes(bpf, build, tmp_path):
-    binary = os.path.join(build, "nousdt", "bin", "blktgt")
-    if not os.access(binary, os.X_OK):
-        pytest.skip(f"{binary} not built (make test builds it)")
-    tgt = probekit.Target(binary, tmp_path).start()
-    try:
-        rc, lines = run_tool("iolatency", "-p", tgt.pid)
-    finally:
-        tgt.stop()
+    rc, lines = run_on_nousdt_target(
+        build, tmp_path, lambda pid: run_tool("iolatency", "-p", pid))
     one_error_line(rc, lines, "iolatency",
                    "no USDT probe blktgt:io__submit", 1)

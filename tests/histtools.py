@@ -1,0 +1,246 @@
+"""What test_bcc.py and test_libbpf.py share: the histogram tools.
+
+The bcc/ tools and their libbpf/ twins take the same options and print the
+same output.  Here: where each kind of tool lives and how it is run
+(start it on a PID, wait for its "Hit Ctrl-C to end." line, SIGINT it,
+check it exits 0), the reader of the text format that bcc/probekit_bcc.py
+documents, the two-bdev target with its workload, and the shapes of the
+error and target-exit cases both suites run.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+
+import pytest
+
+import probekit
+from probekit import LineReader, PYTHON, ROOT, TIMEOUT
+
+TOOLS = ["iolatency", "iosize", "funclat", "qdepth", "rpclat"]
+READY = r"Hit Ctrl-C to end\.$"
+KINDS = ("bcc", "libbpf")
+
+
+# --- running a tool ----------------------------------------------------------
+
+def libbpf_path(name):
+    return os.path.join(probekit.BUILD, "bin", name)
+
+
+def program(kind, name):
+    """The argv prefix that runs tool name of kind "bcc" or "libbpf"."""
+    assert kind in KINDS, kind
+    if kind == "bcc":
+        return [PYTHON, os.path.join(ROOT, "bcc", name)]
+    return [libbpf_path(name)]
+
+
+def command(kind, name, pid, *args):
+    return program(kind, name) + ["-p", str(pid), *map(str, args)]
+
+
+class Tool:
+    """A tool attached to a PID; start() returns once it is tracing.
+
+    wrap is an argv prefix (the tool keeps its PID: the prefix execs it);
+    env is added to the environment.  With tidy, its output must also have
+    no Traceback and, unless it is --json, no line 80 columns or wider."""
+
+    def __init__(self, kind, name, pid, *args, wrap=(), env=None,
+                 tidy=False):
+        self.cmd = [*wrap, *command(kind, name, pid, *args)]
+        self.env = dict(os.environ, **(env or {}))
+        self.tidy = tidy
+
+    def start(self):
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, env=self.env,
+                                     start_new_session=True)
+        self.out = LineReader(self.proc.stdout)
+        self.out.wait_for(READY)
+        return self
+
+    @property
+    def json(self):
+        return "-j" in self.cmd or "--json" in self.cmd
+
+    def wait(self):
+        # Read to EOF first: a tool blocked on a full pipe never exits.
+        lines = self.out.drain(TIMEOUT)
+        try:
+            rc = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            raise AssertionError(f"{self.cmd} did not exit in {TIMEOUT}s")
+        assert rc == 0, f"{self.cmd} exited {rc}:\n" + "\n".join(lines)
+        if self.tidy:
+            assert not any("Traceback" in ln for ln in lines), \
+                "\n".join(lines)
+            for ln in lines:
+                assert len(ln) < 80 or self.json, f"line too wide: {ln!r}"
+        return lines
+
+    def stop(self):
+        """Ctrl-C: the tool prints its final histograms and exits 0."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGINT)
+        return self.wait()
+
+
+def run(cmd, env=None, errors="replace"):
+    """Run cmd to completion (for errors): (rc, output lines)."""
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       timeout=TIMEOUT, env=dict(os.environ, **(env or {})))
+    return p.returncode, p.stdout.decode(errors=errors).splitlines()
+
+
+def run_tool(kind, name, *args, env=None):
+    """Run a tool with args (no -p added) to completion: (rc, lines)."""
+    return run(program(kind, name) + [*map(str, args)], env=env)
+
+
+def run_as_nobody(cmd):
+    """cmd run as user and group 65534: (rc, output lines), which must be
+    valid UTF-8."""
+    return run(["setpriv", "--reuid=65534", "--regid=65534",
+                "--clear-groups", *cmd], errors="strict")
+
+
+# --- reading the text format (bcc/probekit_bcc.py documents it) ----------
+#
+# Both printers draw bars of '*' only (bcc/probekit_bcc.py's _stars,
+# libbpf/histogram.c's print_stars), so a row with anything else is not a
+# row.
+
+SECTION = re.compile(r"^(\w+ = [^,]*)(, \w+ = [^,]*)*$")
+HEADER = re.compile(r"^ +(\S+) +: count +distribution$")
+LOG2_ROW = re.compile(r"^ *(\d+) -> (\d+) +: (\d+) +\|([* ]*)\|$")
+LIN_ROW = re.compile(r"^ +(\d+) +: (\d+) +\|([* ]*)\|$")
+EXTRA = re.compile(r"^(\w+): (\d+)$")
+TIMESTAMP = re.compile(r"^\d\d:\d\d:\d\d\s*$")
+
+
+def parse(lines):
+    """Histograms in a tool's text output: a list of dicts with key, unit,
+    scale and rows [(low, high or None, count)], plus extra fields."""
+    hists, key = [], {}
+    for ln in lines:
+        if SECTION.match(ln):
+            key = dict(kv.split(" = ", 1) for kv in ln.split(", "))
+            continue
+        m = HEADER.match(ln)
+        if m:
+            hists.append({"key": key, "unit": m.group(1), "rows": [],
+                          "scale": None})
+            key = {}
+            continue
+        m = LOG2_ROW.match(ln)
+        if m:
+            hists[-1]["scale"] = "log2"
+            hists[-1]["rows"].append((int(m.group(1)), int(m.group(2)),
+                                      int(m.group(3))))
+            continue
+        m = LIN_ROW.match(ln)
+        if m:
+            hists[-1]["scale"] = "linear"
+            hists[-1]["rows"].append((int(m.group(1)), None,
+                                      int(m.group(2))))
+            continue
+        m = EXTRA.match(ln)
+        if m and hists:
+            hists[-1][m.group(1)] = int(m.group(2))
+    return hists
+
+
+def timestamps(lines):
+    """The "HH:MM:SS" lines -T puts before each interval."""
+    return [ln for ln in lines if TIMESTAMP.match(ln)]
+
+
+def total(h):
+    return sum(c for _, _, c in h["rows"])
+
+
+def by_key(hists, *fields):
+    return {tuple(h["key"][f] for f in fields): h for h in hists}
+
+
+def nonzero(h):
+    return {(lo, hi): c for lo, hi, c in h["rows"] if c}
+
+
+def json_objects(lines):
+    return [json.loads(ln) for ln in lines if ln.startswith("{")]
+
+
+# --- the target and its workload ---------------------------------------------
+
+@pytest.fixture
+def bdevs(target):
+    """Two malloc bdevs on the target: Malloc0 and Malloc1."""
+    for name in ("Malloc0", "Malloc1"):
+        target.rpc("bdev_malloc_create", name=name, size_mb=16,
+                   block_size=512)
+    return target
+
+
+def workload(target, bdev, pattern, io_size, qd, count):
+    r = target.rpc("workload_run", bdev=bdev, pattern=pattern,
+                   io_size=io_size, queue_depth=qd, count=count)
+    assert r["ios"] == count and r["errors"] == 0, r
+    return r
+
+
+def trace_until_target_exits(blktgt_bin, tmp_path, tool):
+    """A blktgt of its own, traced by tool(pid) (a Tool, not started)
+    through 11 reads of 4096 bytes on a new Malloc0, then stopped: the
+    target's PID and the tool's output once it has exited."""
+    tgt = probekit.Target(blktgt_bin, tmp_path).start()
+    try:
+        t = tool(tgt.pid).start()
+        tgt.rpc("bdev_malloc_create", name="Malloc0", size_mb=8,
+                block_size=512)
+        workload(tgt, "Malloc0", "read", 4096, 2, 11)
+    finally:
+        tgt.stop()
+    return tgt.pid, t.wait()
+
+
+# --- error cases -------------------------------------------------------------
+
+def one_error_line(rc, lines, tool, pattern, want_rc=None):
+    assert rc != 0 and (want_rc is None or rc == want_rc), (rc, lines)
+    assert len(lines) == 1, lines
+    assert re.match(rf"^{tool}: .*{pattern}", lines[0]), lines
+
+
+def unused_pid():
+    """A PID no process has: one above pid_max."""
+    with open("/proc/sys/kernel/pid_max") as f:
+        return int(f.read()) + 1
+
+
+def run_on_process_without_probes(run_on):
+    """run_on(pid) for a live process that has no blktgt probes."""
+    sleeper = subprocess.Popen(["sleep", "600"])
+    try:
+        return run_on(sleeper.pid)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def run_on_nousdt_target(build, tmp_path, run_on):
+    """run_on(pid) for a blktgt built with USDT=0 (skips if not built)."""
+    binary = os.path.join(build, "nousdt", "bin", "blktgt")
+    if not os.access(binary, os.X_OK):
+        pytest.skip(f"{binary} not built (make test builds it)")
+    tgt = probekit.Target(binary, tmp_path).start()
+    try:
+        return run_on(tgt.pid)
+    finally:
+        tgt.stop()
