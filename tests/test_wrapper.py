@@ -554,3 +554,47 @@ def test_help():
     assert r.returncode == 0
     assert "USAGE: bpftrace.sh" in r.stdout
     assert "probekit: tracing PID=<pid> (Ctrl-C to end)" in r.stdout
+
+
+# --- cost: the programs the wrapper runs ------------------------------------------
+
+def exec_calls(*args):
+    """The programs a dry run of the wrapper executes (strace -f), as argv
+    lists, after the wrapper itself."""
+    if not shutil.which("strace"):
+        pytest.fail("strace is missing (apt-get install strace)")
+    with tempfile.TemporaryDirectory() as d:
+        log = os.path.join(d, "exec.log")
+        r = subprocess.run(["strace", "-f", "-qq", "-s", "4096", "-e", "trace=execve",
+                            "-e", "signal=none", "-o", log, WRAPPER, *map(str, args)],
+                           capture_output=True, text=True, timeout=probekit.TIMEOUT)
+        assert r.returncode == 0, r.stderr
+        calls = [m.group(1) for m in
+                 (re.search(r'execve\("[^"]*", \[(.*?)\]', l) for l in open(log)) if m]
+    assert calls and WRAPPER in calls[0], calls
+    return [re.findall(r'"((?:[^"\\]|\\.)*)"', c) for c in calls[1:]]
+
+
+def test_dry_run_reads_each_file_once(prog, sdt_build, count_bt, tmp_path):
+    """Each ELF file is read by one readelf (its notes and symbols at once),
+    never nm; the libraries only for probes the executable lacks, and only
+    until every probe is found; no program runs per probe."""
+    s = tmp_path / "exe_only.bt"
+    s.write_text("usdt:__EXE__:pkexe:tick { @a = count(); }\n"
+                 "usdt:__EXE__:pkexe:t*k { @b = count(); }\n"
+                 "uprobe:__EXE__:pk_exe_work { @c = count(); }\n"
+                 "uretprobe:__EXE__:pk_exe_work { @d = count(); }\n")
+    calls = exec_calls("-n", prog.pid, s)
+    names = [os.path.basename(c[0]) for c in calls]
+    assert names == ["readlink", "awk", "readelf", "awk"], calls
+    assert calls[2][-1] == f"/proc/{prog.pid}/exe", calls
+
+    calls = exec_calls("-n", prog.pid, count_bt)
+    names = [os.path.basename(c[0]) for c in calls]
+    assert "nm" not in names and "grep" not in names, calls
+    read = [c[-1] for c in calls if os.path.basename(c[0]) == "readelf"]
+    assert len(read) == len(set(read)), read
+    assert read[0] == f"/proc/{prog.pid}/exe", read
+    # libpk.so has the missing probes; ld.so, mapped after it, is not read.
+    assert read[-1] == str(sdt_build / "libpk.so"), read
+    assert not any("ld-linux" in f for f in read), read

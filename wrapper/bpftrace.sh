@@ -123,14 +123,17 @@ bpftrace=${BPFTRACE:-bpftrace}
 if [ $dry_run = 0 ]; then
 	bpftrace=$(command -v -- "$bpftrace") ||
 		die "bpftrace is not installed (or not on PATH); install it ('make deps' or apt-get install bpftrace)"
-	[ "$(id -u)" = 0 ] ||
+	[ "$EUID" = 0 ] ||
 		die "tracing needs root (bpftrace 0.17 runs only as root); run it with sudo"
 fi
 
 # --- the process ---------------------------------------------------------------
 
 [ -d "/proc/$pid" ] || die "no process with PID $pid is running"
-tgid=$(awk '$1 == "Tgid:" { print $2 }' "/proc/$pid/status" 2>/dev/null)
+tgid=
+while read -r key val; do
+	[ "$key" = Tgid: ] && { tgid=$val; break; }
+done 2>/dev/null < "/proc/$pid/status"
 [ -n "$tgid" ] || die "no process with PID $pid is running"
 [ "$tgid" = "$pid" ] || die "$pid is a thread of process $tgid; give the process id ($tgid)"
 
@@ -155,7 +158,7 @@ esac
 # The one way a path goes into the program: inside double quotes, where
 # bpftrace 0.17 unescapes twice (a backslash is written as four).  A double
 # quote or a newline cannot be written at all, and bpftrace re-splits attach
-# points at ':', so those paths are refused.
+# points at ':', so those paths are refused.  Sets quoted.
 quote_path() {
 	local p=$1 what=$2
 	case $p in
@@ -164,26 +167,25 @@ quote_path() {
 	*:*) die "$what '$p' contains ':', which bpftrace 0.17 splits probe paths at; copy or link the binary to a plain path and run it from there" ;;
 	esac
 	p=${p//\\/\\\\\\\\}
-	printf '"%s"' "$p"
+	quoted="\"$p\""
 }
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/probekit-wrap.XXXXXX") || die "cannot create a temporary directory"
-trap 'rm -rf -- "$work"' EXIT
 
 # --- join the scripts ----------------------------------------------------------
 #
 # One pass over each script's text that knows strings and comments: it finds
 # the top-level blocks, merges BEGIN and END bodies, hoists C definitions,
 # and replaces each __EXE__ of an attach point with a marker \001N\001 for
-# reference N, listed in refs as "N<TAB>KIND<TAB>SPEC".  awk reads paths
-# given as arguments, so relative ones get a ./ (never an assignment).
+# reference N, and __PID__ elsewhere with PID (so never in a path inserted
+# later).  It prints one "N<TAB>KIND<TAB>SPEC" line for each reference, a
+# \002, then the program.  awk reads paths given as arguments, so relative
+# ones get a ./ (never an assignment).
 
 awk_files=()
 for s in "${scripts[@]}"; do
 	case $s in /*) awk_files+=("$s") ;; *) awk_files+=("./$s") ;; esac
 done
 
-awk -v refs="$work/refs" -v ready="$READY_TEXT" -v duration="$duration" -v guard="$$" '
+joined=$(awk -v pid="$pid" -v ready="$READY_TEXT" -v duration="$duration" -v guard="$$" '
 function fail(msg) { print "bpftrace.sh: " msg > "/dev/stderr"; failed = 1; exit 2 }
 
 # Skip a string, comment or character at i of s; return the index after it.
@@ -223,6 +225,15 @@ function uncomment(s,   out, i, j, n, c) {
 
 function trim(s) { gsub(/^[ \t\r\n]+|[ \t\r\n]+$/, "", s); return s }
 
+function pids(t,   o, i) {
+	o = ""
+	while ((i = index(t, "__PID__")) > 0) {
+		o = o substr(t, 1, i - 1) pid
+		t = substr(t, i + 7)
+	}
+	return o t
+}
+
 # Replace __EXE__ in the attach points of header h by markers.
 function mark(h,   out, kind, spec, rest, k) {
 	out = ""
@@ -236,7 +247,7 @@ function mark(h,   out, kind, spec, rest, k) {
 		if (spec == "")
 			fail("attach point " kind ":__EXE__ names no probe or function")
 		nrefs++
-		printf "%d\t%s\t%s\n", nrefs, kind, spec > refs
+		reflist = reflist nrefs "\t" kind "\t" spec "\n"
 		out = out kind ":\001" nrefs "\001"
 		h = rest
 	}
@@ -310,97 +321,177 @@ END {
 	# its epoll_wait() or when an event arrives after it; a signal that
 	# lands while it is printing (say, right after the readiness line) of
 	# a trace with nothing more to print is lost, and the trace runs on.
-	# This probe makes the delivery of either signal to bpftrace itself
-	# (the wrapper execs it, so it keeps this PID) such an event.  It
-	# prints nothing, and it is not exit(), which would drop END output.
-	body_out = body_out "\ntracepoint:signal:signal_deliver /pid == " guard " && (args->sig == 2 || args->sig == 15)/\n{\n\tprintf(\"\");\n}\n"
+	# This probe makes the delivery of any signal to bpftrace itself (the
+	# wrapper execs it, so it keeps this PID) such an event.  It prints
+	# nothing, and it is not exit(), which would drop END output.  It does
+	# not read args->sig: reading args of a tracepoint makes bpftrace
+	# 0.17 build their struct with clang, which costs about 200 ms before
+	# the first probe is attached; waking bpftrace for another signal
+	# (there are none in practice) does no harm.
+	body_out = body_out "\ntracepoint:signal:signal_deliver /pid == " guard "/\n{\n\tprintf(\"\");\n}\n"
 	out = defs body_out
 	while (match(out, /\002(BEGIN|END)\002/)) {
 		key = substr(out, RSTART + 1, RLENGTH - 2)
 		out = substr(out, 1, RSTART - 1) (key == "BEGIN" ? begin : "END\n{\n" merged["END"] "}") substr(out, RSTART + RLENGTH)
 	}
-	printf "%s", out
-	close(refs)
-}' "${awk_files[@]}" > "$work/program" || exit 1
-touch "$work/refs"
+	printf "%s\002%s", reflist, pids(out)
+}' "${awk_files[@]}") || exit 1
 
 # --- resolve each __EXE__ probe to a file ------------------------------------------
+#
+# Everything here runs in this shell but for one readelf and one awk per ELF
+# file read: the executable's, then, only for the probes it lacks, each
+# library's in map order until every probe is found.
 
-# The probes ("provider:name") and symbols of an ELF file, one per line.
-list_usdt() {
-	readelf -n -- "$1" 2>/dev/null | awk '
-		$1 == "Provider:" { p = $2 }
-		$1 == "Name:" && p != "" { print p ":" $2; p = "" }'
+reflist=${joined%%$'\002'*}
+marked=${joined:${#reflist}+1}
+ref_kind=() ref_spec=() ref_type=() ref_where=() ref_q=()
+want=
+nrefs=0
+while [ -n "$reflist" ]; do
+	line=${reflist%%$'\n'*}
+	reflist=${reflist#*$'\n'}
+	nrefs=$((nrefs + 1)) n=$((nrefs))
+	line=${line#*$'\t'}
+	ref_kind[n]=${line%%$'\t'*}
+	ref_spec[n]=${line#*$'\t'}
+	case ${ref_kind[n]} in
+	usdt|U) ref_type[n]=usdt ;;
+	*) ref_type[n]=syms ;;
+	esac
+	# uprobe:__EXE__:ADDRESS needs no symbol.
+	[ ${ref_type[n]} = syms ] && [[ ${ref_spec[n]} == [0-9]* ]] && continue
+	want+="$n"$'\t'"${ref_type[n]}"$'\t'"${ref_spec[n]}"$'\n'
+done
+
+# The probes and symbols of an ELF file, from one readelf: USDT probes as
+# "provider:name" (its stapsdt notes), symbols as nm --defined-only (and -D)
+# would list them with type T, t, W, i or u, that is functions and anything
+# else that lives in a code section, without a @VERSION suffix.  Reads the
+# references "N<TAB>usdt|syms<TAB>SPEC" in PK_WANT and prints " N" for
+# each one the file has.  A SPEC is a bpftrace wildcard (* and ?); a usdt
+# SPEC without a provider matches any provider.
+ELF_HAS='
+function glob_re(g,   out, i, c) {
+	out = ""
+	for (i = 1; i <= length(g); i++) {
+		c = substr(g, i, 1)
+		if (c == "*") out = out ".*"
+		else if (c == "?") out = out "."
+		else if (c ~ /[A-Za-z0-9_]/) out = out c
+		else if (c == "\\") out = out "\\\\"
+		else if (c == "^") out = out "\\^"
+		else out = out "[" c "]"
+	}
+	return out
 }
-list_syms() {
-	{ nm -D --defined-only -- "$1"; nm --defined-only -- "$1"; } 2>/dev/null |
-		awk 'NF >= 3 && $2 ~ /^[TtWiu]$/ { sub(/@.*/, "", $3); print $3 }'
+/^[^ ]/ { mode = $0 ~ /^Section Headers:/ ? "sec" : $0 ~ /^Symbol table / ? "sym" : "" }
+# readelf -W puts "Provider: P" at the end of the note line.
+{ for (k = 1; k < NF; k++) if ($k == "Provider:") { p = $(k + 1); break } }
+$1 == "Name:" && p != "" { has["usdt", p ":" $2] = 1; p = "" }
+mode == "sec" && /^ *\[ *[0-9]+\]/ {
+	s = $0; sub(/^ *\[ */, "", s); i = s + 0; sub(/^[0-9]+\]/, "", s)
+	nf = split(s, f); code[i] = nf >= 4 && f[nf - 3] ~ /X/
+}
+mode == "sym" && $1 ~ /^[0-9]+:$/ {
+	# "<OS specific>: 10" is STB_GNU_UNIQUE or STT_GNU_IFUNC.
+	s = $0; gsub(/<[^>]*>: /, "OS_", s); gsub(/ \[[^\]]*\]/, "", s)
+	if (split(s, f) < 8) next
+	t = f[4]; b = f[5]; x = f[7]; name = f[8]
+	if (x == "UND" || x == "COM" || t == "SECTION" || t == "FILE") next
+	if (t == "IFUNC" || t == "OS_10" || b == "UNIQUE" || b == "OS_10") k = 1
+	else if (b == "WEAK") k = t != "OBJECT" && t != "COMMON"
+	else k = (b == "GLOBAL" || b == "LOCAL") && x != "ABS" && code[x + 0]
+	if (k) { sub(/@.*/, "", name); if (name != "") has["syms", name] = 1 }
+}
+END {
+	n = split(ENVIRON["PK_WANT"], w, "\n")
+	for (i = 1; i <= n; i++) {
+		if (split(w[i], f, "\t") < 3) continue
+		spec = f[3]
+		if (f[2] == "syms" || index(spec, ":")) {
+			if (spec !~ /[*?]/) {
+				if ((f[2], spec) in has) printf " %s", f[1]
+				continue
+			}
+			re = "^" glob_re(spec) "$"
+		} else
+			re = "^[^:]*:" glob_re(spec) "$"
+		for (key in has) {
+			split(key, kv, SUBSEP)
+			if (kv[1] == f[2] && kv[2] ~ re) { printf " %s", f[1]; break }
+		}
+	}
+}'
+
+# " N" for each reference in $want that ELF file $1 has.
+elf_has() {
+	local opts=()
+	[[ $want == *$'\t'usdt$'\t'* ]] && opts+=(-n)
+	[[ $want == *$'\t'syms$'\t'* ]] && opts+=(-S -s)
+	readelf "${opts[@]}" -W -- "$1" 2>/dev/null | PK_WANT=$want awk "$ELF_HAS"
 }
 
-# A bpftrace wildcard as an anchored grep pattern.
-glob_re() {
-	local g=$1 out= c i
-	for ((i = 0; i < ${#g}; i++)); do
-		c=${g:i:1}
-		case $c in
-		'*') out+='.*' ;;
-		'?') out+='.' ;;
-		'.'|'['|']'|'\'|'^'|'$') out+="\\$c" ;;
-		*) out+=$c ;;
-		esac
-	done
-	printf '^%s$' "$out"
-}
-
-# Files PID maps, other than its executable: "path" lines, in map order,
-# only those whose inode is the one mapped (so a path the kernel escaped or
-# a file replaced since is skipped).
+# Files PID maps, other than its executable, into libs: in map order, only
+# those whose inode is the one mapped (so a path the kernel escaped or a file
+# replaced since is skipped).
 list_libs() {
-	local line ino path
-	awk '$6 != "" { ino = $5; sub(/^[^ ]+ +[^ ]+ +[^ ]+ +[^ ]+ +[^ ]+ +/, ""); if (!seen[$0]++) print ino " " $0 }' \
-		"/proc/$pid/maps" 2>/dev/null |
-	while IFS= read -r line; do
+	local lines line ino path cand=() inos=() got=() i
+	mapfile -t lines < <(awk '$6 != "" { ino = $5; sub(/^[^ ]+ +[^ ]+ +[^ ]+ +[^ ]+ +[^ ]+ +/, ""); if (!seen[$0]++) print ino " " $0 }' \
+		"/proc/$pid/maps" 2>/dev/null)
+	for line in "${lines[@]}"; do
 		ino=${line%% *}; path=${line#* }
 		case $path in /*) ;; *) continue ;; esac
 		[ "$path" = "$exe" ] && continue
-		[ -f "$path" ] && [ "$(stat -c %i -- "$path" 2>/dev/null)" = "$ino" ] || continue
-		printf '%s\n' "$path"
+		[ -f "$path" ] || continue
+		cand+=("$path"); inos+=("$ino")
+	done
+	libs=()
+	[ ${#cand[@]} -gt 0 ] || return 0
+	# One stat for all; one each only if some file went away meanwhile.
+	mapfile -t got < <(stat -c %i -- "${cand[@]}" 2>/dev/null)
+	for i in "${!cand[@]}"; do
+		if [ ${#got[@]} != ${#cand[@]} ]; then
+			got[i]=$(stat -c %i -- "${cand[i]}" 2>/dev/null)
+		fi
+		[ "${got[i]}" = "${inos[i]}" ] && libs+=("${cand[i]}")
 	done
 }
 
-exe_lists_done=0
-lib_lists_done=0
-libs=()
-resolve_in() { # list-file regex
-	grep -q -- "$2" "$1" 2>/dev/null
-}
-
-: > "$work/map"
-usdt_refs=0 usdt_found=0 missing=
-while IFS=$'\t' read -r n kind spec; do
-	case $kind in
-	usdt|U)
-		usdt_refs=$((usdt_refs + 1)); type=usdt
-		case $spec in
-		*:*) re=$(glob_re "$spec") ;;
-		*) re="^[^:]*:$(glob_re "$spec" | cut -c2-)" ;;
-		esac ;;
-	*)
-		type=syms
-		case $spec in
-		[0-9]*)
-			q=$(quote_path "$exe" "the executable of PID $pid") || exit 1
-			printf '%s\t%s\n' "$n" "$q" >> "$work/map"; continue ;;
-		esac
-		re=$(glob_re "$spec") ;;
-	esac
-	if [ $exe_lists_done = 0 ]; then
-		list_usdt "/proc/$pid/exe" > "$work/exe.usdt"
-		list_syms "/proc/$pid/exe" > "$work/exe.syms"
-		exe_lists_done=1
+# ref_where[N]: "exe", or the index in libs of the first library that has it.
+if [ -n "$want" ]; then
+	for n in $(elf_has "/proc/$pid/exe"); do ref_where[n]=exe; done
+	rest=$want want=
+	while IFS= read -r line; do
+		[ -z "${ref_where[${line%%$'\t'*}]-}" ] && want+=$line$'\n'
+	done <<< "${rest%$'\n'}"
+	if [ -n "$want" ]; then
+		list_libs
+		for i in "${!libs[@]}"; do
+			found=$(elf_has "${libs[i]}")
+			[ -n "$found" ] || continue
+			for n in $found; do ref_where[n]=$i; done
+			rest=$want want=
+			while IFS= read -r line; do
+				[ -z "${ref_where[${line%%$'\t'*}]-}" ] && want+=$line$'\n'
+			done <<< "${rest%$'\n'}"
+			[ -n "$want" ] || break
+		done
 	fi
-	path=
-	if resolve_in "$work/exe.$type" "$re"; then
+fi
+
+# In reference order, so that the first problem is the one reported.
+usdt_refs=0 usdt_found=0 missing=
+for ((n = 1; n <= nrefs; n++)); do
+	kind=${ref_kind[n]} spec=${ref_spec[n]} type=${ref_type[n]}
+	[ $type = usdt ] && usdt_refs=$((usdt_refs + 1))
+	if [ $type = syms ] && [[ $spec == [0-9]* ]]; then
+		quote_path "$exe" "the executable of PID $pid"
+		ref_q[n]=$quoted
+		continue
+	fi
+	where=${ref_where[n]-}
+	if [ "$where" = exe ]; then
 		if [ $exe_deleted = 1 ]; then
 			[ $type = usdt ] &&
 				die "the executable of PID $pid was deleted or replaced ($shown_exe); bpftrace 0.17 cannot attach USDT probes to it (it finds them by path and would silently attach nothing): restart the process from an existing file"
@@ -408,27 +499,16 @@ while IFS=$'\t' read -r n kind spec; do
 		else
 			path=$exe
 		fi
+	elif [ -n "$where" ]; then
+		path=${libs[where]}
 	else
-		if [ $lib_lists_done = 0 ]; then
-			mapfile -t libs < <(list_libs)
-			for i in "${!libs[@]}"; do
-				list_usdt "${libs[i]}" > "$work/lib$i.usdt"
-				list_syms "${libs[i]}" > "$work/lib$i.syms"
-			done
-			lib_lists_done=1
-		fi
-		for i in "${!libs[@]}"; do
-			if resolve_in "$work/lib$i.$type" "$re"; then path=${libs[i]}; break; fi
-		done
-	fi
-	if [ -z "$path" ]; then
 		[ -n "$missing" ] || missing="$kind:__EXE__:$spec"
 		continue
 	fi
 	[ $type = usdt ] && usdt_found=$((usdt_found + 1))
-	q=$(quote_path "$path" "the file of $kind:__EXE__:$spec") || exit 1
-	printf '%s\t%s\n' "$n" "$q" >> "$work/map"
-done < "$work/refs"
+	quote_path "$path" "the file of $kind:__EXE__:$spec"
+	ref_q[n]=$quoted
+done
 
 if [ -n "$missing" ]; then
 	if [ $usdt_refs -gt 0 ] && [ $usdt_found = 0 ]; then
@@ -439,34 +519,22 @@ fi
 
 # --- substitute, then run --------------------------------------------------------
 
-program=$(awk -v pid="$pid" '
-FILENAME == ARGV[1] { t = index($0, "\t"); path[substr($0, 1, t - 1)] = substr($0, t + 1); next }
-# __PID__ in the text around the markers (never in an inserted path).
-function pids(t,   o, i) {
-	o = ""
-	while ((i = index(t, "__PID__")) > 0) {
-		o = o substr(t, 1, i - 1) pid
-		t = substr(t, i + 7)
-	}
-	return o t
-}
-{
-	line = $0; out = ""
-	while ((i = index(line, "\001")) > 0) {
-		rest = substr(line, i + 1); j = index(rest, "\001")
-		out = out pids(substr(line, 1, i - 1)) path[substr(rest, 1, j - 1)]
-		line = substr(rest, j + 1)
-	}
-	print out pids(line)
-}' "$work/map" "$work/program") || die "substitution failed"
+# Each marker becomes its quoted path (cut by length, which is quick
+# whatever the program's size).
+program=
+while [[ $marked == *$'\001'* ]]; do
+	text=${marked%%$'\001'*}
+	marked=${marked:${#text}+1}
+	n=${marked%%$'\001'*}
+	marked=${marked:${#n}+1}
+	program+=$text${ref_q[n]}
+done
+program+=$marked
 
 if [ $dry_run = 1 ]; then
 	printf '%s\n' "$program"
 	exit 0
 fi
-
-rm -rf -- "$work"
-trap - EXIT
 
 # bpftrace's own -o buffers the file until it exits; a redirection keeps
 # it line-buffered, so the readiness line shows as soon as it is printed.
