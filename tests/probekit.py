@@ -9,11 +9,11 @@ BEGIN line), with a generous timeout that only bounds a failure.
 import json
 import os
 import re
-import selectors
 import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -36,27 +36,51 @@ def bpf_unavailable():
 
 
 class LineReader:
-    """Read a process's output line by line with a deadline."""
+    """Read a process's output line by line with a deadline.
+
+    A thread reads the stream all the time, not only while a test waits:
+    a pipe nobody drains fills up at 64 KiB and then blocks the writer, and
+    a blktgt reactor blocked in a log write(2) looks exactly like a hang
+    in the target.
+    """
 
     def __init__(self, stream):
         self.stream = stream
-        self.buf = b""
         self.lines = []
-        self.sel = selectors.DefaultSelector()
-        self.sel.register(stream, selectors.EVENT_READ)
-        os.set_blocking(stream.fileno(), False)
         self.eof = False
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
 
-    def _fill(self, timeout):
-        if self.eof or not self.sel.select(timeout):
-            return
-        chunk = self.stream.read(65536)
-        if not chunk:
-            self.eof = True
-            return
-        self.buf += chunk
-        *done, self.buf = self.buf.split(b"\n")
-        self.lines += [d.decode(errors="replace") for d in done]
+    def _run(self):
+        buf = b""
+        fd = self.stream.fileno()
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                chunk = b""
+            if chunk:
+                buf += chunk
+                *done, buf = buf.split(b"\n")
+                new = [d.decode(errors="replace") for d in done]
+            else:
+                new = [buf.decode(errors="replace")] if buf else []
+            with self._cond:
+                self.lines += new
+                if not chunk:
+                    self.eof = True
+                self._cond.notify_all()
+            if not chunk:
+                return
+
+    def wait_more(self, count, timeout):
+        """Wait until more than count lines were read, or end of file, or
+        the timeout; true when there is more."""
+        with self._cond:
+            self._cond.wait_for(lambda: len(self.lines) > count or self.eof,
+                                max(timeout, 0))
+            return len(self.lines) > count
 
     def wait_for(self, pattern, timeout=TIMEOUT):
         """Return the first match of pattern in any line read so far or
@@ -71,19 +95,28 @@ class LineReader:
                     return m
                 i += 1
             left = deadline - time.monotonic()
-            if left <= 0 or self.eof:
+            if left <= 0 or (self.eof and i >= len(self.lines)):
                 raise AssertionError(
                     f"no line matching {pattern!r} within {timeout}s; got:\n"
                     + "\n".join(self.lines[-40:]))
-            self._fill(left)
+            self.wait_more(i, left)
+
+    def wait_until(self, pred, timeout=TIMEOUT):
+        """Wait until pred(lines) holds; AssertionError with the output when
+        the stream ends or the timeout passes first."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not pred(self.lines):
+                left = deadline - time.monotonic()
+                if left <= 0 or self.eof:
+                    raise AssertionError("output ended or timed out before the "
+                                         "expected lines; got:\n"
+                                         + "\n".join(self.lines[-40:]))
+                self._cond.wait(left)
 
     def drain(self, timeout=TIMEOUT):
-        deadline = time.monotonic() + timeout
-        while not self.eof and time.monotonic() < deadline:
-            self._fill(deadline - time.monotonic())
-        if self.buf:
-            self.lines.append(self.buf.decode(errors="replace"))
-            self.buf = b""
+        """All lines, once the stream ended (or the timeout passed)."""
+        self._thread.join(timeout)
         return self.lines
 
 

@@ -832,10 +832,6 @@ def test_fuzz_nbd_short(build):
     assert m and int(m.group(1)) > 1000, out
 
 
-@pytest.mark.skip(reason="hangs the target intermittently (2 of ~6 full-suite runs, "
-                  "never alone): export_delete never replies and SIGTERM never "
-                  "finishes; the use-after-free it was written for is fixed "
-                  "(export_accepting) and it caught that under ASan; open bug")
 def test_export_delete_races_clients(target):
     """Clients choosing an export while it is being deleted: each either
     gets it (and then the delete waits for it, -EBUSY) or is refused; none

@@ -8,7 +8,6 @@ import re
 import shlex
 import signal
 import subprocess
-import time
 
 import pytest
 
@@ -234,10 +233,7 @@ def test_bpftrace_lines_merge_with_the_ring(start, bpf, tmp_path):
     workload(t)
     # printf output travels through a perf buffer that bpftrace 0.17 may
     # not drain on Ctrl-C: wait for every line before stopping it.
-    deadline = time.monotonic() + probekit.TIMEOUT
-    while sum(" io__submit id=" in ln for ln in out.lines) < N:
-        assert time.monotonic() < deadline and not out.eof, out.lines
-        out._fill(deadline - time.monotonic())
+    out.wait_until(lambda lines: sum(" io__submit id=" in ln for ln in lines) >= N)
     lines = probekit.stop_bpftrace(proc, out)
     bt = tmp_path / "bt.out"
     bt.write_text("\n".join(lines) + "\n")
