@@ -167,6 +167,11 @@ def derive_ring(raw, d):
          for k in ("enabled_ns_per_event", "disabled_ns_per_event", "clock_ns",
                    "enabled_cpu_ns", "disabled_cpu_ns", "clock_cpu_ns")}
     r["events"] = tc["events"]
+    r["clock"] = tc.get("clock", "monotonic")
+    tm = tc.get("samples_monotonic") or []
+    r["mono"] = {k: summary([x[k] for x in tm])
+                 for k in ("enabled_ns_per_event", "clock_ns", "enabled_cpu_ns",
+                           "clock_cpu_ns")} if tm else None
     for v in ("stock", "nop5"):
         hit = paired(hc[f"{v}-traced"], hc[f"{v}-untraced"],
                      lambda x, y: x["ns_per_pass"] - y["ns_per_pass"])
@@ -315,7 +320,7 @@ def markdown(raw, d):
       f"{med(f.get('bcc_first'))} | ~29 / ~50-66 / - / ~330 |")
     ring = d.get("ring")
     if ring:
-        w(f"| trace ring event, ns: enabled / disabled / one clock read | "
+        w(f"| trace ring event, ns: enabled / disabled / one {ring['clock']} read | "
           f"{med(ring['enabled_ns_per_event'], 1)} / {med(ring['disabled_ns_per_event'], 1)} / "
           f"{med(ring['clock_ns'], 1)} | goal <= 50 enabled |")
         w(f"| trace ring event / attached USDT hit (stock), same run | "
@@ -491,7 +496,10 @@ def ring_section(w, raw, d):
       f"{r['events']:,} `bdev_io_submit` events (a string and three integers, as "
       "blktgt's I/O path records them) on one thread into a ring of the default size, "
       "so the ring wraps many times; then the same loop with the group disabled (one "
-      "branch), then the bare `CLOCK_MONOTONIC` read that every event pays. It runs "
+      "branch), then the bare timestamp read that every event pays: the TSC, "
+      "which blktgt uses where the kernel's own clocksource is the TSC, and, in a "
+      "second run per repetition, `CLOCK_MONOTONIC` through the vDSO (the fallback, "
+      "`BLKTGT_TRACE_CLOCK=monotonic`). It runs "
       "in section 3's rotation, one run per repetition, so the attached USDT hit "
       "(section 3's stock site under a bpftrace count()) and the ring event are "
       "measured side by side and their ratio is paired within a repetition. Wall-clock "
@@ -506,8 +514,14 @@ def ring_section(w, raw, d):
       f"<= 50: {verdict_max(r['enabled_cpu_ns'], 50)} |")
     w(f"| ns per event, group disabled (wall / CPU) | {fmt(r['disabled_ns_per_event'], 2)} / "
       f"{fmt(r['disabled_cpu_ns'], 2)} | |")
-    w(f"| ns per clock read, CLOCK_MONOTONIC (wall / CPU) | {fmt(r['clock_ns'], 1)} / "
+    w(f"| ns per timestamp read, {r['clock']} (wall / CPU) | {fmt(r['clock_ns'], 1)} / "
       f"{fmt(r['clock_cpu_ns'], 1)} | |")
+    m = r.get("mono")
+    if m:
+        w(f"| ns per event, enabled, CLOCK_MONOTONIC timestamps (wall / CPU) | "
+          f"{fmt(m['enabled_ns_per_event'], 1)} / {fmt(m['enabled_cpu_ns'], 1)} | |")
+        w(f"| ns per timestamp read, CLOCK_MONOTONIC (wall / CPU) | "
+          f"{fmt(m['clock_ns'], 1)} / {fmt(m['clock_cpu_ns'], 1)} | |")
     w(f"| attached USDT hit, stock 1-byte nop, ns (section 3, same run) | "
       f"{fmt(hs['per_hit'], 1)} | |")
     w(f"| **ring event / attached USDT hit, stock** (paired) | {fmt(r['vs_stock'])} | |")

@@ -21,6 +21,7 @@
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -64,6 +65,8 @@ static int exit_code;
 static bool shutting_down;
 static int signal_fd = -1;
 static struct reactor_fd *signal_watch;
+static int clock_fd = -1;               /* the trace ring's calibration tick */
+static struct reactor_fd *clock_watch;
 static uint16_t bound_port;
 
 /* The -c file while it is applied. */
@@ -93,6 +96,51 @@ static void set_state(enum target_state s)
 	log_debug("state %s", target_state_name(s));
 }
 
+/* --- the trace ring's clock ------------------------------------------- */
+
+/*
+ * Where the trace ring records the TSC, a (TSC, CLOCK_MONOTONIC) pair goes
+ * into its file every second, so that the dump tool converts timestamps
+ * with a slope measured over the whole run, and a file left by kill -9 has
+ * a pair at most a second older than its last event.
+ */
+static void clock_tick(void *ctx, uint32_t events)
+{
+	uint64_t n;
+
+	if (read(clock_fd, &n, sizeof(n)) < 0) {
+		/* EAGAIN: nothing to take; the next tick comes anyway. */
+	}
+	trace_clock_sync();
+}
+
+static void clock_tick_stop(void)
+{
+	if (clock_watch) {
+		reactor_fd_remove(clock_watch);
+		clock_watch = NULL;
+	}
+	if (clock_fd >= 0) {
+		close(clock_fd);
+		clock_fd = -1;
+	}
+}
+
+static void clock_tick_start(void)
+{
+	struct itimerspec its = { .it_interval = { 1, 0 }, .it_value = { 1, 0 } };
+
+	if (strcmp(trace_clock_name(), "tsc"))
+		return;
+	clock_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (clock_fd < 0 || timerfd_settime(clock_fd, 0, &its, NULL) < 0 ||
+	    !(clock_watch = reactor_fd_add(clock_fd, EPOLLIN, clock_tick, NULL))) {
+		/* Not fatal: conversions use the start-up slope instead. */
+		log_warn("trace ring: no clock calibration tick: %s", strerror(errno));
+		clock_tick_stop();
+	}
+}
+
 /* --- shutdown ---------------------------------------------------------- */
 
 static void shutdown_done_exports(void *ctx, int status)
@@ -107,6 +155,7 @@ static void shutdown_done_exports(void *ctx, int status)
 		close(signal_fd);
 		signal_fd = -1;
 	}
+	clock_tick_stop();
 	if (status && !exit_code)
 		log_warn("shutdown: some exports could not be stopped cleanly");
 	reactors_stop();
@@ -317,6 +366,9 @@ static void target_start(void *ctx)
 		return;
 	}
 
+	trace_clock_sync();
+	clock_tick_start();
+
 	set_state(TARGET_RPC);
 	rc = jsonrpc_listen(opt.rpc_path);
 	if (rc) {
@@ -411,6 +463,8 @@ static void usage(FILE *f)
 		"  -s PATH      JSON-RPC unix socket (default %s)\n"
 		"  -c FILE      JSON array of {\"method\", \"params\"} calls applied at start\n"
 		"  -e GROUPS    record trace ring groups (bdev,nbd,...; all; help lists them)\n"
+		"               (timestamps: the TSC where the kernel clock uses it, else\n"
+		"               CLOCK_MONOTONIC; BLKTGT_TRACE_CLOCK=monotonic|tsc chooses)\n"
 		"  -h           this help\n"
 		"\n"
 		"Once running it prints one line:\n"
@@ -524,6 +578,8 @@ static void parse_args(int argc, char **argv)
 	}
 	if (optind < argc)
 		bad_usage("unexpected argument '%s'", argv[optind]);
+	if (trace_clock_check())
+		exit(2);
 }
 
 int main(int argc, char **argv)

@@ -4,7 +4,8 @@
  *
  * Each returns the same object, so a caller sees at once what is being
  * recorded and how to read it:
- *   {"groups": {"bdev": MASK, ...}, "file": PATH, "dump": COMMAND}
+ *   {"groups": {"bdev": MASK, ...}, "file": PATH, "dump": COMMAND,
+ *    "clock": "tsc" | "monotonic"}
  */
 #include <errno.h>
 #include <stddef.h>
@@ -47,6 +48,7 @@ static void trace_result(struct rpc_request *req)
 	jw_obj_end(w);
 	jw_kv_str(w, "file", trace_file_path());
 	jw_kv_str(w, "dump", trace_dump_command());
+	jw_kv_str(w, "clock", trace_clock_name());
 	jw_obj_end(w);
 	rpc_result_end(req);
 }

@@ -21,7 +21,7 @@
  *
  * Contract of recording:
  *  - each thread writes only its own ring, registered by trace_thread_init();
- *    no locks, no syscalls (CLOCK_MONOTONIC is read through the vDSO);
+ *    no locks, no syscalls (the TSC, or CLOCK_MONOTONIC through the vDSO);
  *  - a ring of ring_entries slots keeps the newest ring_entries - 1 events
  *    (a reader never trusts the slot being written, which after a crash
  *    may be half written); its header counts every event written, so a
@@ -29,8 +29,15 @@
  *  - an enabled event recorded on a thread without a ring is counted in the
  *    file header's "lost" field, not written.
  *
- * Timestamps are CLOCK_MONOTONIC nanoseconds: the clock behind bpftrace's
- * nsecs, so ring events and bpftrace lines can be merged by time.
+ * Timestamps: where the kernel itself keeps time with the TSC (its
+ * clocksource is "tsc", so the TSC is constant-rate and synchronised across
+ * CPUs), an event records the raw TSC, which costs about half a vDSO
+ * clock_gettime() here.  The file header holds calibration pairs of
+ * (TSC, CLOCK_MONOTONIC), a fresh one every second, from which the dump
+ * tool converts every timestamp to CLOCK_MONOTONIC nanoseconds: the clock
+ * behind bpftrace's nsecs, so ring events and bpftrace lines can be merged
+ * by time.  Elsewhere (or with BLKTGT_TRACE_CLOCK=monotonic) events record
+ * CLOCK_MONOTONIC directly.
  */
 #ifndef BLKTGT_TRACE_H
 #define BLKTGT_TRACE_H
@@ -40,13 +47,16 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 #include "trace_defs.h"
 
-/* ---- the file format (version 1; the dump tool checks every field) ---- */
+/* ---- the file format (version 2; the dump tool checks every field) ---- */
 
 #define TRACE_MAGIC          "BLKTGTTR"     /* 8 bytes, no NUL */
-#define TRACE_VERSION        1
+#define TRACE_VERSION        2
 #define TRACE_ARG_BYTES      32             /* argument bytes per event */
 #define TRACE_MAX_GROUPS     16
 #define TRACE_MAX_THREADS    64             /* = REACTOR_MAX */
@@ -56,6 +66,20 @@
 #define TRACE_DEFS_MAX       16384          /* the definition table (JSON) */
 #define TRACE_PATH_FMT       "/dev/shm/blktgt_trace.pid%d"
 #define TRACE_SPEC_MAX       1024           /* longest -e argument */
+#define TRACE_CLOCK_MONOTONIC 0             /* ts is CLOCK_MONOTONIC ns */
+#define TRACE_CLOCK_TSC       1             /* ts is TSC ticks: see the pairs */
+#define TRACE_CLOCK_ENV      "BLKTGT_TRACE_CLOCK" /* "monotonic" or "tsc" */
+
+/* The same instant on both clocks.  With TRACE_CLOCK_TSC, a timestamp ts
+ * is CLOCK_MONOTONIC
+ *   cal_start.mono_ns + (ts - cal_start.tsc) * (last.mono_ns - cal_start.mono_ns)
+ *                                            / (last.tsc - cal_start.tsc)
+ * where last is cal[cal_last]: the writer fills the other slot, then flips
+ * cal_last, so the slot cal_last names is always whole, even after a crash. */
+struct trace_clock_pair {
+	uint64_t tsc;
+	uint64_t mono_ns;
+};
 
 /* At offset 0.  Every offset and size is in bytes from the file start.
  * magic is written last at creation, so a half-made file is refused. */
@@ -79,7 +103,11 @@ struct trace_file_header {
 	uint64_t start_real_ns;         /* CLOCK_REALTIME at creation */
 	uint64_t lost;                  /* enabled events with no ring to go to */
 	uint64_t group_masks[TRACE_MAX_GROUPS]; /* enabled tracepoints, now */
-	uint8_t reserved[24];
+	uint32_t clock;                 /* TRACE_CLOCK_*: what entries' ts count */
+	uint32_t cal_last;              /* 0 or 1: the newest of cal[] */
+	struct trace_clock_pair cal_start;      /* at creation */
+	struct trace_clock_pair cal[2];         /* refreshed by trace_clock_sync() */
+	uint8_t reserved[32];
 };
 
 /* At the start of each ring, then ring_entries entries. */
@@ -93,7 +121,7 @@ struct trace_ring_header {
 
 /* One event: one cache line. */
 struct trace_entry {
-	uint64_t ts_ns;                 /* CLOCK_MONOTONIC */
+	uint64_t ts;                    /* in the header's clock */
 	uint16_t tpoint;                /* group * 64 + bit */
 	uint16_t reserved;
 	uint32_t owner;
@@ -205,12 +233,25 @@ static inline bool trace_tpoint_on(unsigned group, unsigned bit)
 	       (1ull << bit);
 }
 
+/* True when events record the TSC (set once, by trace_init()). */
+extern bool trace_clock_tsc;
+
 static inline uint64_t trace_now_ns(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* An event's timestamp, in the file's clock. */
+static inline uint64_t trace_now(void)
+{
+#if defined(__x86_64__)
+	if (__builtin_expect(trace_clock_tsc, 1))
+		return __rdtsc();
+#endif
+	return trace_now_ns();
 }
 
 static inline struct trace_entry *trace_entry_begin(uint16_t tpoint, uint32_t owner,
@@ -224,7 +265,7 @@ static inline struct trace_entry *trace_entry_begin(uint16_t tpoint, uint32_t ow
 		return NULL;
 	}
 	e = &l->entries[l->head & l->mask];
-	e->ts_ns = trace_now_ns();
+	e->ts = trace_now();
 	e->tpoint = tpoint;
 	e->reserved = 0;
 	e->owner = owner;
@@ -321,6 +362,15 @@ void trace_print_help(FILE *out);
 /* Create the shared-memory file with `threads` rings of `entries` events
  * (0: TRACE_DEFAULT_ENTRIES).  Before any reactor starts.  0 or -errno. */
 int trace_init(unsigned threads, uint64_t entries);
+/* Write a fresh (TSC, CLOCK_MONOTONIC) pair into the file header, so the
+ * dump tool's conversion spans the run; blktgt calls it every second and
+ * trace_fini() once more.  A no-op unless events record the TSC. */
+void trace_clock_sync(void);
+/* Check BLKTGT_TRACE_CLOCK; on a bad value print one line to stderr and
+ * return -EINVAL (trace_init() refuses it too, silently). */
+int trace_clock_check(void);
+/* "tsc" or "monotonic": what this process's events record. */
+const char *trace_clock_name(void);
 /* Give the calling thread ring `index`; name is its thread name. */
 int trace_thread_init(unsigned index, const char *name);
 /* The calling thread stops recording (before it exits). */

@@ -308,8 +308,16 @@ def test_refuses_truncated_and_foreign(plain_driver, run_driver, tmp_path):
     defs[68:72] = (1 << 30).to_bytes(4, "little")
     assert "definition table" in refused(variant("defs", bytes(defs)))
     junk = bytearray(data)
-    junk[256:260] = b"@@@@"
+    defs_at = int.from_bytes(data[64:68], "little")
+    junk[defs_at:defs_at + 4] = b"@@@@"
     assert "not JSON" in refused(variant("json", bytes(junk)))
+    clock = bytearray(data)
+    clock[232:236] = (7).to_bytes(4, "little")
+    assert "unknown clock 7" in refused(variant("clock", bytes(clock)))
+    if data[232] == 1:  # TSC timestamps: the pairs must span some time
+        flat = bytearray(data)
+        flat[256:288] = data[240:256] * 2
+        assert "calibration" in refused(variant("flat", bytes(flat)))
     grown = variant("grown", data + b"\0" * 4096)
     assert "truncated" in refused(grown) or "ring layout" in refused(grown)
 
@@ -345,9 +353,10 @@ def test_enable_help_lists_every_tracepoint(plain_driver, run_driver):
     d.finish()
     # The file's own definition table names the same tracepoints.
     with open(d.path, "rb") as f:
-        head = f.read(256 + 16384)
+        head = f.read(1024 + 16384)
+    at = int.from_bytes(head[64:68], "little")
     size = int.from_bytes(head[68:72], "little")
-    defs = json.loads(head[256:256 + size])
+    defs = json.loads(head[at:at + size])
     for g in defs["groups"]:
         assert f"group {g['name']} " in p.stdout
     for tp in defs["tracepoints"]:

@@ -4,16 +4,22 @@ post-mortem after kill -9, and lining a bpftrace trace up with the ring."""
 
 import json
 import os
+import platform
 import re
 import shlex
 import signal
+import struct
 import subprocess
+import time
 
 import pytest
 
 import probekit
 
 N = 23              # a prime number of I/Os
+CLOCKS = [pytest.param("tsc", marks=pytest.mark.skipif(
+              platform.machine() != "x86_64", reason="the TSC is x86-64's")),
+          "monotonic"]
 
 
 def shm(pid):
@@ -217,10 +223,23 @@ def test_nbd_requests_relate_to_bdev_io(start):
     assert re.search(r" bdev_io_submit +i\d+ \(r\d+\) ", text)
 
 
-def test_bpftrace_lines_merge_with_the_ring(start, bpf, tmp_path):
+def header_clock(pid):
+    """The file header's clock fields: (clock, cal_last, start pair, [pair 0,
+    pair 1]), each pair (tsc, CLOCK_MONOTONIC ns); see target/trace.h."""
+    with open(shm(pid), "rb") as f:
+        v = struct.unpack_from("<IIQQQQQQ", f.read(320), 232)
+    return v[0], v[1], v[2:4], [v[4:6], v[6:8]]
+
+
+@pytest.mark.parametrize("clock", CLOCKS)
+def test_bpftrace_lines_merge_with_the_ring(start, bpf, tmp_path, monkeypatch, clock):
     """The same clock on both tiers: a bpftrace io__submit line (nsecs)
-    sorts just before the ring's bdev_io_submit of the same I/O."""
+    sorts just before the ring's bdev_io_submit of the same I/O, whether
+    the ring recorded CLOCK_MONOTONIC or TSC ticks the dump converted."""
+    monkeypatch.setenv("BLKTGT_TRACE_CLOCK", clock)
     t = start("-e", "bdev")
+    assert t.rpc("trace_get_info")["clock"] == clock
+    assert header_clock(t.pid)[0] == {"monotonic": 0, "tsc": 1}[clock]
     t.rpc("bdev_malloc_create", name="m0", size_mb=4, block_size=512)
     # The tick wakes bpftrace's output loop: bpftrace 0.17 can miss a
     # Ctrl-C that arrives while it waits for events and none follow (seen
@@ -283,3 +302,38 @@ def test_rpc_py_forms(start):
     assert rc == 1 and out == "" and "no trace group 'nosuch'" in err
     rc, out, err = rpc_py("trace_enable_group", "bdev", "0xz")
     assert rc == 2 and "expected a mask" in err
+
+
+def test_tsc_calibration_is_refreshed(start, monkeypatch):
+    """With the TSC, blktgt writes a new (TSC, CLOCK_MONOTONIC) pair every
+    second, into the slot the header does not name, then names it."""
+    if platform.machine() != "x86_64":
+        pytest.skip("the TSC is x86-64's")
+    monkeypatch.setenv("BLKTGT_TRACE_CLOCK", "tsc")
+    t = start()
+    clock, last, first, pairs = header_clock(t.pid)
+    assert clock == 1
+    # A pair at start-up, one at least 2 ms later (the first slope), and
+    # one once reactor 0 runs.
+    assert pairs[last][1] - first[1] >= 2_000_000 and pairs[last][0] > first[0]
+    deadline = time.monotonic() + 10
+    while header_clock(t.pid)[1] == last:
+        assert time.monotonic() < deadline, "no new calibration pair in 10 s"
+        time.sleep(0.05)
+    _, last2, first2, pairs2 = header_clock(t.pid)
+    assert first2 == first
+    newer, older = pairs2[last2], pairs2[last]
+    assert newer[0] > older[0] and newer[1] > older[1]
+    # The two pairs agree on the TSC's rate to a part in ten thousand.
+    rate0 = (older[0] - first[0]) / (older[1] - first[1])
+    rate1 = (newer[0] - first[0]) / (newer[1] - first[1])
+    assert rate1 == pytest.approx(rate0, rel=1e-4)
+
+
+def test_bad_clock_choice_is_refused(blktgt_bin, tmp_path, monkeypatch):
+    monkeypatch.setenv("BLKTGT_TRACE_CLOCK", "hpet")
+    p = subprocess.run([blktgt_bin, "-L", "none", "-s", str(tmp_path / "s")],
+                       capture_output=True, text=True, timeout=probekit.TIMEOUT)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr == "blktgt: BLKTGT_TRACE_CLOCK=hpet: expected 'tsc' or 'monotonic'\n"
+    assert not os.path.exists(tmp_path / "s")
