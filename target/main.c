@@ -99,11 +99,32 @@ static void set_state(enum target_state s)
 /* --- the trace ring's clock ------------------------------------------- */
 
 /*
- * Where the trace ring records the TSC, a (TSC, CLOCK_MONOTONIC) pair goes
- * into its file every second, so that the dump tool converts timestamps
- * with a slope measured over the whole run, and a file left by kill -9 has
- * a pair at most a second older than its last event.
+ * Where the trace ring records the TSC, (TSC, CLOCK_MONOTONIC) pairs go
+ * into its file, and the dump tool converts with the slope between the
+ * first and the newest.  A pair is good to about one TSC read, so the
+ * slope's error is that over the pairs' span, and an event past the newest
+ * pair is off by that slope error times its distance from it.  Pairs at
+ * 4 ms, 8 ms, 16 ms, ... keep every event within one span of the newest
+ * pair from the start; from 1 s on, one a second is plenty, and a file
+ * left by kill -9 has a pair at most a second older than its last event.
  */
+#define CLOCK_TICK_FIRST_NS 4000000ull
+#define CLOCK_TICK_MAX_NS   1000000000ull
+
+static uint64_t clock_tick_ns;
+
+static int clock_tick_arm(void)
+{
+	struct itimerspec its = {
+		.it_value = { (time_t)(clock_tick_ns / 1000000000ull),
+			      (long)(clock_tick_ns % 1000000000ull) },
+	};
+
+	if (clock_tick_ns == CLOCK_TICK_MAX_NS)
+		its.it_interval = its.it_value;
+	return timerfd_settime(clock_fd, 0, &its, NULL);
+}
+
 static void clock_tick(void *ctx, uint32_t events)
 {
 	uint64_t n;
@@ -112,6 +133,13 @@ static void clock_tick(void *ctx, uint32_t events)
 		/* EAGAIN: nothing to take; the next tick comes anyway. */
 	}
 	trace_clock_sync();
+	if (clock_tick_ns < CLOCK_TICK_MAX_NS) {
+		clock_tick_ns *= 2;
+		if (clock_tick_ns > CLOCK_TICK_MAX_NS)
+			clock_tick_ns = CLOCK_TICK_MAX_NS;
+		if (clock_tick_arm() < 0)
+			log_warn("trace ring: clock calibration tick: %s", strerror(errno));
+	}
 }
 
 static void clock_tick_stop(void)
@@ -128,12 +156,11 @@ static void clock_tick_stop(void)
 
 static void clock_tick_start(void)
 {
-	struct itimerspec its = { .it_interval = { 1, 0 }, .it_value = { 1, 0 } };
-
 	if (strcmp(trace_clock_name(), "tsc"))
 		return;
+	clock_tick_ns = CLOCK_TICK_FIRST_NS;
 	clock_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	if (clock_fd < 0 || timerfd_settime(clock_fd, 0, &its, NULL) < 0 ||
+	if (clock_fd < 0 || clock_tick_arm() < 0 ||
 	    !(clock_watch = reactor_fd_add(clock_fd, EPOLLIN, clock_tick, NULL))) {
 		/* Not fatal: conversions use the start-up slope instead. */
 		log_warn("trace ring: no clock calibration tick: %s", strerror(errno));

@@ -33,7 +33,8 @@
  * clocksource is "tsc", so the TSC is constant-rate and synchronised across
  * CPUs), an event records the raw TSC, which costs about half a vDSO
  * clock_gettime() here.  The file header holds calibration pairs of
- * (TSC, CLOCK_MONOTONIC), a fresh one every second, from which the dump
+ * (TSC, CLOCK_MONOTONIC), the first at start-up and the newest at most a
+ * second old while blktgt runs (trace_clock_sync()), from which the dump
  * tool converts every timestamp to CLOCK_MONOTONIC nanoseconds: the clock
  * behind bpftrace's nsecs, so ring events and bpftrace lines can be merged
  * by time.  Elsewhere (or with BLKTGT_TRACE_CLOCK=monotonic) events record
@@ -363,8 +364,8 @@ void trace_print_help(FILE *out);
  * (0: TRACE_DEFAULT_ENTRIES).  Before any reactor starts.  0 or -errno. */
 int trace_init(unsigned threads, uint64_t entries);
 /* Write a fresh (TSC, CLOCK_MONOTONIC) pair into the file header, so the
- * dump tool's conversion spans the run; blktgt calls it every second and
- * trace_fini() once more.  A no-op unless events record the TSC. */
+ * dump tool's conversion spans the run; blktgt calls it at 4 ms, 8 ms, ...
+ * after start, then every second, and trace_fini() once more.  A no-op unless events record the TSC. */
 void trace_clock_sync(void);
 /* Check BLKTGT_TRACE_CLOCK; on a bad value print one line to stderr and
  * return -EINVAL (trace_init() refuses it too, silently). */
