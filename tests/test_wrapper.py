@@ -465,6 +465,34 @@ def test_error_thread_id(count_bt):
         py.wait()
 
 
+def test_busy_process_is_found_every_time(tmp_path):
+    """A process that keeps switching between running and sleeping changes
+    the length of its /proc/PID/status State: line from one moment to the
+    next; the wrapper must still find it, every time (reading status line
+    by line lost it in about 3% of tries)."""
+    busy = subprocess.Popen(["/usr/bin/python3", "-c",
+                             "import time\n"
+                             "print('go', flush=True)\n"
+                             "while True:\n"
+                             "    t = time.monotonic()\n"
+                             "    while time.monotonic() - t < 0.0002: pass\n"
+                             "    time.sleep(0.0002)\n"],
+                            stdout=subprocess.PIPE)
+    try:
+        assert busy.stdout.readline() == b"go\n"
+        s = tmp_path / "tp.bt"
+        s.write_text("tracepoint:raw_syscalls:sys_enter /pid == __PID__/ { @n = count(); }\n")
+        failed = []
+        for _ in range(200):
+            r = wrapper("-n", busy.pid, s)
+            if r.returncode != 0:
+                failed.append(r.stderr)
+        assert failed == []
+    finally:
+        busy.kill()
+        busy.wait()
+
+
 def test_error_no_script(prog):
     assert_one_line_error(wrapper(prog.pid), "no script given")
 

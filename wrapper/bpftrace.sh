@@ -130,10 +130,15 @@ fi
 # --- the process ---------------------------------------------------------------
 
 [ -d "/proc/$pid" ] || die "no process with PID $pid is running"
+# Read status whole, in one go: bash's `read` takes a seekable file in
+# chunks and seeks back after each line, and /proc regenerates the text on
+# every seek, so a busy process whose State: line changed length between
+# two chunks (S (sleeping) / R (running)) misaligned the lines and lost
+# Tgid: (3% of reads of a busy process, seen as "no process").
+status=
+{ status=$(< "/proc/$pid/status"); } 2>/dev/null
 tgid=
-while read -r key val; do
-	[ "$key" = Tgid: ] && { tgid=$val; break; }
-done 2>/dev/null < "/proc/$pid/status"
+[[ $status =~ (^|$'\n')Tgid:[[:space:]]*([0-9]+) ]] && tgid=${BASH_REMATCH[2]}
 [ -n "$tgid" ] || die "no process with PID $pid is running"
 [ "$tgid" = "$pid" ] || die "$pid is a thread of process $tgid; give the process id ($tgid)"
 
