@@ -478,7 +478,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: blktgt [-t THREADS] [-L HOST:PORT | -L none] [-U NBD_UNIX_PATH]\n"
-		"              [-s RPC_SOCK] [-c CONFIG.json] [-e GROUP[:MASK],...] [-h]\n"
+		"              [-H SECONDS] [-s RPC_SOCK] [-c CONFIG.json] [-e GROUP[:MASK],...]\n"
+		"              [-h]\n"
 		"\n"
 		"A block target with USDT probes: null, malloc and file bdevs served over\n"
 		"NBD, controlled by JSON-RPC (target/rpc.py).\n"
@@ -487,6 +488,8 @@ static void usage(FILE *f)
 		"  -L HOST:PORT NBD TCP listener (default %s:%d; port 0 picks one;\n"
 		"               'none' for no TCP listener)\n"
 		"  -U PATH      NBD unix socket listener (default none)\n"
+		"  -H SECONDS   close NBD clients still negotiating after this long\n"
+		"               (default %d; 0: no limit)\n"
 		"  -s PATH      JSON-RPC unix socket (default %s)\n"
 		"  -c FILE      JSON array of {\"method\", \"params\"} calls applied at start\n"
 		"  -e GROUPS    record trace ring groups (bdev,nbd,...; all; help lists them)\n"
@@ -498,7 +501,7 @@ static void usage(FILE *f)
 		"  blktgt: running pid=PID rpc=RPC_SOCK nbd=HOST:PORT unix=PATH_OR_-\n"
 		"SIGINT, SIGTERM or the target_shutdown RPC stop it cleanly (exit 0).\n",
 		REACTOR_MAX, DEFAULT_THREADS, DEFAULT_NBD_HOST, DEFAULT_NBD_PORT,
-		DEFAULT_RPC_SOCK);
+		NBD_HANDSHAKE_LIMIT_DEFAULT, DEFAULT_RPC_SOCK);
 }
 
 __attribute__((format(printf, 1, 2), noreturn))
@@ -567,7 +570,7 @@ static void parse_args(int argc, char **argv)
 	int c;
 
 	opterr = 0;
-	while ((c = getopt(argc, argv, ":t:L:U:s:c:e:h")) != -1) {
+	while ((c = getopt(argc, argv, ":t:L:U:s:c:e:H:h")) != -1) {
 		switch (c) {
 		case 't':
 			if (!parse_uint(optarg, 1, REACTOR_MAX, &v))
@@ -588,6 +591,12 @@ static void parse_args(int argc, char **argv)
 			break;
 		case 'c':
 			opt.config = optarg;
+			break;
+		case 'H':
+			if (!parse_uint(optarg, 0, NBD_HANDSHAKE_LIMIT_MAX, &v))
+				bad_usage("-H %s: expected seconds, 0..%d (0: no limit)", optarg,
+					  NBD_HANDSHAKE_LIMIT_MAX);
+			nbd_set_handshake_limit((unsigned)v);
 			break;
 		case 'e':
 			c = trace_parse_enable(optarg);

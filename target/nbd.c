@@ -32,6 +32,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -103,6 +104,7 @@ struct nbd_conn {
 	struct nbd_conn *prev, *next;   /* the owner reactor's list */
 
 	/* negotiation (reactor 0) */
+	uint64_t accepted_ns;           /* for the handshake limit */
 	struct nbd_neg neg;
 	struct nbd_buf out;
 
@@ -148,6 +150,9 @@ static uint64_t next_conn_id;           /* reactor 0 */
 static uint64_t total_connections;      /* written by reactor 0 */
 static unsigned next_reactor = 1;       /* round robin, reactor 0 */
 static atomic_bool shutting_down;
+static unsigned handshake_limit_s = NBD_HANDSHAKE_LIMIT_DEFAULT;
+static int sweep_fd = -1;               /* reactor 0: the handshake limit */
+static struct reactor_fd *sweep_watch;
 static void (*shutdown_done)(void *ctx);
 static void *shutdown_ctx;
 
@@ -1022,6 +1027,7 @@ static void conn_accept(int fd, const struct sockaddr_storage *ss, const struct 
 	c->state = CONN_NEGOTIATING;
 	c->owner = reactor_self();
 	c->owner_idx = 0;
+	c->accepted_ns = now_ns();
 	format_peer(c->peer, sizeof(c->peer), ss, l);
 	thread_add(&threads[0], c);
 	counter_inc(&total_connections);
@@ -1084,12 +1090,85 @@ static void listener_cb(void *ctx, uint32_t events)
 	}
 }
 
+/* --- the handshake limit (reactor 0) --------------------------------- */
+
+/*
+ * A client that connects and never finishes negotiating (or never reads
+ * the NBD_OPT_GO reply) would hold one of NBD_MAX_CONNECTIONS forever, so
+ * a few idle sockets could lock every real client out.  Once a second,
+ * reactor 0 closes connections still in the handshake after the limit,
+ * so one goes between limit and limit + 1 s after it connected.
+ */
+void nbd_set_handshake_limit(unsigned seconds)
+{
+	handshake_limit_s = seconds;
+}
+
+static void handshake_sweep(void *ctx, uint32_t events)
+{
+	uint64_t n, now = now_ns();
+	uint64_t limit = (uint64_t)handshake_limit_s * 1000000000ull;
+	struct nbd_conn *c = threads[0].conns;
+
+	if (read(sweep_fd, &n, sizeof(n)) < 0) {
+		/* EAGAIN: a spurious wake-up; sweep anyway. */
+	}
+	while (c) {
+		struct nbd_conn *next = c->next;
+
+		if ((c->state == CONN_NEGOTIATING || c->state == CONN_HANDOFF) &&
+		    now - c->accepted_ns >= limit) {
+			char why[64];
+
+			snprintf(why, sizeof(why), "handshake not finished within %u s",
+				 handshake_limit_s);
+			conn_kill(c, why);
+			conn_check(c);
+		}
+		c = next;
+	}
+}
+
+static void handshake_sweep_stop(void)
+{
+	if (sweep_watch) {
+		reactor_fd_remove(sweep_watch);
+		sweep_watch = NULL;
+	}
+	if (sweep_fd >= 0) {
+		close(sweep_fd);
+		sweep_fd = -1;
+	}
+}
+
+static int handshake_sweep_start(void)
+{
+	struct itimerspec its = { .it_interval = { 1, 0 }, .it_value = { 1, 0 } };
+	int err;
+
+	if (!handshake_limit_s || sweep_fd >= 0)
+		return 0;
+	sweep_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (sweep_fd < 0 || timerfd_settime(sweep_fd, 0, &its, NULL) < 0 ||
+	    !(sweep_watch = reactor_fd_add(sweep_fd, EPOLLIN, handshake_sweep, NULL))) {
+		err = -errno;
+		handshake_sweep_stop();
+		return err;
+	}
+	return 0;
+}
+
 static int listener_add(int fd, bool tcp, const char *path)
 {
+	int rc;
+
 	struct listener *l = &listeners[nlisteners];
 
 	if (listen(fd, NBD_LISTEN_BACKLOG) < 0)
 		return -errno;
+	rc = handshake_sweep_start();
+	if (rc)
+		return rc;
 	memset(l, 0, sizeof(*l));
 	l->fd = fd;
 	l->tcp = tcp;
@@ -1245,6 +1324,7 @@ void nbd_shutdown(void (*done)(void *ctx), void *ctx)
 			unlink(l->path);
 	}
 	nlisteners = 0;
+	handshake_sweep_stop();
 	shutdown_done = done;
 	shutdown_ctx = ctx;
 	if (for_each_thread(shutdown_step, NULL, shutdown_finish) < 0) {

@@ -19,6 +19,12 @@ int nbd_listen_tcp(const char *host, uint16_t port, uint16_t *bound);
 /* Listen on a unix socket at path (an old socket file is replaced). */
 int nbd_listen_unix(const char *path);
 
+/* Close a connection still negotiating this many seconds after it
+ * connected (0: never).  Before the first listener. */
+#define NBD_HANDSHAKE_LIMIT_DEFAULT 10
+#define NBD_HANDSHAKE_LIMIT_MAX     86400
+void nbd_set_handshake_limit(unsigned seconds);
+
 /* Stop listening and disconnect every client; done(ctx) runs on reactor 0
  * once every connection is gone and its in-flight I/O has completed. */
 void nbd_shutdown(void (*done)(void *ctx), void *ctx);

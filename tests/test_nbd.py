@@ -832,6 +832,33 @@ def test_fuzz_nbd_short(build):
     assert m and int(m.group(1)) > 1000, out
 
 
+def test_handshake_limit_closes_idle_negotiations(blktgt_bin, tmp_path):
+    """A client that connects and then says nothing is closed once the
+    handshake limit (-H 1) has passed, and counted out; a client that
+    finished negotiating before it, and so is older, is still served."""
+    t = probekit.Target(blktgt_bin, tmp_path, extra=["-H", "1"])
+    t.start()
+    try:
+        make_export(t, "e0", size_mb=1, block_size=512)
+        served = RawNbd(t)
+        served.go("e0")
+        idle = RawNbd(t)                 # the greeting, then silence
+        half = RawNbd(t)                 # client flags, an option, then silence
+        half.flags()
+        half.option(OPT_LIST)
+        assert half.reply()[1] == REP_SERVER
+        assert idle.closed_by_server()   # within the socket's 30 s timeout
+        assert half.rest()[-20:] == struct.pack(">QIII", REP_MAGIC, OPT_LIST, REP_ACK, 0)
+        t.out.wait_for(r"disconnecting: handshake not finished within 1 s")
+        served.request(CMD_READ, 0, 512, handle=9)
+        assert served.simple_reply(512) == (0, 9, b"\0" * 512)
+        stats = t.rpc("target_stats")
+        assert stats["nbd_connections"] == 1, stats
+        served.close()
+    finally:
+        t.stop()
+
+
 def test_export_delete_races_clients(target):
     """Clients choosing an export while it is being deleted: each either
     gets it (and then the delete waits for it, -EBUSY) or is refused; none

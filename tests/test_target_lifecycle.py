@@ -156,6 +156,8 @@ def test_running_line(blktgt_bin, tmp_path):
     (["-L", ":80"], "-L: host must be"),
     (["-s", "x" * 200], "a socket path must be 1..107 bytes"),
     (["-U", ""], "a socket path must be"),
+    (["-H", "86401"], "-H 86401: expected seconds, 0..86400 (0: no limit)"),
+    (["-H", "1s"], "-H 1s: expected seconds"),
     (["-q"], "unknown option -q"),
     (["-t"], "-t needs an argument"),
     (["extra"], "unexpected argument 'extra'"),
