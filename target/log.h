@@ -7,7 +7,21 @@
 #ifndef BLKTGT_LOG_H
 #define BLKTGT_LOG_H
 
+#include <stddef.h>
+
 enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
+
+/* From here on a writer thread writes the lines, so a reader of stderr
+ * that stops reading cannot stall a reactor: lines that do not fit its
+ * bounded queue are dropped and counted, except errors, which wait until
+ * they are written.  Call it with the signal mask every thread should
+ * have.  0 or -errno (then lines keep being written directly). */
+int log_start(void);
+/* Write everything queued, then stop the writer; later lines are written
+ * directly.  Idempotent. */
+void log_stop(void);
+/* Text that is already whole lines, "blktgt: ..." included. */
+void log_raw(const char *text, size_t len);
 
 /* Messages above this level are dropped (default LOG_INFO). */
 void log_set_level(enum log_level level);

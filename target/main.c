@@ -434,7 +434,7 @@ static void target_start(void *ctx)
 	config_next();
 }
 
-/* On stderr, as one write: stdout carries only the "running" line (the CLI
+/* On stderr, as one log line: stdout carries only the "running" line (the CLI
  * contract), and an unbuffered stderr would split the line into pieces
  * that other writers to the same pipe (a tracer's output) can land in. */
 static void announce_trace_ring(void)
@@ -446,9 +446,8 @@ static void announce_trace_ring(void)
 	if (!f)
 		return;
 	trace_announce(f);
-	if (fclose(f) == 0 && len && write(STDERR_FILENO, text, len) < 0) {
-		/* Nowhere left to report it. */
-	}
+	if (fclose(f) == 0)
+		log_raw(text, len);
 	free(text);
 }
 
@@ -636,6 +635,9 @@ int main(int argc, char **argv)
 	sigaddset(&mask, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	if (log_start() != 0)
+		log_warn("log lines go straight to stderr: no writer thread");
+	atexit(log_stop);
 
 	set_state(TARGET_THREADS);
 	rc = reactors_init(opt.threads);
@@ -661,5 +663,6 @@ int main(int argc, char **argv)
 		exit_code = 1;
 	if (exit_code == 0)
 		log_info("exiting cleanly");
+	log_stop();
 	return exit_code;
 }
