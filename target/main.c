@@ -21,7 +21,6 @@
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
-#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -65,8 +64,7 @@ static int exit_code;
 static bool shutting_down;
 static int signal_fd = -1;
 static struct reactor_fd *signal_watch;
-static int clock_fd = -1;               /* the trace ring's calibration tick */
-static struct reactor_fd *clock_watch;
+static struct reactor_timer *clock_timer;  /* the trace ring's calibration */
 static uint16_t bound_port;
 
 /* The -c file while it is applied. */
@@ -113,59 +111,30 @@ static void set_state(enum target_state s)
 
 static uint64_t clock_tick_ns;
 
-static int clock_tick_arm(void)
+static void clock_tick(void *ctx)
 {
-	struct itimerspec its = {
-		.it_value = { (time_t)(clock_tick_ns / 1000000000ull),
-			      (long)(clock_tick_ns % 1000000000ull) },
-	};
+	int rc;
 
-	if (clock_tick_ns == CLOCK_TICK_MAX_NS)
-		its.it_interval = its.it_value;
-	return timerfd_settime(clock_fd, 0, &its, NULL);
-}
-
-static void clock_tick(void *ctx, uint32_t events)
-{
-	uint64_t n;
-
-	if (read(clock_fd, &n, sizeof(n)) < 0) {
-		/* EAGAIN: nothing to take; the next tick comes anyway. */
-	}
 	trace_clock_sync();
-	if (clock_tick_ns < CLOCK_TICK_MAX_NS) {
-		clock_tick_ns *= 2;
-		if (clock_tick_ns > CLOCK_TICK_MAX_NS)
-			clock_tick_ns = CLOCK_TICK_MAX_NS;
-		if (clock_tick_arm() < 0)
-			log_warn("trace ring: clock calibration tick: %s", strerror(errno));
-	}
-}
-
-static void clock_tick_stop(void)
-{
-	if (clock_watch) {
-		reactor_fd_remove(clock_watch);
-		clock_watch = NULL;
-	}
-	if (clock_fd >= 0) {
-		close(clock_fd);
-		clock_fd = -1;
-	}
+	if (clock_tick_ns == CLOCK_TICK_MAX_NS)
+		return;
+	clock_tick_ns *= 2;
+	if (clock_tick_ns > CLOCK_TICK_MAX_NS)
+		clock_tick_ns = CLOCK_TICK_MAX_NS;
+	rc = reactor_timer_set(clock_timer, clock_tick_ns,
+			       clock_tick_ns == CLOCK_TICK_MAX_NS ? clock_tick_ns : 0);
+	if (rc)
+		log_warn("trace ring: clock calibration tick: %s", strerror(-rc));
 }
 
 static void clock_tick_start(void)
 {
-	if (strcmp(trace_clock_name(), "tsc"))
+	if (!trace_clock_tsc)
 		return;
 	clock_tick_ns = CLOCK_TICK_FIRST_NS;
-	clock_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	if (clock_fd < 0 || clock_tick_arm() < 0 ||
-	    !(clock_watch = reactor_fd_add(clock_fd, EPOLLIN, clock_tick, NULL))) {
-		/* Not fatal: conversions use the start-up slope instead. */
+	clock_timer = reactor_timer_add(clock_tick_ns, 0, clock_tick, NULL);
+	if (!clock_timer)       /* not fatal: conversions use the start-up slope */
 		log_warn("trace ring: no clock calibration tick: %s", strerror(errno));
-		clock_tick_stop();
-	}
 }
 
 /* --- shutdown ---------------------------------------------------------- */
@@ -182,7 +151,8 @@ static void shutdown_done_exports(void *ctx, int status)
 		close(signal_fd);
 		signal_fd = -1;
 	}
-	clock_tick_stop();
+	reactor_timer_remove(clock_timer);
+	clock_timer = NULL;
 	if (status && !exit_code)
 		log_warn("shutdown: some exports could not be stopped cleanly");
 	reactors_stop();

@@ -32,7 +32,6 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/timerfd.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -151,8 +150,7 @@ static uint64_t total_connections;      /* written by reactor 0 */
 static unsigned next_reactor = 1;       /* round robin, reactor 0 */
 static atomic_bool shutting_down;
 static unsigned handshake_limit_s = NBD_HANDSHAKE_LIMIT_DEFAULT;
-static int sweep_fd = -1;               /* reactor 0: the handshake limit */
-static struct reactor_fd *sweep_watch;
+static struct reactor_timer *sweep_timer;   /* reactor 0: the handshake limit */
 static void (*shutdown_done)(void *ctx);
 static void *shutdown_ctx;
 
@@ -1104,15 +1102,12 @@ void nbd_set_handshake_limit(unsigned seconds)
 	handshake_limit_s = seconds;
 }
 
-static void handshake_sweep(void *ctx, uint32_t events)
+static void handshake_sweep(void *ctx)
 {
-	uint64_t n, now = now_ns();
+	uint64_t now = now_ns();
 	uint64_t limit = (uint64_t)handshake_limit_s * 1000000000ull;
 	struct nbd_conn *c = threads[0].conns;
 
-	if (read(sweep_fd, &n, sizeof(n)) < 0) {
-		/* EAGAIN: a spurious wake-up; sweep anyway. */
-	}
 	while (c) {
 		struct nbd_conn *next = c->next;
 
@@ -1129,40 +1124,18 @@ static void handshake_sweep(void *ctx, uint32_t events)
 	}
 }
 
-static void handshake_sweep_stop(void)
-{
-	if (sweep_watch) {
-		reactor_fd_remove(sweep_watch);
-		sweep_watch = NULL;
-	}
-	if (sweep_fd >= 0) {
-		close(sweep_fd);
-		sweep_fd = -1;
-	}
-}
-
 static int handshake_sweep_start(void)
 {
-	struct itimerspec its = { .it_interval = { 1, 0 }, .it_value = { 1, 0 } };
-	int err;
-
-	if (!handshake_limit_s || sweep_fd >= 0)
+	if (!handshake_limit_s || sweep_timer)
 		return 0;
-	sweep_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	if (sweep_fd < 0 || timerfd_settime(sweep_fd, 0, &its, NULL) < 0 ||
-	    !(sweep_watch = reactor_fd_add(sweep_fd, EPOLLIN, handshake_sweep, NULL))) {
-		err = -errno;
-		handshake_sweep_stop();
-		return err;
-	}
-	return 0;
+	sweep_timer = reactor_timer_add(1000000000ull, 1000000000ull, handshake_sweep, NULL);
+	return sweep_timer ? 0 : -errno;
 }
 
 static int listener_add(int fd, bool tcp, const char *path)
 {
-	int rc;
-
 	struct listener *l = &listeners[nlisteners];
+	int rc;
 
 	if (listen(fd, NBD_LISTEN_BACKLOG) < 0)
 		return -errno;
@@ -1324,7 +1297,8 @@ void nbd_shutdown(void (*done)(void *ctx), void *ctx)
 			unlink(l->path);
 	}
 	nlisteners = 0;
-	handshake_sweep_stop();
+	reactor_timer_remove(sweep_timer);
+	sweep_timer = NULL;
 	shutdown_done = done;
 	shutdown_ctx = ctx;
 	if (for_each_thread(shutdown_step, NULL, shutdown_finish) < 0) {

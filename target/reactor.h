@@ -68,6 +68,18 @@ int reactor_fd_modify(struct reactor_fd *w, uint32_t events);
 /* Stop watching; the fd is not closed.  Safe inside w's own callback. */
 void reactor_fd_remove(struct reactor_fd *w);
 
+/* A timer on the calling reactor (a timerfd it watches): fn(ctx) runs
+ * first_ns from now (0 disarms it), then every period_ns (0: once).
+ * reactor_timer_set()
+ * re-arms it, also from inside fn; remove (also from inside fn) frees it.
+ * add returns NULL with errno set. */
+struct reactor_timer;
+typedef void (*reactor_timer_fn)(void *ctx);
+struct reactor_timer *reactor_timer_add(uint64_t first_ns, uint64_t period_ns,
+					reactor_timer_fn fn, void *ctx);
+int reactor_timer_set(struct reactor_timer *t, uint64_t first_ns, uint64_t period_ns);
+void reactor_timer_remove(struct reactor_timer *t);
+
 /* A poller runs on every loop pass of the calling reactor while registered,
  * and keeps the loop from sleeping; it returns true if it did work. */
 struct reactor_poller;

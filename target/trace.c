@@ -421,11 +421,25 @@ static size_t trace_align(size_t v, size_t a)
  * every CPU, which is what lets events of different reactors be ordered by
  * it.  BLKTGT_TRACE_CLOCK=monotonic opts out; =tsc insists.
  */
+#if defined(__x86_64__)
+static bool trace_kernel_clock_is_tsc(void)
+{
+	FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "re");
+	char cs[32] = "";
+	bool tsc = false;
+
+	if (f) {
+		if (fgets(cs, sizeof(cs), f))
+			tsc = !strcmp(cs, "tsc\n");
+		fclose(f);
+	}
+	return tsc;
+}
+#endif
+
 static int trace_clock_choose(bool *tsc, bool say)
 {
 	const char *env = getenv(TRACE_CLOCK_ENV);
-	char cs[32] = "";
-	FILE *f;
 
 	*tsc = false;
 	if (env && *env && strcmp(env, "monotonic") && strcmp(env, "tsc")) {
@@ -441,16 +455,9 @@ static int trace_clock_choose(bool *tsc, bool say)
 		*tsc = true;
 		return 0;
 	}
-	f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "re");
-	if (f) {
-		if (fgets(cs, sizeof(cs), f))
-			*tsc = !strcmp(cs, "tsc\n");
-		fclose(f);
-	}
+	*tsc = trace_kernel_clock_is_tsc();
 	return 0;
 #else
-	(void)f;
-	(void)cs;
 	if (env && !strcmp(env, "tsc")) {
 		if (say)
 			fprintf(stderr, "blktgt: %s=tsc: this build has no TSC reader\n",
