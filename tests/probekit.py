@@ -127,28 +127,42 @@ class RpcError(Exception):
         self.error = error
 
 
-def rpc_call(sock_path, method, params=None, timeout=TIMEOUT):
-    """One JSON-RPC 2.0 call over the unix socket; returns the result or
-    raises RpcError."""
-    req = {"jsonrpc": "2.0", "id": 1, "method": method}
-    if params is not None:
-        req["params"] = params
+def rpc_batch(sock_path, calls, timeout=TIMEOUT):
+    """JSON-RPC 2.0 calls [(method, params or None)], all sent at once on one
+    connection (the server takes pipelined requests); returns every reply,
+    by id: the call's index plus one."""
+    reqs = []
+    for i, (method, params) in enumerate(calls):
+        req = {"jsonrpc": "2.0", "id": i + 1, "method": method}
+        if params is not None:
+            req["params"] = params
+        reqs.append(json.dumps(req).encode())
+    dec, buf, out = json.JSONDecoder(), "", {}
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout)
         s.connect(sock_path)
-        s.sendall(json.dumps(req).encode())
-        dec = json.JSONDecoder()
-        buf = ""
-        while True:
+        s.sendall(b"".join(reqs))
+        while len(out) < len(calls):
             chunk = s.recv(65536)
             if not chunk:
-                raise ConnectionError(f"{method}: connection closed; got {buf!r}")
+                raise ConnectionError(f"{calls[len(out)][0]}: connection closed after "
+                                      f"{len(out)} of {len(calls)} replies; got {buf!r}")
             buf += chunk.decode()
-            try:
-                resp, _ = dec.raw_decode(buf.lstrip())
-                break
-            except ValueError:
-                continue
+            while True:
+                buf = buf.lstrip()
+                try:
+                    resp, end = dec.raw_decode(buf)
+                except ValueError:
+                    break
+                out[resp["id"]] = resp
+                buf = buf[end:]
+    return out
+
+
+def rpc_call(sock_path, method, params=None, timeout=TIMEOUT):
+    """One JSON-RPC 2.0 call over the unix socket; returns the result or
+    raises RpcError."""
+    resp, = rpc_batch(sock_path, [(method, params)], timeout).values()
     if "error" in resp:
         raise RpcError(resp["error"])
     return resp["result"]

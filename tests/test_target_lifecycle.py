@@ -216,35 +216,6 @@ def test_signal_during_config_exits_cleanly(blktgt_bin, tmp_path):
     assert b"exiting cleanly" in p.stderr.read()
 
 
-def rpc_batch(sock, calls):
-    """Send every call at once on one connection and read every reply (the
-    RPC server takes pipelined requests); returns the replies by id."""
-    import json
-    import socket
-
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(probekit.TIMEOUT)
-    s.connect(sock)
-    s.sendall(b"".join(json.dumps({"jsonrpc": "2.0", "id": i, "method": m,
-                                   "params": p}).encode()
-                       for i, (m, p) in enumerate(calls)))
-    dec, buf, out = json.JSONDecoder(), "", {}
-    while len(out) < len(calls):
-        chunk = s.recv(65536)
-        assert chunk, f"connection closed after {len(out)} of {len(calls)} replies"
-        buf += chunk.decode()
-        while True:
-            buf = buf.lstrip()
-            try:
-                r, end = dec.raw_decode(buf)
-            except ValueError:
-                break
-            out[r["id"]] = r
-            buf = buf[end:]
-    s.close()
-    return out
-
-
 def test_unread_stderr_does_not_stall_the_target(blktgt_bin, tmp_path):
     """Nobody reads blktgt's stderr while it logs ~800 KiB: its reactors
     must go on (a blocked write(2) stalled them before), lines that do not
@@ -271,7 +242,7 @@ def test_unread_stderr_does_not_stall_the_target(blktgt_bin, tmp_path):
                 calls += [("bdev_null_create", {"name": name, "size_mb": 1,
                                                 "block_size": 512}),
                           ("bdev_delete", {"name": name})]
-            replies = rpc_batch(sock, calls)
+            replies = probekit.rpc_batch(sock, calls)
             assert all("result" in r for r in replies.values()), replies
             pairs += 100
         assert probekit.rpc_call(sock, "target_stats")["state"] == "RUNNING"
