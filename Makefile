@@ -135,4 +135,15 @@ lint: $(TARGET)
 clean:
 	rm -rf $(O)
 
+# Variables that name what the build writes are the build's own: O=DIR is
+# the one way to choose where output goes.  A value given on the command
+# line would override them (make TARGET=/usr/bin/x would link over
+# /usr/bin/x), so refuse it before anything is built.  tests/test_make.py finds
+# every variable that names an output and checks that it is listed here.
+OUTPUT_VARS := PROBES_H TARGET TARGET_SRCS TARGET_OBJS PROBES_O \
+	BENCH_DIR BENCH_PROGS FUZZ_JSONRPC_DIR FUZZ_NBD_DIR LIBBPF_TOOLS \
+	LIBBPF_HELPERS LIBBPF_GEN LIBBPF_OBJ LIBBPF_BINS TRACE_TOOL
+$(foreach v,$(OUTPUT_VARS),$(if $(findstring command line,$(origin $(v)))$(findstring environment override,$(origin $(v))),\
+	$(error $(v) names a build output and cannot be set on the command line; use O=DIR to build elsewhere)))
+
 include $(wildcard mk/*.mk)
