@@ -6,6 +6,7 @@
 #   make deps       install what building, tracing and testing need (Debian)
 #   make test       deps, build, lint, then the test suite
 #   make demo       deps, build, then the guided tour
+#   make soak       the wrapper and tool tests 50 times under load
 #   make V=1        show full commands
 #
 # Components add their own rules in mk/*.mk.
@@ -47,7 +48,7 @@ PROBES_O  := $(O)/obj/blktgt_probes.o
 endif
 
 .DELETE_ON_ERROR:
-.PHONY: all deps test check lint demo probes probes-doc clean
+.PHONY: all deps test check lint demo soak probes probes-doc clean
 
 all: $(TARGET)
 
@@ -110,6 +111,15 @@ test: deps
 		$(SAN_TESTS) $(PYTEST_ARGS)
 	@echo "== the whole suite"
 	$(Q)cd tests && BUILD=$(abspath $(O)) $(PYTHON) -m pytest $(PYTEST_ARGS)
+
+# Every wrapper and tool test SOAK_RUNS times beside a busy loop per CPU,
+# as a loaded CI machine runs them; a flake shows here before CI sees it.
+# SOAK_TESTS picks other files, SOAK_K a pytest -k expression.
+SOAK_RUNS  ?= 50
+SOAK_TESTS ?= test_wrapper.py test_bt.py test_bcc.py test_libbpf.py
+soak: all
+	$(Q)cd tests && BUILD=$(abspath $(O)) ../scripts/soak.sh -n $(SOAK_RUNS) \
+		$(if $(SOAK_K),-k '$(SOAK_K)') $(SOAK_TESTS)
 
 demo: deps all
 	$(Q)scripts/demo.sh $(TARGET)
