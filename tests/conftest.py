@@ -23,6 +23,29 @@ def blktgt_bin():
     return path
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "needs(*names): programs (or py:MODULE) "
+                            "the test runs; missing ones skip it, naming their "
+                            "Debian package (fail under CI=true)")
+
+
+_missing_cache = {}
+
+
+def pytest_runtest_setup(item):
+    names = [n for m in item.iter_markers("needs") for n in m.args]
+    if not names:
+        return
+    key = tuple(sorted(set(names)))
+    if key not in _missing_cache:
+        _missing_cache[key] = probekit.missing(key)
+    why = _missing_cache[key]
+    if why:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"required in CI: {why}")
+        pytest.skip(why)
+
+
 @pytest.fixture
 def bpf():
     """Tests that attach probes take this: they fail under CI=true when

@@ -24,6 +24,39 @@ PYTHON = "/usr/bin/python3"
 TIMEOUT = 60
 
 
+# Programs and Python modules the tests run, and the Debian package that
+# has each (make deps installs them all).  A test names what it needs with
+# @pytest.mark.needs(...) (conftest.py); "py:NAME" is a module for
+# /usr/bin/python3.
+PACKAGES = {
+    "bpftrace": "bpftrace", "tplist-bpfcc": "bpfcc-tools", "bpftool": "bpftool",
+    "dtrace": "systemtap-sdt-dev", "clang": "clang", "readelf": "binutils",
+    "objdump": "binutils", "strace": "strace", "setpriv": "util-linux",
+    "unshare": "util-linux", "prlimit": "util-linux", "qemu-io": "qemu-utils",
+    "qemu-img": "qemu-utils", "nbdcopy": "libnbd-bin", "nbdinfo": "libnbd-bin",
+    "fio": "fio", "nbdkit": "nbdkit", "gdb": "gdb", "valgrind": "valgrind",
+    "py:bcc": "python3-bpfcc", "py:elftools": "python3-pyelftools",
+}
+
+
+def missing(names):
+    """A one-line reason naming the packages of whatever in names is not
+    installed, or None."""
+    gone = []
+    for n in names:
+        if n.startswith("py:"):
+            ok = subprocess.run([PYTHON, "-c", f"import {n[3:]}"],
+                                capture_output=True).returncode == 0
+        else:
+            ok = shutil.which(n) is not None
+        if not ok:
+            gone.append(f"{n[3:] if n.startswith('py:') else n} "
+                        f"(Debian package {PACKAGES.get(n, '?')})")
+    if not gone:
+        return None
+    return "needs " + ", ".join(gone) + "; run 'make deps'"
+
+
 def bpf_unavailable():
     """Why BPF tracing cannot work here, or None when it can."""
     if os.geteuid() != 0:

@@ -108,3 +108,17 @@ def test_plain_environment_and_o_still_work(tmp_path):
     assert str(tmp_path / "victim") not in p.stdout
     written = re.findall(r"\s-o\s+(\S+)", p.stdout)
     assert written and all(w.startswith(str(out) + "/") for w in written), written
+
+
+def test_check_installs_nothing_and_test_is_deps_then_check():
+    """make check is for a machine that has what it needs (a package
+    build, a user without network): it never runs the installer."""
+    p = make("check")
+    assert p.returncode == 0, p.stderr
+    assert "deps.sh" not in p.stdout and "apt-get" not in p.stdout
+    p = make("test")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    deps = [i for i, l in enumerate(lines) if "scripts/deps.sh" in l]
+    check = [i for i, l in enumerate(lines) if re.search(r"make.* check$", l)]
+    assert deps and check and deps[0] < check[0], p.stdout
