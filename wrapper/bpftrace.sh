@@ -20,18 +20,25 @@
 #  - Several scripts are joined into one program.  bpftrace accepts one BEGIN
 #    and one END, so their bodies are merged in script order; C definitions
 #    (struct, #include) are moved to the top.
-#  - Readiness: the program's BEGIN first prints exactly
+#  - Readiness: the last thing the program's BEGIN prints is exactly
 #        probekit: tracing PID=<pid> (Ctrl-C to end)
-#    bpftrace runs BEGIN after every probe is attached, so a caller that
-#    waits for that line never needs a sleep.
+#    bpftrace prints BEGIN's output once every probe is attached, so a
+#    caller that waits for that line never needs a sleep, and whatever the
+#    scripts print in BEGIN comes before it (a BEGIN that calls exit()
+#    ends the trace before it).
 #  - Arguments after -- reach the program as $1, $2, ...
 #  - Mistakes are found before bpftrace runs, each reported in one line
-#    with a non-zero exit.  Then the wrapper execs bpftrace, so signals
-#    (Ctrl-C prints the END output) and the exit code are bpftrace's own;
-#    only bpftrace 0.17's harmless "couldn't set RLIMIT_MEMLOCK" line is
-#    filtered from its stderr.  bpftrace 0.17 can miss a Ctrl-C that
-#    arrives while it is printing; a tracepoint:signal:signal_deliver probe
-#    on its own PID wakes it up so that it sees the signal.
+#    with a non-zero exit.  bpftrace's own messages about the program name
+#    the script's FILE:LINE, not the joined program's "stdin:LINE".  If the
+#    process exits before every probe is attached, one line says "PID N
+#    exited while the trace was starting" (exit 1).
+#  - bpftrace runs as a child in a session of its own; the wrapper passes
+#    the first SIGINT or SIGTERM on (Ctrl-C prints the END output and the
+#    maps) and exits with bpftrace's exit code.  Only bpftrace 0.17's
+#    harmless "couldn't set RLIMIT_MEMLOCK" line is filtered from its
+#    stderr.  bpftrace 0.17 can miss a Ctrl-C that arrives while it is
+#    printing; a tracepoint:signal:signal_deliver probe on its own PID
+#    wakes it up so that it sees the signal.
 #
 # Options:
 #   -n, --dry-run        print the final program and exit 0 (bpftrace and
@@ -41,11 +48,12 @@
 #   -h, --help           this text
 #
 # Environment: BPF_OUTFILE (see -o); BPFTRACE, the bpftrace to run (default:
-# bpftrace from PATH).
+# bpftrace from PATH).  Needs setsid and setpriv (util-linux).
 #
 # A deleted or replaced executable (/proc/PID/exe ends in " (deleted)") is
 # traced through /proc/PID/exe for uprobes; its USDT probes are refused,
-# because bpftrace 0.17 resolves them by path and attaches nothing.
+# because bpftrace 0.17 resolves them by path and attaches nothing.  A
+# deleted or replaced library that holds a probe is refused, saying so.
 
 set -u
 export LC_ALL=C
@@ -760,16 +768,26 @@ stderr_filter() {
 # bpftrace runs as a child, so that the wrapper can tell a process that
 # exited during start-up from any other failure (above).  It runs in a
 # session of its own: a Ctrl-C (or a signal to the wrapper's process
-# group) reaches only the wrapper, which passes it on once.  A second
-# SIGINT would cut bpftrace 0.17 short: it drops the events of END read
-# after it, and one that arrives while the maps print kills it.  If the
+# group) reaches only the wrapper, which passes the first one on.  A
+# second SIGINT would cut bpftrace 0.17 short: it drops the events of END
+# read after it, and one that arrives while the maps print kills it; the
+# first is never lost (see wakeup_probe).  If the
 # wrapper dies without passing a signal on (SIGKILL), bpftrace gets
 # SIGTERM (its parent-death signal), prints END and exits.  The exit code
 # is bpftrace's, or 128+N if a signal N ended it.
 
-bt_pid= pending=
-trap 'if [ -n "$bt_pid" ]; then kill -INT "$bt_pid" 2>/dev/null; else pending=INT; fi' INT
-trap 'if [ -n "$bt_pid" ]; then kill -TERM "$bt_pid" 2>/dev/null; else pending=TERM; fi' TERM
+bt_pid= pending= sent=
+# Passes the first SIGINT or SIGTERM on (at once, or as soon as bpftrace's
+# PID is known); later ones are ignored.
+pass_on() {
+	[ -z "$pending" ] || return 0
+	pending=$1
+	[ -n "$bt_pid" ] || return 0
+	sent=1
+	kill -"$1" "$bt_pid" 2>/dev/null
+}
+trap 'pass_on INT' INT
+trap 'pass_on TERM' TERM
 
 exec 3> >(trap '' INT TERM; stderr_filter >&2)
 filter_pid=$!
@@ -782,7 +800,7 @@ filter_pid=$!
 ) &
 bt_pid=$!
 exec 3>&-
-[ -z "$pending" ] || kill -"$pending" "$bt_pid" 2>/dev/null
+[ -n "$pending" ] && [ -z "$sent" ] && kill -"$pending" "$bt_pid" 2>/dev/null
 
 # wait returns early (above 128) when a trapped signal arrives; bpftrace
 # still exists (if only as a zombie) until a wait has collected it.
