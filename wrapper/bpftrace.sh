@@ -31,14 +31,13 @@
 #    with a non-zero exit.  bpftrace's own messages about the program name
 #    the script's FILE:LINE, not the joined program's "stdin:LINE".  If the
 #    process exits before every probe is attached, one line says "PID N
-#    exited while the trace was starting" (exit 1).
-#  - bpftrace runs as a child in a session of its own; the wrapper passes
-#    the first SIGINT or SIGTERM on (Ctrl-C prints the END output and the
-#    maps) and exits with bpftrace's exit code.  Only bpftrace 0.17's
-#    harmless "couldn't set RLIMIT_MEMLOCK" line is filtered from its
-#    stderr.  bpftrace 0.17 can miss a Ctrl-C that arrives while it is
-#    printing; a tracepoint:signal:signal_deliver probe on its own PID
-#    wakes it up so that it sees the signal.
+#    exited while the trace was starting", with a non-zero exit.
+#  - Then the wrapper execs bpftrace, so signals (Ctrl-C prints the END
+#    output and the maps) and the exit code are bpftrace's own.  Only
+#    bpftrace 0.17's harmless "couldn't set RLIMIT_MEMLOCK" line is
+#    filtered from its stderr.  bpftrace 0.17 can miss a Ctrl-C that
+#    arrives while it is printing; a tracepoint:signal:signal_deliver
+#    probe on its own PID wakes it up so that it sees the signal.
 #
 # Options:
 #   -n, --dry-run        print the final program and exit 0 (bpftrace and
@@ -48,7 +47,7 @@
 #   -h, --help           this text
 #
 # Environment: BPF_OUTFILE (see -o); BPFTRACE, the bpftrace to run (default:
-# bpftrace from PATH).  Needs setsid and setpriv (util-linux).
+# bpftrace from PATH).
 #
 # A deleted or replaced executable (/proc/PID/exe ends in " (deleted)") is
 # traced through /proc/PID/exe for uprobes; its USDT probes are refused,
@@ -660,28 +659,25 @@ program+=$marked
 # epoll_wait() or when an event arrives after it; a signal that lands while
 # it is printing (say, the readiness line) of a trace with nothing more to
 # print is lost, and the trace runs on.  This probe makes the delivery of
-# any signal to bpftrace itself (PID $1) such an event.  It prints nothing,
-# and it is not exit(), which would drop END output.  It does not read
-# args->sig: reading args of a tracepoint makes bpftrace 0.17 build their
-# struct with clang, which costs about 200 ms before the first probe is
-# attached; waking bpftrace for another signal does no harm.
-wakeup_probe() {
-	printf -v wakeup '\ntracepoint:signal:signal_deliver /pid == %d/\n{\n\tprintf("");\n}\n' "$1"
-}
+# any signal to bpftrace itself (the wrapper execs it, so it keeps this
+# PID) such an event.  It prints nothing, and it is not exit(), which would
+# drop END output.  It does not read args->sig: reading args of a
+# tracepoint makes bpftrace 0.17 build their struct with clang, which costs
+# about 200 ms before the first probe is attached; waking bpftrace for
+# another signal does no harm.
+printf -v wakeup '\ntracepoint:signal:signal_deliver /pid == %d/\n{\n\tprintf("");\n}\n' $$
+program+=$wakeup
 
 if [ $dry_run = 1 ]; then
-	# (The wakeup probe names bpftrace's PID, known only once it runs;
-	# this one has the wrapper's.)
-	wakeup_probe $$
-	printf '%s%s' "$program" "$wakeup"
+	printf '%s' "$program"
 	exit 0
 fi
 
-# No "bash: ...: Permission denied" beside our own line.
+# bpftrace's own -o buffers the file until it exits; a redirection keeps
+# it line-buffered, so the readiness line shows as soon as it is printed.
+# No "bash: ...: Permission denied" beside the wrapper's own line.
 if [ -n "$outfile" ]; then
-	if [ -d "$outfile" ]; then
-		die "cannot write the output file '$outfile': it is a directory"
-	fi
+	[ -d "$outfile" ] && die "cannot write the output file '$outfile': it is a directory"
 	{ exec >"$outfile"; } 2>/dev/null ||
 		die "cannot write the output file '$outfile' (check that its directory exists and is writable)"
 fi
@@ -692,13 +688,13 @@ fi
 # harmless RLIMIT_MEMLOCK line, and turns "stdin:LINE[:COLS]" of a message
 # about the program into FILE:LINE of the script it came from (by the line
 # map; columns are bpftrace's, exact but on a line where __EXE__ or __PID__
-# was replaced).  Until bpftrace says every probe is attached (the line
-# __BPFTRACE_NOTIFY_PROBES_ATTACHED, which bpftrace 0.17 to 0.22 print on
-# stderr when that variable is set), it holds what bpftrace says: if
-# bpftrace then fails while the process is gone (bpftrace's messages for
-# that are many and cryptic: "No such process", attach errors, an uncaught
-# MountNSException), it prints one line instead and exits 3.  A held
-# message about the program itself is always shown as it is.
+# was replaced).  When bpftrace fails because the process went away while
+# it was starting, its messages are many and cryptic ("No such process",
+# "Error initializing context", attach errors, an uncaught
+# MountNSException); the first such message, seen while the process is
+# gone, becomes one line "PID N exited while the trace was starting" and
+# the rest are dropped.  A message about the program itself (FILE:LINE) is
+# always shown as it is.
 
 map_at=() map_file=() map_line=()
 while read -r a f l; do
@@ -718,101 +714,44 @@ map_line() {
 	done
 }
 
-MAX_HELD=1000
-
 stderr_filter() {
-	local line started=0 held=() program_error=0 loc rest
+	local line loc rest first gone=0
 	while IFS= read -r line || [ -n "$line" ]; do
 		case $line in
 		*"couldn't set RLIMIT_MEMLOCK"*) continue ;;
-		__BPFTRACE_NOTIFY_PROBES_ATTACHED)
-			if [ $started = 0 ]; then
-				started=1
-				[ ${#held[@]} = 0 ] || printf '%s\n' "${held[@]}"
-				held=()
-				continue
-			fi ;;
 		esac
 		if [[ $line =~ ^stdin:([0-9]{1,9})(-([0-9]{1,9}))?(:.*)$ ]]; then
-			program_error=1
 			rest=${BASH_REMATCH[4]}
 			map_line "${BASH_REMATCH[1]}"
 			if [ -n "$loc" ]; then
 				if [ -n "${BASH_REMATCH[3]}" ]; then
-					local first=$loc
+					first=$loc
 					map_line "${BASH_REMATCH[3]}"
 					[ "${loc%:*}" = "${first%:*}" ] && first+="-${loc##*:}"
 					loc=$first
 				fi
 				line=$loc$rest
 			fi
-		fi
-		if [ $started = 1 ] || [ ${#held[@]} -ge $MAX_HELD ]; then
-			[ ${#held[@]} = 0 ] || printf '%s\n' "${held[@]}"
-			held=()
 			printf '%s\n' "$line"
-		else
-			held+=("$line")
+			continue
 		fi
+		[ $gone = 1 ] && continue
+		if target_gone; then
+			gone=1
+			printf '%s: PID %d exited while the trace was starting\n' "$PROG" "$pid"
+			continue
+		fi
+		printf '%s\n' "$line"
 	done
-	if [ $started = 0 ] && [ $program_error = 0 ] && target_gone; then
-		printf '%s: PID %d exited while the trace was starting\n' "$PROG" "$pid"
-		return 3
-	fi
-	[ ${#held[@]} = 0 ] || printf '%s\n' "${held[@]}"
-	return 0
 }
 
 # --- run ----------------------------------------------------------------------
 #
-# bpftrace runs as a child, so that the wrapper can tell a process that
-# exited during start-up from any other failure (above).  It runs in a
-# session of its own: a Ctrl-C (or a signal to the wrapper's process
-# group) reaches only the wrapper, which passes the first one on.  A
-# second SIGINT would cut bpftrace 0.17 short: it drops the events of END
-# read after it, and one that arrives while the maps print kills it; the
-# first is never lost (see wakeup_probe).  If the
-# wrapper dies without passing a signal on (SIGKILL), bpftrace gets
-# SIGTERM (its parent-death signal), prints END and exits.  The exit code
-# is bpftrace's, or 128+N if a signal N ended it.
+# The wrapper execs bpftrace, so signals (Ctrl-C prints END and the maps)
+# and the exit code are bpftrace's own.  The filter above reads bpftrace's
+# stderr in a process of its own, which ignores SIGINT/SIGTERM so that a
+# Ctrl-C to the process group ends bpftrace while the filter reads on
+# until bpftrace closes stderr.
 
-bt_pid= pending= sent=
-# Passes the first SIGINT or SIGTERM on (at once, or as soon as bpftrace's
-# PID is known); later ones are ignored.
-pass_on() {
-	[ -z "$pending" ] || return 0
-	pending=$1
-	[ -n "$bt_pid" ] || return 0
-	sent=1
-	kill -"$1" "$bt_pid" 2>/dev/null
-}
-trap 'pass_on INT' INT
-trap 'pass_on TERM' TERM
-
-exec 3> >(trap '' INT TERM; stderr_filter >&2)
-filter_pid=$!
-(
-	trap - INT TERM
-	export __BPFTRACE_NOTIFY_PROBES_ATTACHED=1
-	wakeup_probe $BASHPID
-	exec setsid setpriv --pdeathsig TERM -- \
-		"$bpftrace" -p "$pid" -e "$program$wakeup" -- "${args[@]}" 2>&3 3>&-
-) &
-bt_pid=$!
-exec 3>&-
-[ -n "$pending" ] && [ -z "$sent" ] && kill -"$pending" "$bt_pid" 2>/dev/null
-
-# wait returns early (above 128) when a trapped signal arrives; bpftrace
-# still exists (if only as a zombie) until a wait has collected it.
-while :; do
-	wait "$bt_pid" 2>/dev/null
-	rc=$?
-	[ $rc -gt 128 ] && kill -0 "$bt_pid" 2>/dev/null || break
-done
-while :; do
-	wait "$filter_pid" 2>/dev/null
-	frc=$?
-	[ $frc -gt 128 ] && kill -0 "$filter_pid" 2>/dev/null || break
-done
-[ $frc = 3 ] && exit 1
-exit $rc
+exec "$bpftrace" -p "$pid" -e "$program" -- "${args[@]}" \
+	2> >(trap '' INT TERM; stderr_filter >&2)
