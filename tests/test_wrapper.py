@@ -189,12 +189,12 @@ def test_dry_run_substitutes_per_probe_and_merges(prog, sdt_build, count_bt, tmp
     assert f'uprobe:"{exe}":pk_exe_work /pid == {prog.pid}/' in text
     assert "__EXE__" not in text and "__PID__" not in text
     assert f'printf("other begin %d\\n", {prog.pid});' in text
-    # One BEGIN and one END, bodies in script order, readiness line first.
+    # One BEGIN and one END, bodies in script order, readiness line last.
     heads = re.findall(r"^(BEGIN|END)$", text, re.M)
     assert heads == ["BEGIN", "END"], text
-    begin = text[text.index("BEGIN\n"):]
-    assert begin.index("probekit: tracing PID=%d (Ctrl-C to end)") \
-        < begin.index("count begin") < begin.index("other begin")
+    begin = text[text.index("BEGIN\n"):text.index("END\n")]
+    assert begin.index("count begin") < begin.index("other begin") \
+        < begin.index("probekit: tracing PID=%d (Ctrl-C to end)")
     end = text[text.index("END\n"):]
     assert end.index("count end") < end.index("other end")
     # C definitions moved to the top, the shebang line dropped.
@@ -208,7 +208,7 @@ def test_dry_run_adds_begin_and_duration(prog, tmp_path):
     r = wrapper("-n", "-d", 7, prog.pid, s)
     assert r.returncode == 0, r.stderr
     assert re.search(r"^BEGIN\n\{\n\tprintf\(\"probekit: tracing PID=%d "
-                     rf"\(Ctrl-C to end\)\\n\", {prog.pid}\);", r.stdout, re.M), r.stdout
+                     rf"\(Ctrl-C to end\)\\n\", {prog.pid}\);\n\}}", r.stdout, re.M), r.stdout
     assert re.search(r"^interval:s:7\n\{\n\texit\(\);\n\}", r.stdout, re.M), r.stdout
 
 
@@ -338,6 +338,16 @@ def test_output_file(bpf, prog, count_bt, tmp_path, how):
     assert not any("tracing PID" in l for l in console), console
 
 
+@pytest.mark.parametrize("where", ["missing dir", "directory", "read-only dir"])
+def test_error_output_file_unwritable(bpf, prog, count_bt, public_dir, where):
+    """Only the wrapper's line, not bash's as well."""
+    path = {"missing dir": os.path.join(public_dir, "no", "out.txt"),
+            "directory": public_dir,
+            "read-only dir": "/proc/out.txt"}[where]
+    assert_one_line_error(wrapper("-o", path, prog.pid, count_bt),
+                          f"cannot write the output file '{path}'")
+
+
 def test_python311_function_entry(bpf, tmp_path):
     py = "/usr/bin/python3.11"
     if not os.access(py, os.X_OK):
@@ -357,6 +367,273 @@ def test_python311_function_entry(bpf, tmp_path):
         assert counts(lines) == {"returns": N, "gc": N}, lines
     finally:
         p.stop()
+
+
+def test_begin_output_precedes_readiness(bpf, prog, tmp_path):
+    """A caller that stops the trace as soon as it sees the readiness line
+    loses none of what the scripts print in BEGIN: bpftrace 0.17 drops
+    every event it reads after a SIGINT, so the readiness line is the last
+    thing BEGIN prints.  (With it first, most of these lines were lost.)"""
+    n = 97
+    s = tmp_path / "chatty.bt"
+    s.write_text("BEGIN\n{\n" + "".join(f'\tprintf("begin line {i}\\n");\n' for i in range(n))
+                 + "}\nusdt:__EXE__:pkexe:tick { @n = count(); }\n")
+    t = Trace(prog.pid, [str(s)]).start()
+    lines = t.stop()
+    assert t.proc.returncode == 0, lines
+    got = [l for l in lines if l.startswith("begin line ")]
+    assert got == [f"begin line {i}" for i in range(n)], lines
+    assert lines.index(got[-1]) < next(i for i, l in enumerate(lines) if re.match(READY_RE, l))
+
+
+def test_sigint_to_the_wrapper_alone_ends_trace_with_end_output(bpf, prog, count_bt):
+    """A signal to the wrapper's PID (not its group) reaches bpftrace, once:
+    END runs, every map is printed, the exit code is bpftrace's."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        t = Trace(prog.pid, [count_bt]).start()
+        prog.fire(N)
+        os.kill(t.proc.pid, sig)
+        rc = t.proc.wait(timeout=probekit.TIMEOUT)
+        lines = t.out.drain(10)
+        assert rc == 0, lines
+        assert "count end" in lines
+        assert counts(lines) == {"tick": N, "fire": N, "lib_fn": N, "exe_fn": N}, lines
+
+
+def bpftrace_children(token):
+    """PIDs of processes whose command line holds token (bpftrace's -e
+    program holds the script's text)."""
+    found = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                if token.encode() in f.read():
+                    found.append(int(p))
+        except OSError:
+            pass
+    return found
+
+
+def test_killed_wrapper_leaves_no_bpftrace(bpf, prog, tmp_path):
+    """bpftrace runs in a session of its own; a SIGKILLed wrapper cannot
+    pass a signal on, so bpftrace's parent-death signal ends it."""
+    token = f"pk_token_{os.getpid()}_{time.monotonic_ns()}"
+    s = tmp_path / "orphan.bt"
+    s.write_text(f"// {token}\nusdt:__EXE__:pkexe:tick {{ @n = count(); }}\n")
+    t = Trace(prog.pid, [str(s)]).start()
+    (bt_pid,) = bpftrace_children(token)
+    os.killpg(t.proc.pid, signal.SIGKILL)
+    t.proc.wait(timeout=probekit.TIMEOUT)
+    deadline = time.monotonic() + probekit.TIMEOUT
+    while os.path.exists(f"/proc/{bt_pid}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not bpftrace_children(token)
+
+
+# --- the process exits while the trace starts --------------------------------------
+
+SEM_C = r"""
+#define _SDT_HAS_SEMAPHORES 1
+#include <sys/sdt.h>
+#include <stdio.h>
+#include <unistd.h>
+unsigned short pkgone_armed_semaphore __attribute__((section(".probes"), used));
+unsigned short pkgone_other_semaphore __attribute__((section(".probes"), used));
+/* Each line on stdin: print both semaphores (each raised by the kernel
+ * while a tracer has the probe attached), then fire both probes. */
+int main(void)
+{
+	char line[64];
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin)) {
+		printf("sem %u %u\n", pkgone_armed_semaphore, pkgone_other_semaphore);
+		fflush(stdout);
+		STAP_PROBE(pkgone, armed);
+		STAP_PROBE(pkgone, other);
+	}
+	return 0;
+}
+"""
+
+GONE_BT = """\
+// {token}
+usdt:__EXE__:pkgone:other {{ @other = count(); }}
+uprobe:__EXE__:main {{ @main = count(); }}
+usdt:__EXE__:pkgone:armed {{ @armed = count(); }}
+"""
+
+
+@pytest.fixture(scope="module")
+def sem_prog(tmp_path_factory):
+    d = tmp_path_factory.mktemp("semprog")
+    (d / "gone.c").write_text(SEM_C)
+    subprocess.run(["cc", "-O1", "-g", "-o", str(d / "gone"), str(d / "gone.c")], check=True)
+    return str(d / "gone")
+
+
+def semaphores(p):
+    """The (armed, other) semaphores of a running sem_prog."""
+    p.proc.stdin.write(b"\n")
+    p.proc.stdin.flush()
+    n = len(p.out.lines)
+    p.out.wait_until(lambda lines: any(l.startswith("sem ") for l in lines[n:]))
+    line = [l for l in p.out.lines[n:] if l.startswith("sem ")][0]
+    return tuple(int(x) for x in line.split()[1:])
+
+
+def hook(tmp_path, name, body):
+    """An executable shell script: a test's hook in place of a program."""
+    path = tmp_path / name
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return path
+
+
+def assert_gone_and_clean(r, pid, token, sem_prog):
+    assert_one_line_error(r, f"PID {pid} exited while the trace was starting")
+    assert r.stderr == f"bpftrace.sh: PID {pid} exited while the trace was starting\n"
+    assert not bpftrace_children(token)
+    # No uprobe is left on the file: it would raise the semaphores of the
+    # next process that maps it.
+    p = Prog([sem_prog])
+    try:
+        assert semaphores(p) == (0, 0)
+    finally:
+        p.stop()
+
+
+def test_process_exits_while_the_wrapper_reads_it(bpf, sem_prog, tmp_path):
+    """The process exits after the wrapper found it, while it reads the
+    executable's probes (a readelf on PATH that kills it first)."""
+    token = f"pk_token_{os.getpid()}_{time.monotonic_ns()}"
+    s = tmp_path / "gone.bt"
+    s.write_text(GONE_BT.format(token=token))
+    p = Prog([sem_prog])
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    hook(bindir, "readelf", f'kill -9 {p.pid}\nexec /usr/bin/readelf "$@"\n')
+    env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}")
+    try:
+        r = wrapper(p.pid, s, env=env)
+    finally:
+        p.stop()
+    assert_gone_and_clean(r, p.pid, token, sem_prog)
+
+
+def test_process_exits_before_bpftrace_runs(bpf, sem_prog, tmp_path):
+    """The process is gone when bpftrace starts (BPFTRACE is a hook that
+    kills it, then runs bpftrace)."""
+    token = f"pk_token_{os.getpid()}_{time.monotonic_ns()}"
+    s = tmp_path / "gone.bt"
+    s.write_text(GONE_BT.format(token=token))
+    p = Prog([sem_prog])
+    bt = hook(tmp_path, "bpftrace", f'kill -9 {p.pid}\nexec bpftrace "$@"\n')
+    try:
+        r = wrapper(p.pid, s, env=dict(os.environ, BPFTRACE=str(bt)))
+    finally:
+        p.stop()
+    assert_gone_and_clean(r, p.pid, token, sem_prog)
+
+
+def test_process_exits_while_bpftrace_attaches(bpf, sem_prog, tmp_path):
+    """The process exits after bpftrace attached its first USDT probe and
+    before the others.  bpftrace attaches tracepoints first, then usdt
+    probes and uprobes last to first; a tracepoint of the test's own makes
+    bpftrace stop itself (SIGSTOP) as its second perf_event_open() returns
+    (the first is the wrapper's signal tracepoint), which is the attach of
+    pkgone:armed, whose semaphore proves it.  The test then kills the
+    process and lets bpftrace go on."""
+    token = f"pk_token_{os.getpid()}_{time.monotonic_ns()}"
+    s = tmp_path / "gone.bt"
+    s.write_text("tracepoint:syscalls:sys_exit_perf_event_open /pid == PK_SELF/\n"
+                 "{ @pk_opens++; if (@pk_opens == 2) { signal(\"SIGSTOP\"); } }\n"
+                 + GONE_BT.format(token=token))
+    pidfile = tmp_path / "bt.pid"
+    bt = tmp_path / "bpftrace"
+    bt.write_text(f'#!/bin/bash\necho $$ > {pidfile}\n'
+                  'exec bpftrace --unsafe "${@//PK_SELF/$$}"\n')
+    bt.chmod(0o755)
+    p = Prog([sem_prog])
+    w = subprocess.Popen([WRAPPER, str(p.pid), str(s)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, BPFTRACE=str(bt)))
+    try:
+        deadline = time.monotonic() + probekit.TIMEOUT
+        state = None
+        while state != "T" and time.monotonic() < deadline and w.poll() is None:
+            time.sleep(0.01)
+            try:
+                with open(f"/proc/{int(pidfile.read_text())}/stat") as f:
+                    state = f.read().rsplit(") ", 1)[1].split()[0]
+            except (OSError, ValueError):
+                pass
+        assert state == "T", w.communicate(timeout=probekit.TIMEOUT)
+        assert semaphores(p) == (1, 0)
+        p.proc.kill()
+        p.proc.wait(timeout=probekit.TIMEOUT)
+        os.kill(int(pidfile.read_text()), signal.SIGCONT)
+        out, err = w.communicate(timeout=probekit.TIMEOUT)
+    finally:
+        p.stop()
+        if w.poll() is None:
+            w.kill()
+            w.wait()
+    r = subprocess.CompletedProcess(w.args, w.returncode, "", err)
+    assert "probekit: tracing" not in out, out
+    assert_gone_and_clean(r, p.pid, token, sem_prog)
+
+
+def test_deleted_library(bpf, sdt_build, count_bt, tmp_path):
+    """A library deleted since the process loaded it: one line that says so
+    (bpftrace 0.17 cannot attach to it), not that the probe is missing."""
+    exe = install_prog(sdt_build, str(tmp_path / "dl"))
+    p = Prog([exe])
+    try:
+        os.unlink(os.path.join(os.path.dirname(exe), "libpk.so"))
+        assert_one_line_error(wrapper("-n", p.pid, count_bt),
+                              "libpk.so that PID", "was deleted or replaced",
+                              "restart the process")
+        # A misspelt probe is still reported as such.
+        s = tmp_path / "typo.bt"
+        s.write_text("usdt:__EXE__:pkexe:tick { @a = count(); }\n"
+                     "usdt:__EXE__:pkexe:tock { @b = count(); }\n")
+        assert_one_line_error(wrapper("-n", p.pid, s), "has no usdt:__EXE__:pkexe:tock")
+    finally:
+        p.stop()
+
+
+# --- bpftrace's messages name the script's lines -----------------------------------
+
+def test_errors_name_the_scripts_file_and_line(bpf, prog, count_bt, tmp_path):
+    syn = tmp_path / "synline.bt"
+    syn.write_text("#!/usr/bin/env bpftrace\n// a comment\n\n"
+                   "BEGIN\n{\n\tprintf(\"hi\\n\");\n}\n"
+                   "interval:s:1 { @n = count() +; }\n")
+    r = wrapper(prog.pid, count_bt, syn)
+    assert r.returncode == 1, r
+    lines = r.stderr.splitlines()
+    # The columns are those of the script's line, which bpftrace shows.
+    assert lines[0].startswith(f"{syn}:8:29-31: ERROR: syntax error"), r.stderr
+    assert lines[1:3] == ["interval:s:1 { @n = count() +; }", " " * 28 + "~~"], r.stderr
+    assert "stdin" not in r.stderr, r.stderr
+
+    fn = tmp_path / "fn.bt"
+    fn.write_text("BEGIN { printf(\"x\\n\"); }\n\nEND {\n  nosuchfn(1);\n}\n")
+    r = wrapper(prog.pid, count_bt, fn)
+    assert r.returncode == 1, r
+    first = r.stderr.splitlines()[0]
+    assert first == f"{fn}:4:3-11: ERROR: Unknown function: nosuchfn", r.stderr
+    assert "stdin" not in r.stderr, r.stderr
+
+    # A block whose brace opens its own line, in the second script.
+    blk = tmp_path / "blk.bt"
+    blk.write_text("interval:s:1\n{\n\t@x = 1;\n\tnosuchfn2(2);\n}\n")
+    r = wrapper(prog.pid, count_bt, blk)
+    assert r.returncode == 1, r
+    assert r.stderr.splitlines()[0] == f"{blk}:4:2-11: ERROR: Unknown function: nosuchfn2", r.stderr
 
 
 # --- paths ---------------------------------------------------------------------

@@ -20,18 +20,24 @@
 #  - Several scripts are joined into one program.  bpftrace accepts one BEGIN
 #    and one END, so their bodies are merged in script order; C definitions
 #    (struct, #include) are moved to the top.
-#  - Readiness: the program's BEGIN first prints exactly
+#  - Readiness: the last thing the program's BEGIN prints is exactly
 #        probekit: tracing PID=<pid> (Ctrl-C to end)
-#    bpftrace runs BEGIN after every probe is attached, so a caller that
-#    waits for that line never needs a sleep.
+#    bpftrace prints BEGIN's output once every probe is attached, so a
+#    caller that waits for that line never needs a sleep, and whatever the
+#    scripts print in BEGIN comes before it (a BEGIN that calls exit()
+#    ends the trace before it).
 #  - Arguments after -- reach the program as $1, $2, ...
 #  - Mistakes are found before bpftrace runs, each reported in one line
-#    with a non-zero exit.  Then the wrapper execs bpftrace, so signals
-#    (Ctrl-C prints the END output) and the exit code are bpftrace's own;
-#    only bpftrace 0.17's harmless "couldn't set RLIMIT_MEMLOCK" line is
+#    with a non-zero exit.  bpftrace's own messages about the program name
+#    the script's FILE:LINE, not the joined program's "stdin:LINE".  If the
+#    process exits before every probe is attached, one line says "PID N
+#    exited while the trace was starting", with a non-zero exit.
+#  - Then the wrapper execs bpftrace, so signals (Ctrl-C prints the END
+#    output and the maps) and the exit code are bpftrace's own.  Only
+#    bpftrace 0.17's harmless "couldn't set RLIMIT_MEMLOCK" line is
 #    filtered from its stderr.  bpftrace 0.17 can miss a Ctrl-C that
-#    arrives while it is printing; a tracepoint:signal:signal_deliver probe
-#    on its own PID wakes it up so that it sees the signal.
+#    arrives while it is printing; a tracepoint:signal:signal_deliver
+#    probe on its own PID wakes it up so that it sees the signal.
 #
 # Options:
 #   -n, --dry-run        print the final program and exit 0 (bpftrace and
@@ -45,18 +51,24 @@
 #
 # A deleted or replaced executable (/proc/PID/exe ends in " (deleted)") is
 # traced through /proc/PID/exe for uprobes; its USDT probes are refused,
-# because bpftrace 0.17 resolves them by path and attaches nothing.
+# because bpftrace 0.17 resolves them by path and attaches nothing.  A
+# deleted or replaced library that holds a probe is refused, saying so.
 
 set -u
 export LC_ALL=C
 
 PROG=bpftrace.sh
+pid_start=
 READY_TEXT='probekit: tracing PID=%d (Ctrl-C to end)'
 MAX_DURATION=31536000
 
-# One line, whatever a path or argument in the message holds.
+# One line, whatever a path or argument in the message holds.  Once the
+# process was found, a failure while it is gone is reported as that.
 die() {
 	local msg="$*"
+	if [ -n "$pid_start" ] && target_gone; then
+		msg="PID $pid exited while the trace was starting"
+	fi
 	printf '%s: %s\n' "$PROG" "${msg//[[:cntrl:]]/?}" >&2
 	exit 1
 }
@@ -142,6 +154,30 @@ tgid=
 [ -n "$tgid" ] || die "no process with PID $pid is running"
 [ "$tgid" = "$pid" ] || die "$pid is a thread of process $tgid; give the process id ($tgid)"
 
+# Fields of /proc/PID/stat after "PID (COMM) ", as words; false if unread.
+# (COMM may hold anything, ") " too, but nothing after the last ") " can.)
+read_stat() {
+	local st
+	{ st=$(< "/proc/$pid/stat"); } 2>/dev/null || return 1
+	stat_fields=(${st##*') '})
+	[ ${#stat_fields[@]} -ge 20 ]
+}
+
+# True when the process found here is gone: reaped, a zombie, exiting
+# (PF_EXITING, 0x4, in its flags: it may have no memory or files left for
+# bpftrace to read), or its PID taken by a later process (its start time,
+# field 22, differs).
+target_gone() {
+	local stat_fields
+	read_stat || return 0
+	case ${stat_fields[0]} in Z|X|x) return 0 ;; esac
+	(( (stat_fields[6] & 4) != 0 )) && return 0
+	[ "${stat_fields[19]}" != "$pid_start" ]
+}
+
+read_stat || die "no process with PID $pid is running"
+pid_start=${stat_fields[19]}
+
 # readlink's output ends in exactly one newline; keep any others, so a path
 # that ends in a newline is seen as such (and refused below).
 exe=$(readlink -- "/proc/$pid/exe" && printf x) ||
@@ -182,15 +218,25 @@ quote_path() {
 # and replaces each __EXE__ of an attach point with a marker \001N\001 for
 # reference N, and __PID__ elsewhere with PID (so never in a path inserted
 # later).  It prints one "N<TAB>KIND<TAB>SPEC" line for each reference, a
-# \002, then the program.  awk reads paths given as arguments, so relative
-# ones get a ./ (never an assignment).
+# \002, the line map, a \002, then the program.  awk reads paths given as
+# arguments, so relative ones get a ./ (never an assignment).
+#
+# The line map lets bpftrace's "stdin:LINE:..." errors name the user's
+# FILE:LINE (see stderr_filter).  While joining, each piece of a script
+# carries a mark \003F:L\003 at each of its line starts (F: the script's
+# index, from 1; L: its line); a piece moved out of its line (a BEGIN or
+# END body, a struct) starts on a line of its own, indented so that
+# bpftrace's columns stay those of the script.  At the end the marks are
+# taken out, and each run of program lines that follow one script's lines
+# in order becomes one map line "PROGRAM_LINE F LINE" (F 0: lines the
+# wrapper wrote).
 
 awk_files=()
 for s in "${scripts[@]}"; do
 	case $s in /*) awk_files+=("$s") ;; *) awk_files+=("./$s") ;; esac
 done
 
-joined=$(awk -v pid="$pid" -v ready="$READY_TEXT" -v duration="$duration" -v guard="$$" '
+joined=$(awk -v pid="$pid" -v ready="$READY_TEXT" -v duration="$duration" '
 function fail(msg) { print "bpftrace.sh: " msg > "/dev/stderr"; failed = 1; exit 2 }
 
 # Skip a string, comment or character at i of s; return the index after it.
@@ -239,6 +285,41 @@ function pids(t,   o, i) {
 	return o t
 }
 
+# The line of s that position p is on (the scan mostly moves forward, so
+# newlines are counted from the last position asked for).
+function lineat(s, p,   t) {
+	if (p < lp) { lp = 1; ll = 1 }
+	t = substr(s, lp, p - lp)
+	ll += gsub(/\n/, "", t)
+	lp = p
+	return ll
+}
+
+function mk(l) { return "\003" fidx ":" l "\003" }
+
+# s from a to b (exclusive), with a line mark at each line start in it.
+function copy(s, a, b,   t, out, k, l) {
+	if (b <= a) return ""
+	t = substr(s, a, b - a); l = lineat(s, a); out = ""
+	if (a == 1 || substr(s, a - 1, 1) == "\n") out = mk(l)
+	while ((k = index(t, "\n")) > 0 && k < length(t)) {
+		out = out substr(t, 1, k) mk(++l)
+		t = substr(t, k + 1)
+	}
+	return out t
+}
+
+# What starts a piece copied from p onto a new line: the mark of its line
+# and blanks as wide as the text before p (tabs kept, for the columns).
+function at(s, p,   b, pre) {
+	if (p == 1 || substr(s, p - 1, 1) == "\n") return ""
+	b = p
+	while (b > 1 && substr(s, b - 1, 1) != "\n") b--
+	pre = substr(s, b, p - b)
+	gsub(/[^\t]/, " ", pre)
+	return mk(lineat(s, p)) pre
+}
+
 # Replace __EXE__ in the attach points of header h by markers.
 function mark(h,   out, kind, spec, rest, k) {
 	out = ""
@@ -259,29 +340,30 @@ function mark(h,   out, kind, spec, rest, k) {
 	return out h
 }
 
-function process(s,   n, i, j, c, start, depth, hdr, body, key, bol) {
-	if (index(s, "\001") || index(s, "\002"))
-		fail("script " cur " contains control characters \\001 or \\002, which the wrapper uses as markers")
+function process(s,   n, i, j, c, start, depth, hdr, key, bol) {
+	if (index(s, "\001") || index(s, "\002") || index(s, "\003"))
+		fail("script " cur " contains control characters \\001, \\002 or \\003, which the wrapper uses as markers")
 	n = length(s)
 	i = 1
+	lp = 1; ll = 1
 	if (substr(s, 1, 2) == "#!") {            # a shebang line, valid only first
 		j = index(s, "\n"); i = j ? j : n + 1
 	}
 	while (i <= n) {
 		c = substr(s, i, 1)
 		bol = (i == 1 || substr(s, i - 1, 1) == "\n")
-		if (c ~ /[ \t\r\n;]/) { body_out = body_out c; i++; continue }
+		if (c ~ /[ \t\r\n;]/) { body_out = body_out copy(s, i, i + 1); i++; continue }
 		if (c == "#" && bol) {                   # preprocessor line
 			j = index(substr(s, i), "\n"); j = j ? i + j : n + 1
-			defs = defs substr(s, i, j - i); i = j; continue
+			defs = defs copy(s, i, j); i = j; continue
 		}
 		if (substr(s, i, 2) == "//" || substr(s, i, 2) == "/*") {
-			j = skip(s, i, n); body_out = body_out substr(s, i, j - i); i = j; continue
+			j = skip(s, i, n); body_out = body_out copy(s, i, j); i = j; continue
 		}
 		# A block: header up to the first top-level "{", then its body.
 		start = i
 		while (i <= n && substr(s, i, 1) != "{") i = skip(s, i, n)
-		if (i > n) { body_out = body_out substr(s, start); break }
+		if (i > n) { body_out = body_out copy(s, start, n + 1); break }
 		hdr = substr(s, start, i - start)
 		depth = 1; j = i + 1
 		while (j <= n && depth > 0) {
@@ -292,25 +374,30 @@ function process(s,   n, i, j, c, start, depth, hdr, body, key, bol) {
 			j = skip(s, j, n)
 		}
 		if (depth > 0) fail("script " cur ": a block starting at \"" substr(trim(hdr), 1, 40) "\" has no closing brace")
-		body = substr(s, i + 1, j - i - 1)
-		i = j + 1
 		key = trim(uncomment(hdr))
 		if (key == "BEGIN" || key == "END") {
 			if (!(key in seen)) { seen[key] = 1; body_out = body_out "\002" key "\002" }
-			merged[key] = merged[key] "\t// from " curname "\n" body "\n"
+			merged[key] = merged[key] "\t// from " curname "\n" at(s, i + 1) copy(s, i + 1, j) "\n"
+			i = j + 1
 		} else if (key ~ /^(struct|union|enum)[ \t\r\n]/) {
-			defs = defs hdr "{" body "}"
+			defs = defs at(s, start) copy(s, start, j + 1)
+			i = j + 1
 			if (substr(s, i, 1) == ";") { defs = defs ";"; i++ }
 			defs = defs "\n"
 		} else {
-			body_out = body_out mark(hdr) "{" body "}"
+			body_out = body_out mark(copy(s, start, i)) copy(s, i, j + 1)
+			i = j + 1
 		}
 	}
 }
 
+# The index of each script in the command line (an empty file has no
+# FNR == 1, so count by name).
 FNR == 1 && NR > 1 { process(text) }
 FNR == 1 {
 	text = ""; cur = FILENAME
+	while (++argi < ARGC && ARGV[argi] != FILENAME) ;
+	fidx = argi
 	curname = FILENAME; sub(/.*\//, "", curname); gsub(/[^A-Za-z0-9_.+-]/, "?", curname)
 }
 { text = text $0 "\n" }
@@ -319,27 +406,35 @@ END {
 	if (failed) exit 2
 	if (NR > 0) process(text)
 	if (failed) exit 2
-	begin = "BEGIN\n{\n\tprintf(\"" ready "\\n\", __PID__);\n" merged["BEGIN"] "}"
+	# The readiness line is the last thing BEGIN prints: bpftrace 0.17
+	# drops every event it reads after a SIGINT, and BEGIN output is
+	# read in order, so whatever the scripts print in BEGIN is out before
+	# a caller that saw this line can stop the trace.
+	begin = "BEGIN\n{\n" merged["BEGIN"] "\tprintf(\"" ready "\\n\", __PID__);\n}"
 	if (!("BEGIN" in seen)) body_out = body_out "\n" begin "\n"
 	if (duration != "") body_out = body_out "\ninterval:s:" duration "\n{\n\texit();\n}\n"
-	# bpftrace 0.17 notices SIGINT/SIGTERM only when the signal interrupts
-	# its epoll_wait() or when an event arrives after it; a signal that
-	# lands while it is printing (say, right after the readiness line) of
-	# a trace with nothing more to print is lost, and the trace runs on.
-	# This probe makes the delivery of any signal to bpftrace itself (the
-	# wrapper execs it, so it keeps this PID) such an event.  It prints
-	# nothing, and it is not exit(), which would drop END output.  It does
-	# not read args->sig: reading args of a tracepoint makes bpftrace
-	# 0.17 build their struct with clang, which costs about 200 ms before
-	# the first probe is attached; waking bpftrace for another signal
-	# (there are none in practice) does no harm.
-	body_out = body_out "\ntracepoint:signal:signal_deliver /pid == " guard "/\n{\n\tprintf(\"\");\n}\n"
 	out = defs body_out
 	while (match(out, /\002(BEGIN|END)\002/)) {
 		key = substr(out, RSTART + 1, RLENGTH - 2)
 		out = substr(out, 1, RSTART - 1) (key == "BEGIN" ? begin : "END\n{\n" merged["END"] "}") substr(out, RSTART + RLENGTH)
 	}
-	printf "%s\002%s", reflist, pids(out)
+	out = pids(out)
+	nl = split(out, lines, "\n")
+	map = ""; prog = ""; pf = -1; pl = 0
+	for (k = 1; k <= nl; k++) {
+		t = lines[k]; f = 0; l = 0
+		if (substr(t, 1, 1) == "\003") {
+			e = index(substr(t, 2), "\003")
+			split(substr(t, 2, e - 1), fl, ":"); f = fl[1]; l = fl[2]
+			t = substr(t, e + 2)
+		}
+		gsub(/\003[^\003]*\003/, "", t)
+		if (f != pf || (f && l != pl + 1)) map = map k " " f " " l "\n"
+		pf = f; pl = l
+		prog = prog t (k < nl ? "\n" : "")
+	}
+	map = map (nl + 1) " 0 0\n"
+	printf "%s\002%s\002%s", reflist, map, prog
 }' "${awk_files[@]}") || exit 1
 
 # --- resolve each __EXE__ probe to a file ------------------------------------------
@@ -349,8 +444,11 @@ END {
 # library's in map order until every probe is found.
 
 reflist=${joined%%$'\002'*}
-marked=${joined:${#reflist}+1}
+joined=${joined:${#reflist}+1}
+linemap=${joined%%$'\002'*}
+marked=${joined:${#linemap}+1}
 ref_kind=() ref_spec=() ref_type=() ref_where=() ref_q=()
+libs=() gone_libs=() gone_maps=()
 want=
 nrefs=0
 while [ -n "$reflist" ]; do
@@ -439,19 +537,28 @@ elf_has() {
 
 # Files PID maps, other than its executable, into libs: in map order, only
 # those whose inode is the one mapped (so a path the kernel escaped or a file
-# replaced since is skipped).
+# replaced since is skipped).  A library deleted or replaced since it was
+# mapped goes into gone_libs instead, with one of its mappings (an
+# /proc/PID/map_files name, through which it can still be read) in
+# gone_maps.
 list_libs() {
-	local lines line ino path cand=() inos=() got=() i
-	mapfile -t lines < <(awk '$6 != "" { ino = $5; sub(/^[^ ]+ +[^ ]+ +[^ ]+ +[^ ]+ +[^ ]+ +/, ""); if (!seen[$0]++) print ino " " $0 }' \
+	local lines line ino path range cand=() inos=() ranges=() got=() i
+	mapfile -t lines < <(awk '$6 != "" { r = $1; ino = $5; sub(/^[^ ]+ +[^ ]+ +[^ ]+ +[^ ]+ +[^ ]+ +/, ""); if (!seen[$0]++) print ino " " r " " $0 }' \
 		"/proc/$pid/maps" 2>/dev/null)
+	libs=() gone_libs=() gone_maps=()
 	for line in "${lines[@]}"; do
-		ino=${line%% *}; path=${line#* }
+		ino=${line%% *}; line=${line#* }
+		range=${line%% *}; path=${line#* }
 		case $path in /*) ;; *) continue ;; esac
 		[ "$path" = "$exe" ] && continue
+		case $path in
+		*' (deleted)')
+			gone_libs+=("${path% (deleted)}"); gone_maps+=("$range")
+			continue ;;
+		esac
 		[ -f "$path" ] || continue
-		cand+=("$path"); inos+=("$ino")
+		cand+=("$path"); inos+=("$ino"); ranges+=("$range")
 	done
-	libs=()
 	[ ${#cand[@]} -gt 0 ] || return 0
 	# One stat for all; one each only if some file went away meanwhile.
 	mapfile -t got < <(stat -c %i -- "${cand[@]}" 2>/dev/null)
@@ -459,7 +566,11 @@ list_libs() {
 		if [ ${#got[@]} != ${#cand[@]} ]; then
 			got[i]=$(stat -c %i -- "${cand[i]}" 2>/dev/null)
 		fi
-		[ "${got[i]}" = "${inos[i]}" ] && libs+=("${cand[i]}")
+		if [ "${got[i]}" = "${inos[i]}" ]; then
+			libs+=("${cand[i]}")
+		else
+			gone_libs+=("${cand[i]}"); gone_maps+=("${ranges[i]}")
+		fi
 	done
 }
 
@@ -516,6 +627,14 @@ for ((n = 1; n <= nrefs; n++)); do
 done
 
 if [ -n "$missing" ]; then
+	# A library deleted or replaced since the process loaded it may be
+	# where the probe is: bpftrace 0.17 finds probes by path, so it cannot
+	# attach to that library.  (Only here, on the way to an error, are
+	# such libraries read.)
+	for i in "${!gone_libs[@]}"; do
+		[ -n "$(elf_has "/proc/$pid/map_files/${gone_maps[i]}")" ] || continue
+		die "the library ${gone_libs[i]} that PID $pid loaded was deleted or replaced since, and it holds probes the script names; bpftrace 0.17 cannot attach to a deleted file (it finds probes by path): restart the process to trace it"
+	done
 	if [ $usdt_refs -gt 0 ] && [ $usdt_found = 0 ]; then
 		die "PID $pid ($shown_exe) has none of the script's USDT probes, in its executable or its libraries (e.g. $missing); is it the right process, built with probes?"
 	fi
@@ -536,19 +655,103 @@ while [[ $marked == *$'\001'* ]]; do
 done
 program+=$marked
 
+# bpftrace 0.17 notices SIGINT/SIGTERM only when the signal interrupts its
+# epoll_wait() or when an event arrives after it; a signal that lands while
+# it is printing (say, the readiness line) of a trace with nothing more to
+# print is lost, and the trace runs on.  This probe makes the delivery of
+# any signal to bpftrace itself (the wrapper execs it, so it keeps this
+# PID) such an event.  It prints nothing, and it is not exit(), which would
+# drop END output.  It does not read args->sig: reading args of a
+# tracepoint makes bpftrace 0.17 build their struct with clang, which costs
+# about 200 ms before the first probe is attached; waking bpftrace for
+# another signal does no harm.
+printf -v wakeup '\ntracepoint:signal:signal_deliver /pid == %d/\n{\n\tprintf("");\n}\n' $$
+program+=$wakeup
+
 if [ $dry_run = 1 ]; then
-	printf '%s\n' "$program"
+	printf '%s' "$program"
 	exit 0
 fi
 
 # bpftrace's own -o buffers the file until it exits; a redirection keeps
 # it line-buffered, so the readiness line shows as soon as it is printed.
+# No "bash: ...: Permission denied" beside the wrapper's own line.
 if [ -n "$outfile" ]; then
-	exec >"$outfile" || die "cannot write the output file '$outfile'"
+	[ -d "$outfile" ] && die "cannot write the output file '$outfile': it is a directory"
+	{ exec >"$outfile"; } 2>/dev/null ||
+		die "cannot write the output file '$outfile' (check that its directory exists and is writable)"
 fi
 
-# The filter ignores SIGINT/SIGTERM, so a Ctrl-C to the process group ends
-# bpftrace (which prints END) while the filter reads on until bpftrace closes
-# stderr.
+# --- bpftrace's stderr ---------------------------------------------------------
+#
+# The filter between bpftrace's stderr and ours.  It drops bpftrace 0.17's
+# harmless RLIMIT_MEMLOCK line, and turns "stdin:LINE[:COLS]" of a message
+# about the program into FILE:LINE of the script it came from (by the line
+# map; columns are bpftrace's, exact but on a line where __EXE__ or __PID__
+# was replaced).  When bpftrace fails because the process went away while
+# it was starting, its messages are many and cryptic ("No such process",
+# "Error initializing context", attach errors, an uncaught
+# MountNSException); the first such message, seen while the process is
+# gone, becomes one line "PID N exited while the trace was starting" and
+# the rest are dropped.  A message about the program itself (FILE:LINE) is
+# always shown as it is.
+
+map_at=() map_file=() map_line=()
+while read -r a f l; do
+	map_at+=("$a") map_file+=("$f") map_line+=("$l")
+done <<< "${linemap%$'\n'}"
+
+# FILE:LINE of program line $1, in loc; empty for the wrapper's own lines.
+map_line() {
+	local x=$1 i=${#map_at[@]}
+	loc=
+	while ((i-- > 0)); do
+		((map_at[i] <= x)) || continue
+		[ "${map_file[i]}" = 0 ] && return
+		local name=${scripts[map_file[i] - 1]}
+		loc="${name//[[:cntrl:]]/?}:$((map_line[i] + x - map_at[i]))"
+		return
+	done
+}
+
+stderr_filter() {
+	local line loc rest first gone=0
+	while IFS= read -r line || [ -n "$line" ]; do
+		case $line in
+		*"couldn't set RLIMIT_MEMLOCK"*) continue ;;
+		esac
+		if [[ $line =~ ^stdin:([0-9]{1,9})(-([0-9]{1,9}))?(:.*)$ ]]; then
+			rest=${BASH_REMATCH[4]}
+			map_line "${BASH_REMATCH[1]}"
+			if [ -n "$loc" ]; then
+				if [ -n "${BASH_REMATCH[3]}" ]; then
+					first=$loc
+					map_line "${BASH_REMATCH[3]}"
+					[ "${loc%:*}" = "${first%:*}" ] && first+="-${loc##*:}"
+					loc=$first
+				fi
+				line=$loc$rest
+			fi
+			printf '%s\n' "$line"
+			continue
+		fi
+		[ $gone = 1 ] && continue
+		if target_gone; then
+			gone=1
+			printf '%s: PID %d exited while the trace was starting\n' "$PROG" "$pid"
+			continue
+		fi
+		printf '%s\n' "$line"
+	done
+}
+
+# --- run ----------------------------------------------------------------------
+#
+# The wrapper execs bpftrace, so signals (Ctrl-C prints END and the maps)
+# and the exit code are bpftrace's own.  The filter above reads bpftrace's
+# stderr in a process of its own, which ignores SIGINT/SIGTERM so that a
+# Ctrl-C to the process group ends bpftrace while the filter reads on
+# until bpftrace closes stderr.
+
 exec "$bpftrace" -p "$pid" -e "$program" -- "${args[@]}" \
-	2> >(trap '' INT TERM; exec grep --line-buffered -v -e "couldn't set RLIMIT_MEMLOCK" >&2)
+	2> >(trap '' INT TERM; stderr_filter >&2)
