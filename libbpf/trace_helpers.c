@@ -18,6 +18,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "probekit_version.h"
 #include "trace_helpers.h"
 
 void tool_err(const char *fmt, ...)
@@ -77,8 +78,13 @@ long positive_arg(const char *what, const char *arg, long max)
 
 void option_error(char **argv, const char *shortopts)
 {
-	const char *p;
+	const char *arg = argv[optind - 1], *p;
 
+	/* A long option given an argument it does not take (--version=1):
+	 * getopt_long() reports it with optopt set to the option's value. */
+	if (optopt && !strncmp(arg, "--", 2) && (p = strchr(arg, '=')))
+		usage_error("option '%.*s' takes no argument", (int)(p - arg),
+			    arg);
 	if (optopt > 0 && optopt < 128 && isprint(optopt)) {
 		p = strchr(shortopts, optopt);
 		if (p && p[1] == ':')
@@ -88,8 +94,8 @@ void option_error(char **argv, const char *shortopts)
 	/* A long option: without a short form when it lacks its argument
 	 * (optopt is its value), unknown when optopt is 0. */
 	if (optopt)
-		usage_error("option '%s' needs an argument", argv[optind - 1]);
-	usage_error("unrecognized option '%s'", argv[optind - 1]);
+		usage_error("option '%s' needs an argument", arg);
+	usage_error("unrecognized option '%s'", arg);
 }
 
 bool unit_option(int c, char *given, const char **unit,
@@ -140,6 +146,9 @@ bool common_option(struct common_args *a, int c, const char *arg)
 	case 'v':
 		a->verbose = true;
 		return true;
+	case 'V':
+		printf("%s (probekit) %s\n", tool_name, PROBEKIT_VERSION);
+		exit(0);
 	}
 	return false;
 }

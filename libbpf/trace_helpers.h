@@ -50,10 +50,13 @@ struct common_args {
 };
 
 /* getopt_long() option letters and long options of the common options;
- * a tool appends its own. */
+ * a tool appends its own.  --version has no short form: 'V' is returned
+ * for it but is not in COMMON_SHORTOPTS, so -V stays an unknown option,
+ * as in the bcc/ twins. */
 #define COMMON_SHORTOPTS "hp:Td:jv"
 #define COMMON_LONGOPTS							\
 	{ "help", no_argument, NULL, 'h' },				\
+	{ "version", no_argument, NULL, 'V' },				\
 	{ "pid", required_argument, NULL, 'p' },			\
 	{ "timestamp", no_argument, NULL, 'T' },			\
 	{ "duration", required_argument, NULL, 'd' },			\
@@ -68,11 +71,13 @@ struct common_args {
 	"                       bcc/probekit_bcc.py)\n"			\
 	"  -v, --verbose        show libbpf's messages\n"			\
 	"  -h, --help           show this help and exit\n"		\
+	"      --version        show probekit's version and exit\n"	\
 	"  interval             output interval, in seconds\n"		\
 	"  count                number of outputs\n"
 
 /* Handle one common option (c from getopt_long, with optarg); false when
- * c is not a common option.  Bad values are usage errors. */
+ * c is not a common option.  Bad values are usage errors; --version prints
+ * "TOOL (probekit) VERSION" and exits 0. */
 bool common_option(struct common_args *a, int c, const char *arg);
 
 /* Take [interval [count]] from argv[optind..], and check -p was given. */
