@@ -102,7 +102,8 @@ void libbpf_quiet(bool verbose);
 
 /* The process to trace: its PID, executable (the path to attach to) and
  * name.  target_open() prints one line and returns -errno when pid is not
- * a live process or cannot be inspected. */
+ * a live process or cannot be inspected (for a lack of privilege, naming
+ * the capabilities missing). */
 struct target {
 	pid_t pid;
 	int pidfd;		/* to notice its exit; -1 if unsupported */
@@ -112,8 +113,9 @@ struct target {
 int target_open(struct target *t, pid_t pid);
 void target_close(struct target *t);
 
-/* One line for a failed skeleton open or load (err is -errno). */
-void report_load_error(int err);
+/* One line for a failed skeleton open or load of a tool tracing t (err
+ * is -errno); for a lack of privilege, the capabilities missing. */
+void report_load_error(const struct target *t, int err);
 
 /* Attach prog to the USDT probe provider:name of the target.  On failure
  * print one line naming the probe and the reason; return -errno. */
