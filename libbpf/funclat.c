@@ -175,7 +175,7 @@ int main(int argc, char **argv)
 
 	skel = funclat_bpf__open();
 	if (!skel) {
-		report_load_error(-errno);
+		report_load_error(&t, -errno);
 		goto out;
 	}
 	skel->rodata->arg_index = env.arg;
@@ -183,7 +183,7 @@ int main(int argc, char **argv)
 	skel->rodata->unit_ns = env.unit_ns;
 	err = funclat_bpf__load(skel);
 	if (err) {
-		report_load_error(err);
+		report_load_error(&t, err);
 		goto out;
 	}
 	if (attach_uprobe(skel->progs.func_entry, &t, env.func, false,

@@ -128,7 +128,7 @@ int main(int argc, char **argv)
 
 	skel = iolatency_bpf__open();
 	if (!skel) {
-		report_load_error(-errno);
+		report_load_error(&t, -errno);
 		goto out;
 	}
 	skel->rodata->per_bdev = env.per_bdev;
@@ -138,7 +138,7 @@ int main(int argc, char **argv)
 	skel->rodata->unit_ns = env.unit_ns;
 	err = iolatency_bpf__load(skel);
 	if (err) {
-		report_load_error(err);
+		report_load_error(&t, err);
 		goto out;
 	}
 	if (attach_usdt(skel->progs.io_submit, &t, "blktgt", "io__submit",

@@ -95,14 +95,14 @@ int main(int argc, char **argv)
 
 	skel = iosize_bpf__open();
 	if (!skel) {
-		report_load_error(-errno);
+		report_load_error(&t, -errno);
 		goto out;
 	}
 	skel->rodata->per_bdev = env.per_bdev;
 	skel->rodata->per_type = env.per_type;
 	err = iosize_bpf__load(skel);
 	if (err) {
-		report_load_error(err);
+		report_load_error(&t, err);
 		goto out;
 	}
 	if (attach_usdt(skel->progs.io_submit, &t, "blktgt", "io__submit",

@@ -78,12 +78,12 @@ int main(int argc, char **argv)
 
 	skel = qdepth_bpf__open();
 	if (!skel) {
-		report_load_error(-errno);
+		report_load_error(&t, -errno);
 		goto out;
 	}
 	err = qdepth_bpf__load(skel);
 	if (err) {
-		report_load_error(err);
+		report_load_error(&t, err);
 		goto out;
 	}
 	if (attach_usdt(skel->progs.io_submit, &t, "blktgt", "io__submit",

@@ -90,13 +90,13 @@ int main(int argc, char **argv)
 
 	skel = rpclat_bpf__open();
 	if (!skel) {
-		report_load_error(-errno);
+		report_load_error(&t, -errno);
 		goto out;
 	}
 	skel->rodata->unit_ns = env.unit_ns;
 	err = rpclat_bpf__load(skel);
 	if (err) {
-		report_load_error(err);
+		report_load_error(&t, err);
 		goto out;
 	}
 	if (attach_usdt(skel->progs.rpc_request, &t, "blktgt", "rpc__request",

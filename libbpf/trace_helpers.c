@@ -11,13 +11,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/capability.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "probekit_version.h"
 #include "trace_helpers.h"
 
 void tool_err(const char *fmt, ...)
@@ -77,8 +80,13 @@ long positive_arg(const char *what, const char *arg, long max)
 
 void option_error(char **argv, const char *shortopts)
 {
-	const char *p;
+	const char *arg = argv[optind - 1], *p;
 
+	/* A long option given an argument it does not take (--version=1):
+	 * getopt_long() reports it with optopt set to the option's value. */
+	if (optopt && !strncmp(arg, "--", 2) && (p = strchr(arg, '=')))
+		usage_error("option '%.*s' takes no argument", (int)(p - arg),
+			    arg);
 	if (optopt > 0 && optopt < 128 && isprint(optopt)) {
 		p = strchr(shortopts, optopt);
 		if (p && p[1] == ':')
@@ -88,8 +96,8 @@ void option_error(char **argv, const char *shortopts)
 	/* A long option: without a short form when it lacks its argument
 	 * (optopt is its value), unknown when optopt is 0. */
 	if (optopt)
-		usage_error("option '%s' needs an argument", argv[optind - 1]);
-	usage_error("unrecognized option '%s'", argv[optind - 1]);
+		usage_error("option '%s' needs an argument", arg);
+	usage_error("unrecognized option '%s'", arg);
 }
 
 bool unit_option(int c, char *given, const char **unit,
@@ -140,6 +148,9 @@ bool common_option(struct common_args *a, int c, const char *arg)
 	case 'v':
 		a->verbose = true;
 		return true;
+	case 'V':
+		printf("%s (probekit) %s\n", tool_name, PROBEKIT_VERSION);
+		exit(0);
 	}
 	return false;
 }
@@ -173,6 +184,76 @@ void libbpf_quiet(bool verbose)
 	libbpf_set_print(verbose ? libbpf_print_verbose : libbpf_print_none);
 }
 
+/* --- privilege ------------------------------------------------------ */
+
+#ifndef CAP_PERFMON
+#define CAP_PERFMON 38
+#endif
+#ifndef CAP_BPF
+#define CAP_BPF 39
+#endif
+
+/* Whether this process has cap in its effective set. */
+static bool has_cap(int cap)
+{
+	struct __user_cap_header_struct hdr = {
+		.version = _LINUX_CAPABILITY_VERSION_3,
+	};
+	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+
+	memset(data, 0, sizeof(data));
+	if (syscall(SYS_capget, &hdr, data))
+		return false;
+	return data[CAP_TO_INDEX(cap)].effective & CAP_TO_MASK(cap);
+}
+
+/*
+ * What tracing needs, checked on Linux 6.18: CAP_SYS_ADMIN, because the
+ * kernel creates a uprobe only for CAP_SYS_ADMIN again since the fix for
+ * CVE-2025-38466 (commit ba677dbe77af, backported to the stable kernels
+ * in July 2025).  CAP_BPF and CAP_PERFMON load the programs but cannot
+ * attach them, and CAP_SYS_ADMIN covers both.  A process the kernel will
+ * not let us inspect (another user's, or one not dumpable) also needs
+ * CAP_SYS_PTRACE, for /proc/PID/exe.
+ *
+ * Print "TOOL: WHAT: permission denied: tracing ... needs root, or ...;
+ * this process lacks ..." and return true when a capability is missing;
+ * return false, printing nothing, when none is, so that the caller
+ * reports the error as it is.
+ */
+static bool privilege_error(const char *what, pid_t pid, bool ptrace)
+{
+	static const struct { int cap; const char *name; } caps[] = {
+		{ CAP_SYS_ADMIN, "CAP_SYS_ADMIN" },
+		{ CAP_SYS_PTRACE, "CAP_SYS_PTRACE" },
+	};
+	const char *need[2], *lack[2];
+	int nneed = 0, nlack = 0;
+	char whom[64], path[32];
+	struct stat st;
+
+	for (int i = 0; i < (ptrace ? 2 : 1); i++) {
+		need[nneed++] = caps[i].name;
+		if (!has_cap(caps[i].cap))
+			lack[nlack++] = caps[i].name;
+	}
+	if (!nlack)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	if (ptrace && !stat(path, &st) && st.st_uid != geteuid())
+		snprintf(whom, sizeof(whom), "another user's process");
+	else
+		snprintf(whom, sizeof(whom), "PID %d", (int)pid);
+	tool_err("%s: permission denied: tracing %s needs root, or %s%s%s; "
+		 "this process lacks %s%s%s%s", what, whom, need[0],
+		 nneed > 1 ? " and " : "", nneed > 1 ? need[1] : "",
+		 lack[0], nlack > 1 ? " and " : "", nlack > 1 ? lack[1] : "",
+		 !has_cap(CAP_SYS_ADMIN) && has_cap(CAP_BPF) &&
+		 has_cap(CAP_PERFMON) ? " (CAP_BPF and CAP_PERFMON do not "
+		 "allow uprobes)" : "");
+	return true;
+}
+
 /* True when /proc/PID/stat says the process is a zombie or dead. */
 static bool is_zombie(pid_t pid)
 {
@@ -193,7 +274,7 @@ static bool is_zombie(pid_t pid)
 
 int target_open(struct target *t, pid_t pid)
 {
-	char link[64];
+	char link[64], what[96];
 	const char *base;
 	ssize_t n;
 	int err;
@@ -213,15 +294,13 @@ int target_open(struct target *t, pid_t pid)
 	n = readlink(link, t->exe, sizeof(t->exe) - 1);
 	if (n < 0) {
 		err = -errno;
-		if ((err == -EACCES || err == -EPERM) && geteuid() == 0)
-			tool_err("cannot read %s: permission denied (a process of "
-				 "another container?)", link);
-		else if (err == -EACCES || err == -EPERM)
-			tool_err("cannot read %s: permission denied (tracing needs "
-				 "root, or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE)",
-				 link);
-		else
-			tool_err("cannot read %s: %s", link, strerror(-err));
+		snprintf(what, sizeof(what), "cannot read %s", link);
+		if (err != -EACCES && err != -EPERM)
+			tool_err("%s: %s", what, strerror(-err));
+		else if (!privilege_error(what, pid, true))
+			tool_err("%s: permission denied though this process has "
+				 "CAP_SYS_ADMIN and CAP_SYS_PTRACE (a process of "
+				 "another container?)", what);
 		return err;
 	}
 	t->exe[n] = '\0';
@@ -249,11 +328,15 @@ void target_close(struct target *t)
 	t->pidfd = -1;
 }
 
-void report_load_error(int err)
+void report_load_error(const struct target *t, int err)
 {
+	if (err == -EPERM && privilege_error("cannot load BPF programs",
+					     t->pid, false))
+		return;
 	if (err == -EPERM)
-		tool_err("cannot load BPF programs: %s (tracing needs root, or "
-			 "CAP_BPF and CAP_PERFMON)", strerror(-err));
+		tool_err("cannot load BPF programs: %s, though this process has "
+			 "CAP_SYS_ADMIN (kernel lockdown, or a security module?)",
+			 strerror(-err));
 	else if (err == -EACCES)
 		tool_err("cannot load BPF programs: the kernel's verifier "
 			 "refused one (run with -v for its log)");
@@ -265,6 +348,7 @@ void report_load_error(int err)
 int attach_usdt(struct bpf_program *prog, const struct target *t,
 		const char *provider, const char *name, struct bpf_link **link)
 {
+	char what[160];
 	int err;
 
 	*link = bpf_program__attach_usdt(prog, t->pid, t->exe, provider, name,
@@ -272,12 +356,14 @@ int attach_usdt(struct bpf_program *prog, const struct target *t,
 	if (*link)
 		return 0;
 	err = -errno;
+	snprintf(what, sizeof(what), "cannot attach to USDT probe %s:%s of "
+		 "PID %d", provider, name, (int)t->pid);
 	if (err == -ENOENT)
 		tool_err("PID %d (%s) has no USDT probe %s:%s; is it blktgt "
 			 "built with USDT=1?", (int)t->pid, t->exe, provider, name);
-	else
-		tool_err("cannot attach to USDT probe %s:%s of PID %d: %s",
-			 provider, name, (int)t->pid, strerror(-err));
+	else if ((err != -EACCES && err != -EPERM) ||
+		 !privilege_error(what, t->pid, false))
+		tool_err("%s: %s", what, strerror(-err));
 	return err;
 }
 
@@ -286,18 +372,20 @@ int attach_uprobe(struct bpf_program *prog, const struct target *t,
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = func,
 		    .retprobe = retprobe);
+	char what[320];
 	int err;
 
 	*link = bpf_program__attach_uprobe_opts(prog, t->pid, t->exe, 0, &opts);
 	if (*link)
 		return 0;
 	err = -errno;
+	snprintf(what, sizeof(what), "cannot attach a %s to %.255s of PID %d",
+		 retprobe ? "uretprobe" : "uprobe", func, (int)t->pid);
 	if (err == -ENOENT)
 		tool_err("no function %s in %s", func, t->exe);
-	else
-		tool_err("cannot attach a %s to %s of PID %d: %s",
-			 retprobe ? "uretprobe" : "uprobe", func, (int)t->pid,
-			 strerror(-err));
+	else if ((err != -EACCES && err != -EPERM) ||
+		 !privilege_error(what, t->pid, false))
+		tool_err("%s: %s", what, strerror(-err));
 	return err;
 }
 

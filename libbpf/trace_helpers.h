@@ -50,10 +50,13 @@ struct common_args {
 };
 
 /* getopt_long() option letters and long options of the common options;
- * a tool appends its own. */
+ * a tool appends its own.  --version has no short form: 'V' is returned
+ * for it but is not in COMMON_SHORTOPTS, so -V stays an unknown option,
+ * as in the bcc/ twins. */
 #define COMMON_SHORTOPTS "hp:Td:jv"
 #define COMMON_LONGOPTS							\
 	{ "help", no_argument, NULL, 'h' },				\
+	{ "version", no_argument, NULL, 'V' },				\
 	{ "pid", required_argument, NULL, 'p' },			\
 	{ "timestamp", no_argument, NULL, 'T' },			\
 	{ "duration", required_argument, NULL, 'd' },			\
@@ -68,11 +71,13 @@ struct common_args {
 	"                       bcc/probekit_bcc.py)\n"			\
 	"  -v, --verbose        show libbpf's messages\n"			\
 	"  -h, --help           show this help and exit\n"		\
+	"      --version        show probekit's version and exit\n"	\
 	"  interval             output interval, in seconds\n"		\
 	"  count                number of outputs\n"
 
 /* Handle one common option (c from getopt_long, with optarg); false when
- * c is not a common option.  Bad values are usage errors. */
+ * c is not a common option.  Bad values are usage errors; --version prints
+ * "TOOL (probekit) VERSION" and exits 0. */
 bool common_option(struct common_args *a, int c, const char *arg);
 
 /* Take [interval [count]] from argv[optind..], and check -p was given. */
@@ -97,7 +102,8 @@ void libbpf_quiet(bool verbose);
 
 /* The process to trace: its PID, executable (the path to attach to) and
  * name.  target_open() prints one line and returns -errno when pid is not
- * a live process or cannot be inspected. */
+ * a live process or cannot be inspected (for a lack of privilege, naming
+ * the capabilities missing). */
 struct target {
 	pid_t pid;
 	int pidfd;		/* to notice its exit; -1 if unsupported */
@@ -107,8 +113,9 @@ struct target {
 int target_open(struct target *t, pid_t pid);
 void target_close(struct target *t);
 
-/* One line for a failed skeleton open or load (err is -errno). */
-void report_load_error(int err);
+/* One line for a failed skeleton open or load of a tool tracing t (err
+ * is -errno); for a lack of privilege, the capabilities missing. */
+void report_load_error(const struct target *t, int err);
 
 /* Attach prog to the USDT probe provider:name of the target.  On failure
  * print one line naming the probe and the reason; return -errno. */

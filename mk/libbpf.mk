@@ -34,7 +34,7 @@ BPF_SYS_INCLUDES = $(shell $(BPF_CLANG) -v -E - </dev/null 2>&1 | \
 BPF_CFLAGS = -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -Wall \
 	-I$(LIBBPF_GEN) -Ilibbpf $(BPF_SYS_INCLUDES)
 LIBBPF_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -I$(LIBBPF_GEN) \
-	-Ilibbpf $(SAN_CFLAGS) $(EXTRA_CFLAGS)
+	-I$(O)/gen -Ilibbpf $(SAN_CFLAGS) $(EXTRA_CFLAGS)
 LIBBPF_LDLIBS := -lbpf -lelf -lz
 
 .PHONY: libbpf

@@ -31,6 +31,7 @@
 #include "jsonrpc.h"
 #include "log.h"
 #include "nbd.h"
+#include "probekit_version.h"
 #include "reactor.h"
 #include "target.h"
 #include "trace.h"
@@ -448,7 +449,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: blktgt [-t THREADS] [-L HOST:PORT | -L none] [-U NBD_UNIX_PATH]\n"
 		"              [-H SECONDS] [-s RPC_SOCK] [-c CONFIG.json] [-e GROUP[:MASK],...]\n"
-		"              [-h]\n"
+		"              [-h] [-V]\n"
 		"\n"
 		"A block target with USDT probes: null, malloc and file bdevs served over\n"
 		"NBD, controlled by JSON-RPC (target/rpc.py).\n"
@@ -465,6 +466,7 @@ static void usage(FILE *f)
 		"               (timestamps: the TSC where the kernel clock uses it, else\n"
 		"               CLOCK_MONOTONIC; BLKTGT_TRACE_CLOCK=monotonic|tsc chooses)\n"
 		"  -h           this help\n"
+		"  -V, --version  print probekit's version and exit\n"
 		"\n"
 		"Once running it prints one line:\n"
 		"  blktgt: running pid=PID rpc=RPC_SOCK nbd=HOST:PORT unix=PATH_OR_-\n"
@@ -535,11 +537,15 @@ static void check_path(const char *what, const char *path)
 
 static void parse_args(int argc, char **argv)
 {
+	static const struct option longopts[] = {
+		{ "version", no_argument, NULL, 'V' },
+		{ 0 }
+	};
 	unsigned long v;
 	int c;
 
 	opterr = 0;
-	while ((c = getopt(argc, argv, ":t:L:U:s:c:e:H:h")) != -1) {
+	while ((c = getopt_long(argc, argv, ":t:L:U:s:c:e:H:hV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 't':
 			if (!parse_uint(optarg, 1, REACTOR_MAX, &v))
@@ -575,9 +581,15 @@ static void parse_args(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			exit(0);
+		case 'V':
+			printf("blktgt (probekit) %s\n", PROBEKIT_VERSION);
+			exit(0);
 		case ':':
 			bad_usage("-%c needs an argument", optopt);
 		default:
+			/* A long option: unknown, or given an argument it does not take. */
+			if (strncmp(argv[optind - 1], "--", 2) == 0)
+				bad_usage("unknown option %s", argv[optind - 1]);
 			bad_usage("unknown option -%c", optopt);
 		}
 	}

@@ -20,6 +20,8 @@ examples:
 
 import argparse
 import json
+import os
+import re
 import socket
 import sys
 
@@ -71,6 +73,52 @@ def mask_arg(text):
     return v
 
 
+# --- probekit's version -------------------------------------------------
+# Each probekit script carries this lookup itself, so that it still works
+# when copied alone (as make copies blktgt_trace into $(O)/bin).
+
+_VERSION_RE = re.compile(r"[0-9A-Za-z.+~-]{1,32}\n?")
+
+
+def probekit_version(prog):
+    """probekit's version: from PREFIX/share/probekit/VERSION when this
+    script is installed as PREFIX/bin/NAME (the installed layout), else
+    from VERSION at the top of the checkout it sits in.  A missing or
+    malformed file is one line on stderr and exit status 1."""
+    here = os.path.dirname(os.path.realpath(__file__))
+    tried = []
+    for path in (os.path.join(here, "..", "share", "probekit", "VERSION"),
+                 os.path.join(here, "..", "VERSION")):
+        path = os.path.normpath(path)
+        tried.append(path)
+        try:
+            with open(path, "rb") as f:
+                text = f.read(64).decode("ascii", "replace")
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            sys.exit(f"{prog}: cannot read {path}: {e.strerror}")
+        if not _VERSION_RE.fullmatch(text):
+            sys.exit(f"{prog}: {path}: not one line with a version "
+                     "such as 0.3.0")
+        return text.strip()
+    sys.exit(f"{prog}: cannot find probekit's VERSION file "
+             f"(looked for {' and '.join(tried)})")
+
+
+class VersionAction(argparse.Action):
+    """--version: "NAME (probekit) VERSION" on stdout, exit 0.  The file
+    is read only when asked, so that a broken one breaks nothing else."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0,
+                         help="show probekit's version and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{parser.prog} (probekit) {probekit_version(parser.prog)}")
+        parser.exit(0)
+
+
 def build_parser():
     p = argparse.ArgumentParser(
         prog="rpc.py", description="Control a running blktgt over JSON-RPC.",
@@ -79,6 +127,7 @@ def build_parser():
                    help=f"RPC socket (default {DEFAULT_SOCK})")
     p.add_argument("-t", dest="timeout", type=positive, default=None,
                    help="seconds to wait for the reply (default: no limit)")
+    p.add_argument("--version", action=VersionAction)
     sub = p.add_subparsers(dest="method", metavar="METHOD")
     sub.required = True
 

@@ -20,10 +20,16 @@ is compared by unit and count, its other two byte for byte.
 """
 
 import os
+import pathlib
+import shlex
+import shutil
+import signal
+import tempfile
 
 import pytest
 
 import histtools
+import probekit
 from histtools import bdevs  # noqa: F401 (a fixture)
 from histtools import (HEADER, TOOLS, Tool, by_key, command, json_objects,
                        libbpf_path, nonzero, one_error_line, parse,
@@ -379,9 +385,126 @@ def test_funclat_unknown_function(bpf, target):
                    1)
 
 
-def test_no_privilege(bpf, target):
-    rc, lines = run_as_nobody(command("libbpf", "iosize", target.pid))
-    one_error_line(rc, lines, "iosize", "(permission denied|needs root)", 1)
+# --- privilege -----------------------------------------------------------------
+#
+# On this kernel (6.18) a uprobe needs CAP_SYS_ADMIN: the fix for
+# CVE-2025-38466 took it back from CAP_PERFMON, in every stable series.
+# CAP_BPF and CAP_PERFMON load the programs but cannot attach them.  A
+# process of another user also needs CAP_SYS_PTRACE, for /proc/PID/exe.
+
+NOBODY = 65534
+
+
+def as_nobody(*caps):
+    """argv prefix: run as user and group 65534 with exactly these
+    capabilities (names as setpriv spells them), as a service account
+    given them by systemd's AmbientCapabilities= would."""
+    argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+            "--clear-groups"]
+    if caps:
+        c = ",".join("+" + x for x in caps)
+        argv += [f"--inh-caps={c}", f"--ambient-caps={c}"]
+    return argv
+
+
+@pytest.fixture
+def nobody_target(blktgt_bin, tmp_path):
+    """A blktgt running as user 65534, its sockets in a directory that user
+    owns, with the two malloc bdevs of the bdevs fixture."""
+    home = tempfile.mkdtemp(prefix="probekit-nobody-")
+    os.chown(home, NOBODY, NOBODY)
+    launcher = tmp_path / "blktgt-as-nobody"
+    launcher.write_text("#!/bin/sh\nexec " + " ".join(as_nobody())
+                        + f" {shlex.quote(blktgt_bin)} \"$@\"\n")
+    launcher.chmod(0o700)
+    t = probekit.Target(str(launcher), pathlib.Path(home))
+    try:
+        t.start()
+        with open(f"/proc/{t.pid}/status") as f:
+            assert f"Uid:\t{NOBODY}\t" in f.read()
+        for name in ("Malloc0", "Malloc1"):
+            t.rpc("bdev_malloc_create", name=name, size_mb=16,
+                  block_size=512)
+        yield t
+        t.stop()
+    finally:
+        t.stop(sig=signal.SIGKILL, expect_rc=None)
+        shutil.rmtree(home)
+
+
+def lacks(what, tool, pid, *missing, whom=None, bpf_perfmon=False):
+    """The one error line for a lack of privilege."""
+    need = "CAP_SYS_ADMIN" + (" and CAP_SYS_PTRACE" if whom else "")
+    return (f"{tool}: {what}: permission denied: tracing "
+            f"{whom or f'PID {pid}'} needs root, or {need}; this process "
+            f"lacks {' and '.join(missing)}"
+            + (" (CAP_BPF and CAP_PERFMON do not allow uprobes)"
+               if bpf_perfmon else ""))
+
+
+def first_attach(tool, pid):
+    if tool == "funclat":
+        return f"cannot attach a uprobe to bdev_execute of PID {pid}"
+    probe = "rpc__request" if tool == "rpclat" else "io__submit"
+    return f"cannot attach to USDT probe blktgt:{probe} of PID {pid}"
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_no_privilege_own_process(bpf, nobody_target, tool):
+    """An unprivileged user tracing its own process: the programs do not
+    load, and the line says CAP_SYS_ADMIN is missing."""
+    pid = nobody_target.pid
+    rc, lines = run_as_nobody(command("libbpf", tool, pid))
+    assert (rc, lines) == (1, [lacks("cannot load BPF programs", tool, pid,
+                                     "CAP_SYS_ADMIN")])
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_bpf_perfmon_are_not_enough(bpf, nobody_target, tool):
+    """CAP_BPF plus CAP_PERFMON load the programs, but the kernel refuses
+    the uprobe: the line says so, and what is missing."""
+    pid = nobody_target.pid
+    rc, lines = histtools.run(as_nobody("bpf", "perfmon")
+                              + command("libbpf", tool, pid))
+    assert (rc, lines) == (1, [lacks(first_attach(tool, pid), tool, pid,
+                                     "CAP_SYS_ADMIN", bpf_perfmon=True)])
+
+
+@pytest.mark.parametrize("caps,missing", [
+    ((), ("CAP_SYS_ADMIN", "CAP_SYS_PTRACE")),
+    (("bpf", "perfmon"), ("CAP_SYS_ADMIN", "CAP_SYS_PTRACE")),
+    (("sys_admin",), ("CAP_SYS_PTRACE",)),
+])
+def test_no_privilege_other_user(bpf, target, caps, missing):
+    """Another user's process (root's): /proc/PID/exe is refused, and the
+    line names every capability missing."""
+    rc, lines = histtools.run(as_nobody(*caps)
+                              + command("libbpf", "iosize", target.pid))
+    assert (rc, lines) == (1, [lacks(
+        f"cannot read /proc/{target.pid}/exe", "iosize", target.pid,
+        *missing, whom="another user's process",
+        bpf_perfmon="bpf" in caps)])
+
+
+@pytest.mark.parametrize("owner,caps", [
+    ("nobody", ("sys_admin",)),
+    ("root", ("sys_admin", "sys_ptrace")),
+])
+def test_what_the_message_asks_is_enough(bpf, request, owner, caps):
+    """Without root, the capabilities the lines name are enough: exact
+    counts as user 65534, on its own process and on root's."""
+    tgt = request.getfixturevalue(
+        "nobody_target" if owner == "nobody" else "bdevs")
+    t = Tool("libbpf", "iosize", tgt.pid, "-BO",
+             wrap=as_nobody(*caps)).start()
+    with open(f"/proc/{t.proc.pid}/status") as f:
+        assert f"Uid:\t{NOBODY}\t" in f.read()
+    fixed_workload(tgt)
+    hists = by_key(parse(t.stop()), "bdev", "type")
+    assert {k: nonzero(h) for k, h in hists.items()} == {
+        ("Malloc0", "read"): {(4096, 8191): 23},
+        ("Malloc0", "write"): {(512, 1023): 97},
+        ("Malloc1", "write"): {(65536, 131071): 37}}
 
 
 def test_nousdt_build_has_no_probes(bpf, build, tmp_path):

@@ -1,0 +1,146 @@
+"""Every probekit command answers --version with probekit's version.
+
+The version has one home, the one line of VERSION at the top of the tree.
+The C programs are given it at build time (mk/version.mk); the scripts read
+it at run time, from PREFIX/share/probekit/VERSION when installed as
+PREFIX/bin/NAME, else from ../VERSION beside their own directory.  The
+answer is "NAME (probekit) VERSION" on stdout, nothing on stderr, exit 0.
+
+To cover another command, add one line to COMMANDS.
+"""
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+import probekit
+from histtools import TOOLS
+from probekit import PYTHON, ROOT
+
+
+def built(name):
+    return os.path.join(probekit.BUILD, "bin", name)
+
+
+def script(*path):
+    return [PYTHON, os.path.join(ROOT, *path)]
+
+
+# (NAME, argv that runs it): NAME is what the command calls itself.
+COMMANDS = [
+    ("blktgt", [built("blktgt")]),
+    *[(t, [built(t)]) for t in TOOLS],
+    ("blktgt_trace", [PYTHON, built("blktgt_trace")]),
+    ("blktgt_trace", script("target", "blktgt_trace")),
+    ("rpc.py", script("target", "rpc.py")),
+    ("probecheck", script("probes", "probecheck")),
+    ("gencatalog", script("probes", "gencatalog")),
+]
+
+
+def version():
+    with open(os.path.join(ROOT, "VERSION")) as f:
+        return f.read().strip()
+
+
+def run(argv):
+    """(rc, stdout lines, stderr lines)."""
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=probekit.TIMEOUT)
+    return (p.returncode, p.stdout.decode().splitlines(),
+            p.stderr.decode().splitlines())
+
+
+def test_version_file():
+    with open(os.path.join(ROOT, "VERSION")) as f:
+        assert f.read() == "0.3.0\n"
+
+
+@pytest.mark.parametrize("name,argv", COMMANDS,
+                         ids=[os.path.relpath(a[-1], ROOT) for _, a in COMMANDS])
+def test_version(name, argv):
+    assert os.path.exists(argv[-1]), f"{argv[-1]} is not built"
+    assert run(argv + ["--version"]) == (
+        0, [f"{name} (probekit) {version()}"], [])
+
+
+def test_blktgt_short_version():
+    assert run([built("blktgt"), "-V"]) == (
+        0, [f"blktgt (probekit) {version()}"], [])
+
+
+# --- --version beside the other options ----------------------------------
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_libbpf_version_among_options(tool):
+    """Options are taken in order: --version after valid ones answers,
+    after a bad one the usage error wins.  -V is no option of these tools
+    (nor of their bcc/ twins), and --version takes no argument."""
+    want = (0, [f"{tool} (probekit) {version()}"], [])
+    assert run([built(tool), "-p", "1", "-T", "--version"]) == want
+    assert run([built(tool), "--version", "-p", "1"]) == want
+    assert run([built(tool), "-p", "1x", "--version"]) == (
+        2, [], [f"{tool}: -p/--pid: invalid PID '1x' (see --help)"])
+    assert run([built(tool), "-V"]) == (
+        2, [], [f"{tool}: unrecognized option '-V' (see --help)"])
+    assert run([built(tool), "--version=1"]) == (
+        2, [], [f"{tool}: option '--version' takes no argument "
+                "(see --help)"])
+
+
+def test_blktgt_version_among_options():
+    b = built("blktgt")
+    assert run([b, "-t", "0", "-V"]) == (
+        2, [], ["blktgt: -t 0: expected a number of threads, 1..64 "
+                "(try -h)"])
+    assert run([b, "--version=1"]) == (
+        2, [], ["blktgt: unknown option --version=1 (try -h)"])
+    assert run([b, "--no-such-option"]) == (
+        2, [], ["blktgt: unknown option --no-such-option (try -h)"])
+
+
+# --- where the scripts find VERSION --------------------------------------
+
+SCRIPTS = [("blktgt_trace", ("target", "blktgt_trace")),
+           ("rpc.py", ("target", "rpc.py")),
+           ("gencatalog", ("probes", "gencatalog"))]
+
+
+@pytest.mark.parametrize("name,path", SCRIPTS, ids=[n for n, _ in SCRIPTS])
+def test_script_installed_layout(name, path, tmp_path):
+    """Installed as PREFIX/bin/NAME, a script reads
+    PREFIX/share/probekit/VERSION, ahead of a ../VERSION."""
+    os.makedirs(tmp_path / "bin")
+    os.makedirs(tmp_path / "share" / "probekit")
+    shutil.copy(os.path.join(ROOT, *path), tmp_path / "bin" / name)
+    (tmp_path / "share" / "probekit" / "VERSION").write_text("9.8.7\n")
+    (tmp_path / "VERSION").write_text("1.2.3\n")
+    assert run([PYTHON, str(tmp_path / "bin" / name), "--version"]) == (
+        0, [f"{name} (probekit) 9.8.7"], [])
+
+
+@pytest.mark.parametrize("name,path", SCRIPTS, ids=[n for n, _ in SCRIPTS])
+def test_script_without_version_file(name, path, tmp_path):
+    """No VERSION anywhere: one line saying where it looked, exit 1."""
+    os.makedirs(tmp_path / "tree" / "sub")
+    tool = tmp_path / "tree" / "sub" / name
+    shutil.copy(os.path.join(ROOT, *path), tool)
+    rc, out, err = run([PYTHON, str(tool), "--version"])
+    assert (rc, out, len(err)) == (1, [], 1), (rc, out, err)
+    assert err[0] == (
+        f"{name}: cannot find probekit's VERSION file (looked for "
+        f"{tmp_path}/tree/share/probekit/VERSION and "
+        f"{tmp_path}/tree/VERSION)")
+
+
+def test_script_bad_version_file(tmp_path):
+    """A VERSION that is not one version line is refused, not printed."""
+    os.makedirs(tmp_path / "target")
+    tool = tmp_path / "target" / "rpc.py"
+    shutil.copy(os.path.join(ROOT, "target", "rpc.py"), tool)
+    (tmp_path / "VERSION").write_text("0.3.0\n\"; rm -rf /\n")
+    assert run([PYTHON, str(tool), "--version"]) == (
+        1, [], [f"rpc.py: {tmp_path}/VERSION: not one line with a version "
+                "such as 0.3.0"])
