@@ -79,13 +79,14 @@ Behaviour shared by the tools:
 """
 
 import argparse
+import ctypes as ct
 import json
 import os
 import signal
-import struct
 import sys
 import tempfile
 import time
+import types
 
 LINEAR_SLOTS = 1000     # buckets of a linear histogram; the last is open
 MAX_INFLIGHT = 65536    # in-flight requests a tool remembers (map size)
@@ -242,56 +243,191 @@ class Target:
             return False
 
 
-def usdt_context(tool, target, probes):
-    """A USDT context for target with each (probe, fn_name) enabled.
-    Probes are named provider:name (blktgt:io__submit)."""
+# --- USDT probes, attached with the kernel's semaphore counter -----------
+#
+# A USDT probe with a semaphore fires only while its semaphore is nonzero.
+# The kernel raises it when a uprobe is registered with the semaphore's file
+# offset (ref_ctr_offset) and lowers it when that uprobe goes away, which
+# happens when the tracer's perf fd closes, however the tracer dies.  That
+# is the only counting the tools rely on.  BCC 0.26's USDT.enable_probe()
+# instead adds one through /proc/PID/mem (a read-modify-write that can race
+# the kernel's own update) and takes it back only in its context's
+# destructor, which a SIGKILL or os._exit() never runs: the probe then stays
+# enabled, and its guarded argument work paid on every call, until the
+# target restarts.  So the tools use BCC's USDT context only to read the
+# notes (probes, sites, argument specs, semaphore offsets), generate the
+# argument readers themselves and attach each site through _uprobe().
+#
+# The kernel also keeps one uprobe per file and offset, and refuses a second
+# registration there whose ref_ctr_offset differs.  bpftrace and libbpf
+# pass the semaphore's offset for a USDT probe and 0 for a plain uprobe;
+# BCC 0.26's Python declares bpf_attach_uprobe() with six arguments while
+# libbcc takes seven, the seventh being ref_ctr_offset, so libbcc reads
+# whatever lies on the stack there.  _uprobe() passes the offset the others
+# pass, so a bcc/ tool and a bt/ script or libbpf tool can share a probe.
+
+class _UsdtNote(ct.Structure):
+    """libbcc's struct bcc_usdt.  BCC's Python binding stops before
+    semaphore_offset, which libbcc fills in since 0.17."""
+    _fields_ = [("provider", ct.c_char_p), ("name", ct.c_char_p),
+                ("bin_path", ct.c_char_p), ("semaphore", ct.c_ulonglong),
+                ("num_locations", ct.c_int), ("num_arguments", ct.c_int),
+                ("semaphore_offset", ct.c_ulonglong)]
+
+
+class UsdtSite:
+    """One site of a USDT probe: the BPF function to run there, the file
+    (bytes), the site's address in it and the semaphore's file offset (0:
+    none)."""
+
+    def __init__(self, probe, fn, path, addr, ref_ctr):
+        self.probe, self.fn, self.path = probe, fn, path
+        self.addr, self.ref_ctr = addr, ref_ctr
+
+
+class UsdtProbes:
+    """The USDT probes a tool traces in process pid: the C that reads their
+    arguments (text, to go before the tool's program) and the sites to
+    attach."""
+
+    def __init__(self, pid, text, sites):
+        self.pid, self.text, self.sites = pid, text, sites
+
+
+def _usdt_notes(usdt):
+    """{"provider:name": its note's fields} of a BCC USDT context."""
+    from bcc.libbcc import lib
+    notes = {}
+    cb_type = ct.CFUNCTYPE(None, ct.POINTER(_UsdtNote))
+
+    def each(p):
+        n = types.SimpleNamespace(**{f: getattr(p[0], f)
+                                     for f, _ in _UsdtNote._fields_})
+        notes.setdefault("%s:%s" % (n.provider.decode(), n.name.decode()), n)
+
+    foreach = lib["bcc_usdt_foreach"]           # a private copy of it
+    foreach.restype = None
+    foreach.argtypes = [ct.c_void_p, cb_type]
+    foreach(usdt.get_context(), cb_type(each))
+    return notes
+
+
+_CTYPES = {(1, False): "u8", (2, False): "u16", (4, False): "u32",
+           (8, False): "u64", (1, True): "s8", (2, True): "s16",
+           (4, True): "s32", (8, True): "s64"}
+# Between reading a pt_regs field and using it: without it clang may merge
+# the loads of the sites of a switch into one load at a variable offset
+# into ctx, which the verifier refuses.
+_BARRIER = '__asm__ __volatile__("" ::: "memory");'
+
+
+def _read_operand(a, dest):
+    """C that stores USDT argument a (a bcc.usdt.USDTProbeArgument) in
+    dest, or None when its operand form cannot be read here."""
+    from bcc.libbcc import BCC_USDT_ARGUMENT_FLAGS as F
+    ctype = _CTYPES[a.size, a.signed]
+    if a.valid & F.CONSTANT:
+        return "%s = (%s)%dLL;" % (dest, ctype, a.constant)
+    if not a.valid & F.BASE_REGISTER_NAME:
+        return None
+    base = a.base_register_name.decode()
+    if base.startswith("xmm") or base == "ip" or a.valid & F.DEREF_IDENT:
+        return None
+    if not a.valid & F.DEREF_OFFSET:
+        return "%s = (%s)ctx->%s; %s" % (dest, ctype, base, _BARRIER)
+    addr = "ctx->%s + (%d)" % (base, a.deref_offset)
+    if a.valid & F.INDEX_REGISTER_NAME:
+        scale = a.scale if a.valid & F.SCALE else 1
+        addr += " + ctx->%s * %d" % (a.index_register_name.decode(), scale)
+    return ("{ u64 __addr = %s; %s __v = 0; %s "
+            "bpf_probe_read_user(&__v, sizeof(__v), (void *)__addr); "
+            "%s = __v; }" % (addr, ctype, _BARRIER, dest))
+
+
+def _readarg_text(fn, probe, locations, pids):
+    """C for bpf_usdt_readarg(N, ctx, &x) in function fn: BCC's front end
+    rewrites that call into _bpf_readarg_<fn>_<N>(ctx, &x, sizeof(x)).
+    locations are bcc.usdt.USDTProbeLocation; pids[i] is the address the
+    site of locations[i] has in the process (what PT_REGS_IP() reads
+    there).  A variable of another size than the argument reads nothing
+    and gets -1, as with BCC's own reader; an operand this cannot read
+    fails the compile of a program that reads it, and only then."""
+    out = []
+    for n in range(1, locations[0].num_arguments + 1):
+        args = [loc.get_argument(n - 1) for loc in locations]
+        widest = max(args, key=lambda a: a.size)
+        ctype = _CTYPES[widest.size, widest.signed]
+        name = "_bpf_readarg_%s_%d" % (fn, n)
+        reads = [_read_operand(a, "*(%s *)dest" % ctype) for a in args]
+        if None in reads:
+            out.append('static int %s(struct pt_regs *ctx, void *dest, '
+                       'size_t len) __attribute__((unavailable("%s '
+                       'argument %d: operand form not supported")));\n'
+                       % (name, probe, n))
+            continue
+        out.append("static __always_inline int %s(struct pt_regs *ctx, "
+                   "void *dest, size_t len)\n{\n"
+                   "    if (len != sizeof(%s))\n        return -1;\n"
+                   % (name, ctype))
+        if len(reads) == 1:
+            out.append("    %s\n    return 0;\n}\n" % reads[0])
+            continue
+        out.append("    switch (PT_REGS_IP(ctx)) {\n")
+        for ip, read in zip(pids, reads):
+            out.append("    case 0x%xULL: %s return 0;\n" % (ip, read))
+        out.append("    }\n    return -1;\n}\n")
+    return "".join(out)
+
+
+def _site_address(pid, path, addr):
+    """The address in process pid of virtual address addr of the ELF file
+    at path, or None."""
+    from bcc.libbcc import lib
+    f = lib["bcc_resolve_global_addr"]          # a private copy of it
+    f.restype = ct.c_int
+    f.argtypes = [ct.c_int, ct.c_char_p, ct.c_ulonglong, ct.c_uint8,
+                  ct.POINTER(ct.c_ulonglong)]
+    out = ct.c_ulonglong()
+    if f(pid, path, addr, 0, ct.byref(out)) != 0:
+        return None
+    return out.value
+
+
+def usdt_probes(tool, target, probes):
+    """The UsdtProbes for target's probes [(probe, fn_name)], probes named
+    provider:name (blktgt:io__submit).  Nothing is enabled or attached
+    yet: load() attaches the sites once the program is loaded."""
     from bcc import USDT
+    from bcc.usdt import USDTProbe
     try:
         u = USDT(pid=target.pid)
     except Exception:
         die(tool, "cannot read the USDT probes of PID %d (%s)"
             % (target.pid, target.exe))
+    notes = _usdt_notes(u)
+    text, sites = [], []
     for probe, fn in probes:
-        try:
-            u.enable_probe(probe=probe, fn_name=fn)
-        except Exception:
+        note = notes.get(probe)
+        if note is None:
             die(tool, "PID %d (%s) has no USDT probe %s; is it blktgt "
                 "built with USDT=1?" % (target.pid, target.exe, probe))
-    _attach_with_ref_ctr(u, dict((fn, probe) for probe, fn in probes))
-    return u
-
-
-# The kernel keeps one uprobe per file and offset, and refuses a second
-# registration there whose semaphore offset (ref_ctr_offset) differs.
-# bpftrace and libbpf pass the probe's semaphore offset for a USDT probe and
-# 0 for a plain uprobe.  BCC 0.26's Python declares bpf_attach_uprobe() with
-# six arguments while libbcc takes seven, the seventh being ref_ctr_offset,
-# so libbcc reads whatever lies on the stack there; and for USDT it bumps
-# the semaphore through /proc/PID/mem instead.  Either way a bcc/ tool and
-# a bt/ script or libbpf tool could not trace the same binary at once.  The
-# tools therefore attach through _uprobe() below, which passes the offset
-# the others pass.  For USDT, BCC's semaphore bump stays: the kernel's and
-# BCC's increments are undone by their own detach.
-
-def _elf_file_offset(path, vaddr):
-    """The file offset of virtual address vaddr in a 64-bit little-endian
-    ELF file, from its PT_LOAD program headers; None if not mapped."""
-    with open(path, "rb") as f:
-        eh = f.read(64)
-        if len(eh) < 64 or eh[:4] != b"\x7fELF" or eh[4] != 2 or eh[5] != 1:
-            return None
-        phoff, = struct.unpack_from("<Q", eh, 0x20)
-        phentsize, phnum = struct.unpack_from("<HH", eh, 0x36)
-        if phentsize < 56 or phnum > 4096:
-            return None
-        f.seek(phoff)
-        ph = f.read(phentsize * phnum)
-    for i in range(len(ph) // phentsize):
-        p_type, _, p_offset, p_vaddr, _, p_filesz = struct.unpack_from(
-            "<IIQQQQ", ph, i * phentsize)
-        if p_type == 1 and p_vaddr <= vaddr < p_vaddr + p_filesz:
-            return vaddr - p_vaddr + p_offset
-    return None
+        p = USDTProbe(u.get_context(), note)
+        locations = [p.get_location(i) for i in range(p.num_locations)]
+        if any(loc.bin_path != note.bin_path for loc in locations):
+            die(tool, "probe %s has sites in more than one file; the "
+                "bcc/ tools trace one" % probe)
+        ips = [loc.address for loc in locations]
+        if len(locations) > 1:
+            ips = [_site_address(target.pid, note.bin_path, a) for a in ips]
+            if None in ips:
+                die(tool, "cannot find the sites of %s in PID %d"
+                    % (probe, target.pid))
+        text.append(_readarg_text(fn, probe, locations, ips))
+        for loc in locations:
+            sites.append(UsdtSite(probe, fn, note.bin_path, loc.address,
+                                  note.semaphore_offset))
+    return UsdtProbes(target.pid, "#include <uapi/linux/ptrace.h>\n"
+                      + "".join(text), sites)
 
 
 _attach7 = None
@@ -302,7 +438,6 @@ def _uprobe(bpf, fn_name, path, sym=b"", addr=None, pid=-1, ret=False,
     """Attach BPF function fn_name as a uprobe (or uretprobe) the way BCC's
     attach_uprobe() does, but with an explicit ref_ctr_offset."""
     global _attach7
-    import ctypes as ct
     from bcc import BPF
     from bcc.libbcc import lib
     if _attach7 is None:
@@ -314,9 +449,6 @@ def _uprobe(bpf, fn_name, path, sym=b"", addr=None, pid=-1, ret=False,
     fn = bpf.load_func(fn_name, BPF.KPROBE)
     ev = bpf._get_uprobe_evname(b"r" if ret else b"p", path, off, pid)
     fd = _attach7(fn.fd, 1 if ret else 0, ev, path, off, pid, ref_ctr)
-    if fd < 0 and ref_ctr:
-        # A stock BCC tool holds the probe without the offset.
-        fd = _attach7(fn.fd, 1 if ret else 0, ev, path, off, pid, 0)
     if fd < 0:
         raise Exception("Failed to attach BPF to %s"
                         % ("uretprobe" if ret else "uprobe"))
@@ -328,24 +460,6 @@ def uprobe(bpf, fn_name, path, sym, pid, ret=False):
     path, for process pid, registered as bpftrace and libbpf register it."""
     _uprobe(bpf, fn_name.encode(), path.encode(), sym=sym.encode(), pid=pid,
             ret=ret)
-
-
-def _attach_with_ref_ctr(u, fn_probe):
-    """Make BPF(usdt_contexts=[u]) attach u's probes through _uprobe()."""
-    sems = {}
-    for p in u.enumerate_probes():
-        sems["%s:%s" % (p.provider.decode(), p.name.decode())] = p.semaphore
-
-    def attach_uprobes(bpf, attach_usdt_ignore_pid):
-        for binpath, fn_name, addr, pid in u.enumerate_active_probes():
-            if attach_usdt_ignore_pid:
-                pid = -1
-            sem = sems.get(fn_probe.get(fn_name.decode(), ""), 0)
-            ref = _elf_file_offset(binpath, sem) if sem else 0
-            _uprobe(bpf, fn_name, binpath, addr=addr, pid=pid,
-                    ref_ctr=ref or 0)
-
-    u.attach_uprobes = attach_uprobes
 
 
 def _first_error(log):
@@ -367,8 +481,8 @@ def load(tool, text, cflags=(), usdt=None):
     os.dup2(log.fileno(), 2)
     err = None
     try:
-        b = BPF(text=text, cflags=list(cflags),
-                usdt_contexts=[usdt] if usdt else [])
+        b = BPF(text=(usdt.text if usdt else "") + text,
+                cflags=list(cflags))
     except Exception as e:
         err = e
     finally:
@@ -377,6 +491,10 @@ def load(tool, text, cflags=(), usdt=None):
         os.close(saved[0])
         os.close(saved[1])
     if err is None:
+        for s in usdt.sites if usdt else ():
+            attach(tool, "%s in %s" % (s.probe, s.path.decode()), _uprobe,
+                   b, s.fn.encode(), s.path, addr=s.addr, pid=usdt.pid,
+                   ref_ctr=s.ref_ctr)
         return b
     log.seek(0)
     diag = log.read(1 << 20).decode(errors="replace")
