@@ -7,9 +7,15 @@ the tools print only after their BPF program is loaded and attached; then
 the workload runs, and SIGINT makes the tool print its final histograms.
 """
 
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
+from elftools.elf.elffile import ELFFile
 
 import histtools
 import probekit
@@ -18,6 +24,9 @@ from histtools import (TOOLS, by_key, json_objects, nonzero, one_error_line,
                        parse, run_as_nobody, run_on_nousdt_target,
                        run_on_process_without_probes, timestamps, total,
                        trace_until_target_exits, unused_pid, workload)
+
+sys.path.insert(0, os.path.join(probekit.ROOT, "probes"))
+import sdtnotes  # noqa: E402
 
 
 class Tool(histtools.Tool):
@@ -315,3 +324,82 @@ def test_nousdt_build_has_no_probes(bpf, build, tmp_path):
     rc, lines = run_on_nousdt_target(build, tmp_path,
                                      lambda pid: run_tool("iosize", pid))
     one_error_line(rc, lines, "iosize", "no USDT probe blktgt:io__submit")
+
+
+# --- semaphores ---------------------------------------------------------------
+
+class Semaphores:
+    """The semaphores of a live process's USDT probes, read from its memory
+    at the addresses the ELF file's stapsdt notes give (a semaphore lives in
+    the .probes section; its file offset is found in /proc/PID/maps)."""
+
+    def __init__(self, pid, names):
+        exe = os.readlink(f"/proc/{pid}/exe")
+        sems = {n.name: n.semaphore for n in sdtnotes.read_probes(exe)}
+        with open(exe, "rb") as f:
+            sec = ELFFile(f).get_section_by_name(".probes")
+            base, off = sec["sh_addr"], sec["sh_offset"]
+        maps = []
+        with open(f"/proc/{pid}/maps") as f:
+            for ln in f:
+                fields = ln.split()
+                if len(fields) == 6 and fields[5] == exe:
+                    lo, hi = (int(x, 16) for x in fields[0].split("-"))
+                    maps.append((lo, hi, int(fields[2], 16)))
+        self.pid, self.addr = pid, {}
+        for name in names:
+            file_off = sems[name] - base + off
+            (addr,) = [lo + file_off - moff for lo, hi, moff in maps
+                       if moff <= file_off < moff + hi - lo]
+            self.addr[name] = addr
+
+    def read(self):
+        out = {}
+        with open(f"/proc/{self.pid}/mem", "rb") as mem:
+            for name, addr in self.addr.items():
+                mem.seek(addr)
+                out[name] = int.from_bytes(mem.read(2), "little")
+        return out
+
+
+IO_SEMS = ("io__submit", "io__done")
+
+
+def wait_raised(sems, proc):
+    """Wait until the tool has raised a semaphore (its first attach) or
+    exited."""
+    deadline = time.monotonic() + probekit.TIMEOUT
+    while not any(sems.read().values()) and proc.poll() is None:
+        assert time.monotonic() < deadline, "no semaphore raised"
+        time.sleep(0.001)
+
+
+@pytest.mark.parametrize("sig,when", [
+    (signal.SIGKILL, "attaching"), (signal.SIGKILL, "tracing"),
+    (signal.SIGINT, "attaching"), (signal.SIGINT, "tracing")])
+def test_semaphores_back_to_zero(bpf, target, sig, when):
+    """However iolatency ends, io__submit and io__done return to 0: only the
+    kernel counts (ref_ctr_offset), one per attached tool, and undoes its
+    count when the tool's fds close.  "attaching" signals the tool once it
+    has raised a semaphore, before its "Tracing" line; "tracing" right
+    after that line."""
+    sems = Semaphores(target.pid, IO_SEMS)
+    zero = dict.fromkeys(IO_SEMS, 0)
+    assert sems.read() == zero
+    for _ in range(10):
+        t = Tool("iolatency", target.pid)
+        if when == "tracing":
+            t.start()
+            assert sems.read() == dict.fromkeys(IO_SEMS, 1)
+        else:
+            t.proc = subprocess.Popen(t.cmd, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL,
+                                      start_new_session=True)
+            wait_raised(sems, t.proc)
+        os.killpg(t.proc.pid, sig)
+        rc = t.proc.wait(timeout=probekit.TIMEOUT)
+        # Ctrl-C: 0 once tracing, 130 before; SIGKILL kills.
+        assert rc in ((-sig,) if sig == signal.SIGKILL else (0, 130)), rc
+        if when == "tracing":
+            t.out.drain()
+        assert sems.read() == zero
