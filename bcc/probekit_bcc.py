@@ -74,12 +74,14 @@ Behaviour shared by the tools:
   - when the target exits, what was collected is printed, then on stderr
     "TOOL: PID N (COMM) exited; tracing ended", exit 0;
   - errors are one line "TOOL: why" on stderr: exit 2 for usage, 1 for
-    anything else (no such PID, no probes, BCC cannot compile or load);
+    anything else (no such PID, a missing privilege, named, no probes,
+    BCC cannot compile or load);
     Ctrl-C before tracing starts exits 130.
 """
 
 import argparse
 import ctypes as ct
+import errno
 import json
 import os
 import signal
@@ -196,6 +198,65 @@ def die(tool, msg, code=1):
     sys.exit(code)
 
 
+# Capability numbers (linux/capability.h).
+CAP_SYS_PTRACE, CAP_SYS_ADMIN, CAP_PERFMON, CAP_BPF = 19, 21, 38, 39
+CAP_NAMES = {CAP_SYS_PTRACE: "CAP_SYS_PTRACE", CAP_SYS_ADMIN: "CAP_SYS_ADMIN",
+             CAP_PERFMON: "CAP_PERFMON", CAP_BPF: "CAP_BPF"}
+
+
+def _status_fields(pid, names):
+    """{name: [values]} of the given lines of /proc/PID/status."""
+    out = {}
+    with open("/proc/%s/status" % pid) as f:
+        for ln in f.read(1 << 16).splitlines():
+            name, _, value = ln.partition(":")
+            if name in names:
+                out[name] = value.split()
+    return out
+
+
+def has_capability(cap):
+    """Whether this process holds capability cap (effective set)."""
+    eff = _status_fields("self", ("CapEff",)).get("CapEff", ["0"])[0]
+    return int(eff, 16) >> cap & 1 == 1
+
+
+def _same_user(pid):
+    """Whether process pid runs with only our real uid and gid, so the
+    kernel lets us read it without CAP_SYS_PTRACE."""
+    try:
+        ids = _status_fields(pid, ("Uid", "Gid"))
+    except OSError:
+        return False
+    return (set(ids.get("Uid", ["-1"])[:3]) == {str(os.getuid())}
+            and set(ids.get("Gid", ["-1"])[:3]) == {str(os.getgid())})
+
+
+def _and(names):
+    return (", ".join(names[:-1]) + " and " + names[-1]
+            if len(names) > 1 else names[0])
+
+
+def check_privilege(tool, pid):
+    """Die in one line naming the capabilities that tracing pid needs and
+    this process lacks.  The kernel loads a tracing BPF program only with
+    CAP_BPF and CAP_PERFMON (CAP_SYS_ADMIN implies both), and lets BCC read
+    another user's process (its maps and executable) and open perf events
+    on it only with CAP_SYS_PTRACE.  Some kernels also ask CAP_SYS_ADMIN
+    for a uprobe; attach() says so when that is what fails."""
+    need = [] if has_capability(CAP_SYS_ADMIN) else [CAP_BPF, CAP_PERFMON]
+    what = ""
+    if not _same_user(pid):
+        need.append(CAP_SYS_PTRACE)
+        what = " PID %d of another user" % pid
+    missing = [CAP_NAMES[c] for c in need if not has_capability(c)]
+    if missing:
+        die(tool, "tracing%s needs root, or at least %s; this process "
+            "lacks %s" % (what, _and([CAP_NAMES[c] for c in
+                                      [CAP_BPF, CAP_PERFMON] + need[2:]]),
+                          _and(missing)))
+
+
 class Target:
     """The traced process: its PID, executable and start time, so that a
     recycled PID is not mistaken for the process we attached to."""
@@ -211,15 +272,12 @@ class Target:
             die(tool, "cannot read /proc/%d: %s" % (pid, e.strerror))
         if self.start is None:
             die(tool, "PID %d has exited" % pid)
+        check_privilege(tool, pid)
         try:
             self.exe = os.readlink("/proc/%d/exe" % pid)
         except PermissionError:
-            if os.geteuid() == 0:
-                die(tool, "cannot read /proc/%d/exe: permission denied "
-                    "(a process of another container?)" % pid)
             die(tool, "cannot read /proc/%d/exe: permission denied "
-                "(tracing needs root, or CAP_BPF, CAP_PERFMON and "
-                "CAP_SYS_PTRACE)" % pid)
+                "(a process of another container?)" % pid)
         except OSError as e:
             die(tool, "cannot read /proc/%d/exe: %s" % (pid, e.strerror))
         if self.exe.endswith(" (deleted)"):
@@ -450,8 +508,9 @@ def _uprobe(bpf, fn_name, path, sym=b"", addr=None, pid=-1, ret=False,
     ev = bpf._get_uprobe_evname(b"r" if ret else b"p", path, off, pid)
     fd = _attach7(fn.fd, 1 if ret else 0, ev, path, off, pid, ref_ctr)
     if fd < 0:
-        raise Exception("Failed to attach BPF to %s"
-                        % ("uretprobe" if ret else "uprobe"))
+        err = ct.get_errno()
+        raise OSError(err, "Failed to attach BPF to %s: %s"
+                      % ("uretprobe" if ret else "uprobe", os.strerror(err)))
     bpf._add_uprobe_fd(ev, fd)
 
 
@@ -492,9 +551,9 @@ def load(tool, text, cflags=(), usdt=None):
         os.close(saved[1])
     if err is None:
         for s in usdt.sites if usdt else ():
-            attach(tool, "%s in %s" % (s.probe, s.path.decode()), _uprobe,
-                   b, s.fn.encode(), s.path, addr=s.addr, pid=usdt.pid,
-                   ref_ctr=s.ref_ctr)
+            attach(tool, "USDT probe %s of PID %d" % (s.probe, usdt.pid),
+                   _uprobe, b, s.fn.encode(), s.path, addr=s.addr,
+                   pid=usdt.pid, ref_ctr=s.ref_ctr)
         return b
     log.seek(0)
     diag = log.read(1 << 20).decode(errors="replace")
@@ -511,7 +570,7 @@ def load(tool, text, cflags=(), usdt=None):
             % (first or "see 'bcc/%s --ebpf'" % tool))
     if "permitted" in msg or "EPERM" in msg or "denied" in msg:
         die(tool, "BCC cannot load its BPF program: %s (tracing needs "
-            "root, or CAP_BPF and CAP_PERFMON)" % msg)
+            "root, or at least CAP_BPF and CAP_PERFMON)" % msg)
     die(tool, "BCC cannot load its BPF program: %s" % (msg or repr(err)))
 
 
@@ -520,8 +579,11 @@ def attach(tool, what, fn, *args, **kwargs):
     saved = os.dup(2)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 2)
+    denied = False
     try:
         fn(*args, **kwargs)
+    except OSError as e:
+        err, denied = e.strerror, e.errno in (errno.EACCES, errno.EPERM)
     except Exception as e:
         err = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
     else:
@@ -530,6 +592,9 @@ def attach(tool, what, fn, *args, **kwargs):
         os.dup2(saved, 2)
         os.close(saved)
         os.close(devnull)
+    if denied and not has_capability(CAP_SYS_ADMIN):
+        die(tool, "cannot attach to %s: this kernel lets only root "
+            "(CAP_SYS_ADMIN) attach uprobes; this process lacks it" % what)
     if err:
         die(tool, "cannot attach to %s: %s" % (what, err))
 

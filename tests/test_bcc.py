@@ -9,9 +9,11 @@ the workload runs, and SIGINT makes the tool print its final histograms.
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -301,9 +303,59 @@ def test_no_kernel_headers(bpf, target, tmp_path, tool):
     one_error_line(rc, lines, tool, "no kernel headers")
 
 
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+@pytest.fixture
+def nobodys_target(blktgt_bin):
+    """A blktgt run by user 65534, in a directory of its own."""
+    d = tempfile.mkdtemp(prefix="bcc-nobody-")
+    os.chown(d, 65534, 65534)
+    proc = subprocess.Popen(
+        NOBODY + [blktgt_bin, "-s", f"{d}/rpc.sock", "-L", "127.0.0.1:0",
+                  "-U", f"{d}/nbd.sock"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        out = probekit.LineReader(proc.stdout)
+        out.wait_for(rf"blktgt: running pid={proc.pid} ")
+        yield proc.pid
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=probekit.TIMEOUT) == 0
+        shutil.rmtree(d)
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_no_privilege_own_target(bpf, nobodys_target, tool):
+    """A user without privileges tracing their own blktgt is told which
+    capabilities are missing, not that BCC cannot compile."""
+    rc, lines = run_as_nobody(
+        histtools.command("bcc", tool, nobodys_target, "-d", "1"))
+    one_error_line(rc, lines, tool, "tracing needs root, or at least CAP_BPF "
+                   "and CAP_PERFMON; this process lacks CAP_BPF and "
+                   "CAP_PERFMON$", want_rc=1)
+
+
+@pytest.mark.parametrize("tool", ["iosize", "funclat"])
+def test_bpf_and_perfmon_own_target(bpf, nobodys_target, tool):
+    """CAP_BPF and CAP_PERFMON load the program; a kernel that asks
+    CAP_SYS_ADMIN for uprobes (6.18 here) then refuses the attach, and the
+    tool says so."""
+    caps = ["--inh-caps=+bpf,+perfmon", "--ambient-caps=+bpf,+perfmon"]
+    rc, lines = histtools.run(
+        NOBODY + caps + histtools.command("bcc", tool, nobodys_target,
+                                          "-d", "1"), errors="strict")
+    one_error_line(rc, lines, tool, "cannot attach to .*: this kernel lets "
+                   r"only root \(CAP_SYS_ADMIN\) attach uprobes; this "
+                   "process lacks it$", want_rc=1)
+
+
 def test_no_privilege(bpf, target):
     rc, lines = run_as_nobody(histtools.command("bcc", "iosize", target.pid))
-    one_error_line(rc, lines, "iosize", "needs root")
+    one_error_line(rc, lines, "iosize", f"tracing PID {target.pid} of "
+                   "another user needs root, or at least CAP_BPF, "
+                   "CAP_PERFMON and CAP_SYS_PTRACE; this process lacks "
+                   "CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE$", want_rc=1)
 
 
 @pytest.mark.parametrize("tool", TOOLS)
