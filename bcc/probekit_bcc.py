@@ -139,10 +139,56 @@ def positive_int(s):
     return v
 
 
+VERSION_FILE = "VERSION"
+_VERSION_CHARS = set("0123456789abcdefghijklmnopqrstuvwxyz"
+                     "ABCDEFGHIJKLMNOPQRSTUVWXYZ.+~-")
+
+
+def version():
+    """probekit's version, from its one home, a file VERSION: beside this
+    module in an installed copy, else at the root of a checkout (bcc/..).
+    (None, why) when there is none; (version, None) otherwise."""
+    here = os.path.dirname(os.path.realpath(__file__))
+    paths = [os.path.join(here, VERSION_FILE),
+             os.path.join(os.path.dirname(here), VERSION_FILE)]
+    for path in paths:
+        try:
+            with open(path, "rb") as f:
+                text = f.read(65)
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            return None, "cannot read %s: %s" % (path, e.strerror)
+        v = text.decode("ascii", "replace").strip()
+        if not v or len(text) > 64 or not set(v) <= _VERSION_CHARS:
+            return None, "%s does not hold a version" % path
+        return v, None
+    return None, "no %s file beside %s or in %s" % (
+        VERSION_FILE, os.path.basename(__file__), os.path.dirname(here))
+
+
+class VersionAction(argparse.Action):
+    """--version: "TOOL (probekit) VERSION", exit 0; one line on stderr and
+    exit 1 when the version cannot be found."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0,
+                         default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        v, why = version()
+        if v is None:
+            parser.exit(1, "%s: %s\n" % (parser.prog, why))
+        sys.stdout.write("%s (probekit) %s\n" % (parser.prog, v))
+        parser.exit(0)
+
+
 def parser(prog, description, examples):
     p = Parser(prog=prog, description=description,
                formatter_class=argparse.RawDescriptionHelpFormatter,
                epilog=examples)
+    p.add_argument("--version", action=VersionAction,
+                   help="print probekit's version and exit")
     p.add_argument("-p", "--pid", type=pid_type, required=True,
                    help="trace this blktgt process")
     p.add_argument("-T", "--timestamp", action="store_true",

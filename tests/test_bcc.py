@@ -455,3 +455,40 @@ def test_semaphores_back_to_zero(bpf, target, sig, when):
         if when == "tracing":
             t.out.drain()
         assert sems.read() == zero
+
+
+# --- --version ----------------------------------------------------------------
+
+def checkout_version():
+    with open(os.path.join(probekit.ROOT, "VERSION")) as f:
+        v = f.read()
+    assert re.fullmatch(r"\d+\.\d+\.\d+\n", v), repr(v)
+    return v.strip()
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_version(tool):
+    """--version needs no -p and prints probekit's version, from VERSION at
+    the root of the checkout."""
+    rc, lines = histtools.run_tool("bcc", tool, "--version")
+    assert (rc, lines) == (0, [f"{tool} (probekit) {checkout_version()}"])
+
+
+def test_version_of_an_installed_copy(tmp_path):
+    """An installed copy reads VERSION beside probekit_bcc.py first, then in
+    the directory above; without either it says so in one line, exit 1."""
+    inst = tmp_path / "lib"
+    inst.mkdir()
+    for name in ("iosize", "probekit_bcc.py"):
+        shutil.copy(os.path.join(probekit.ROOT, "bcc", name), inst)
+    cmd = [probekit.PYTHON, str(inst / "iosize"), "--version"]
+    rc, lines = histtools.run(cmd)
+    one_error_line(rc, lines, "iosize", "no VERSION file beside "
+                   "probekit_bcc.py", want_rc=1)
+    (tmp_path / "VERSION").write_text("1.2.3\n")
+    assert histtools.run(cmd) == (0, ["iosize (probekit) 1.2.3"])
+    (inst / "VERSION").write_text("4.5.6\n")
+    assert histtools.run(cmd) == (0, ["iosize (probekit) 4.5.6"])
+    (inst / "VERSION").write_text("4.5.6 but\nmore\n")
+    rc, lines = histtools.run(cmd)
+    one_error_line(rc, lines, "iosize", "does not hold a version", want_rc=1)
