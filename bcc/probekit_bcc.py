@@ -497,8 +497,9 @@ def _site_address(pid, path, addr):
     return out.value
 
 
-def usdt_probes(tool, target, probes):
-    """The UsdtProbes for target's probes [(probe, fn_name)], probes named
+def usdt_context(tool, target, probes):
+    """The UsdtProbes (not a BCC USDT context: the name is what probecheck
+    reads) for target's probes [(probe, fn_name)], probes named
     provider:name (blktgt:io__submit).  Nothing is enabled or attached
     yet: load() attaches the sites once the program is loaded."""
     from bcc import USDT
