@@ -422,8 +422,21 @@ def wait_raised(sems, proc):
     exited."""
     deadline = time.monotonic() + probekit.TIMEOUT
     while not any(sems.read().values()) and proc.poll() is None:
-        assert time.monotonic() < deadline, "no semaphore raised"
+        assert time.monotonic() < deadline, \
+            f"no semaphore raised; the tool is in {where(proc.pid)}"
         time.sleep(0.001)
+
+
+def where(pid):
+    """What process pid is doing, for a failure message."""
+    out = []
+    for name in ("wchan", "stack", "syscall"):
+        try:
+            with open(f"/proc/{pid}/{name}") as f:
+                out.append(f"{name}: {f.read(4096).strip()}")
+        except OSError as e:
+            out.append(f"{name}: {e.strerror}")
+    return "; ".join(out)
 
 
 @pytest.mark.parametrize("sig,when", [
