@@ -74,18 +74,21 @@ Behaviour shared by the tools:
   - when the target exits, what was collected is printed, then on stderr
     "TOOL: PID N (COMM) exited; tracing ended", exit 0;
   - errors are one line "TOOL: why" on stderr: exit 2 for usage, 1 for
-    anything else (no such PID, no probes, BCC cannot compile or load);
+    anything else (no such PID, a missing privilege, named, no probes,
+    BCC cannot compile or load);
     Ctrl-C before tracing starts exits 130.
 """
 
 import argparse
+import ctypes as ct
+import errno
 import json
 import os
 import signal
-import struct
 import sys
 import tempfile
 import time
+import types
 
 LINEAR_SLOTS = 1000     # buckets of a linear histogram; the last is open
 MAX_INFLIGHT = 65536    # in-flight requests a tool remembers (map size)
@@ -136,10 +139,56 @@ def positive_int(s):
     return v
 
 
+VERSION_FILE = "VERSION"
+_VERSION_CHARS = set("0123456789abcdefghijklmnopqrstuvwxyz"
+                     "ABCDEFGHIJKLMNOPQRSTUVWXYZ.+~-")
+
+
+def version():
+    """probekit's version, from its one home, a file VERSION: beside this
+    module in an installed copy, else at the root of a checkout (bcc/..).
+    (None, why) when there is none; (version, None) otherwise."""
+    here = os.path.dirname(os.path.realpath(__file__))
+    paths = [os.path.join(here, VERSION_FILE),
+             os.path.join(os.path.dirname(here), VERSION_FILE)]
+    for path in paths:
+        try:
+            with open(path, "rb") as f:
+                text = f.read(65)
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            return None, "cannot read %s: %s" % (path, e.strerror)
+        v = text.decode("ascii", "replace").strip()
+        if not v or len(text) > 64 or not set(v) <= _VERSION_CHARS:
+            return None, "%s does not hold a version" % path
+        return v, None
+    return None, "no %s file beside %s or in %s" % (
+        VERSION_FILE, os.path.basename(__file__), os.path.dirname(here))
+
+
+class VersionAction(argparse.Action):
+    """--version: "TOOL (probekit) VERSION", exit 0; one line on stderr and
+    exit 1 when the version cannot be found."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0,
+                         default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        v, why = version()
+        if v is None:
+            parser.exit(1, "%s: %s\n" % (parser.prog, why))
+        sys.stdout.write("%s (probekit) %s\n" % (parser.prog, v))
+        parser.exit(0)
+
+
 def parser(prog, description, examples):
     p = Parser(prog=prog, description=description,
                formatter_class=argparse.RawDescriptionHelpFormatter,
                epilog=examples)
+    p.add_argument("--version", action=VersionAction,
+                   help="print probekit's version and exit")
     p.add_argument("-p", "--pid", type=pid_type, required=True,
                    help="trace this blktgt process")
     p.add_argument("-T", "--timestamp", action="store_true",
@@ -195,6 +244,65 @@ def die(tool, msg, code=1):
     sys.exit(code)
 
 
+# Capability numbers (linux/capability.h).
+CAP_SYS_PTRACE, CAP_SYS_ADMIN, CAP_PERFMON, CAP_BPF = 19, 21, 38, 39
+CAP_NAMES = {CAP_SYS_PTRACE: "CAP_SYS_PTRACE", CAP_SYS_ADMIN: "CAP_SYS_ADMIN",
+             CAP_PERFMON: "CAP_PERFMON", CAP_BPF: "CAP_BPF"}
+
+
+def _status_fields(pid, names):
+    """{name: [values]} of the given lines of /proc/PID/status."""
+    out = {}
+    with open("/proc/%s/status" % pid) as f:
+        for ln in f.read(1 << 16).splitlines():
+            name, _, value = ln.partition(":")
+            if name in names:
+                out[name] = value.split()
+    return out
+
+
+def has_capability(cap):
+    """Whether this process holds capability cap (effective set)."""
+    eff = _status_fields("self", ("CapEff",)).get("CapEff", ["0"])[0]
+    return int(eff, 16) >> cap & 1 == 1
+
+
+def _same_user(pid):
+    """Whether process pid runs with only our real uid and gid, so the
+    kernel lets us read it without CAP_SYS_PTRACE."""
+    try:
+        ids = _status_fields(pid, ("Uid", "Gid"))
+    except OSError:
+        return False
+    return (set(ids.get("Uid", ["-1"])[:3]) == {str(os.getuid())}
+            and set(ids.get("Gid", ["-1"])[:3]) == {str(os.getgid())})
+
+
+def _and(names):
+    return (", ".join(names[:-1]) + " and " + names[-1]
+            if len(names) > 1 else names[0])
+
+
+def check_privilege(tool, pid):
+    """Die in one line naming the capabilities that tracing pid needs and
+    this process lacks.  The kernel loads a tracing BPF program only with
+    CAP_BPF and CAP_PERFMON (CAP_SYS_ADMIN implies both), and lets BCC read
+    another user's process (its maps and executable) and open perf events
+    on it only with CAP_SYS_PTRACE.  Some kernels also ask CAP_SYS_ADMIN
+    for a uprobe; attach() says so when that is what fails."""
+    need = [] if has_capability(CAP_SYS_ADMIN) else [CAP_BPF, CAP_PERFMON]
+    what = ""
+    if not _same_user(pid):
+        need.append(CAP_SYS_PTRACE)
+        what = " PID %d of another user" % pid
+    missing = [CAP_NAMES[c] for c in need if not has_capability(c)]
+    if missing:
+        die(tool, "tracing%s needs root, or at least %s; this process "
+            "lacks %s" % (what, _and([CAP_NAMES[c] for c in
+                                      [CAP_BPF, CAP_PERFMON] + need[2:]]),
+                          _and(missing)))
+
+
 class Target:
     """The traced process: its PID, executable and start time, so that a
     recycled PID is not mistaken for the process we attached to."""
@@ -210,15 +318,12 @@ class Target:
             die(tool, "cannot read /proc/%d: %s" % (pid, e.strerror))
         if self.start is None:
             die(tool, "PID %d has exited" % pid)
+        check_privilege(tool, pid)
         try:
             self.exe = os.readlink("/proc/%d/exe" % pid)
         except PermissionError:
-            if os.geteuid() == 0:
-                die(tool, "cannot read /proc/%d/exe: permission denied "
-                    "(a process of another container?)" % pid)
             die(tool, "cannot read /proc/%d/exe: permission denied "
-                "(tracing needs root, or CAP_BPF, CAP_PERFMON and "
-                "CAP_SYS_PTRACE)" % pid)
+                "(a process of another container?)" % pid)
         except OSError as e:
             die(tool, "cannot read /proc/%d/exe: %s" % (pid, e.strerror))
         if self.exe.endswith(" (deleted)"):
@@ -242,56 +347,192 @@ class Target:
             return False
 
 
+# --- USDT probes, attached with the kernel's semaphore counter -----------
+#
+# A USDT probe with a semaphore fires only while its semaphore is nonzero.
+# The kernel raises it when a uprobe is registered with the semaphore's file
+# offset (ref_ctr_offset) and lowers it when that uprobe goes away, which
+# happens when the tracer's perf fd closes, however the tracer dies.  That
+# is the only counting the tools rely on.  BCC 0.26's USDT.enable_probe()
+# instead adds one through /proc/PID/mem (a read-modify-write that can race
+# the kernel's own update) and takes it back only in its context's
+# destructor, which a SIGKILL or os._exit() never runs: the probe then stays
+# enabled, and its guarded argument work paid on every call, until the
+# target restarts.  So the tools use BCC's USDT context only to read the
+# notes (probes, sites, argument specs, semaphore offsets), generate the
+# argument readers themselves and attach each site through _uprobe().
+#
+# The kernel also keeps one uprobe per file and offset, and refuses a second
+# registration there whose ref_ctr_offset differs.  bpftrace and libbpf
+# pass the semaphore's offset for a USDT probe and 0 for a plain uprobe;
+# BCC 0.26's Python declares bpf_attach_uprobe() with six arguments while
+# libbcc takes seven, the seventh being ref_ctr_offset, so libbcc reads
+# whatever lies on the stack there.  _uprobe() passes the offset the others
+# pass, so a bcc/ tool and a bt/ script or libbpf tool can share a probe.
+
+class _UsdtNote(ct.Structure):
+    """libbcc's struct bcc_usdt.  BCC's Python binding stops before
+    semaphore_offset, which libbcc fills in since 0.17."""
+    _fields_ = [("provider", ct.c_char_p), ("name", ct.c_char_p),
+                ("bin_path", ct.c_char_p), ("semaphore", ct.c_ulonglong),
+                ("num_locations", ct.c_int), ("num_arguments", ct.c_int),
+                ("semaphore_offset", ct.c_ulonglong)]
+
+
+class UsdtSite:
+    """One site of a USDT probe: the BPF function to run there, the file
+    (bytes), the site's address in it and the semaphore's file offset (0:
+    none)."""
+
+    def __init__(self, probe, fn, path, addr, ref_ctr):
+        self.probe, self.fn, self.path = probe, fn, path
+        self.addr, self.ref_ctr = addr, ref_ctr
+
+
+class UsdtProbes:
+    """The USDT probes a tool traces in process pid: the C that reads their
+    arguments (text, to go before the tool's program) and the sites to
+    attach."""
+
+    def __init__(self, pid, text, sites):
+        self.pid, self.text, self.sites = pid, text, sites
+
+
+def _usdt_notes(usdt):
+    """{"provider:name": its note's fields} of a BCC USDT context."""
+    from bcc.libbcc import lib
+    notes = {}
+    cb_type = ct.CFUNCTYPE(None, ct.POINTER(_UsdtNote))
+
+    def each(p):
+        n = types.SimpleNamespace(**{f: getattr(p[0], f)
+                                     for f, _ in _UsdtNote._fields_})
+        notes.setdefault("%s:%s" % (n.provider.decode(), n.name.decode()), n)
+
+    foreach = lib["bcc_usdt_foreach"]           # a private copy of it
+    foreach.restype = None
+    foreach.argtypes = [ct.c_void_p, cb_type]
+    foreach(usdt.get_context(), cb_type(each))
+    return notes
+
+
+_CTYPES = {(1, False): "u8", (2, False): "u16", (4, False): "u32",
+           (8, False): "u64", (1, True): "s8", (2, True): "s16",
+           (4, True): "s32", (8, True): "s64"}
+# Between reading a pt_regs field and using it: without it clang may merge
+# the loads of the sites of a switch into one load at a variable offset
+# into ctx, which the verifier refuses.
+_BARRIER = '__asm__ __volatile__("" ::: "memory");'
+
+
+def _read_operand(a, dest):
+    """C that stores USDT argument a (a bcc.usdt.USDTProbeArgument) in
+    dest, or None when its operand form cannot be read here."""
+    from bcc.libbcc import BCC_USDT_ARGUMENT_FLAGS as F
+    ctype = _CTYPES[a.size, a.signed]
+    if a.valid & F.CONSTANT:
+        return "%s = (%s)%dLL;" % (dest, ctype, a.constant)
+    if not a.valid & F.BASE_REGISTER_NAME:
+        return None
+    base = a.base_register_name.decode()
+    if base.startswith("xmm") or base == "ip" or a.valid & F.DEREF_IDENT:
+        return None
+    if not a.valid & F.DEREF_OFFSET:
+        return "%s = (%s)ctx->%s; %s" % (dest, ctype, base, _BARRIER)
+    addr = "ctx->%s + (%d)" % (base, a.deref_offset)
+    if a.valid & F.INDEX_REGISTER_NAME:
+        scale = a.scale if a.valid & F.SCALE else 1
+        addr += " + ctx->%s * %d" % (a.index_register_name.decode(), scale)
+    return ("{ u64 __addr = %s; %s __v = 0; %s "
+            "bpf_probe_read_user(&__v, sizeof(__v), (void *)__addr); "
+            "%s = __v; }" % (addr, ctype, _BARRIER, dest))
+
+
+def _readarg_text(fn, probe, locations, pids):
+    """C for bpf_usdt_readarg(N, ctx, &x) in function fn: BCC's front end
+    rewrites that call into _bpf_readarg_<fn>_<N>(ctx, &x, sizeof(x)).
+    locations are bcc.usdt.USDTProbeLocation; pids[i] is the address the
+    site of locations[i] has in the process (what PT_REGS_IP() reads
+    there).  A variable of another size than the argument reads nothing
+    and gets -1, as with BCC's own reader; an operand this cannot read
+    fails the compile of a program that reads it, and only then."""
+    out = []
+    for n in range(1, locations[0].num_arguments + 1):
+        args = [loc.get_argument(n - 1) for loc in locations]
+        widest = max(args, key=lambda a: a.size)
+        ctype = _CTYPES[widest.size, widest.signed]
+        name = "_bpf_readarg_%s_%d" % (fn, n)
+        reads = [_read_operand(a, "*(%s *)dest" % ctype) for a in args]
+        if None in reads:
+            out.append('static int %s(struct pt_regs *ctx, void *dest, '
+                       'size_t len) __attribute__((unavailable("%s '
+                       'argument %d: operand form not supported")));\n'
+                       % (name, probe, n))
+            continue
+        out.append("static __always_inline int %s(struct pt_regs *ctx, "
+                   "void *dest, size_t len)\n{\n"
+                   "    if (len != sizeof(%s))\n        return -1;\n"
+                   % (name, ctype))
+        if len(reads) == 1:
+            out.append("    %s\n    return 0;\n}\n" % reads[0])
+            continue
+        out.append("    switch (PT_REGS_IP(ctx)) {\n")
+        for ip, read in zip(pids, reads):
+            out.append("    case 0x%xULL: %s return 0;\n" % (ip, read))
+        out.append("    }\n    return -1;\n}\n")
+    return "".join(out)
+
+
+def _site_address(pid, path, addr):
+    """The address in process pid of virtual address addr of the ELF file
+    at path, or None."""
+    from bcc.libbcc import lib
+    f = lib["bcc_resolve_global_addr"]          # a private copy of it
+    f.restype = ct.c_int
+    f.argtypes = [ct.c_int, ct.c_char_p, ct.c_ulonglong, ct.c_uint8,
+                  ct.POINTER(ct.c_ulonglong)]
+    out = ct.c_ulonglong()
+    if f(pid, path, addr, 0, ct.byref(out)) != 0:
+        return None
+    return out.value
+
+
 def usdt_context(tool, target, probes):
-    """A USDT context for target with each (probe, fn_name) enabled.
-    Probes are named provider:name (blktgt:io__submit)."""
+    """The UsdtProbes (not a BCC USDT context: the name is what probecheck
+    reads) for target's probes [(probe, fn_name)], probes named
+    provider:name (blktgt:io__submit).  Nothing is enabled or attached
+    yet: load() attaches the sites once the program is loaded."""
     from bcc import USDT
+    from bcc.usdt import USDTProbe
     try:
         u = USDT(pid=target.pid)
     except Exception:
         die(tool, "cannot read the USDT probes of PID %d (%s)"
             % (target.pid, target.exe))
+    notes = _usdt_notes(u)
+    text, sites = [], []
     for probe, fn in probes:
-        try:
-            u.enable_probe(probe=probe, fn_name=fn)
-        except Exception:
+        note = notes.get(probe)
+        if note is None:
             die(tool, "PID %d (%s) has no USDT probe %s; is it blktgt "
                 "built with USDT=1?" % (target.pid, target.exe, probe))
-    _attach_with_ref_ctr(u, dict((fn, probe) for probe, fn in probes))
-    return u
-
-
-# The kernel keeps one uprobe per file and offset, and refuses a second
-# registration there whose semaphore offset (ref_ctr_offset) differs.
-# bpftrace and libbpf pass the probe's semaphore offset for a USDT probe and
-# 0 for a plain uprobe.  BCC 0.26's Python declares bpf_attach_uprobe() with
-# six arguments while libbcc takes seven, the seventh being ref_ctr_offset,
-# so libbcc reads whatever lies on the stack there; and for USDT it bumps
-# the semaphore through /proc/PID/mem instead.  Either way a bcc/ tool and
-# a bt/ script or libbpf tool could not trace the same binary at once.  The
-# tools therefore attach through _uprobe() below, which passes the offset
-# the others pass.  For USDT, BCC's semaphore bump stays: the kernel's and
-# BCC's increments are undone by their own detach.
-
-def _elf_file_offset(path, vaddr):
-    """The file offset of virtual address vaddr in a 64-bit little-endian
-    ELF file, from its PT_LOAD program headers; None if not mapped."""
-    with open(path, "rb") as f:
-        eh = f.read(64)
-        if len(eh) < 64 or eh[:4] != b"\x7fELF" or eh[4] != 2 or eh[5] != 1:
-            return None
-        phoff, = struct.unpack_from("<Q", eh, 0x20)
-        phentsize, phnum = struct.unpack_from("<HH", eh, 0x36)
-        if phentsize < 56 or phnum > 4096:
-            return None
-        f.seek(phoff)
-        ph = f.read(phentsize * phnum)
-    for i in range(len(ph) // phentsize):
-        p_type, _, p_offset, p_vaddr, _, p_filesz = struct.unpack_from(
-            "<IIQQQQ", ph, i * phentsize)
-        if p_type == 1 and p_vaddr <= vaddr < p_vaddr + p_filesz:
-            return vaddr - p_vaddr + p_offset
-    return None
+        p = USDTProbe(u.get_context(), note)
+        locations = [p.get_location(i) for i in range(p.num_locations)]
+        if any(loc.bin_path != note.bin_path for loc in locations):
+            die(tool, "probe %s has sites in more than one file; the "
+                "bcc/ tools trace one" % probe)
+        ips = [loc.address for loc in locations]
+        if len(locations) > 1:
+            ips = [_site_address(target.pid, note.bin_path, a) for a in ips]
+            if None in ips:
+                die(tool, "cannot find the sites of %s in PID %d"
+                    % (probe, target.pid))
+        text.append(_readarg_text(fn, probe, locations, ips))
+        for loc in locations:
+            sites.append(UsdtSite(probe, fn, note.bin_path, loc.address,
+                                  note.semaphore_offset))
+    return UsdtProbes(target.pid, "#include <uapi/linux/ptrace.h>\n"
+                      + "".join(text), sites)
 
 
 _attach7 = None
@@ -302,7 +543,6 @@ def _uprobe(bpf, fn_name, path, sym=b"", addr=None, pid=-1, ret=False,
     """Attach BPF function fn_name as a uprobe (or uretprobe) the way BCC's
     attach_uprobe() does, but with an explicit ref_ctr_offset."""
     global _attach7
-    import ctypes as ct
     from bcc import BPF
     from bcc.libbcc import lib
     if _attach7 is None:
@@ -314,12 +554,10 @@ def _uprobe(bpf, fn_name, path, sym=b"", addr=None, pid=-1, ret=False,
     fn = bpf.load_func(fn_name, BPF.KPROBE)
     ev = bpf._get_uprobe_evname(b"r" if ret else b"p", path, off, pid)
     fd = _attach7(fn.fd, 1 if ret else 0, ev, path, off, pid, ref_ctr)
-    if fd < 0 and ref_ctr:
-        # A stock BCC tool holds the probe without the offset.
-        fd = _attach7(fn.fd, 1 if ret else 0, ev, path, off, pid, 0)
     if fd < 0:
-        raise Exception("Failed to attach BPF to %s"
-                        % ("uretprobe" if ret else "uprobe"))
+        err = ct.get_errno()
+        raise OSError(err, "Failed to attach BPF to %s: %s"
+                      % ("uretprobe" if ret else "uprobe", os.strerror(err)))
     bpf._add_uprobe_fd(ev, fd)
 
 
@@ -328,24 +566,6 @@ def uprobe(bpf, fn_name, path, sym, pid, ret=False):
     path, for process pid, registered as bpftrace and libbpf register it."""
     _uprobe(bpf, fn_name.encode(), path.encode(), sym=sym.encode(), pid=pid,
             ret=ret)
-
-
-def _attach_with_ref_ctr(u, fn_probe):
-    """Make BPF(usdt_contexts=[u]) attach u's probes through _uprobe()."""
-    sems = {}
-    for p in u.enumerate_probes():
-        sems["%s:%s" % (p.provider.decode(), p.name.decode())] = p.semaphore
-
-    def attach_uprobes(bpf, attach_usdt_ignore_pid):
-        for binpath, fn_name, addr, pid in u.enumerate_active_probes():
-            if attach_usdt_ignore_pid:
-                pid = -1
-            sem = sems.get(fn_probe.get(fn_name.decode(), ""), 0)
-            ref = _elf_file_offset(binpath, sem) if sem else 0
-            _uprobe(bpf, fn_name, binpath, addr=addr, pid=pid,
-                    ref_ctr=ref or 0)
-
-    u.attach_uprobes = attach_uprobes
 
 
 def _first_error(log):
@@ -367,8 +587,8 @@ def load(tool, text, cflags=(), usdt=None):
     os.dup2(log.fileno(), 2)
     err = None
     try:
-        b = BPF(text=text, cflags=list(cflags),
-                usdt_contexts=[usdt] if usdt else [])
+        b = BPF(text=(usdt.text if usdt else "") + text,
+                cflags=list(cflags))
     except Exception as e:
         err = e
     finally:
@@ -377,6 +597,10 @@ def load(tool, text, cflags=(), usdt=None):
         os.close(saved[0])
         os.close(saved[1])
     if err is None:
+        for s in usdt.sites if usdt else ():
+            attach(tool, "USDT probe %s of PID %d" % (s.probe, usdt.pid),
+                   _uprobe, b, s.fn.encode(), s.path, addr=s.addr,
+                   pid=usdt.pid, ref_ctr=s.ref_ctr)
         return b
     log.seek(0)
     diag = log.read(1 << 20).decode(errors="replace")
@@ -393,7 +617,7 @@ def load(tool, text, cflags=(), usdt=None):
             % (first or "see 'bcc/%s --ebpf'" % tool))
     if "permitted" in msg or "EPERM" in msg or "denied" in msg:
         die(tool, "BCC cannot load its BPF program: %s (tracing needs "
-            "root, or CAP_BPF and CAP_PERFMON)" % msg)
+            "root, or at least CAP_BPF and CAP_PERFMON)" % msg)
     die(tool, "BCC cannot load its BPF program: %s" % (msg or repr(err)))
 
 
@@ -402,8 +626,11 @@ def attach(tool, what, fn, *args, **kwargs):
     saved = os.dup(2)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 2)
+    denied = False
     try:
         fn(*args, **kwargs)
+    except OSError as e:
+        err, denied = e.strerror, e.errno in (errno.EACCES, errno.EPERM)
     except Exception as e:
         err = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
     else:
@@ -412,6 +639,9 @@ def attach(tool, what, fn, *args, **kwargs):
         os.dup2(saved, 2)
         os.close(saved)
         os.close(devnull)
+    if denied and not has_capability(CAP_SYS_ADMIN):
+        die(tool, "cannot attach to %s: this kernel lets only root "
+            "(CAP_SYS_ADMIN) attach uprobes; this process lacks it" % what)
     if err:
         die(tool, "cannot attach to %s: %s" % (what, err))
 

@@ -7,9 +7,17 @@ the tools print only after their BPF program is loaded and attached; then
 the workload runs, and SIGINT makes the tool print its final histograms.
 """
 
+import os
 import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
 
 import pytest
+from elftools.elf.elffile import ELFFile
 
 import histtools
 import probekit
@@ -18,6 +26,9 @@ from histtools import (TOOLS, by_key, json_objects, nonzero, one_error_line,
                        parse, run_as_nobody, run_on_nousdt_target,
                        run_on_process_without_probes, timestamps, total,
                        trace_until_target_exits, unused_pid, workload)
+
+sys.path.insert(0, os.path.join(probekit.ROOT, "probes"))
+import sdtnotes  # noqa: E402
 
 
 class Tool(histtools.Tool):
@@ -292,9 +303,59 @@ def test_no_kernel_headers(bpf, target, tmp_path, tool):
     one_error_line(rc, lines, tool, "no kernel headers")
 
 
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+@pytest.fixture
+def nobodys_target(blktgt_bin):
+    """A blktgt run by user 65534, in a directory of its own."""
+    d = tempfile.mkdtemp(prefix="bcc-nobody-")
+    os.chown(d, 65534, 65534)
+    proc = subprocess.Popen(
+        NOBODY + [blktgt_bin, "-s", f"{d}/rpc.sock", "-L", "127.0.0.1:0",
+                  "-U", f"{d}/nbd.sock"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        out = probekit.LineReader(proc.stdout)
+        out.wait_for(rf"blktgt: running pid={proc.pid} ")
+        yield proc.pid
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=probekit.TIMEOUT) == 0
+        shutil.rmtree(d)
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_no_privilege_own_target(bpf, nobodys_target, tool):
+    """A user without privileges tracing their own blktgt is told which
+    capabilities are missing, not that BCC cannot compile."""
+    rc, lines = run_as_nobody(
+        histtools.command("bcc", tool, nobodys_target, "-d", "1"))
+    one_error_line(rc, lines, tool, "tracing needs root, or at least CAP_BPF "
+                   "and CAP_PERFMON; this process lacks CAP_BPF and "
+                   "CAP_PERFMON$", want_rc=1)
+
+
+@pytest.mark.parametrize("tool", ["iosize", "funclat"])
+def test_bpf_and_perfmon_own_target(bpf, nobodys_target, tool):
+    """CAP_BPF and CAP_PERFMON load the program; a kernel that asks
+    CAP_SYS_ADMIN for uprobes (6.18 here) then refuses the attach, and the
+    tool says so."""
+    caps = ["--inh-caps=+bpf,+perfmon", "--ambient-caps=+bpf,+perfmon"]
+    rc, lines = histtools.run(
+        NOBODY + caps + histtools.command("bcc", tool, nobodys_target,
+                                          "-d", "1"), errors="strict")
+    one_error_line(rc, lines, tool, "cannot attach to .*: this kernel lets "
+                   r"only root \(CAP_SYS_ADMIN\) attach uprobes; this "
+                   "process lacks it$", want_rc=1)
+
+
 def test_no_privilege(bpf, target):
     rc, lines = run_as_nobody(histtools.command("bcc", "iosize", target.pid))
-    one_error_line(rc, lines, "iosize", "needs root")
+    one_error_line(rc, lines, "iosize", f"tracing PID {target.pid} of "
+                   "another user needs root, or at least CAP_BPF, "
+                   "CAP_PERFMON and CAP_SYS_PTRACE; this process lacks "
+                   "CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE$", want_rc=1)
 
 
 @pytest.mark.parametrize("tool", TOOLS)
@@ -315,3 +376,132 @@ def test_nousdt_build_has_no_probes(bpf, build, tmp_path):
     rc, lines = run_on_nousdt_target(build, tmp_path,
                                      lambda pid: run_tool("iosize", pid))
     one_error_line(rc, lines, "iosize", "no USDT probe blktgt:io__submit")
+
+
+# --- semaphores ---------------------------------------------------------------
+
+class Semaphores:
+    """The semaphores of a live process's USDT probes, read from its memory
+    at the addresses the ELF file's stapsdt notes give (a semaphore lives in
+    the .probes section; its file offset is found in /proc/PID/maps)."""
+
+    def __init__(self, pid, names):
+        exe = os.readlink(f"/proc/{pid}/exe")
+        sems = {n.name: n.semaphore for n in sdtnotes.read_probes(exe)}
+        with open(exe, "rb") as f:
+            sec = ELFFile(f).get_section_by_name(".probes")
+            base, off = sec["sh_addr"], sec["sh_offset"]
+        maps = []
+        with open(f"/proc/{pid}/maps") as f:
+            for ln in f:
+                fields = ln.split()
+                if len(fields) == 6 and fields[5] == exe:
+                    lo, hi = (int(x, 16) for x in fields[0].split("-"))
+                    maps.append((lo, hi, int(fields[2], 16)))
+        self.pid, self.addr = pid, {}
+        for name in names:
+            file_off = sems[name] - base + off
+            (addr,) = [lo + file_off - moff for lo, hi, moff in maps
+                       if moff <= file_off < moff + hi - lo]
+            self.addr[name] = addr
+
+    def read(self):
+        out = {}
+        with open(f"/proc/{self.pid}/mem", "rb") as mem:
+            for name, addr in self.addr.items():
+                mem.seek(addr)
+                out[name] = int.from_bytes(mem.read(2), "little")
+        return out
+
+
+IO_SEMS = ("io__submit", "io__done")
+
+
+def wait_raised(sems, proc):
+    """Wait until the tool has raised a semaphore (its first attach) or
+    exited."""
+    deadline = time.monotonic() + probekit.TIMEOUT
+    while not any(sems.read().values()) and proc.poll() is None:
+        assert time.monotonic() < deadline, \
+            f"no semaphore raised; the tool is in {where(proc.pid)}"
+        time.sleep(0.001)
+
+
+def where(pid):
+    """What process pid is doing, for a failure message."""
+    out = []
+    for name in ("wchan", "stack", "syscall"):
+        try:
+            with open(f"/proc/{pid}/{name}") as f:
+                out.append(f"{name}: {f.read(4096).strip()}")
+        except OSError as e:
+            out.append(f"{name}: {e.strerror}")
+    return "; ".join(out)
+
+
+@pytest.mark.parametrize("sig,when", [
+    (signal.SIGKILL, "attaching"), (signal.SIGKILL, "tracing"),
+    (signal.SIGINT, "attaching"), (signal.SIGINT, "tracing")])
+def test_semaphores_back_to_zero(bpf, target, sig, when):
+    """However iolatency ends, io__submit and io__done return to 0: only the
+    kernel counts (ref_ctr_offset), one per attached tool, and undoes its
+    count when the tool's fds close.  "attaching" signals the tool once it
+    has raised a semaphore, before its "Tracing" line; "tracing" right
+    after that line."""
+    sems = Semaphores(target.pid, IO_SEMS)
+    zero = dict.fromkeys(IO_SEMS, 0)
+    assert sems.read() == zero
+    for _ in range(10):
+        t = Tool("iolatency", target.pid)
+        if when == "tracing":
+            t.start()
+            assert sems.read() == dict.fromkeys(IO_SEMS, 1)
+        else:
+            t.proc = subprocess.Popen(t.cmd, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL,
+                                      start_new_session=True)
+            wait_raised(sems, t.proc)
+        os.killpg(t.proc.pid, sig)
+        rc = t.proc.wait(timeout=probekit.TIMEOUT)
+        # Ctrl-C: 0 once tracing, 130 before; SIGKILL kills.
+        assert rc in ((-sig,) if sig == signal.SIGKILL else (0, 130)), rc
+        if when == "tracing":
+            t.out.drain()
+        assert sems.read() == zero
+
+
+# --- --version ----------------------------------------------------------------
+
+def checkout_version():
+    with open(os.path.join(probekit.ROOT, "VERSION")) as f:
+        v = f.read()
+    assert re.fullmatch(r"\d+\.\d+\.\d+\n", v), repr(v)
+    return v.strip()
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_version(tool):
+    """--version needs no -p and prints probekit's version, from VERSION at
+    the root of the checkout."""
+    rc, lines = histtools.run_tool("bcc", tool, "--version")
+    assert (rc, lines) == (0, [f"{tool} (probekit) {checkout_version()}"])
+
+
+def test_version_of_an_installed_copy(tmp_path):
+    """An installed copy reads VERSION beside probekit_bcc.py first, then in
+    the directory above; without either it says so in one line, exit 1."""
+    inst = tmp_path / "lib"
+    inst.mkdir()
+    for name in ("iosize", "probekit_bcc.py"):
+        shutil.copy(os.path.join(probekit.ROOT, "bcc", name), inst)
+    cmd = [probekit.PYTHON, str(inst / "iosize"), "--version"]
+    rc, lines = histtools.run(cmd)
+    one_error_line(rc, lines, "iosize", "no VERSION file beside "
+                   "probekit_bcc.py", want_rc=1)
+    (tmp_path / "VERSION").write_text("1.2.3\n")
+    assert histtools.run(cmd) == (0, ["iosize (probekit) 1.2.3"])
+    (inst / "VERSION").write_text("4.5.6\n")
+    assert histtools.run(cmd) == (0, ["iosize (probekit) 4.5.6"])
+    (inst / "VERSION").write_text("4.5.6 but\nmore\n")
+    rc, lines = histtools.run(cmd)
+    one_error_line(rc, lines, "iosize", "does not hold a version", want_rc=1)
