@@ -25,7 +25,11 @@
 #define JSON_MAX_CONFIG        (1024 * 1024) /* bytes in a -c config file */
 #define JSON_MAX_CONFIG_VALUES (64 * 1024)  /* values in a config file */
 #define JSON_MAX_RESPONSE      (1024 * 1024) /* bytes in one response */
-#define JSONRPC_MAX_CONNS      64           /* RPC clients connected at once */
+#define JSONRPC_MAX_CONNS      64           /* RPC clients connected at once; one
+						 * more closes the one that has
+						 * waited on its client longest */
+#define JSONRPC_STALL_LIMIT_DEFAULT 10      /* seconds a client may take to send
+						 * the rest of a request (-H) */
 #define JSONRPC_MAX_ID_LEN     128          /* bytes of a request's "id" */
 #define JSONRPC_MAX_METHOD_LEN 63           /* bytes of a method name */
 #define JSONRPC_MAX_ERROR_MSG  256          /* bytes of an error message */

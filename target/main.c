@@ -457,8 +457,9 @@ static void usage(FILE *f)
 		"  -L HOST:PORT NBD TCP listener (default %s:%d; port 0 picks one;\n"
 		"               'none' for no TCP listener)\n"
 		"  -U PATH      NBD unix socket listener (default none)\n"
-		"  -H SECONDS   close NBD clients still negotiating after this long\n"
-		"               (default %d; 0: no limit)\n"
+		"  -H SECONDS   close NBD clients still negotiating, and RPC clients that\n"
+		"               sent part of a request, after this long (default %d;\n"
+		"               0: no limit)\n"
 		"  -s PATH      JSON-RPC unix socket (default %s)\n"
 		"  -c FILE      JSON array of {\"method\", \"params\"} calls applied at start\n"
 		"  -e GROUPS    record trace ring groups (bdev,nbd,...; all; help lists them)\n"
@@ -566,6 +567,7 @@ static void parse_args(int argc, char **argv)
 				bad_usage("-H %s: expected seconds, 0..%d (0: no limit)", optarg,
 					  NBD_HANDSHAKE_LIMIT_MAX);
 			nbd_set_handshake_limit((unsigned)v);
+			jsonrpc_set_stall_limit((unsigned)v);
 			break;
 		case 'e':
 			c = trace_parse_enable(optarg);

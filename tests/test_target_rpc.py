@@ -5,6 +5,7 @@ invalid params naming the param, refusals from the bdev layer)."""
 import json
 import os
 import random
+import re
 import socket
 import subprocess
 
@@ -503,3 +504,87 @@ def test_mangled_requests_get_utf8_json_replies(target):
             assert resps[0]["error"]["code"] == -32700, (data, resps)
             assert BAD_UTF8 in resps[0]["error"]["message"]
     assert not_utf8 > 100
+
+
+def closed_by_server(sock):
+    """Wait (bounded by the socket's timeout) for the server to close sock;
+    true on end of file or reset, false if data came instead."""
+    try:
+        return sock.recv(4096) == b""
+    except ConnectionResetError:
+        return True
+
+
+def still_open(sock):
+    """Nothing to read and no end of file: the server has not closed it."""
+    sock.setblocking(False)
+    try:
+        sock.recv(4096)
+    except BlockingIOError:
+        return True
+    finally:
+        sock.setblocking(True)
+    return False
+
+
+def unix_client(path):
+    """A connected client; the connect blocks while the backlog is full
+    (a unix socket with a timeout would fail with EAGAIN instead)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    s.settimeout(probekit.TIMEOUT)
+    return s
+
+
+HALF = b'{"jsonrpc": "2.0", "id": 1, "meth'
+
+
+def test_stall_limit_closes_a_half_sent_request(blktgt_bin, tmp_path):
+    """-H 1: a client that sends half a request is closed once the limit
+    has passed; an idle client, connected before it, is not timed."""
+    t = probekit.Target(blktgt_bin, tmp_path, extra=["-H", "1"]).start()
+    try:
+        idle = unix_client(t.rpc_sock)
+        stalled = unix_client(t.rpc_sock)
+        stalled.sendall(HALF)
+        assert closed_by_server(stalled)
+        t.out.wait_for(r"rpc: closing fd \d+: the rest of its request did not come "
+                       rf"within 1 s \({len(HALF)} bytes of a request held\)")
+        assert still_open(idle)
+        idle.sendall(request("bdev_list", rid=3))
+        assert decode_all(idle.recv(65536)) == [{"jsonrpc": "2.0", "id": 3, "result": []}]
+        idle.close()
+        stalled.close()
+    finally:
+        t.stop()
+
+
+def test_stalled_clients_cannot_lock_a_real_one_out(blktgt_bin, tmp_path):
+    """All 64 places taken by clients that each sent half a request, with
+    no stall limit (-H 0): a real client still gets its answer at once, in
+    the place of the client that has waited longest."""
+    t = probekit.Target(blktgt_bin, tmp_path, extra=["-H", "0"]).start()
+    stalled = []
+    try:
+        for _ in range(64):
+            stalled.append(unix_client(t.rpc_sock))
+            stalled[-1].sendall(HALF)
+        assert probekit.rpc_call(t.rpc_sock, "bdev_list") == []
+        assert closed_by_server(stalled[0])
+        assert [still_open(s) for s in stalled[1:]] == [True] * 63
+        # Full again: the next real client takes the oldest one's place.
+        stalled.append(unix_client(t.rpc_sock))
+        stalled[-1].sendall(HALF)
+        assert probekit.rpc_call(t.rpc_sock, "target_stats")["rpc_requests"] == 2
+        assert closed_by_server(stalled[1])
+        assert [still_open(s) for s in stalled[2:]] == [True] * 63
+        # (What the log says it held depends on whether the server had read
+        # the half request before the new client came.)
+        t.out.wait_until(lambda lines: sum(
+            re.search(r"rpc: 64 clients connected; closing fd \d+, which has waited "
+                      r"longest \(.*\), to let a new one in", l) is not None
+            for l in lines) == 2)
+    finally:
+        for s in stalled:
+            s.close()
+        t.stop()
