@@ -11,7 +11,11 @@
  *  - for each request parsed, its params decoded against the specs of real
  *    methods, and every decoded string checked against its bounds;
  *  - every string value written back with the JSON writer and parsed
- *    again: it must round-trip byte for byte.
+ *    again: it must round-trip byte for byte;
+ *  - every string the parser stored, and the error reply the server would
+ *    send (id, method and message quoted from the input), checked as
+ *    UTF-8 by a decoder of its own, and the reply parsed back as JSON;
+ *  - an input refused as bad UTF-8 really is bad at the offset named.
  * A broken invariant aborts, which libFuzzer reports as a crash.
  *
  * With -DJSONRPC_FUZZ_STANDALONE it has a main() that replays the files
@@ -62,6 +66,78 @@ static const struct rpc_param run_spec[] = {
 	{ "flag", RPC_PARAM_BOOL, false, offsetof(struct run_params, flag), 0, 0, 0 },
 };
 
+/* RFC 3629 by decoding, not by the parser's byte-range table, so the two
+ * check each other: the sequence at p[0..n) decodes to a code point that
+ * needs exactly its length, is no surrogate and is at most U+10FFFF.
+ * Returns its length, or -1. */
+static int utf8_decode_one(const unsigned char *p, size_t n)
+{
+	static const uint32_t min_cp[] = { 0, 0, 0x80, 0x800, 0x10000 };
+	int len = p[0] < 0x80 ? 1 : (p[0] & 0xe0) == 0xc0 ? 2 : (p[0] & 0xf0) == 0xe0 ? 3 :
+		  (p[0] & 0xf8) == 0xf0 ? 4 : 0;
+	uint32_t cp;
+
+	if (!len || (size_t)len > n)
+		return -1;
+	cp = len == 1 ? p[0] : p[0] & (0x7fu >> len);
+	for (int i = 1; i < len; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return -1;
+		cp = cp << 6 | (p[i] & 0x3fu);
+	}
+	if (cp < min_cp[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return -1;
+	return len;
+}
+
+static bool utf8_valid(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		int len = utf8_decode_one((const unsigned char *)s + i, n - i);
+
+		if (len < 0)
+			return false;
+		i += (size_t)len;
+	}
+	return true;
+}
+
+/* The error reply the server builds for this verdict (jsonrpc.c): for a
+ * request that parsed, the one an unknown method gets, which quotes the
+ * method.  It must be UTF-8 and parse back as one JSON value. */
+static void check_reply(const struct jsonrpc_msg *msg, int rc, const char *err)
+{
+	char text_msg[JSONRPC_MAX_ERROR_MSG];
+	struct json_writer w;
+	size_t len, used;
+	char *text;
+	int m;
+
+	if (rc == 0)
+		snprintf(text_msg, sizeof(text_msg), "method not found: %s", msg->method->str);
+	else
+		snprintf(text_msg, sizeof(text_msg), "%s", err);
+	CHECK(utf8_valid(msg->id, msg->id_len));
+	jw_init(&w, JSON_MAX_RESPONSE);
+	jw_obj_begin(&w);
+	jw_kv_str(&w, "jsonrpc", "2.0");
+	jw_key(&w, "id");
+	jw_raw(&w, msg->id, msg->id_len);
+	jw_key(&w, "error");
+	jw_obj_begin(&w);
+	jw_kv_i64(&w, "code", rc ? rc : JSONRPC_METHOD_NOT_FOUND);
+	jw_kv_str(&w, "message", text_msg);
+	jw_obj_end(&w);
+	jw_obj_end(&w);
+	CHECK(w.err == 0);
+	text = jw_take(&w, &len);
+	CHECK(text);
+	CHECK(utf8_valid(text, len));
+	m = json_parse(text, len, vals2, JSON_MAX_VALUES, scratch2, &used);
+	CHECK(m > 0 && used == len && vals2[0].type == JSON_OBJECT);
+	free(text);
+}
+
 static void check_params(const struct json_val *params)
 {
 	struct create_params cp;
@@ -97,6 +173,7 @@ static void check_roundtrip(const struct json_val *v, int n)
 
 		if (v[i].type != JSON_STRING)
 			continue;
+		CHECK(utf8_valid(v[i].str, v[i].len));
 		jw_init(&w, JSON_MAX_REQUEST);
 		jw_strn(&w, v[i].str, v[i].len);
 		CHECK(w.err == 0);
@@ -143,8 +220,16 @@ static size_t run_stream(const char *buf, size_t len, size_t chunk, int *verdict
 			break;
 		}
 		verdicts[(*nverdicts)++] = rc;
-		if (rc == JSONRPC_PARSE_ERROR)
+		if (deep)
+			check_reply(&msg, rc, err);
+		if (rc == JSONRPC_PARSE_ERROR) {
+			if (deep && strstr(err, json_status_str(JSON_BAD_UTF8))) {
+				CHECK(used < avail - off);
+				CHECK(utf8_decode_one((const unsigned char *)buf + off + used,
+						      avail - off - used) < 0);
+			}
 			break;          /* the server closes the connection */
+		}
 		CHECK(used > 0 && used <= avail - off);
 		CHECK(msg.id_len <= JSONRPC_MAX_ID_LEN && strlen(msg.id) == msg.id_len);
 		if (rc == 0) {
@@ -199,6 +284,21 @@ static const char *const seeds[] = {
 	"{\"jsonrpc\":\"2.0\",\"id\":-1.5e3,\"method\":\"m\",\"params\":[1,[2,[3]],{}]}",
 	"{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": x}",
 	"{\"jsonrpc\": \"2.0\", \"id\": 1",
+	/* Not UTF-8, in the id, the method and a param: each is -32700. */
+	"{\"jsonrpc\":\"2.0\",\"id\":\"\xc0\xaf\",\"method\":\"bdev_list\"}", /* overlong 2 */
+	"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xe0\x80\xaf\"}",       /* overlong 3 */
+	"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",\"params\":{\"name\":\"\xf0\x80\x80\xaf\"}}",
+	"{\"jsonrpc\":\"2.0\",\"id\":\"\xed\xa0\x80\",\"method\":\"m\"}",  /* U+D800 */
+	"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xed\xbf\xbf\"}",       /* U+DFFF */
+	"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xf4\x90\x80\x80\"}",   /* U+110000 */
+	"{\"jsonrpc\":\"2.0\",\"id\":\"\xe2\x82\",\"method\":\"m\"}",       /* truncated */
+	"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\x80\"}",               /* stray */
+	"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xf5\x80\x80\x80\xff\"}",
+	/* Lone surrogates as escapes, and the good forms next to them. */
+	"{\"jsonrpc\":\"2.0\",\"id\":\"\\ud800\",\"method\":\"m\"}",
+	"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\\udc00x\"}",
+	"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\\ud83d\\u0041\"}",
+	"{\"jsonrpc\":\"2.0\",\"id\":\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\",\"method\":\"\xf4\x8f\xbf\xbf\"}",
 };
 
 static int write_seeds(const char *dir)

@@ -72,7 +72,75 @@ static char *put_utf8(char *o, unsigned long cp)
 	return o;
 }
 
-/* At the opening quote.  Decoded output never outgrows the input. */
+int json_utf8_seq(const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	unsigned char lo = 0x80, hi = 0xbf;     /* the second byte's range */
+	int need;
+
+	if (n == 0)
+		return 0;
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+		need = 2;
+	} else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+		need = 3;
+		if (p[0] == 0xe0)
+			lo = 0xa0;      /* below: an overlong form */
+		else if (p[0] == 0xed)
+			hi = 0x9f;      /* above: a UTF-16 surrogate */
+	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+		need = 4;
+		if (p[0] == 0xf0)
+			lo = 0x90;      /* below: an overlong form */
+		else if (p[0] == 0xf4)
+			hi = 0x8f;      /* above: past U+10FFFF */
+	} else {
+		return -1;      /* a continuation byte, C0, C1 or F5..FF */
+	}
+	for (int i = 1; i < need; i++) {
+		if ((size_t)i >= n)
+			return 0;
+		if (p[i] < (i == 1 ? lo : 0x80) || p[i] > (i == 1 ? hi : 0xbf))
+			return -1;
+	}
+	return need;
+}
+
+/* After "\u" and a high surrogate's four digits: the low half must follow
+ * as another \uXXXX.  Its code unit, JSON_INCOMPLETE, or
+ * JSON_BAD_SURROGATE as soon as what is there cannot become one. */
+static long low_surrogate(const char *p, const char *end)
+{
+	static const char want[] = "\\u";
+	long lo;
+
+	for (int i = 0; i < 2; i++) {
+		if (p + i >= end)
+			return JSON_INCOMPLETE;
+		if (p[i] != want[i])
+			return JSON_BAD_SURROGATE;
+	}
+	if (end - p < 6) {
+		for (const char *q = p + 2; q < end; q++)
+			if (hexval(*q) < 0)
+				return JSON_SYNTAX;
+		return JSON_INCOMPLETE;
+	}
+	lo = hex4(p + 2);
+	if (lo < 0)
+		return JSON_SYNTAX;
+	if (lo < 0xdc00 || lo > 0xdfff)
+		return JSON_BAD_SURROGATE;
+	return lo;
+}
+
+/* At the opening quote.  Decoded output never outgrows the input.  Raw
+ * bytes must be well-formed UTF-8 and \u escapes must pair their
+ * surrogates, so every decoded string is valid UTF-8 (NUL included) and
+ * can be quoted back in a reply.  On an error ps->p is left at the
+ * offending byte. */
 static int parse_string(struct parser *ps, struct json_val *v)
 {
 	char *out = ps->scratch;
@@ -80,6 +148,7 @@ static int parse_string(struct parser *ps, struct json_val *v)
 	v->str = out;
 	ps->p++;
 	for (;;) {
+		const char *at = ps->p;
 		unsigned char c;
 
 		if (ps->p >= ps->end)
@@ -87,8 +156,23 @@ static int parse_string(struct parser *ps, struct json_val *v)
 		c = (unsigned char)*ps->p++;
 		if (c == '"')
 			break;
-		if (c < 0x20)
+		if (c < 0x20) {
+			ps->p = at;
 			return JSON_SYNTAX;
+		}
+		if (c >= 0x80) {
+			int n = json_utf8_seq(at, (size_t)(ps->end - at));
+
+			if (n == 0)
+				return JSON_INCOMPLETE;
+			ps->p = at;
+			if (n < 0)
+				return JSON_BAD_UTF8;
+			memcpy(out, at, (size_t)n);
+			out += n;
+			ps->p += n;
+			continue;
+		}
 		if (c != '\\') {
 			*out++ = (char)c;
 			continue;
@@ -108,22 +192,33 @@ static int parse_string(struct parser *ps, struct json_val *v)
 		case 'u': {
 			long cp, lo;
 
-			if (ps->end - ps->p < 4)
+			if (ps->end - ps->p < 4) {
+				for (const char *q = ps->p; q < ps->end; q++) {
+					if (hexval(*q) < 0) {
+						ps->p = at;
+						return JSON_SYNTAX;
+					}
+				}
 				return JSON_INCOMPLETE;
+			}
 			cp = hex4(ps->p);
-			if (cp < 0)
+			if (cp < 0) {
+				ps->p = at;
 				return JSON_SYNTAX;
+			}
+			if (cp >= 0xdc00 && cp <= 0xdfff) {
+				ps->p = at;
+				return JSON_BAD_SURROGATE;      /* a lone low half */
+			}
 			ps->p += 4;
-			if (cp >= 0xdc00 && cp <= 0xdfff)
-				return JSON_SYNTAX;     /* a lone low surrogate */
 			if (cp >= 0xd800 && cp <= 0xdbff) {
-				if (ps->end - ps->p < 6)
+				lo = low_surrogate(ps->p, ps->end);
+				if (lo == JSON_INCOMPLETE)
 					return JSON_INCOMPLETE;
-				if (ps->p[0] != '\\' || ps->p[1] != 'u')
-					return JSON_SYNTAX;
-				lo = hex4(ps->p + 2);
-				if (lo < 0xdc00 || lo > 0xdfff)
-					return JSON_SYNTAX;
+				if (lo < 0) {
+					ps->p = at;
+					return (int)lo;
+				}
 				ps->p += 6;
 				cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
 			}
@@ -133,6 +228,7 @@ static int parse_string(struct parser *ps, struct json_val *v)
 			break;
 		}
 		default:
+			ps->p = at;
 			return JSON_SYNTAX;
 		}
 	}
@@ -309,9 +405,9 @@ int json_parse(const char *buf, size_t len, struct json_val *vals, size_t max_va
 	if (len > UINT32_MAX / 2)
 		return JSON_TOO_MANY;
 	rc = parse_value(&ps, 0);
+	*consumed = (size_t)(ps.p - buf);
 	if (rc)
 		return rc;
-	*consumed = (size_t)(ps.p - buf);
 	return (int)ps.nvals;
 }
 
@@ -322,6 +418,8 @@ const char *json_status_str(int status)
 	case JSON_SYNTAX: return "invalid JSON";
 	case JSON_TOO_MANY: return "too many JSON values";
 	case JSON_TOO_DEEP: return "JSON nested too deeply";
+	case JSON_BAD_UTF8: return "invalid UTF-8 in a string";
+	case JSON_BAD_SURROGATE: return "a \\u escape of an unpaired UTF-16 surrogate";
 	default: return "JSON error";
 	}
 }
@@ -464,6 +562,8 @@ void jw_obj_end(struct json_writer *w) { close_(w, '}'); }
 void jw_arr_begin(struct json_writer *w) { open_(w, '['); }
 void jw_arr_end(struct json_writer *w) { close_(w, ']'); }
 
+/* s[0..n) as a JSON string.  Bytes that are not UTF-8 (which no parsed
+ * string holds) each become U+FFFD. */
 static void put_escaped(struct json_writer *w, const char *s, size_t n)
 {
 	size_t start = 0;
@@ -473,6 +573,19 @@ static void put_escaped(struct json_writer *w, const char *s, size_t n)
 		unsigned char c = (unsigned char)s[i];
 		char esc[8];
 
+		if (c >= 0x80) {
+			int len = json_utf8_seq(s + i, n - i);
+
+			if (len > 0) {
+				i += (size_t)len - 1;
+				continue;
+			}
+			/* Not ours to pass on: a reply must stay valid JSON. */
+			put(w, s + start, i - start);
+			put(w, "\\ufffd", 6);
+			start = i + 1;
+			continue;
+		}
 		if (c >= 0x20 && c != '"' && c != '\\')
 			continue;
 		put(w, s + start, i - start);

@@ -25,7 +25,11 @@
 #define JSON_MAX_CONFIG        (1024 * 1024) /* bytes in a -c config file */
 #define JSON_MAX_CONFIG_VALUES (64 * 1024)  /* values in a config file */
 #define JSON_MAX_RESPONSE      (1024 * 1024) /* bytes in one response */
-#define JSONRPC_MAX_CONNS      64           /* RPC clients connected at once */
+#define JSONRPC_MAX_CONNS      64           /* RPC clients connected at once; one
+						 * more closes the one that has
+						 * waited on its client longest */
+#define JSONRPC_STALL_LIMIT_DEFAULT 10      /* seconds a client may take to send
+						 * the rest of a request (-H) */
 #define JSONRPC_MAX_ID_LEN     128          /* bytes of a request's "id" */
 #define JSONRPC_MAX_METHOD_LEN 63           /* bytes of a method name */
 #define JSONRPC_MAX_ERROR_MSG  256          /* bytes of an error message */
@@ -55,17 +59,27 @@ enum json_status {
 	JSON_SYNTAX = -2,       /* not JSON */
 	JSON_TOO_MANY = -3,     /* more values than the array holds */
 	JSON_TOO_DEEP = -4,     /* nested deeper than JSON_MAX_DEPTH */
+	JSON_BAD_UTF8 = -5,     /* a string's raw bytes are not UTF-8 (RFC 3629:
+				 * no overlong form, surrogate or code point
+				 * above U+10FFFF) */
+	JSON_BAD_SURROGATE = -6,/* \u escapes a surrogate that has no pair */
 };
 
 /*
  * Parse the first JSON value of buf[0..len) (leading whitespace skipped).
  * Returns the number of values stored (>= 1) and sets *consumed to the
- * offset just past the value, or a negative enum json_status.  A number
- * that runs to the end of the input counts as incomplete.
+ * offset just past the value, or a negative enum json_status and sets
+ * *consumed to the offset of the offending byte (for a message).  A number
+ * that runs to the end of the input counts as incomplete.  Every string
+ * stored is valid UTF-8.
  */
 int json_parse(const char *buf, size_t len, struct json_val *vals, size_t max_vals,
 	       char *scratch, size_t *consumed);
 const char *json_status_str(int status);
+
+/* The length of the well-formed UTF-8 sequence at s[0..n): 1..4, 0 when
+ * n ends inside one that could still be well-formed, -1 when it is not. */
+int json_utf8_seq(const char *s, size_t n);
 
 /* The value after v and everything nested in it: its next sibling. */
 static inline const struct json_val *json_next(const struct json_val *v)
@@ -103,6 +117,8 @@ void jw_obj_end(struct json_writer *w);
 void jw_arr_begin(struct json_writer *w);
 void jw_arr_end(struct json_writer *w);
 void jw_key(struct json_writer *w, const char *key);
+/* Strings are quoted with escapes; a byte that is not part of well-formed
+ * UTF-8 is written as U+FFFD, so the document stays valid JSON. */
 void jw_str(struct json_writer *w, const char *s);
 void jw_strn(struct json_writer *w, const char *s, size_t n);
 void jw_u64(struct json_writer *w, uint64_t v);

@@ -6,13 +6,24 @@
  * requests of one connection run and reply in order.  The parse area is
  * shared by every connection: everything here runs on reactor 0, and a
  * handler decodes its params before it returns.
+ *
+ * Clients cannot lock each other out.  A client that sends part of a
+ * request and stops is closed after the stall limit (-H); and when all
+ * JSONRPC_MAX_CONNS places are taken, a new client takes the place of the
+ * one that has waited on its client longest (no request running).  When
+ * the process runs out of descriptors, one held in reserve lets one more
+ * client in, so an operator can still reach a target whose NBD clients
+ * took every descriptor; beyond that the listener rests until a client
+ * leaves, or a second has passed, rather than spinning on accept().
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -32,6 +43,8 @@
 
 #define JSONRPC_MAX_OUTPUT (4 * JSON_MAX_RESPONSE) /* unread replies per client */
 #define JSONRPC_MAX_LINGER (1024 * 1024) /* input discarded before a close */
+#define JSONRPC_TICK_NS    1000000000ull /* stall sweep; accept retry */
+#define JSONRPC_WARN_NS    10000000000ull /* between two accept warnings */
 
 struct rpc_conn {
 	int fd;
@@ -47,6 +60,9 @@ struct rpc_conn {
 	bool lingering;                 /* output done; discarding input until EOF */
 	size_t discarded;
 	bool dead;                      /* fd gone; free when busy finishes */
+	uint64_t owed_since;            /* waiting on the client since (0: not) */
+	uint64_t progress;              /* when it connected or last finished a
+					 * request, as a sequence number */
 	struct rpc_conn *next;
 };
 
@@ -73,9 +89,17 @@ static char listen_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static struct rpc_conn *conns;
 static unsigned nconns;
 static uint64_t request_ids;
+static uint64_t progress_seq;
+static unsigned stall_limit_s = JSONRPC_STALL_LIMIT_DEFAULT;
+static struct reactor_timer *tick;
+static bool accept_paused;
+static int reserve_fd = -1;
+static struct log_limit accept_warn = LOG_LIMIT_INIT(JSONRPC_WARN_NS);
 
 static void process_input(struct rpc_conn *c);
 static void conn_update_events(struct rpc_conn *c);
+static void accept_resume(void);
+static void reserve_take(void);
 
 uint64_t jsonrpc_request_count(void)
 {
@@ -121,6 +145,20 @@ static void conn_close(struct rpc_conn *c)
 	if (!c->busy && send_msg(reactor_self(), conn_free_msg, c) != 0)
 		log_warn("rpc: out of memory; leaking a closed connection");
 	/* else: freed when its request finishes (jsonrpc_request_finish). */
+	/* A descriptor is free again: the reserve first, then new clients. */
+	reserve_take();
+	accept_resume();
+}
+
+/* Run the stall clock while the connection waits on its client, for the
+ * rest of a request or to read its last reply and leave; stop it while a
+ * request runs or the client is idle between requests. */
+static void conn_stall_clock(struct rpc_conn *c)
+{
+	if (!(c->closing || (!c->busy && c->inlen > 0)))
+		c->owed_since = 0;
+	else if (!c->owed_since)
+		c->owed_since = now_ns();
 }
 
 static void conn_flush(struct rpc_conn *c)
@@ -241,6 +279,7 @@ void jsonrpc_request_finish(struct rpc_request *req, int code, const char *text,
 		if (!req->notify && !c->dead)
 			conn_queue(c, text, len);
 		c->busy = NULL;
+		c->progress = ++progress_seq;
 		if (c->dead) {
 			/* Closed while busy: nobody else will free it.  Later, since
 			 * process_input may be up the stack. */
@@ -385,10 +424,12 @@ void jsonrpc_call(const char *method, const struct json_val *params,
 	jsonrpc_dispatch(req, params);
 }
 
+/* A request is used up: what follows is the next one, timed anew. */
 static void consume(struct rpc_conn *c, size_t used)
 {
 	memmove(c->in, c->in + used, c->inlen - used);
 	c->inlen -= used;
+	c->owed_since = 0;
 }
 
 /* Parse and run what is buffered, one request at a time. */
@@ -456,6 +497,7 @@ static void process_input(struct rpc_conn *c)
 			consume(c, used);
 	}
 	if (!c->dead) {
+		conn_stall_clock(c);
 		if (c->closing || (c->eof && !c->busy && c->inlen == 0))
 			conn_flush(c);
 		else
@@ -503,39 +545,143 @@ static void conn_event(void *ctx, uint32_t events)
 	}
 }
 
+/* Hold one descriptor back (see the top of the file); quietly not, when
+ * none is free: the next close or tick tries again. */
+static void reserve_take(void)
+{
+	if (reserve_fd < 0 && listen_fd >= 0)
+		reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+static void accept_pause(int err)
+{
+	struct rlimit rl = { 0, 0 };
+
+	getrlimit(RLIMIT_NOFILE, &rl);
+	log_limited(&accept_warn, LOG_WARN,
+		    "rpc: accept: %s (%u clients connected, soft fd limit %llu); new clients "
+		    "wait until a descriptor is free", strerror(err), nconns,
+		    (unsigned long long)rl.rlim_cur);
+	if (accept_paused)
+		return;
+	if (reactor_fd_modify(listen_watch, 0) == 0)
+		accept_paused = true;
+	if (!stall_limit_s)
+		reactor_timer_set(tick, JSONRPC_TICK_NS, 0);
+}
+
+static void accept_resume(void)
+{
+	if (!accept_paused || listen_fd < 0)
+		return;
+	if (reactor_fd_modify(listen_watch, EPOLLIN) == 0)
+		accept_paused = false;
+}
+
+/* With every place taken: the connection that has waited on its client
+ * longest, or NULL when each is running a request. */
+static struct rpc_conn *stalled_longest(void)
+{
+	struct rpc_conn *best = NULL;
+
+	for (struct rpc_conn *c = conns; c; c = c->next)
+		if (!c->busy && (!best || c->progress < best->progress))
+			best = c;
+	return best;
+}
+
+static bool conn_make_room(void)
+{
+	struct rpc_conn *victim;
+
+	if (nconns < JSONRPC_MAX_CONNS)
+		return true;
+	victim = stalled_longest();
+	if (!victim) {
+		log_warn("rpc: %d clients connected, each running a request; refusing one more",
+			 JSONRPC_MAX_CONNS);
+		return false;
+	}
+	log_info("rpc: %d clients connected; closing fd %d, which has waited longest "
+		 "(%zu bytes of a request held, %s), to let a new one in", JSONRPC_MAX_CONNS,
+		 victim->fd, victim->inlen, victim->closing ? "its last reply unread" :
+		 victim->inlen ? "the rest not sent" : "idle");
+	conn_close(victim);
+	return true;
+}
+
+/* accept() takes a descriptor before it looks at the backlog, so EMFILE
+ * means a client waits only on the first try, when epoll said one does. */
 static void accept_event(void *ctx, uint32_t events)
 {
-	for (;;) {
+	for (bool first = true;; first = false) {
 		int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct rpc_conn *c;
 
 		if (fd < 0) {
-			if (errno != EAGAIN && errno != EINTR)
-				log_warn("rpc: accept: %s", strerror(errno));
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno == EAGAIN || !first)
+				return;
+			if ((errno == EMFILE || errno == ENFILE) && reserve_fd >= 0) {
+				close(reserve_fd);      /* for this client */
+				reserve_fd = -1;
+				continue;
+			}
+			accept_pause(errno);
 			return;
 		}
-		if (nconns >= JSONRPC_MAX_CONNS) {
-			log_warn("rpc: %d clients already connected; refusing one more",
-				 JSONRPC_MAX_CONNS);
+		if (!conn_make_room()) {
 			close(fd);
+			reserve_take();
 			continue;
 		}
 		c = calloc(1, sizeof(*c));
 		if (!c) {
 			close(fd);
+			reserve_take();
 			continue;
 		}
 		c->fd = fd;
+		c->progress = ++progress_seq;
 		c->watch = reactor_fd_add(fd, EPOLLIN, conn_event, c);
 		if (!c->watch) {
 			close(fd);
 			free(c);
+			reserve_take();
 			continue;
 		}
 		c->next = conns;
 		conns = c;
 		nconns++;
 	}
+}
+
+/* Once a second (while the stall limit is on, or the listener rests). */
+static void tick_event(void *ctx)
+{
+	uint64_t now = now_ns();
+	uint64_t limit = (uint64_t)stall_limit_s * 1000000000ull;
+	struct rpc_conn *c = conns;
+
+	while (c && stall_limit_s) {
+		struct rpc_conn *next = c->next;
+
+		if (c->owed_since && now - c->owed_since >= limit) {
+			log_info("rpc: closing fd %d: %s within %u s (%zu bytes of a request held)",
+				 c->fd, c->closing ? "its last reply was not read" :
+				 "the rest of its request did not come", stall_limit_s, c->inlen);
+			conn_close(c);
+		}
+		c = next;
+	}
+	reserve_take();
+	accept_resume();
+}
+
+void jsonrpc_set_stall_limit(unsigned seconds)
+{
+	stall_limit_s = seconds;
 }
 
 int jsonrpc_listen(const char *path)
@@ -555,20 +701,25 @@ int jsonrpc_listen(const char *path)
 		close(fd);
 		return rc;
 	}
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 16) < 0) {
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, JSONRPC_MAX_CONNS) < 0) {
 		rc = -errno;
 		close(fd);
 		return rc;
 	}
-	listen_watch = reactor_fd_add(fd, EPOLLIN, accept_event, NULL);
+	tick = reactor_timer_add(stall_limit_s ? JSONRPC_TICK_NS : 0,
+				 stall_limit_s ? JSONRPC_TICK_NS : 0, tick_event, NULL);
+	listen_watch = tick ? reactor_fd_add(fd, EPOLLIN, accept_event, NULL) : NULL;
 	if (!listen_watch) {
 		rc = -errno;
+		reactor_timer_remove(tick);
+		tick = NULL;
 		close(fd);
 		unlink(path);
 		return rc;
 	}
 	listen_fd = fd;
 	strcpy(listen_path, path);
+	reserve_take();
 	return 0;
 }
 
@@ -579,6 +730,12 @@ void jsonrpc_stop(void)
 		close(listen_fd);
 		unlink(listen_path);
 		listen_fd = -1;
+	}
+	reactor_timer_remove(tick);
+	tick = NULL;
+	if (reserve_fd >= 0) {
+		close(reserve_fd);
+		reserve_fd = -1;
 	}
 	while (conns) {
 		struct rpc_conn *c = conns;

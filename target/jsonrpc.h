@@ -91,6 +91,12 @@ extern const struct rpc_method rpc_workload_methods[];
 extern const struct rpc_method rpc_target_methods[];
 extern const struct rpc_method rpc_trace_methods[];
 
+/* Close a client that has sent part of a request and not the rest, or
+ * that was sent its last reply and has neither read it nor left, this
+ * many seconds later (0: never).  An idle client, between requests, is
+ * not timed.  Before jsonrpc_listen(). */
+void jsonrpc_set_stall_limit(unsigned seconds);
+
 int jsonrpc_listen(const char *path);
 /* Close the listener and every connection (replies still pending are
  * dropped; their requests finish without a client), remove the socket. */

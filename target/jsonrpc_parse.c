@@ -54,7 +54,7 @@ int jsonrpc_parse_request(const char *buf, size_t len, struct json_val *vals, si
 	if (n == JSON_INCOMPLETE)
 		return JSONRPC_MORE;
 	if (n < 0) {
-		set_err(err, errlen, "parse error: %s", json_status_str(n));
+		set_err(err, errlen, "parse error: %s at byte %zu", json_status_str(n), *consumed);
 		return JSONRPC_PARSE_ERROR;
 	}
 	top = &vals[0];

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -225,4 +226,29 @@ void log_msg(enum log_level level, const char *fmt, ...)
 		n = sizeof(line) - 2;
 	line[n++] = '\n';
 	log_emit(level, line, (size_t)n);
+}
+
+void log_limited(struct log_limit *ll, enum log_level level, const char *fmt, ...)
+{
+	char text[LOG_LINE_MAX];
+	struct timespec ts;
+	uint64_t now;
+	va_list ap;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	if (now < ll->next_ns) {
+		ll->suppressed++;
+		return;
+	}
+	ll->next_ns = now + ll->interval_ns;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	if (ll->suppressed)
+		log_msg(level, "%s (%llu more since the last such line)", text,
+			(unsigned long long)ll->suppressed);
+	else
+		log_msg(level, "%s", text);
+	ll->suppressed = 0;
 }

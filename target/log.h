@@ -8,6 +8,7 @@
 #define BLKTGT_LOG_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 
@@ -28,6 +29,20 @@ void log_set_level(enum log_level level);
 
 __attribute__((format(printf, 2, 3)))
 void log_msg(enum log_level level, const char *fmt, ...);
+
+/* A condition that can recur thousands of times a second (an accept that
+ * fails) is logged at most once per interval: the first time at once,
+ * later times counted, and the count added to the next line it logs.
+ * One per condition, used from one thread. */
+struct log_limit {
+	uint64_t interval_ns;
+	uint64_t next_ns;               /* nothing is logged before this */
+	uint64_t suppressed;            /* since the last line */
+};
+#define LOG_LIMIT_INIT(interval_ns) { (interval_ns), 0, 0 }
+
+__attribute__((format(printf, 3, 4)))
+void log_limited(struct log_limit *ll, enum log_level level, const char *fmt, ...);
 
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
 #define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -31,6 +32,7 @@
 #include "jsonrpc.h"
 #include "log.h"
 #include "nbd.h"
+#include "nbd_proto.h"
 #include "probekit_version.h"
 #include "reactor.h"
 #include "target.h"
@@ -136,6 +138,55 @@ static void clock_tick_start(void)
 	clock_timer = reactor_timer_add(clock_tick_ns, 0, clock_tick, NULL);
 	if (!clock_timer)       /* not fatal: conversions use the start-up slope */
 		log_warn("trace ring: no clock calibration tick: %s", strerror(errno));
+}
+
+/* --- descriptors -------------------------------------------------------- */
+
+/* Descriptors besides connections, file bdevs and the reactors' own: stdio,
+ * listeners, signalfd, timers, the trace ring file, the RPC reserve. */
+#define FD_FIXED 32
+
+/*
+ * Each connection and each file bdev holds a descriptor, and a soft limit
+ * of 1024 (a common default) is less than the caps allow; at the limit
+ * accept() fails and clients wait in the backlog.  So raise the soft
+ * limit as far as the caps need, up to the hard limit, and say what
+ * happened either way, since only the hard limit can explain a shortfall.
+ */
+static void fd_limit_raise(void)
+{
+	rlim_t need = NBD_MAX_CONNECTIONS + JSONRPC_MAX_CONNS + BDEV_MAX_COUNT +
+		      2 * opt.threads + FD_FIXED;
+	struct rlimit rl;
+	rlim_t was;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+		log_warn("fd limit: getrlimit: %s", strerror(errno));
+		return;
+	}
+	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need)
+		return;
+	was = rl.rlim_cur;
+	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need ? need : rl.rlim_max;
+	if (rl.rlim_cur > was && setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+		log_warn("fd limit: cannot raise the soft limit from %llu to %llu: %s",
+			 (unsigned long long)was, (unsigned long long)rl.rlim_cur,
+			 strerror(errno));
+		rl.rlim_cur = was;
+	}
+	if (rl.rlim_cur >= need) {
+		log_info("fd limit: soft limit raised from %llu to %llu, for %d NBD and %d RPC "
+			 "connections and %d file bdevs", (unsigned long long)was,
+			 (unsigned long long)need, NBD_MAX_CONNECTIONS, JSONRPC_MAX_CONNS,
+			 BDEV_MAX_COUNT);
+		return;
+	}
+	log_warn("fd limit: %llu (hard limit %llu), below the %llu that %d NBD and %d RPC "
+		 "connections and %d file bdevs need; past it new clients wait for a free "
+		 "descriptor (raise the hard limit: ulimit -Hn, or LimitNOFILE=)",
+		 (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max,
+		 (unsigned long long)need, NBD_MAX_CONNECTIONS, JSONRPC_MAX_CONNS,
+		 BDEV_MAX_COUNT);
 }
 
 /* --- shutdown ---------------------------------------------------------- */
@@ -330,7 +381,7 @@ static int config_load(const char *path)
 	rc = json_parse(config.text, len, config.vals, JSON_MAX_CONFIG_VALUES, config.scratch,
 			&used);
 	if (rc < 0) {
-		log_error("%s: %s", path, json_status_str(rc));
+		log_error("%s: %s at byte %zu", path, json_status_str(rc), used);
 		return -EINVAL;
 	}
 	for (; used < len; used++) {
@@ -458,8 +509,9 @@ static void usage(FILE *f)
 		"  -L HOST:PORT NBD TCP listener (default %s:%d; port 0 picks one;\n"
 		"               'none' for no TCP listener)\n"
 		"  -U PATH      NBD unix socket listener (default none)\n"
-		"  -H SECONDS   close NBD clients still negotiating after this long\n"
-		"               (default %d; 0: no limit)\n"
+		"  -H SECONDS   close NBD clients still negotiating, and RPC clients that\n"
+		"               sent part of a request, after this long (default %d;\n"
+		"               0: no limit)\n"
 		"  -s PATH      JSON-RPC unix socket (default %s)\n"
 		"  -c FILE      JSON array of {\"method\", \"params\"} calls applied at start\n"
 		"  -e GROUPS    record trace ring groups (bdev,nbd,...; all; help lists them)\n"
@@ -572,6 +624,7 @@ static void parse_args(int argc, char **argv)
 				bad_usage("-H %s: expected seconds, 0..%d (0: no limit)", optarg,
 					  NBD_HANDSHAKE_LIMIT_MAX);
 			nbd_set_handshake_limit((unsigned)v);
+			jsonrpc_set_stall_limit((unsigned)v);
 			break;
 		case 'e':
 			c = trace_parse_enable(optarg);
@@ -620,6 +673,7 @@ int main(int argc, char **argv)
 	if (log_start() != 0)
 		log_warn("log lines go straight to stderr: no writer thread");
 	atexit(log_stop);
+	fd_limit_raise();
 
 	set_state(TARGET_THREADS);
 	rc = reactors_init(opt.threads);

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -48,6 +49,8 @@
 #define NBD_MAX_LISTENERS   8    /* -L and -U, with room to spare */
 #define NBD_LISTEN_BACKLOG  128
 #define NBD_ACCEPT_BATCH    16   /* accepts per listener callback */
+#define NBD_ACCEPT_RETRY_NS 1000000000ull   /* a resting listener tries again */
+#define NBD_WARN_NS         10000000000ull  /* between two accept warnings */
 #define NBD_RECV_PASSES     4    /* recv()s per callback while data keeps coming */
 #define NBD_PEER_MAX        128
 #define NBD_DESC_MAX        128
@@ -151,10 +154,16 @@ static unsigned next_reactor = 1;       /* round robin, reactor 0 */
 static atomic_bool shutting_down;
 static unsigned handshake_limit_s = NBD_HANDSHAKE_LIMIT_DEFAULT;
 static struct reactor_timer *sweep_timer;   /* reactor 0: the handshake limit */
+static struct reactor_timer *retry_timer;   /* reactor 0: resting listeners */
+static bool accept_resting;                 /* reactor 0 */
+static atomic_bool accept_wanted;           /* a closed fd should wake them */
+static struct log_limit accept_warn = LOG_LIMIT_INIT(NBD_WARN_NS);
+static struct log_limit refuse_warn = LOG_LIMIT_INIT(NBD_WARN_NS);
 static void (*shutdown_done)(void *ctx);
 static void *shutdown_ctx;
 
 static void conn_check(struct nbd_conn *c);
+static void listeners_wake(void *ctx);
 static void conn_tx_cb(void *ctx, uint32_t events);
 static void conn_parse(struct nbd_conn *c);
 
@@ -704,6 +713,10 @@ static void conn_kill(struct nbd_conn *c, const char *why)
 	}
 	close(c->fd);
 	c->fd = -1;
+	/* Listeners resting for want of a descriptor may take this one. */
+	if (atomic_exchange(&accept_wanted, false) &&
+	    send_msg(reactor_get(0), listeners_wake, NULL) != 0)
+		log_warn("nbd: out of memory; listeners wait for their retry timer");
 	while (c->txq_head) {
 		struct nbd_req *r = c->txq_head;
 
@@ -1059,10 +1072,51 @@ static unsigned open_connections(void)
 	return (unsigned)(counter_get(&total_connections) - closed);
 }
 
+/*
+ * Out of descriptors (EMFILE, ENFILE) or kernel memory, accept() fails
+ * at once for as long as a connection waits in the backlog, and a
+ * level-triggered listener would spin on it.  So the listeners rest (no
+ * events) until a connection closes or NBD_ACCEPT_RETRY_NS has passed
+ * (a descriptor freed elsewhere, such as by an RPC client), and say so at
+ * most once per NBD_WARN_NS.  Waiting clients stay in the backlog.
+ */
+static void listeners_rest(int err)
+{
+	struct rlimit rl = { 0, 0 };
+
+	getrlimit(RLIMIT_NOFILE, &rl);
+	log_limited(&accept_warn, LOG_WARN,
+		    "nbd: accept: %s (%u connections open, soft fd limit %llu); new clients "
+		    "wait until a connection closes", strerror(err), open_connections(),
+		    (unsigned long long)rl.rlim_cur);
+	if (accept_resting)
+		return;
+	for (unsigned i = 0; i < nlisteners; i++)
+		reactor_fd_modify(listeners[i].w, 0);
+	accept_resting = true;
+	reactor_timer_set(retry_timer, NBD_ACCEPT_RETRY_NS, 0);
+	atomic_store(&accept_wanted, true);
+}
+
+/* Reactor 0, as a message from a closing connection or the retry timer. */
+static void listeners_wake(void *ctx)
+{
+	if (!accept_resting || atomic_load(&shutting_down))
+		return;
+	atomic_store(&accept_wanted, false);
+	accept_resting = false;
+	reactor_timer_set(retry_timer, 0, 0);
+	for (unsigned i = 0; i < nlisteners; i++)
+		reactor_fd_modify(listeners[i].w, EPOLLIN);
+}
+
 static void listener_cb(void *ctx, uint32_t events)
 {
 	struct listener *l = ctx;
 
+	/* accept() takes a descriptor before it looks at the backlog, so it
+	 * fails with EMFILE on an empty backlog too: only a failure on the
+	 * first try, when epoll said a client waits, means one does. */
 	for (int i = 0; i < NBD_ACCEPT_BATCH; i++) {
 		struct sockaddr_storage ss;
 		socklen_t sl = sizeof(ss);
@@ -1072,15 +1126,25 @@ static void listener_cb(void *ctx, uint32_t events)
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
-			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				log_warn("nbd: accept: %s", strerror(errno));
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
+				if (i == 0)
+					listeners_rest(errno);
+			} else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+				log_limited(&accept_warn, LOG_WARN, "nbd: accept: %s",
+					    strerror(errno));
+			}
 			return;
 		}
 		if (atomic_load(&shutting_down) ||
 		    open_connections() >= NBD_MAX_CONNECTIONS) {
-			log_warn("nbd: refusing a connection: %s",
-				 atomic_load(&shutting_down) ? "shutting down"
-							     : "too many connections");
+			if (atomic_load(&shutting_down))
+				log_limited(&refuse_warn, LOG_WARN,
+					    "nbd: refusing a connection: shutting down");
+			else
+				log_limited(&refuse_warn, LOG_WARN,
+					    "nbd: refusing a connection: %d open, the most allowed",
+					    NBD_MAX_CONNECTIONS);
 			close(fd);
 			continue;
 		}
@@ -1142,6 +1206,9 @@ static int listener_add(int fd, bool tcp, const char *path)
 	rc = handshake_sweep_start();
 	if (rc)
 		return rc;
+	/* Now: when it is needed, there may be no descriptor for a timerfd. */
+	if (!retry_timer && !(retry_timer = reactor_timer_add(0, 0, listeners_wake, NULL)))
+		return -errno;
 	memset(l, 0, sizeof(*l));
 	l->fd = fd;
 	l->tcp = tcp;
@@ -1299,6 +1366,10 @@ void nbd_shutdown(void (*done)(void *ctx), void *ctx)
 	nlisteners = 0;
 	reactor_timer_remove(sweep_timer);
 	sweep_timer = NULL;
+	reactor_timer_remove(retry_timer);
+	retry_timer = NULL;
+	accept_resting = false;
+	atomic_store(&accept_wanted, false);
 	shutdown_done = done;
 	shutdown_ctx = ctx;
 	if (for_each_thread(shutdown_step, NULL, shutdown_finish) < 0) {

@@ -905,3 +905,122 @@ def test_export_delete_races_clients(target):
     # Both outcomes happened, so the race was really exercised.
     assert acks > 0 and refused > 0, (acks, refused)
     assert target.rpc("bdev_delete", name="rb") is not None
+
+
+# --- descriptor limits -----------------------------------------------------
+
+def limited(blktgt_bin, tmp_path, nofile):
+    """A script that runs blktgt under prlimit --nofile=SOFT:HARD.  exec
+    keeps the PID, so the running line names the script's own."""
+    path = tmp_path / "blktgt-limited"
+    path.write_text(f'#!/bin/sh\nexec prlimit --nofile={nofile} {blktgt_bin} "$@"\n')
+    path.chmod(0o755)
+    return str(path)
+
+
+def cpu_seconds(pid):
+    """User plus system CPU time of every thread of pid, from /proc/PID/stat
+    (utime and stime, the 14th and 15th fields)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def greeting_or_eof(sock):
+    """The first 8 bytes the server sends, or b"" when it closes first."""
+    data = b""
+    try:
+        while len(data) < 8:
+            chunk = sock.recv(8 - len(data))
+            if not chunk:
+                return b""
+            data += chunk
+    except ConnectionResetError:
+        return b""
+    return data
+
+
+def rest_until_close(sock):
+    """What the server still sends before it closes the connection."""
+    data = b""
+    try:
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return data
+            data += chunk
+    except ConnectionResetError:
+        return data
+
+
+def test_soft_fd_limit_is_raised_for_the_connection_cap(blktgt_bin, tmp_path):
+    """Under a soft limit of 1024 (a common default) 1024 NBD clients need
+    more descriptors than there are: blktgt raises the soft limit, up to
+    the hard one, says so, and then takes exactly its 1024 clients and
+    refuses the 5 beyond (not EMFILE at about 1010)."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1200:
+        soft = min(hard, 4096)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    if soft < 1200:
+        pytest.skip(f"this test holds 1029 sockets; its own fd limit is {soft}")
+    t = probekit.Target(limited(blktgt_bin, tmp_path, "1024:8192"), tmp_path,
+                        extra=["-H", "0"]).start()
+    clients = []
+    try:
+        m = t.out.wait_for(r"fd limit: soft limit raised from 1024 to (\d+), for 1024 NBD "
+                           r"and 64 RPC connections")
+        with open(f"/proc/{t.pid}/limits") as f:
+            lim = re.search(r"Max open files\s+(\d+)\s+(\d+)", f.read())
+        assert (int(lim.group(1)), int(lim.group(2))) == (int(m.group(1)), 8192)
+        for _ in range(1024 + 5):
+            clients.append(socket.create_connection(("127.0.0.1", t.port), timeout=TIMEOUT))
+        # The backlog is first in, first out: the last five are the refused.
+        got = [greeting_or_eof(c) for c in clients]
+        assert got == [b"NBDMAGIC"] * 1024 + [b""] * 5
+        assert stats(t)["nbd_connections"] == 1024
+        t.out.wait_for(r"nbd: refusing a connection: 1024 open, the most allowed")
+    finally:
+        for c in clients:
+            c.close()
+        t.stop()
+
+
+def test_out_of_descriptors_the_listener_rests(blktgt_bin, tmp_path):
+    """Under a hard limit of 64 the limit cannot be raised, so NBD clients
+    take every descriptor and accept() fails with EMFILE while 7 more wait
+    in the backlog.  blktgt must not spin on it: it warns once, its CPU time
+    stays small for the seconds until -H 3 closes the clients it has, RPC
+    still answers, and the 7 are taken as soon as those connections close."""
+    waiting = 7
+    t = probekit.Target(limited(blktgt_bin, tmp_path, "64:64"), tmp_path,
+                        extra=["-H", "3"]).start()
+    clients = []
+    try:
+        t.out.wait_for(r"fd limit: 64 \(hard limit 64\), below the \d+ that 1024 NBD and "
+                       r"64 RPC connections and 1024 file bdevs need")
+        free = 64 - len(os.listdir(f"/proc/{t.pid}/fd"))
+        for _ in range(free + waiting):
+            clients.append(socket.create_connection(("127.0.0.1", t.port), timeout=TIMEOUT))
+        t.out.wait_for(r"nbd: accept: Too many open files")
+        cpu0 = cpu_seconds(t.pid)
+        # A new RPC client gets in on the descriptor held in reserve.
+        st = stats(t)
+        assert (st["nbd_connections"], st["nbd_total_connections"]) == (free, free)
+        assert [greeting_or_eof(c) for c in clients[:free]] == [b"NBDMAGIC"] * free
+        # -H 3 closes those; then the waiting ones are accepted.
+        assert [len(rest_until_close(c)) for c in clients[:free]] == [18 - 8] * free
+        assert [greeting_or_eof(c) for c in clients[free:]] == [b"NBDMAGIC"] * waiting
+        spent = cpu_seconds(t.pid) - cpu0
+        assert spent < 0.5, f"{spent:.2f} s of CPU while out of descriptors"
+        warnings = [line for line in t.out.lines if "nbd: accept:" in line]
+        assert 1 <= len(warnings) <= 2, warnings[:3]
+        assert re.search(r"nbd: accept: Too many open files \(%d connections open, soft fd "
+                         r"limit 64\); new clients wait until a connection closes" % free,
+                         warnings[0]), warnings[0]
+        assert stats(t)["nbd_total_connections"] == free + waiting
+    finally:
+        for c in clients:
+            c.close()
+        t.stop()

@@ -176,6 +176,10 @@ def test_help(blktgt_bin):
                        timeout=probekit.TIMEOUT)
     assert p.returncode == 0
     assert p.stdout.startswith("usage: blktgt [-t THREADS]")
+    # -H bounds both control paths that an idle client could hold open.
+    assert ("-H SECONDS   close NBD clients still negotiating, and RPC clients that\n"
+            "               sent part of a request, after this long (default 10;\n") \
+        in p.stdout
 
 
 def test_missing_config_file(blktgt_bin, tmp_path):

@@ -4,6 +4,8 @@ invalid params naming the param, refusals from the bdev layer)."""
 
 import json
 import os
+import random
+import re
 import socket
 import subprocess
 
@@ -156,7 +158,8 @@ def test_parse_error_closes_the_connection(target):
                                  until_close=True)
     assert closed
     assert resps == [{"jsonrpc": "2.0", "id": None,
-                      "error": {"code": -32700, "message": "parse error: invalid JSON"}}]
+                      "error": {"code": -32700,
+                                "message": "parse error: invalid JSON at byte 38"}}]
     # Truncated input: the error comes when the client ends its side.
     resps, closed = raw_exchange(target.rpc_sock, b'{"jsonrpc": "2.0", "id": 1', shut=True,
                                  until_close=True)
@@ -394,8 +397,194 @@ def test_fuzz_harness_replays_its_seeds(tmp_path):
     seeds.mkdir()
     subprocess.run([str(exe), "--seeds", str(seeds)], check=True, timeout=probekit.TIMEOUT)
     files = sorted(str(p) for p in seeds.iterdir())
-    assert len(files) == 9
+    assert len(files) == 22
     p = subprocess.run([str(exe), *files], capture_output=True, text=True,
                        timeout=probekit.TIMEOUT)
     assert p.returncode == 0, p.stderr
-    assert p.stdout == "jsonrpc_fuzz: 9 inputs replayed, no invariant broken\n"
+    assert p.stdout == "jsonrpc_fuzz: 22 inputs replayed, no invariant broken\n"
+
+
+def exchange_bytes(sock_path, data, shut=False):
+    """Send raw bytes and read every byte the server sends until it closes."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(probekit.TIMEOUT)
+        s.connect(sock_path)
+        s.sendall(data)
+        if shut:
+            s.shutdown(socket.SHUT_WR)
+        buf = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                return buf
+            buf += chunk
+
+
+def strict_replies(raw):
+    """Each reply line as JSON, after checking the bytes are UTF-8."""
+    text = raw.decode("utf-8")      # strict: raises on any bad sequence
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+BAD_UTF8 = "invalid UTF-8 in a string"
+BAD_SURROGATE = "a \\u escape of an unpaired UTF-16 surrogate"
+
+
+@pytest.mark.parametrize("data, at, what", [
+    # raw bytes that are not UTF-8, in the id, the method and a param
+    (b'{"jsonrpc":"2.0","id":"\xc0\xaf","method":"bdev_list"}', b"\xc0", BAD_UTF8),
+    (b'{"jsonrpc":"2.0","id":"\xc1\xbf","method":"bdev_list"}', b"\xc1", BAD_UTF8),
+    (b'{"jsonrpc":"2.0","id":1,"method":"\xe0\x80\xaf"}', b"\xe0", BAD_UTF8),
+    (b'{"jsonrpc":"2.0","id":1,"method":"\xe0\x9f\xbf"}', b"\xe0", BAD_UTF8),
+    (b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"name":"\xf0\x80\x80\xaf"}}',
+     b"\xf0", BAD_UTF8),
+    (b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"name":"\xf0\x8f\xbf\xbf"}}',
+     b"\xf0", BAD_UTF8),
+    (b'{"jsonrpc":"2.0","id":"\xed\xa0\x80","method":"m"}', b"\xed", BAD_UTF8),
+    (b'{"jsonrpc":"2.0","id":1,"method":"\xed\xbf\xbf"}', b"\xed", BAD_UTF8),
+    (b'{"jsonrpc":"2.0","id":1,"method":"\xf4\x90\x80\x80"}', b"\xf4", BAD_UTF8),
+    (b'{"jsonrpc":"2.0","id":1,"method":"\xf7\xbf\xbf\xbf"}', b"\xf7", BAD_UTF8),
+    (b'{"jsonrpc":"2.0","id":"\xe2\x82","method":"m"}', b"\xe2", BAD_UTF8),
+    (b'{"jsonrpc":"2.0","id":1,"method":"ab\xf0\x9f\x98x"}', b"\xf0", BAD_UTF8),
+    (b'{"jsonrpc":"2.0","id":1,"method":"a\x80"}', b"\x80", BAD_UTF8),
+    (b'{"jsonrpc":"2.0","id":1,"method":"\xbf\xbf"}', b"\xbf", BAD_UTF8),
+    (b'{"jsonrpc":"2.0","id":1,"method":"\xff"}', b"\xff", BAD_UTF8),
+    (b'{"jsonrpc":"2.0","id":1,"method":"\xc3\xa9\xfe"}', b"\xfe", BAD_UTF8),
+    # \u escapes of surrogates that have no pair
+    (b'{"jsonrpc":"2.0","id":"\\ud800","method":"m"}', b"\\ud800", BAD_SURROGATE),
+    (b'{"jsonrpc":"2.0","id":1,"method":"\\udfffx"}', b"\\udfff", BAD_SURROGATE),
+    (b'{"jsonrpc":"2.0","id":1,"method":"\\ud83d\\u0041"}', b"\\ud83d", BAD_SURROGATE),
+    (b'{"jsonrpc":"2.0","id":1,"method":"\\udbff\\ud800"}', b"\\udbff", BAD_SURROGATE),
+    (b'{"jsonrpc":"2.0","id":1,"method":"\\ude00\\ud83d"}', b"\\ude00", BAD_SURROGATE),
+])
+def test_bad_utf8_is_a_parse_error(target, data, at, what):
+    """Every reply is valid UTF-8 JSON: text that is not UTF-8 is refused
+    with -32700 naming the offset, never quoted back."""
+    resps = strict_replies(exchange_bytes(target.rpc_sock, data, shut=True))
+    assert resps == [{"jsonrpc": "2.0", "id": None, "error": {
+        "code": -32700, "message": f"parse error: {what} at byte {data.index(at)}"}}]
+    assert probekit.rpc_call(target.rpc_sock, "bdev_list") == []
+
+
+def test_good_utf8_is_quoted_back(target):
+    """Well-formed UTF-8 up to U+10FFFF, raw or as escapes (a surrogate
+    pair), reaches the method and comes back intact."""
+    name = "\u00e9\u20ac\U0001f600\U0010ffff"
+    data = ('{"jsonrpc":"2.0","id":"\u00e9\\ud83d\\ude00","method":"%s"}' % name).encode()
+    resps = strict_replies(exchange_bytes(target.rpc_sock, data, shut=True))
+    assert resps == [{"jsonrpc": "2.0", "id": "\u00e9\U0001f600", "error": {
+        "code": -32601, "message": f"method not found: {name}"}}]
+    # A truncated sequence at the end of the input waits for more, then is
+    # the end of input it is.
+    resps = strict_replies(exchange_bytes(
+        target.rpc_sock, b'{"jsonrpc":"2.0","id":1,"method":"\xf0\x9f\x98', shut=True))
+    assert resps[0]["error"] == {"code": -32700,
+                                 "message": "parse error: unexpected end of input"}
+
+
+def test_mangled_requests_get_utf8_json_replies(target):
+    """499 requests (a prime), each with random bytes put into its id,
+    method or a param: every reply is valid UTF-8 JSON, and each request
+    whose text is not UTF-8 gets -32700."""
+    rng = random.Random(1009)
+    template = '{"jsonrpc":"2.0","id":"%s","method":"%s","params":{"name":"%s"}}'
+    not_utf8 = 0
+    for _ in range(499):
+        junk = bytes(rng.randrange(0x80, 0x100) if rng.random() < 0.7
+                     else rng.choice(b"az09 ~") for _ in range(rng.randrange(1, 6)))
+        fields = [b"n", b"bdev_list", b"n"]
+        fields[rng.randrange(3)] = b"a" + junk
+        data = template.encode() % tuple(fields)
+        resps = strict_replies(exchange_bytes(target.rpc_sock, data, shut=True))
+        assert len(resps) == 1, data
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            not_utf8 += 1
+            assert resps[0]["error"]["code"] == -32700, (data, resps)
+            assert BAD_UTF8 in resps[0]["error"]["message"]
+    assert not_utf8 > 100
+
+
+def closed_by_server(sock):
+    """Wait (bounded by the socket's timeout) for the server to close sock;
+    true on end of file or reset, false if data came instead."""
+    try:
+        return sock.recv(4096) == b""
+    except ConnectionResetError:
+        return True
+
+
+def still_open(sock):
+    """Nothing to read and no end of file: the server has not closed it."""
+    sock.setblocking(False)
+    try:
+        sock.recv(4096)
+    except BlockingIOError:
+        return True
+    finally:
+        sock.setblocking(True)
+    return False
+
+
+def unix_client(path):
+    """A connected client; the connect blocks while the backlog is full
+    (a unix socket with a timeout would fail with EAGAIN instead)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    s.settimeout(probekit.TIMEOUT)
+    return s
+
+
+HALF = b'{"jsonrpc": "2.0", "id": 1, "meth'
+
+
+def test_stall_limit_closes_a_half_sent_request(blktgt_bin, tmp_path):
+    """-H 1: a client that sends half a request is closed once the limit
+    has passed; an idle client, connected before it, is not timed."""
+    t = probekit.Target(blktgt_bin, tmp_path, extra=["-H", "1"]).start()
+    try:
+        idle = unix_client(t.rpc_sock)
+        stalled = unix_client(t.rpc_sock)
+        stalled.sendall(HALF)
+        assert closed_by_server(stalled)
+        t.out.wait_for(r"rpc: closing fd \d+: the rest of its request did not come "
+                       rf"within 1 s \({len(HALF)} bytes of a request held\)")
+        assert still_open(idle)
+        idle.sendall(request("bdev_list", rid=3))
+        assert decode_all(idle.recv(65536)) == [{"jsonrpc": "2.0", "id": 3, "result": []}]
+        idle.close()
+        stalled.close()
+    finally:
+        t.stop()
+
+
+def test_stalled_clients_cannot_lock_a_real_one_out(blktgt_bin, tmp_path):
+    """All 64 places taken by clients that each sent half a request, with
+    no stall limit (-H 0): a real client still gets its answer at once, in
+    the place of the client that has waited longest."""
+    t = probekit.Target(blktgt_bin, tmp_path, extra=["-H", "0"]).start()
+    stalled = []
+    try:
+        for _ in range(64):
+            stalled.append(unix_client(t.rpc_sock))
+            stalled[-1].sendall(HALF)
+        assert probekit.rpc_call(t.rpc_sock, "bdev_list") == []
+        assert closed_by_server(stalled[0])
+        assert [still_open(s) for s in stalled[1:]] == [True] * 63
+        # Full again: the next real client takes the oldest one's place.
+        stalled.append(unix_client(t.rpc_sock))
+        stalled[-1].sendall(HALF)
+        assert probekit.rpc_call(t.rpc_sock, "target_stats")["rpc_requests"] == 2
+        assert closed_by_server(stalled[1])
+        assert [still_open(s) for s in stalled[2:]] == [True] * 63
+        # (What the log says it held depends on whether the server had read
+        # the half request before the new client came.)
+        t.out.wait_until(lambda lines: sum(
+            re.search(r"rpc: 64 clients connected; closing fd \d+, which has waited "
+                      r"longest \(.*\), to let a new one in", l) is not None
+            for l in lines) == 2)
+    finally:
+        for s in stalled:
+            s.close()
+        t.stop()
