@@ -62,6 +62,14 @@ def stats(target):
     return target.rpc("target_stats")
 
 
+def settled_stats(target):
+    """The counters once every client has gone: a client such as qemu-io
+    exits right after sending its last request (NBD_CMD_DISC), before the
+    server has read it, so counters read at once may miss it."""
+    return wait_until("every NBD client to be closed",
+                      lambda: (lambda s: s if s["nbd_connections"] == 0 else None)(stats(target)))
+
+
 def wait_until(what, fn, timeout=TIMEOUT):
     """Poll fn() until it returns a true value; fail after timeout."""
     deadline = time.monotonic() + timeout
@@ -545,7 +553,7 @@ def test_backpressure_many_reads_unread(target):
 
     make_export(target, "e0", size_mb=64, block_size=4096)
     qemu_io(target.nbd_uri("e0"), "write -P 0x3e 0 64M")
-    base = stats(target)
+    base = settled_stats(target)
     n = 1000
     c = RawNbd(target)
     c.go("e0")
@@ -578,7 +586,7 @@ def test_trim_larger_than_max_io(target):
     server splits it into bdev-sized pieces."""
     make_export(target, "e0", size_mb=96, block_size=4096)
     qemu_io(target.nbd_uri("e0"), "write -P 0x44 90M 1M")
-    base = stats(target)
+    base = settled_stats(target)
     c = RawNbd(target)
     c.go("e0")
     c.request(CMD_TRIM, 0, 80 * MiB, FLAG_FUA, handle=5)
