@@ -72,8 +72,9 @@ Behaviour shared by the tools:
     ends the trace after SECS; Ctrl-C or SIGTERM prints what was collected
     and exits 0;
   - when the target exits, what was collected is printed, then on stderr
-    "TOOL: PID N (COMM) exited; tracing ended", exit 0;
-  - errors are one line "TOOL: why" on stderr: exit 2 for usage, 1 for
+    "COMMAND: PID N (COMM) exited; tracing ended", exit 0;
+  - errors are one line "COMMAND: why" on stderr (COMMAND is
+    probekit-TOOL-bcc here, probekit-TOOL for the libbpf twin): exit 2 for usage, 1 for
     anything else (no such PID, a missing privilege, named, no probes,
     BCC cannot compile or load);
     Ctrl-C before tracing starts exits 130.
@@ -184,7 +185,7 @@ class VersionAction(argparse.Action):
 
 
 def parser(prog, description, examples):
-    p = Parser(prog=prog, description=description,
+    p = Parser(prog=command(prog), description=description,
                formatter_class=argparse.RawDescriptionHelpFormatter,
                epilog=examples)
     p.add_argument("--version", action=VersionAction,
@@ -238,9 +239,15 @@ def main(fn):
     sys.exit(code)
 
 
+def command(tool):
+    """The command a bcc/ tool is run as: probekit-TOOL-bcc (README.md,
+    "Names"); TOOL alone names it in --json, as its libbpf twin does."""
+    return "probekit-%s-bcc" % tool
+
+
 def die(tool, msg, code=1):
     sys.stdout.flush()
-    sys.stderr.write("%s: %s\n" % (tool, msg))
+    sys.stderr.write("%s: %s\n" % (command(tool), msg))
     sys.exit(code)
 
 
@@ -859,5 +866,5 @@ def run(tool, target, args, collect, what):
     out.emit(collect())
     if gone:
         sys.stderr.write("%s: PID %d (%s) exited; tracing ended\n"
-                         % (tool, target.pid, target.comm))
+                         % (command(tool), target.pid, target.comm))
     return 0

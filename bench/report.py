@@ -365,7 +365,7 @@ def markdown(raw, d):
     for n in ("bt", "nop5_bt", "bcc", "libbpf"):
         t = d["traced"][n]
         name = {"bt": "bt/iolat.bt via wrapper", "nop5_bt": "bt/iolat.bt via wrapper, USDT_NOP5=1 build",
-                "bcc": "bcc/iolatency", "libbpf": "libbpf iolatency"}[n]
+                "bcc": "build/bin/probekit-iolatency-bcc", "libbpf": "libbpf iolatency"}[n]
         if t is None:
             w(f"| {name} | not available | | | | |")
             continue
@@ -403,7 +403,7 @@ def markdown(raw, d):
         w(f"| USDT_NOP5=1 | {fmt(npi['nop5'], 0)} | {fmt(wlr['nop5_ratio'])} vs USDT=1 | |")
         for n, label, base in (("bt", "USDT=1 + bt/iolat.bt via wrapper", "USDT=1"),
                                ("nop5_bt", "USDT_NOP5=1 + bt/iolat.bt via wrapper", "USDT_NOP5=1"),
-                               ("bcc", "USDT=1 + bcc/iolatency", "USDT=1"),
+                               ("bcc", "USDT=1 + build/bin/probekit-iolatency-bcc", "USDT=1"),
                                ("libbpf", "USDT=1 + libbpf iolatency", "USDT=1")):
             t = wlr["traced"][n]
             if t is None:
@@ -453,9 +453,9 @@ def markdown(raw, d):
     w("| tool | ms |")
     w("|---|---|")
     names = raw["first_event"]["tools"]
-    missing = {"wrapper": "wrapper/bpftrace.sh + bpftrace (first event)",
+    missing = {"wrapper": "build/bin/probekit-bpftrace + bpftrace (first event)",
                "bt_ready": "bt/iolat.bt via wrapper (attached: readiness line)",
-               "bcc_ready": "bcc/iolatency (attached: readiness line)",
+               "bcc_ready": "build/bin/probekit-iolatency-bcc (attached: readiness line)",
                "libbpf_ready": "libbpf iolatency (attached: readiness line)"}
     for n, desc in names.items():
         w(f"| {desc or missing.get(n, n)} | "

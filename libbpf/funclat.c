@@ -45,12 +45,12 @@ COMMON_HELP
 "  -n, --nanoseconds    nanosecond histogram (default)\n"
 "\n"
 "examples:\n"
-"    funclat -p 1234                 # bdev_execute: len, retval, latency\n"
-"    funclat -p 1234 -u 1 10         # usecs, 1 second summaries, 10 times\n"
-"    funclat -p 1234 -f bdev_submit -a 1 --arg-bits 64\n"
+"    probekit-funclat -p 1234                 # bdev_execute: len, retval, latency\n"
+"    probekit-funclat -p 1234 -u 1 10         # usecs, 1 second summaries, 10 times\n"
+"    probekit-funclat -p 1234 -f bdev_submit -a 1 --arg-bits 64\n"
 "                                    # another function and argument\n"
-"    funclat -p 1234 -a 2 --arg-bits 32   # bdev_execute's uint32_t type\n"
-"    funclat -p 1234 -j              # print JSON\n";
+"    probekit-funclat -p 1234 -a 2 --arg-bits 32   # bdev_execute's uint32_t type\n"
+"    probekit-funclat -p 1234 -j              # print JSON\n";
 
 #define FUNC_MAX 255
 

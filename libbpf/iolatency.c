@@ -38,13 +38,13 @@ COMMON_HELP
 "  -n, --nanoseconds    nanosecond histogram\n"
 "\n"
 "examples:\n"
-"    iolatency -p 1234            # summarize I/O latency as a histogram\n"
-"    iolatency -p 1234 1 10       # print 1 second summaries, 10 times\n"
-"    iolatency -p 1234 -mT 1      # 1s summaries, milliseconds, timestamps\n"
-"    iolatency -p 1234 -B         # a histogram per bdev\n"
-"    iolatency -p 1234 -BO        # a histogram per bdev and I/O type\n"
-"    iolatency -p 1234 -L -W 5    # linear histogram, 5 usec buckets\n"
-"    iolatency -p 1234 -d 10 -j   # trace for 10 seconds, print JSON\n";
+"    probekit-iolatency -p 1234            # summarize I/O latency as a histogram\n"
+"    probekit-iolatency -p 1234 1 10       # print 1 second summaries, 10 times\n"
+"    probekit-iolatency -p 1234 -mT 1      # 1s summaries, milliseconds, timestamps\n"
+"    probekit-iolatency -p 1234 -B         # a histogram per bdev\n"
+"    probekit-iolatency -p 1234 -BO        # a histogram per bdev and I/O type\n"
+"    probekit-iolatency -p 1234 -L -W 5    # linear histogram, 5 usec buckets\n"
+"    probekit-iolatency -p 1234 -d 10 -j   # trace for 10 seconds, print JSON\n";
 
 static struct {
 	struct common_args c;

@@ -30,11 +30,11 @@ COMMON_HELP
 "  -O, --types          print a histogram per I/O type (read, write, ...)\n"
 "\n"
 "examples:\n"
-"    iosize -p 1234             # summarize I/O sizes as a histogram\n"
-"    iosize -p 1234 1 10        # print 1 second summaries, 10 times\n"
-"    iosize -p 1234 -BO         # a histogram per bdev and I/O type\n"
-"    iosize -p 1234 -T -d 60 10 # 10s summaries with timestamps, for 60s\n"
-"    iosize -p 1234 -j          # print JSON\n";
+"    probekit-iosize -p 1234             # summarize I/O sizes as a histogram\n"
+"    probekit-iosize -p 1234 1 10        # print 1 second summaries, 10 times\n"
+"    probekit-iosize -p 1234 -BO         # a histogram per bdev and I/O type\n"
+"    probekit-iosize -p 1234 -T -d 60 10 # 10s summaries with timestamps, for 60s\n"
+"    probekit-iosize -p 1234 -j          # print JSON\n";
 
 static struct {
 	struct common_args c;

@@ -28,10 +28,10 @@ static const char usage[] =
 COMMON_HELP
 "\n"
 "examples:\n"
-"    qdepth -p 1234             # summarize queue depth per bdev\n"
-"    qdepth -p 1234 1 10        # print 1 second summaries, 10 times\n"
-"    qdepth -p 1234 -T -d 30 5  # 5s summaries with timestamps, for 30s\n"
-"    qdepth -p 1234 -j          # print JSON\n";
+"    probekit-qdepth -p 1234             # summarize queue depth per bdev\n"
+"    probekit-qdepth -p 1234 1 10        # print 1 second summaries, 10 times\n"
+"    probekit-qdepth -p 1234 -T -d 30 5  # 5s summaries with timestamps, for 30s\n"
+"    probekit-qdepth -p 1234 -j          # print JSON\n";
 
 static struct common_args env;
 

@@ -30,10 +30,10 @@ COMMON_HELP
 "  -n, --nanoseconds    nanosecond histogram\n"
 "\n"
 "examples:\n"
-"    rpclat -p 1234             # summarize RPC latency per method\n"
-"    rpclat -p 1234 -m 5        # 5 second summaries, in milliseconds\n"
-"    rpclat -p 1234 -T -d 60 10 # 10s summaries with timestamps, for 60s\n"
-"    rpclat -p 1234 -j          # print JSON\n";
+"    probekit-rpclat -p 1234             # summarize RPC latency per method\n"
+"    probekit-rpclat -p 1234 -m 5        # 5 second summaries, in milliseconds\n"
+"    probekit-rpclat -p 1234 -T -d 60 10 # 10s summaries with timestamps, for 60s\n"
+"    probekit-rpclat -p 1234 -j          # print JSON\n";
 
 #define SHORTOPTS COMMON_SHORTOPTS "mun"
 

@@ -23,12 +23,21 @@
 #include "probekit_version.h"
 #include "trace_helpers.h"
 
+const char *command_name(void)
+{
+	static char name[64];
+
+	if (!name[0])
+		snprintf(name, sizeof(name), "probekit-%s", tool_name);
+	return name;
+}
+
 void tool_err(const char *fmt, ...)
 {
 	va_list ap;
 
 	fflush(stdout);
-	fprintf(stderr, "%s: ", tool_name);
+	fprintf(stderr, "%s: ", command_name());
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
@@ -39,7 +48,7 @@ void usage_error(const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "%s: ", tool_name);
+	fprintf(stderr, "%s: ", command_name());
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
@@ -149,7 +158,7 @@ bool common_option(struct common_args *a, int c, const char *arg)
 		a->verbose = true;
 		return true;
 	case 'V':
-		printf("%s (probekit) %s\n", tool_name, PROBEKIT_VERSION);
+		printf("%s (probekit) %s\n", command_name(), PROBEKIT_VERSION);
 		exit(0);
 	}
 	return false;
@@ -603,7 +612,7 @@ int run_loop(const struct common_args *a, const struct target *t,
 	if (why == WAKE_EXIT) {
 		fflush(stdout);
 		fprintf(stderr, "%s: PID %d (%s) exited; tracing ended\n",
-			tool_name, (int)t->pid, t->comm);
+			command_name(), (int)t->pid, t->comm);
 	}
 	return 0;
 }

@@ -21,8 +21,12 @@ struct bpf_program;
 struct bpf_link;
 struct bpf_map;
 
-/* The tool's name, for messages ("iolatency: ..."); each tool sets it. */
+/* The tool's name ("iolatency"), as --json names it; each tool sets it. */
 extern const char *tool_name;
+
+/* The command it is run as, probekit-TOOL (README.md, "Names"): what
+ * messages and --version start with. */
+const char *command_name(void);
 
 /* "tool: message" on stderr. */
 void tool_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -1,11 +1,11 @@
 # libbpf CO-RE tools (libbpf/): iolatency, iosize, funclat, qdepth and rpclat, as
-# $(O)/bin/<tool>.  Each tool is three files, as in libbpf-tools:
+# $(O)/bin/probekit-<tool>.  Each tool is three files, as in libbpf-tools:
 # <tool>.h (structs shared with BPF), <tool>.bpf.c (BPF programs and maps)
 # and <tool>.c (user space), plus the helpers every tool links.
 #
 #   libbpf/<tool>.bpf.c --clang -target bpf--> $(O)/obj/libbpf/<tool>.bpf.o
 #   <tool>.bpf.o --bpftool gen skeleton--> $(O)/gen/libbpf/<tool>.skel.h
-#   libbpf/<tool>.c + skeleton + helpers --cc -lbpf--> $(O)/bin/<tool>
+#   libbpf/<tool>.c + skeleton + helpers --cc -lbpf--> $(O)/bin/probekit-<tool>
 #
 # vmlinux.h is generated from the build machine's BTF, so no kernel headers
 # are needed, at build time or at run time (libbpf/probekit.bpf.h says why
@@ -21,7 +21,7 @@ VMLINUX_BTF ?= /sys/kernel/btf/vmlinux
 
 LIBBPF_GEN := $(O)/gen/libbpf
 LIBBPF_OBJ := $(O)/obj/libbpf
-LIBBPF_BINS := $(addprefix $(O)/bin/,$(LIBBPF_TOOLS))
+LIBBPF_BINS := $(addprefix $(O)/bin/probekit-,$(LIBBPF_TOOLS))
 
 BPF_ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/' \
 	-e 's/ppc64le/powerpc/' -e 's/s390x/s390/' -e 's/riscv64/riscv/')
@@ -75,7 +75,7 @@ $(LIBBPF_OBJ)/%.o: libbpf/%.c $(O)/.config | $(LIBBPF_OBJ)
 # A tool's user space includes its skeleton: make that explicit.
 $(foreach t,$(LIBBPF_TOOLS),$(eval $(LIBBPF_OBJ)/$(t).o: $(LIBBPF_GEN)/$(t).skel.h))
 
-$(LIBBPF_BINS): $(O)/bin/%: $(LIBBPF_OBJ)/%.o $(addprefix $(LIBBPF_OBJ)/,$(addsuffix .o,$(LIBBPF_HELPERS))) | $(O)/bin
+$(LIBBPF_BINS): $(O)/bin/probekit-%: $(LIBBPF_OBJ)/%.o $(addprefix $(LIBBPF_OBJ)/,$(addsuffix .o,$(LIBBPF_HELPERS))) | $(O)/bin
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBBPF_LDLIBS)
 

@@ -5,7 +5,7 @@
 #
 # Starts blktgt (private RPC socket, ephemeral NBD port) with a RAM bdev, an
 # export and a workload running through that export, then traces it with
-# the bt/ scripts through wrapper/bpftrace.sh:
+# the bt/ scripts through build/bin/probekit-bpftrace:
 #   1. states.bt while the export is paused and resumed,
 #   2. iops.bt for a few one-second intervals,
 #   3. iolat.bt, a latency histogram.
@@ -23,8 +23,6 @@ set -u
 
 PYTHON=/usr/bin/python3
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-WRAPPER=$ROOT/wrapper/bpftrace.sh
-RPC_PY=$ROOT/target/rpc.py
 READY_TIMEOUT=60
 
 die() { printf 'demo: %s\n' "$*" >&2; exit 1; }
@@ -42,6 +40,9 @@ WORKLOAD_S=$(seconds DEMO_WORKLOAD_SECONDS "${DEMO_WORKLOAD_SECONDS-}" 600) || e
 [ $# -eq 1 ] || die "usage: scripts/demo.sh BLKTGT (e.g. build/bin/blktgt; 'make demo' builds it)"
 BIN=$1
 [ -x "$BIN" ] || die "'$BIN' is not an executable; build it first ('make')"
+# The commands built beside it (README.md, "Names").
+WRAPPER=$(dirname -- "$BIN")/probekit-bpftrace
+RPC_PY=$(dirname -- "$BIN")/blktgt-rpc
 [ "$(id -u)" = 0 ] || die "tracing needs root; run 'sudo make demo'"
 command -v bpftrace >/dev/null || die "bpftrace is not installed; run 'make deps'"
 [ -e /sys/kernel/tracing/uprobe_events ] ||

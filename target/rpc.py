@@ -1,21 +1,21 @@
 #!/usr/bin/env python3
-"""rpc.py: blktgt's JSON-RPC client (stdlib only).
+"""blktgt-rpc: blktgt's JSON-RPC client (stdlib only).
 
-  rpc.py [-s SOCK] [-t TIMEOUT] METHOD ARGS...
+  blktgt-rpc [-s SOCK] [-t TIMEOUT] METHOD ARGS...
 
 Prints the method's JSON result and exits 0; on an error prints it on
 stderr and exits 1 (2 for bad usage).
 
 examples:
-  rpc.py bdev_malloc_create -b Malloc0 64 512
-  rpc.py bdev_null_create Null0 1024 4096
-  rpc.py bdev_file_create File0 /var/tmp/disk.img 4096
-  rpc.py export_create disk0 Malloc0
-  rpc.py workload_run -b Null0 -w randread -o 4096 -q 32 -n 100000
-  rpc.py workload_run -e disk0 -w randwrite -o 4096 -q 8 -T 5
-  rpc.py bdev_flush File0
-  rpc.py target_stats
-  rpc.py trace_enable_group bdev        # then: blktgt_trace -p PID
+  blktgt-rpc bdev_malloc_create -b Malloc0 64 512
+  blktgt-rpc bdev_null_create Null0 1024 4096
+  blktgt-rpc bdev_file_create File0 /var/tmp/disk.img 4096
+  blktgt-rpc export_create disk0 Malloc0
+  blktgt-rpc workload_run -b Null0 -w randread -o 4096 -q 32 -n 100000
+  blktgt-rpc workload_run -e disk0 -w randwrite -o 4096 -q 8 -T 5
+  blktgt-rpc bdev_flush File0
+  blktgt-rpc target_stats
+  blktgt-rpc trace_enable_group bdev        # then: blktgt_trace -p PID
 """
 
 import argparse
@@ -121,7 +121,7 @@ class VersionAction(argparse.Action):
 
 def build_parser():
     p = argparse.ArgumentParser(
-        prog="rpc.py", description="Control a running blktgt over JSON-RPC.",
+        prog="blktgt-rpc", description="Control a running blktgt over JSON-RPC.",
         epilog=__doc__.split("\n\n", 2)[2], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-s", dest="sock", default=DEFAULT_SOCK,
                    help=f"RPC socket (default {DEFAULT_SOCK})")
@@ -212,11 +212,11 @@ def main():
     try:
         resp = call(a.sock, a.method, params_of(a), a.timeout)
     except (OSError, ValueError) as e:
-        print(f"rpc.py: {a.method}: {a.sock}: {e}", file=sys.stderr)
+        print(f"blktgt-rpc: {a.method}: {a.sock}: {e}", file=sys.stderr)
         return 1
     if "error" in resp:
         err = resp["error"]
-        print(f"rpc.py: {a.method}: error {err.get('code')}: {err.get('message')}",
+        print(f"blktgt-rpc: {a.method}: error {err.get('code')}: {err.get('message')}",
               file=sys.stderr)
         return 1
     print(json.dumps(resp.get("result"), indent=2))

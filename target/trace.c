@@ -553,11 +553,11 @@ static void trace_make_dump_command(void)
 	char exe[PATH_MAX], tool[PATH_MAX + 16];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 
-	snprintf(trace.dump, sizeof(trace.dump), "blktgt_trace -p %d", (int)getpid());
+	snprintf(trace.dump, sizeof(trace.dump), "blktgt-trace -p %d", (int)getpid());
 	if (n <= 0)
 		return;
 	exe[n] = '\0';
-	snprintf(tool, sizeof(tool), "%s/blktgt_trace", dirname(exe));
+	snprintf(tool, sizeof(tool), "%s/blktgt-trace", dirname(exe));
 	if (access(tool, X_OK) == 0)
 		snprintf(trace.dump, sizeof(trace.dump), "%s -p %d", tool, (int)getpid());
 }

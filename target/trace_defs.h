@@ -6,7 +6,7 @@
  * catalog.  From these lists trace.h makes a typed record function per
  * tracepoint (trace_bdev_io_submit(...)), trace.c makes the `-e help` text
  * and the definition table it writes into the header of the shared-memory
- * file, and the dump tool (target/blktgt_trace) reads that table back, so a
+ * file, and the dump tool (target/blktgt-trace) reads that table back, so a
  * trace file describes itself and the dumper keeps no copy of this list.
  *
  * Conventions:

@@ -27,14 +27,14 @@ KINDS = ("bcc", "libbpf")
 # --- running a tool ----------------------------------------------------------
 
 def libbpf_path(name):
-    return os.path.join(probekit.BUILD, "bin", name)
+    return os.path.join(probekit.BUILD, "bin", f"probekit-{name}")
 
 
 def program(kind, name):
     """The argv prefix that runs tool name of kind "bcc" or "libbpf"."""
     assert kind in KINDS, kind
     if kind == "bcc":
-        return [PYTHON, os.path.join(ROOT, "bcc", name)]
+        return [PYTHON, os.path.join(probekit.BUILD, "bin", f"probekit-{name}-bcc")]
     return [libbpf_path(name)]
 
 

@@ -18,8 +18,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build"))
-WRAPPER = os.path.join(ROOT, "wrapper", "bpftrace.sh")
-RPC_PY = os.path.join(ROOT, "target", "rpc.py")
+WRAPPER = os.path.join(BUILD, "bin", "probekit-bpftrace")
+RPC_PY = os.path.join(BUILD, "bin", "blktgt-rpc")
 PYTHON = "/usr/bin/python3"
 TIMEOUT = 60
 

@@ -20,7 +20,7 @@ import pytest
 import probekit
 
 ROOT = probekit.ROOT
-PROBECHECK = os.path.join(ROOT, "probes", "probecheck")
+PROBECHECK = os.path.join(probekit.BUILD, "bin", "probekit-check")
 GENCAT = os.path.join(ROOT, "probes", "gencatalog")
 CATALOG = os.path.join(ROOT, "probes", "blktgt.d")
 FIX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "probecheck")
@@ -120,7 +120,7 @@ def run(*args, cwd=FIX):
     r = subprocess.run([probekit.PYTHON, PROBECHECK, *args], cwd=cwd,
                        capture_output=True, text=True, timeout=120)
     errors = [ln for ln in r.stderr.splitlines()
-              if not ln.startswith("probecheck: ")]
+              if not ln.startswith("probekit-check: ")]
     return r, errors
 
 
@@ -166,7 +166,7 @@ def test_binary_built_from_catalog_is_clean(fixbin):
     # Arguments bpftrace 0.17 cannot reach are worth a note, not an error.
     late = [p for p in gencatalog.parse_catalog(CATALOG)["probes"]
             if len(p["args"]) > 6]
-    notes = [ln for ln in r.stdout.splitlines() if "probecheck: note:" in ln]
+    notes = [ln for ln in r.stdout.splitlines() if "probekit-check: note:" in ln]
     assert len(notes) == len(late), r.stdout
     for p, ln in zip(late, notes):
         assert f"{CATALOG}:{p['line']}: blktgt:{p['name']}: arg6 " in ln, ln
@@ -426,7 +426,7 @@ def test_bad_input(fixbin, tmp_path):
     notelf.write_text("not an ELF file\n")
     r, _ = run("--binary", str(notelf))
     assert r.returncode == 1
-    assert r.stderr.startswith(f"probecheck: {notelf}: cannot read as ELF")
+    assert r.stderr.startswith(f"probekit-check: {notelf}: cannot read as ELF")
     bad = tmp_path / "bad.d"
     bad.write_text("provider p {\n\tprobe a(float x);\n};\n")
     r, _ = run("--binary", fixbin, "--catalog", str(bad))

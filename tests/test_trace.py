@@ -15,7 +15,7 @@ import pytest
 
 import probekit
 
-TOOL = os.path.join(probekit.ROOT, "target", "blktgt_trace")
+TOOL = os.path.join(probekit.BUILD, "bin", "blktgt-trace")
 DRIVER_SRC = os.path.join(probekit.ROOT, "tests", "trace_driver.c")
 TRACE_SRC = os.path.join(probekit.ROOT, "target", "trace.c")
 CFLAGS = ["-std=gnu11", "-pthread", "-D_GNU_SOURCE", "-O2", "-g", "-Wall", "-Wextra",

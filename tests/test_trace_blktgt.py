@@ -46,7 +46,7 @@ def start(blktgt_bin, tmp_path):
 
 
 def dump(pid, *args):
-    tool = os.path.join(probekit.BUILD, "bin", "blktgt_trace")
+    tool = os.path.join(probekit.BUILD, "bin", "blktgt-trace")
     p = subprocess.run([tool, "-p", str(pid), *args], capture_output=True, text=True,
                        timeout=probekit.TIMEOUT)
     assert p.returncode == 0, p.stderr
@@ -184,7 +184,7 @@ CONVERTED = ("ts_ns", "time_us", "elapsed_us")
 def same_events(a, b, start_ns):
     """a and b are the same events: equal in what was recorded (the raw
     "ts" included), and in converted times equal within the calibration's
-    error, which blktgt_trace documents as about 1e-5 of the time since
+    error, which blktgt-trace documents as about 1e-5 of the time since
     start (1e-4 here, the rate agreement test_tsc_calibration_is_refreshed
     asserts, with a 1 us floor): a calibration pair written between two
     dumps may move a TSC event's converted time, never its record."""

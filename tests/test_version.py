@@ -31,12 +31,13 @@ def script(*path):
 # (NAME, argv that runs it): NAME is what the command calls itself.
 COMMANDS = [
     ("blktgt", [built("blktgt")]),
-    *[(t, [built(t)]) for t in TOOLS],
-    ("blktgt_trace", [PYTHON, built("blktgt_trace")]),
-    ("blktgt_trace", script("target", "blktgt_trace")),
-    ("rpc.py", script("target", "rpc.py")),
-    ("probecheck", script("probes", "probecheck")),
-    ("gencatalog", script("probes", "gencatalog")),
+    *[(f"probekit-{t}", [built(f"probekit-{t}")]) for t in TOOLS],
+    *[(f"probekit-{t}-bcc", [built(f"probekit-{t}-bcc")]) for t in TOOLS],
+    ("blktgt-trace", [built("blktgt-trace")]),
+    ("blktgt-rpc", [built("blktgt-rpc")]),
+    ("probekit-check", [built("probekit-check")]),
+    ("probekit-gencatalog", [built("probekit-gencatalog")]),
+    ("probekit-bpftrace", [built("probekit-bpftrace")]),
 ]
 
 
@@ -78,15 +79,16 @@ def test_libbpf_version_among_options(tool):
     """Options are taken in order: --version after valid ones answers,
     after a bad one the usage error wins.  -V is no option of these tools
     (nor of their bcc/ twins), and --version takes no argument."""
-    want = (0, [f"{tool} (probekit) {version()}"], [])
-    assert run([built(tool), "-p", "1", "-T", "--version"]) == want
-    assert run([built(tool), "--version", "-p", "1"]) == want
-    assert run([built(tool), "-p", "1x", "--version"]) == (
-        2, [], [f"{tool}: -p/--pid: invalid PID '1x' (see --help)"])
-    assert run([built(tool), "-V"]) == (
-        2, [], [f"{tool}: unrecognized option '-V' (see --help)"])
-    assert run([built(tool), "--version=1"]) == (
-        2, [], [f"{tool}: option '--version' takes no argument "
+    cmd = f"probekit-{tool}"
+    want = (0, [f"{cmd} (probekit) {version()}"], [])
+    assert run([built(cmd), "-p", "1", "-T", "--version"]) == want
+    assert run([built(cmd), "--version", "-p", "1"]) == want
+    assert run([built(cmd), "-p", "1x", "--version"]) == (
+        2, [], [f"{cmd}: -p/--pid: invalid PID '1x' (see --help)"])
+    assert run([built(cmd), "-V"]) == (
+        2, [], [f"{cmd}: unrecognized option '-V' (see --help)"])
+    assert run([built(cmd), "--version=1"]) == (
+        2, [], [f"{cmd}: option '--version' takes no argument "
                 "(see --help)"])
 
 
@@ -103,9 +105,9 @@ def test_blktgt_version_among_options():
 
 # --- where the scripts find VERSION --------------------------------------
 
-SCRIPTS = [("blktgt_trace", ("target", "blktgt_trace")),
-           ("rpc.py", ("target", "rpc.py")),
-           ("gencatalog", ("probes", "gencatalog"))]
+SCRIPTS = [("blktgt-trace", ("target", "blktgt-trace")),
+           ("blktgt-rpc", ("target", "rpc.py")),
+           ("probekit-gencatalog", ("probes", "gencatalog"))]
 
 
 @pytest.mark.parametrize("name,path", SCRIPTS, ids=[n for n, _ in SCRIPTS])
@@ -142,5 +144,5 @@ def test_script_bad_version_file(tmp_path):
     shutil.copy(os.path.join(ROOT, "target", "rpc.py"), tool)
     (tmp_path / "VERSION").write_text("0.3.0\n\"; rm -rf /\n")
     assert run([PYTHON, str(tool), "--version"]) == (
-        1, [], [f"rpc.py: {tmp_path}/VERSION: not one line with a version "
+        1, [], [f"blktgt-rpc: {tmp_path}/VERSION: not one line with a version "
                 "such as 0.3.0"])

@@ -1,4 +1,4 @@
-"""wrapper/bpftrace.sh: substitution, joining, options, errors, paths.
+"""wrapper/probekit-bpftrace: substitution, joining, options, errors, paths.
 
 The programs traced here are built by the tests themselves: a small C
 program with USDT probes in its executable and in a shared library it links
@@ -160,7 +160,7 @@ def assert_one_line_error(r, *needles):
     assert r.stdout == "", r.stdout
     lines = r.stderr.splitlines()
     assert len(lines) == 1, r.stderr
-    assert lines[0].startswith("bpftrace.sh: "), lines[0]
+    assert lines[0].startswith("probekit-bpftrace: "), lines[0]
     for n in needles:
         assert n in lines[0], lines[0]
     return lines[0]
@@ -494,7 +494,7 @@ def hook(tmp_path, name, body):
 
 def assert_gone_and_clean(r, pid, token, sem_prog):
     assert_one_line_error(r, f"PID {pid} exited while the trace was starting")
-    assert r.stderr == f"bpftrace.sh: PID {pid} exited while the trace was starting\n"
+    assert r.stderr == f"probekit-bpftrace: PID {pid} exited while the trace was starting\n"
     assert not bpftrace_children(token)
     # No uprobe is left on the file: it would raise the semaphores of the
     # next process that maps it.

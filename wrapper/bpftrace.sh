@@ -1,7 +1,7 @@
 #!/bin/bash
 # bpftrace.sh: run bpftrace scripts against one running process.
 #
-# USAGE: bpftrace.sh [-n] [-o FILE] [-d SECONDS] PID SCRIPT [SCRIPT...] [-- ARG...]
+# USAGE: probekit-bpftrace [-n] [-o FILE] [-d SECONDS] PID SCRIPT [SCRIPT...] [-- ARG...]
 #
 # The command line of SPDK's scripts/bpftrace.sh (PID, then scripts;
 # BPF_OUTFILE names an output file), without its traps:
@@ -45,6 +45,7 @@
 #   -o, --output FILE    write bpftrace's output to FILE (as BPF_OUTFILE=FILE)
 #   -d, --duration SECS  end the trace (running END) after SECS seconds
 #   -h, --help           this text
+#       --version        print probekit's version and exit
 #
 # Environment: BPF_OUTFILE (see -o); BPFTRACE, the bpftrace to run (default:
 # bpftrace from PATH).
@@ -57,7 +58,7 @@
 set -u
 export LC_ALL=C
 
-PROG=bpftrace.sh
+PROG=probekit-bpftrace
 pid_start=
 READY_TEXT='probekit: tracing PID=%d (Ctrl-C to end)'
 MAX_DURATION=31536000
@@ -77,6 +78,22 @@ usage() {
 	sed -n '2,/^$/{s/^# \{0,1\}//;p}' "$0"
 }
 
+# probekit's version, from PREFIX/share/probekit/VERSION when this script
+# is installed as PREFIX/bin/NAME, else from VERSION at the top of its
+# checkout (as every probekit command finds it).
+print_version() {
+	local here v f
+	here=$(dirname -- "$(readlink -f -- "$0")")
+	for f in "$here/../share/probekit/VERSION" "$here/../VERSION"; do
+		[ -e "$f" ] || continue
+		v=$(head -c 64 -- "$f" 2>/dev/null) && [[ $v =~ ^[0-9A-Za-z.+~-]{1,32}$ ]] ||
+			die "$f: not one line with a version such as 0.3.0"
+		printf '%s (probekit) %s\n' "$PROG" "$v"
+		exit 0
+	done
+	die "cannot find probekit's VERSION file (looked for $here/../share/probekit/VERSION and $here/../VERSION)"
+}
+
 # --- command line -----------------------------------------------------------
 
 dry_run=0
@@ -89,6 +106,7 @@ args=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	-h|--help) usage; exit 0 ;;
+	--version) print_version ;;
 	-n|--dry-run) dry_run=1 ;;
 	-o|--output)
 		[ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a file name (try -h)"
@@ -237,7 +255,7 @@ for s in "${scripts[@]}"; do
 done
 
 joined=$(awk -v pid="$pid" -v ready="$READY_TEXT" -v duration="$duration" '
-function fail(msg) { print "bpftrace.sh: " msg > "/dev/stderr"; failed = 1; exit 2 }
+function fail(msg) { print "probekit-bpftrace: " msg > "/dev/stderr"; failed = 1; exit 2 }
 
 # Skip a string, comment or character at i of s; return the index after it.
 function skip(s, i, n,   c, j) {
