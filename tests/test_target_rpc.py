@@ -138,7 +138,7 @@ def test_every_rpc_form(target, tmp_path):
 def test_rpc_py_reports_errors(target):
     rc, _, err = rpc_py(target, "bdev_delete", "nosuch", check=False)
     assert rc == 1
-    assert err.strip() == "rpc.py: bdev_delete: error -2: no bdev named 'nosuch'"
+    assert err.strip() == "blktgt-rpc: bdev_delete: error -2: no bdev named 'nosuch'"
     # Bad usage never reaches the target: argparse's exit 2, one message.
     for args in (["bdev_null_create", "x", "12abc", "512"],
                  ["bdev_null_create", "x", "-1", "512"],
@@ -150,7 +150,7 @@ def test_rpc_py_reports_errors(target):
     p = subprocess.run([PYTHON, RPC_PY, "-s", target.rpc_sock + ".missing", "bdev_list"],
                        capture_output=True, text=True, timeout=probekit.TIMEOUT)
     assert p.returncode == 1 and p.stdout == ""
-    assert "rpc.py: bdev_list:" in p.stderr
+    assert "blktgt-rpc: bdev_list:" in p.stderr
 
 
 def test_parse_error_closes_the_connection(target):
