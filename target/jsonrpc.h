@@ -7,8 +7,9 @@
  * dispatched; a connection runs its requests one at a time, in order, so
  * a long workload_run holds only its own connection.
  *
- * Error codes: -32700 parse error (the connection is then closed: a byte
- * stream has no point to resynchronise at), -32600 invalid request,
+ * Error codes: -32700 parse error, for text that is not JSON or not UTF-8
+ * (the connection is then closed: a byte stream has no point to
+ * resynchronise at), -32600 invalid request,
  * -32601 unknown method, -32602 invalid params (the message names the
  * param), and a negative errno for a method that failed (e.g. -16 EBUSY).
  */
