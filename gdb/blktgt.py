@@ -214,8 +214,11 @@ def check_target():
     if inf.pid == 0 or not inf.threads():
         raise Problem("no process or core: attach with gdb -p PID, or open a "
                       "core with gdb BINARY CORE")
-    exe = gdb.lookup_objfile(gdb.current_progspace().filename) \
-        if gdb.current_progspace().filename else None
+    if not gdb.current_progspace().filename:
+        raise Problem("gdb has no executable for this process (was the binary "
+                      "rebuilt or deleted since it started?): name it, "
+                      "gdb BINARY -p PID")
+    exe = gdb.lookup_objfile(gdb.current_progspace().filename)
     want = exe.build_id if exe is not None else None
     have = _build_id_in_memory()
     if want and have and want != have:
@@ -319,8 +322,9 @@ def thread_rows():
     for r in reactor_list():
         t, running, inner = by_reactor.get(int(r.address), (None, None, None))
         q = _queued(r)
-        state = "no-thread" if t is None else \
-            "waiting" if running is None and inner and "epoll_wait" in inner else "busy"
+        # sleeping: it announced an epoll_wait with no timeout (nothing
+        # to do); otherwise it is in a loop pass.
+        state = "no-thread" if t is None else "sleeping" if int(r["sleeping"]) else "running"
         rows.append([("index", int(r["index"])), ("name", _str(r["name"])),
                      ("lwp", t.ptid[1] if t else None), ("state", state),
                      ("queued", len(q)), ("next", ",".join(q[:QUEUED_SHOWN]) or None),
@@ -557,8 +561,9 @@ class _Command(gdb.Command):
 
 
 class Threads(_Command):
-    """One line per reactor: index, name, thread (lwp), state (waiting in
-    epoll_wait, busy, or no-thread), queued messages and the first few of
+    """One line per reactor: index, name, thread (lwp), state (sleeping:
+    waiting in epoll_wait for work, running: in a loop pass, or
+    no-thread), queued messages and the first few of
     their functions, messages run so far, what its loop is running (the
     blktgt functions below reactor_loop, outermost first) and the innermost
     function of its thread."""
