@@ -349,3 +349,16 @@ def test_core_bad_input(blktgt_bin, tmp_path, kind, want):
                        stderr=subprocess.PIPE, timeout=probekit.TIMEOUT)
     err = p.stderr.decode()
     assert p.returncode == 1 and len(err.splitlines()) == 1 and want in err, err
+
+
+def test_core_truncated(seen, tmp_path):
+    """A core cut short (a full disk, a copy stopped half way) gets one line,
+    not a ring read from whatever the missing pages would have been."""
+    cut = tmp_path / "core.cut"
+    with open(seen["core"], "rb") as src, open(cut, "wb") as dst:
+        dst.write(src.read(os.path.getsize(seen["core"]) // 2))
+    p = subprocess.run([TRACE_TOOL, "--core", str(cut)], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=probekit.TIMEOUT)
+    err = p.stderr.decode()
+    assert p.returncode == 1 and len(err.splitlines()) == 1 and \
+        "the core is truncated" in err, err
