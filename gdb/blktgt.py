@@ -409,9 +409,10 @@ def conn_rows():
 
 # --- I/O in flight ------------------------------------------------------
 
-def _frame_ios(fn_names):
-    """bdev_io pointers that frames of the named functions hold (I/O being
-    executed or completed right now, on any thread)."""
+def _frame_ios(fn_names, var="io"):
+    """bdev_io pointers that the local `var` of frames of the named
+    functions holds, on any thread: I/O being executed or completed right
+    now, or the rest of a completion batch being drained."""
     out = []
     keep = gdb.selected_thread()
     try:
@@ -421,7 +422,7 @@ def _frame_ios(fn_names):
             while f is not None:
                 if f.name() in fn_names:
                     try:
-                        v = f.read_var("io")
+                        v = f.read_var(var)
                         if not v.is_optimized_out and int(v):
                             out.append((v, f.name(), t))
                     except (gdb.error, ValueError):
@@ -492,6 +493,11 @@ def io_list():
             add(p, "completing", i)
     for p, fname, t in _frame_ios(("bdev_submit", "bdev_io_complete")):
         add(p, "executing" if fname == "bdev_submit" else "completing", None)
+    # drain_completions() takes its reactor's whole list before it calls
+    # back, so the rest of that batch is reachable only from its `next`.
+    for head, _, _ in _frame_ios(("drain_completions",), "next"):
+        for p in _walk(head, what="completion batch"):
+            add(p, "completing", None)
     return ios
 
 
