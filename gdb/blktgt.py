@@ -91,8 +91,9 @@ def _var_of_type(tag, hint):
     """The one variable whose type is an array of struct `tag`: tried by
     the name `hint` first, then searched for by type, so a move to another
     file or a new name is followed."""
-    if tag in _by_type_cache:
-        return _by_type_cache[tag].value()
+    key = (gdb.current_progspace().filename, tag)
+    if key in _by_type_cache:
+        return _by_type_cache[key].value()
     _type("struct " + tag)
     found = [s for s in _symbols(hint) if _tag(s.type) == tag]
     if not found:
@@ -102,7 +103,7 @@ def _var_of_type(tag, hint):
     if len(found) != 1:
         raise Problem(f"{'no' if not found else 'more than one'} variable of "
                       f"type struct {tag}: a blktgt this script does not know")
-    _by_type_cache[tag] = found[0]
+    _by_type_cache[key] = found[0]
     return found[0].value()
 
 
@@ -669,7 +670,10 @@ class ExportPrinter(_Printer):
                 f"{_enum(v['state'], 'EXPORT_')} clients {int(v['refs'])}")
 
     def children(self):
-        _, n = _reactors_raw()
+        try:
+            _, n = _reactors_raw()
+        except (Problem, gdb.error):
+            n = self.val["per"].type.range()[1] + 1
         for f in self.val.type.strip_typedefs().fields():
             if f.name == "per":
                 # Only the reactors that exist, not all REACTOR_MAX.
