@@ -97,7 +97,7 @@ def _var_of_type(tag, hint):
     _type("struct " + tag)
     found = [s for s in _symbols(hint) if _tag(s.type) == tag]
     if not found:
-        text = gdb.execute(f"info variables -q -t ^struct {tag} ", to_string=True)
+        text = gdb.execute(f"info variables -q -t {tag}", to_string=True)
         for m in re.finditer(r"struct %s\s+\**(\w+)\s*(\[|;)" % re.escape(tag), text):
             found += [s for s in _symbols(m.group(1)) if _tag(s.type) == tag]
     if len(found) != 1:
