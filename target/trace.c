@@ -570,6 +570,50 @@ bool trace_any_enabled(void)
 	return false;
 }
 
+/*
+ * A core should carry the ring: what was it doing just before it crashed?
+ * The ring is a file-backed shared mapping, which the kernel dumps only
+ * with bit 3 of /proc/PID/coredump_filter; the default, 0x33, leaves it
+ * out.  Set that bit and keep the others.  blktgt has no other shared file
+ * mapping, so nothing else grows the core.  Failing here costs only the
+ * ring in a core, so it is a warning, not an error.
+ */
+static void trace_keep_in_core(void)
+{
+	const char *path = "/proc/self/coredump_filter";
+	char buf[32];
+	unsigned long v;
+	ssize_t n;
+	char *end;
+	int fd, len;
+
+	errno = 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		goto fail;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		goto fail;
+	buf[n] = '\0';
+	v = strtoul(buf, &end, 16);
+	if (end == buf)
+		goto fail;
+	if (v & TRACE_COREDUMP_SHARED_FILE)
+		return;
+	len = snprintf(buf, sizeof(buf), "0x%lx", v | TRACE_COREDUMP_SHARED_FILE);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		goto fail;
+	n = write(fd, buf, (size_t)len);
+	close(fd);
+	if (n == len)
+		return;
+fail:
+	fprintf(stderr, "blktgt: trace ring: cannot set bit 3 of %s (%s): a core "
+		"will not hold the ring\n", path, strerror(errno ? errno : EIO));
+}
+
 int trace_init(unsigned threads, uint64_t entries)
 {
 	char defs[TRACE_DEFS_MAX];
@@ -619,6 +663,7 @@ int trace_init(unsigned threads, uint64_t entries)
 		goto fail_fd;
 	}
 	close(fd);
+	trace_keep_in_core();
 
 	h = map;
 	h->version = TRACE_VERSION;

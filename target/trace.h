@@ -70,6 +70,7 @@
 #define TRACE_CLOCK_MONOTONIC 0             /* ts is CLOCK_MONOTONIC ns */
 #define TRACE_CLOCK_TSC       1             /* ts is TSC ticks: see the pairs */
 #define TRACE_CLOCK_ENV      "BLKTGT_TRACE_CLOCK" /* "monotonic" or "tsc" */
+#define TRACE_COREDUMP_SHARED_FILE 0x08  /* coredump_filter bit: the ring in a core */
 
 /* The same instant on both clocks.  With TRACE_CLOCK_TSC, a timestamp ts
  * is CLOCK_MONOTONIC
@@ -361,7 +362,9 @@ int trace_parse_enable(const char *spec);
 void trace_print_help(FILE *out);
 
 /* Create the shared-memory file with `threads` rings of `entries` events
- * (0: TRACE_DEFAULT_ENTRIES).  Before any reactor starts.  0 or -errno. */
+ * (0: TRACE_DEFAULT_ENTRIES), and set this process's coredump_filter so
+ * that a core holds the rings too.  Before any reactor starts.  0 or
+ * -errno. */
 int trace_init(unsigned threads, uint64_t entries);
 /* Write a fresh (TSC, CLOCK_MONOTONIC) pair into the file header, so the
  * dump tool's conversion spans the run; blktgt calls it at 4 ms, 8 ms, ...
