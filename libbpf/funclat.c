@@ -27,8 +27,8 @@
 const char *tool_name = "funclat";
 
 static const char usage[] =
-"usage: funclat -p PID [-h] [-f FUNC] [-a N] [--arg-bits {32,64}]\n"
-"               [-n|-u|-m] [-T] [-d SECS] [-j] [interval [count]]\n"
+"usage: probekit-funclat -p PID [-h] [-f FUNC] [-a N] [--arg-bits {32,64}]\n"
+"                        [-n|-u|-m] [-T] [-d SECS] [-j] [interval [count]]\n"
 "\n"
 "Summarize a blktgt function's argument, return value and latency as\n"
 "histograms (libbpf CO-RE).\n"
@@ -45,12 +45,16 @@ COMMON_HELP
 "  -n, --nanoseconds    nanosecond histogram (default)\n"
 "\n"
 "examples:\n"
-"    probekit-funclat -p 1234                 # bdev_execute: len, retval, latency\n"
-"    probekit-funclat -p 1234 -u 1 10         # usecs, 1 second summaries, 10 times\n"
+"    probekit-funclat -p 1234\n"
+"        bdev_execute: len, retval, latency\n"
+"    probekit-funclat -p 1234 -u 1 10\n"
+"        usecs, 1 second summaries, 10 times\n"
 "    probekit-funclat -p 1234 -f bdev_submit -a 1 --arg-bits 64\n"
 "                                    # another function and argument\n"
-"    probekit-funclat -p 1234 -a 2 --arg-bits 32   # bdev_execute's uint32_t type\n"
-"    probekit-funclat -p 1234 -j              # print JSON\n";
+"    probekit-funclat -p 1234 -a 2 --arg-bits 32\n"
+"        bdev_execute's uint32_t type\n"
+"    probekit-funclat -p 1234 -j\n"
+"        print JSON\n";
 
 #define FUNC_MAX 255
 

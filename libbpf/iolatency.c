@@ -22,8 +22,8 @@
 const char *tool_name = "iolatency";
 
 static const char usage[] =
-"usage: iolatency -p PID [-h] [-T] [-B] [-O] [-m|-u|-n] [-L [-W WIDTH]]\n"
-"                 [-d SECS] [-j] [interval [count]]\n"
+"usage: probekit-iolatency -p PID [-h] [-T] [-B] [-O] [-m|-u|-n] [-L [-W WIDTH]]\n"
+"                          [-d SECS] [-j] [interval [count]]\n"
 "\n"
 "Summarize blktgt block I/O latency as a histogram (libbpf CO-RE).\n"
 "\n"
@@ -38,13 +38,20 @@ COMMON_HELP
 "  -n, --nanoseconds    nanosecond histogram\n"
 "\n"
 "examples:\n"
-"    probekit-iolatency -p 1234            # summarize I/O latency as a histogram\n"
-"    probekit-iolatency -p 1234 1 10       # print 1 second summaries, 10 times\n"
-"    probekit-iolatency -p 1234 -mT 1      # 1s summaries, milliseconds, timestamps\n"
-"    probekit-iolatency -p 1234 -B         # a histogram per bdev\n"
-"    probekit-iolatency -p 1234 -BO        # a histogram per bdev and I/O type\n"
-"    probekit-iolatency -p 1234 -L -W 5    # linear histogram, 5 usec buckets\n"
-"    probekit-iolatency -p 1234 -d 10 -j   # trace for 10 seconds, print JSON\n";
+"    probekit-iolatency -p 1234\n"
+"        summarize I/O latency as a histogram\n"
+"    probekit-iolatency -p 1234 1 10\n"
+"        print 1 second summaries, 10 times\n"
+"    probekit-iolatency -p 1234 -mT 1\n"
+"        1s summaries, milliseconds, timestamps\n"
+"    probekit-iolatency -p 1234 -B\n"
+"        a histogram per bdev\n"
+"    probekit-iolatency -p 1234 -BO\n"
+"        a histogram per bdev and I/O type\n"
+"    probekit-iolatency -p 1234 -L -W 5\n"
+"        linear histogram, 5 usec buckets\n"
+"    probekit-iolatency -p 1234 -d 10 -j\n"
+"        trace for 10 seconds, print JSON\n";
 
 static struct {
 	struct common_args c;

@@ -20,7 +20,8 @@
 const char *tool_name = "iosize";
 
 static const char usage[] =
-"usage: iosize -p PID [-h] [-T] [-B] [-O] [-d SECS] [-j] [interval [count]]\n"
+"usage: probekit-iosize -p PID [-h] [-T] [-B] [-O] [-d SECS] [-j]\n"
+"                       [interval [count]]\n"
 "\n"
 "Summarize blktgt block I/O sizes as a histogram (libbpf CO-RE).\n"
 "\n"
@@ -30,11 +31,16 @@ COMMON_HELP
 "  -O, --types          print a histogram per I/O type (read, write, ...)\n"
 "\n"
 "examples:\n"
-"    probekit-iosize -p 1234             # summarize I/O sizes as a histogram\n"
-"    probekit-iosize -p 1234 1 10        # print 1 second summaries, 10 times\n"
-"    probekit-iosize -p 1234 -BO         # a histogram per bdev and I/O type\n"
-"    probekit-iosize -p 1234 -T -d 60 10 # 10s summaries with timestamps, for 60s\n"
-"    probekit-iosize -p 1234 -j          # print JSON\n";
+"    probekit-iosize -p 1234\n"
+"        summarize I/O sizes as a histogram\n"
+"    probekit-iosize -p 1234 1 10\n"
+"        print 1 second summaries, 10 times\n"
+"    probekit-iosize -p 1234 -BO\n"
+"        a histogram per bdev and I/O type\n"
+"    probekit-iosize -p 1234 -T -d 60 10\n"
+"        10s summaries with timestamps, for 60s\n"
+"    probekit-iosize -p 1234 -j\n"
+"        print JSON\n";
 
 static struct {
 	struct common_args c;

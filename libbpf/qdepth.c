@@ -20,7 +20,7 @@
 const char *tool_name = "qdepth";
 
 static const char usage[] =
-"usage: qdepth -p PID [-h] [-T] [-d SECS] [-j] [interval [count]]\n"
+"usage: probekit-qdepth -p PID [-h] [-T] [-d SECS] [-j] [interval [count]]\n"
 "\n"
 "Summarize blktgt queue depth per bdev as a histogram (libbpf CO-RE).\n"
 "\n"
@@ -28,10 +28,14 @@ static const char usage[] =
 COMMON_HELP
 "\n"
 "examples:\n"
-"    probekit-qdepth -p 1234             # summarize queue depth per bdev\n"
-"    probekit-qdepth -p 1234 1 10        # print 1 second summaries, 10 times\n"
-"    probekit-qdepth -p 1234 -T -d 30 5  # 5s summaries with timestamps, for 30s\n"
-"    probekit-qdepth -p 1234 -j          # print JSON\n";
+"    probekit-qdepth -p 1234\n"
+"        summarize queue depth per bdev\n"
+"    probekit-qdepth -p 1234 1 10\n"
+"        print 1 second summaries, 10 times\n"
+"    probekit-qdepth -p 1234 -T -d 30 5\n"
+"        5s summaries with timestamps, for 30s\n"
+"    probekit-qdepth -p 1234 -j\n"
+"        print JSON\n";
 
 static struct common_args env;
 

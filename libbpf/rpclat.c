@@ -19,7 +19,8 @@
 const char *tool_name = "rpclat";
 
 static const char usage[] =
-"usage: rpclat -p PID [-h] [-T] [-m|-u|-n] [-d SECS] [-j] [interval [count]]\n"
+"usage: probekit-rpclat -p PID [-h] [-T] [-m|-u|-n] [-d SECS] [-j]\n"
+"                       [interval [count]]\n"
 "\n"
 "Summarize blktgt JSON-RPC latency per method (libbpf CO-RE).\n"
 "\n"
@@ -30,10 +31,14 @@ COMMON_HELP
 "  -n, --nanoseconds    nanosecond histogram\n"
 "\n"
 "examples:\n"
-"    probekit-rpclat -p 1234             # summarize RPC latency per method\n"
-"    probekit-rpclat -p 1234 -m 5        # 5 second summaries, in milliseconds\n"
-"    probekit-rpclat -p 1234 -T -d 60 10 # 10s summaries with timestamps, for 60s\n"
-"    probekit-rpclat -p 1234 -j          # print JSON\n";
+"    probekit-rpclat -p 1234\n"
+"        summarize RPC latency per method\n"
+"    probekit-rpclat -p 1234 -m 5\n"
+"        5 second summaries, in milliseconds\n"
+"    probekit-rpclat -p 1234 -T -d 60 10\n"
+"        10s summaries with timestamps, for 60s\n"
+"    probekit-rpclat -p 1234 -j\n"
+"        print JSON\n";
 
 #define SHORTOPTS COMMON_SHORTOPTS "mun"
 

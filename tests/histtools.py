@@ -215,7 +215,7 @@ def trace_until_target_exits(blktgt_bin, tmp_path, tool):
 def one_error_line(rc, lines, tool, pattern, want_rc=None):
     assert rc != 0 and (want_rc is None or rc == want_rc), (rc, lines)
     assert len(lines) == 1, lines
-    assert re.match(rf"^{tool}: .*{pattern}", lines[0]), lines
+    assert re.match(rf"^probekit-{tool}(-bcc)?: .*{pattern}", lines[0]), lines
 
 
 def unused_pid():

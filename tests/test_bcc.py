@@ -364,7 +364,7 @@ def test_target_exits(bpf, blktgt_bin, tmp_path, tool):
     after the histograms collected so far."""
     pid, lines = trace_until_target_exits(blktgt_bin, tmp_path,
                                           lambda pid: Tool(tool, pid))
-    assert any(re.match(rf"^{tool}: PID {pid} \(blktgt\) exited", ln)
+    assert any(re.match(rf"^probekit-{tool}-bcc: PID {pid} \(blktgt\) exited", ln)
                for ln in lines), lines
     # rpclat saw bdev_malloc_create and workload_run; funclat has three
     # histograms of the 11 calls.
@@ -484,7 +484,7 @@ def test_version(tool):
     """--version needs no -p and prints probekit's version, from VERSION at
     the root of the checkout."""
     rc, lines = histtools.run_tool("bcc", tool, "--version")
-    assert (rc, lines) == (0, [f"{tool} (probekit) {checkout_version()}"])
+    assert (rc, lines) == (0, [f"probekit-{tool}-bcc (probekit) {checkout_version()}"])
 
 
 def test_version_of_an_installed_copy(tmp_path):
@@ -499,9 +499,9 @@ def test_version_of_an_installed_copy(tmp_path):
     one_error_line(rc, lines, "iosize", "no VERSION file beside "
                    "probekit_bcc.py", want_rc=1)
     (tmp_path / "VERSION").write_text("1.2.3\n")
-    assert histtools.run(cmd) == (0, ["iosize (probekit) 1.2.3"])
+    assert histtools.run(cmd) == (0, ["probekit-iosize-bcc (probekit) 1.2.3"])
     (inst / "VERSION").write_text("4.5.6\n")
-    assert histtools.run(cmd) == (0, ["iosize (probekit) 4.5.6"])
+    assert histtools.run(cmd) == (0, ["probekit-iosize-bcc (probekit) 4.5.6"])
     (inst / "VERSION").write_text("4.5.6 but\nmore\n")
     rc, lines = histtools.run(cmd)
     one_error_line(rc, lines, "iosize", "does not hold a version", want_rc=1)

@@ -102,7 +102,7 @@ def test_script_compiles(bpf, target, script, tmp_path):
         head = f.read(4000)
     # bpftrace-tools style header: name and purpose, usage, example output.
     assert re.search(rf"^ \* {re.escape(script)}\t\S", head, re.M), script
-    assert f"USAGE: wrapper/bpftrace.sh" in head and f"bt/{script}" in head
+    assert "USAGE: probekit-bpftrace " in head and f"bt/{script}" in head
     assert "Example output" in head
 
 

@@ -317,7 +317,7 @@ def test_target_exits(bpf, blktgt_bin, tmp_path, tool):
     line saying so, exit 0."""
     pid, lines = trace_until_target_exits(
         blktgt_bin, tmp_path, lambda pid: Tool("libbpf", tool, pid))
-    assert f"{tool}: PID {pid} (blktgt) exited; tracing ended" in lines
+    assert f"probekit-{tool}: PID {pid} (blktgt) exited; tracing ended" in lines
     # funclat: three histograms of the 11 calls; rpclat: the two RPCs,
     # bdev_malloc_create and workload_run.
     want = {"funclat": 33, "rpclat": 2}.get(tool, 11)
@@ -357,7 +357,7 @@ def test_bad_args(tool):
 @pytest.mark.parametrize("tool", TOOLS)
 def test_help(tool):
     rc, lines = run_tool(tool, "--help")
-    assert rc == 0 and lines[0].startswith(f"usage: {tool} -p PID")
+    assert rc == 0 and lines[0].startswith(f"usage: probekit-{tool} -p PID")
     assert "examples:" in lines
     assert all(len(ln) < 80 for ln in lines)
 
@@ -435,7 +435,7 @@ def nobody_target(blktgt_bin, tmp_path):
 def lacks(what, tool, pid, *missing, whom=None, bpf_perfmon=False):
     """The one error line for a lack of privilege."""
     need = "CAP_SYS_ADMIN" + (" and CAP_SYS_PTRACE" if whom else "")
-    return (f"{tool}: {what}: permission denied: tracing "
+    return (f"probekit-{tool}: {what}: permission denied: tracing "
             f"{whom or f'PID {pid}'} needs root, or {need}; this process "
             f"lacks {' and '.join(missing)}"
             + (" (CAP_BPF and CAP_PERFMON do not allow uprobes)"

@@ -254,9 +254,14 @@ def test_json_parses_and_is_complete(plain_driver, run_driver):
     e = doc["events"][0]
     assert set(e) == {"source", "thread", "ts", "ts_ns", "time_us", "owner", "tracepoint",
                       "group", "object", "related", "elapsed_us", "args"}
-    # "ts" is what was recorded; the driver's ring records CLOCK_MONOTONIC,
-    # so there is nothing to convert.
-    assert e["ts"] == e["ts_ns"] and "calibration" not in doc
+    # "ts" is what was recorded: TSC ticks, converted with the pairs given
+    # as "calibration", or CLOCK_MONOTONIC itself, with nothing to convert.
+    if doc["clock_source"] == "TSC":
+        t0, m0 = doc["calibration"]["start"]
+        t1, m1 = doc["calibration"]["last"]
+        assert e["ts_ns"] == m0 + ((e["ts"] - t0) * (m1 - m0) * 2 + (t1 - t0)) // (2 * (t1 - t0))
+    else:
+        assert e["ts"] == e["ts_ns"] and "calibration" not in doc
     assert e["time_us"] == pytest.approx((e["ts_ns"] - doc["start_ns"]) / 1000.0)
 
 
@@ -282,7 +287,7 @@ def refused(path):
     p = dump("-f", str(path), check=False)
     assert p.returncode == 1 and p.stdout == ""
     lines = p.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"blktgt_trace: {path}: "), p.stderr
+    assert len(lines) == 1 and lines[0].startswith(f"blktgt-trace: {path}: "), p.stderr
     return lines[0]
 
 

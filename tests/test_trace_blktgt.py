@@ -128,7 +128,7 @@ def test_enable_group_rpc_at_run_time(start):
     assert events(t.pid) == []
     r = t.rpc("trace_enable_group", name="all")
     assert all(r["groups"].values())
-    assert r["dump"].endswith(f"blktgt_trace -p {t.pid}")
+    assert r["dump"].endswith(f"blktgt-trace -p {t.pid}")
     workload(t)
     check_io_pairs(events(t.pid), N)
     info = t.rpc("trace_get_info")

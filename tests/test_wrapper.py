@@ -857,7 +857,7 @@ def test_error_bad_options(prog, count_bt, opts, needle):
 def test_help():
     r = wrapper("-h")
     assert r.returncode == 0
-    assert "USAGE: bpftrace.sh" in r.stdout
+    assert "USAGE: probekit-bpftrace" in r.stdout
     assert "probekit: tracing PID=<pid> (Ctrl-C to end)" in r.stdout
 
 
