@@ -10,6 +10,7 @@ examples:
   rpc.py bdev_malloc_create -b Malloc0 64 512
   rpc.py bdev_null_create Null0 1024 4096
   rpc.py bdev_file_create File0 /var/tmp/disk.img 4096
+  rpc.py bdev_delay_create Slow0 Malloc0 2000 5000   # +2 ms reads, +5 ms writes
   rpc.py export_create disk0 Malloc0
   rpc.py workload_run -b Null0 -w randread -o 4096 -q 32 -n 100000
   rpc.py workload_run -e disk0 -w randwrite -o 4096 -q 8 -T 5
@@ -60,6 +61,13 @@ def positive(text):
     return int(text)
 
 
+def nonnegative(text):
+    """An integer >= 0, nothing else."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return int(text)
+
+
 def mask_arg(text):
     """A trace mask: decimal or 0x hex, not 0."""
     try:
@@ -99,6 +107,13 @@ def build_parser():
     m.add_argument("name")
     m.add_argument("path")
     m.add_argument("block_size", type=positive)
+
+    m = method("bdev_delay_create",
+               "create a bdev over BASE whose reads and writes take READ_US/WRITE_US longer")
+    m.add_argument("name")
+    m.add_argument("base", help="the bdev it wraps")
+    m.add_argument("read_us", type=nonnegative, help="added read latency, microseconds")
+    m.add_argument("write_us", type=nonnegative, help="added write latency, microseconds")
 
     for name, help_ in (("bdev_delete", "delete a bdev"),
                         ("bdev_flush", "flush a bdev (file: fdatasync)"),
@@ -143,6 +158,8 @@ def params_of(a):
         return {"name": a.name, "size_mb": a.size_mb, "block_size": a.block_size}
     if m == "bdev_file_create":
         return {"name": a.name, "path": a.path, "block_size": a.block_size}
+    if m == "bdev_delay_create":
+        return {"name": a.name, "base": a.base, "read_us": a.read_us, "write_us": a.write_us}
     if m in ("bdev_delete", "bdev_flush", "export_delete", "export_pause", "export_resume",
              "trace_disable_group"):
         return {"name": a.name}
