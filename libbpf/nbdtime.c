@@ -261,7 +261,7 @@ int main(int argc, char **argv)
 	    attach_tracepoints(skel))
 		goto out;
 
-	rc = run_loop(&env.c, &t, "NBD request time (request, bdev, socket syscalls)",
+	rc = run_loop(&env.c, &t, "NBD request time",
 		      collect, skel);
 out:
 	nbdtime_bpf__destroy(skel);
