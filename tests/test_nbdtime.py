@@ -212,6 +212,29 @@ def test_matches_bcc(bpf, slow, opts):
     assert outs["libbpf"][0] == outs["bcc"][0]     # the readiness line
 
 
+def test_bt_script(bpf, slow, tmp_path):
+    """bt/nbdtime.bt, the one-off join: exact request and bdev counts, and
+    its syscall counts (nbd and other sockets) match strace -c."""
+    out = str(tmp_path / "strace.out")
+    st = strace_attach(slow.pid, out)
+    try:
+        t = probekit.Trace(slow.pid, [os.path.join(probekit.ROOT, "bt",
+                                                   "nbdtime.bt")]).start()
+        qemu_io(slow)
+        lines = t.stop()
+    finally:
+        calls = strace_calls(st, out)
+    assert t.proc.returncode == 0, lines
+    counts = {m.group(1): int(m.group(2)) for m in
+              (re.match(r"^@count\[(.*)\]: (\d+)$", ln) for ln in lines) if m}
+    assert counts.pop("request") == N and counts.pop("bdev") == N, lines
+    assert set(counts) <= {"syscall nbd", "syscall other"}, counts
+    assert counts["syscall nbd"] > N
+    assert sum(counts.values()) == sum(calls.values()), (counts, calls)
+    assert not any(ln.startswith(("@req_start", "@io_start", "@sys_", "@nbd_fd"))
+                   for ln in lines), "END must clear the temporary maps"
+
+
 # --- errors: one line, non-zero ----------------------------------------------
 
 BAD_ARGS = [("-p", "abc"), ("-p", "0"), (), ("-p", "1", "-Z"),
