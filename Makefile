@@ -99,7 +99,7 @@ deps:
 # every test checks its exit status).  The fuzz tests build their own
 # sanitized harnesses, so they run once, in the whole suite.
 SAN_TESTS = test_target_rpc.py test_target_workload.py test_target_export.py \
-	    test_target_lifecycle.py test_nbd.py
+	    test_target_lifecycle.py test_nbd.py test_bdev_delay.py
 test: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(MAKE) --no-print-directory O=$(O)/nousdt USDT=0 all
