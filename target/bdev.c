@@ -129,7 +129,7 @@ int bdev_delete(const char *name)
 
 		if (strcmp(b->name, name) != 0)
 			continue;
-		if (b->exports || b->users)
+		if (b->exports || b->users || b->stacked)
 			return -EBUSY;
 		*pp = b->next;
 		nbdevs--;

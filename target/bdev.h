@@ -82,6 +82,7 @@ struct bdev {
 	void *priv;
 	unsigned exports;       /* exports using it; delete refused while > 0 */
 	unsigned users;         /* running workloads and flushes: likewise */
+	unsigned stacked;       /* bdevs over it (delay): likewise */
 	struct bdev *next;
 };
 
@@ -91,7 +92,8 @@ int bdev_malloc_create(const char *name, uint64_t size_mb, uint32_t block_size, 
 int bdev_file_create(const char *name, const char *path, uint32_t block_size, struct bdev **out);
 /* A bdev over base whose reads and writes complete read_us / write_us
  * after submission (flush and trim are not delayed); base cannot be
- * deleted while it exists.  0 or -EEXIST/-EINVAL/-ENODEV (no base)/-ENOMEM. */
+ * deleted while it exists (base->stacked).  0 or -EEXIST, -EINVAL,
+ * -ENODEV (no base), -ENOSPC, -ENOMEM. */
 #define BDEV_DELAY_MAX_US 10000000ull   /* 10 s */
 int bdev_delay_create(const char *name, const char *base, uint64_t read_us, uint64_t write_us,
 		      struct bdev **out);

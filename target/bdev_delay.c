@@ -10,7 +10,7 @@
  * and every I/O in flight gets its own delay.  An io is completed on the
  * reactor that submitted it, through bdev_io_done().
  *
- * Lifetime: the delay bdev holds a user of its base, so the base cannot
+ * Lifetime: the delay bdev is stacked on its base, so the base cannot
  * be deleted under it; I/O in flight on the delay bdev holds a user or an
  * export of it (whoever submits does), so it cannot be deleted with I/O
  * queued here.  A reactor's timer exists only while its queue is not
@@ -151,7 +151,7 @@ static void delay_destroy(struct bdev *b)
 {
 	struct delay_disk *d = b->priv;
 
-	d->base->users--;
+	d->base->stacked--;
 	free(d);
 }
 
@@ -190,6 +190,6 @@ int bdev_delay_create(const char *name, const char *base, uint64_t read_us, uint
 		free(d);
 		return rc;
 	}
-	bb->users++;
+	bb->stacked++;
 	return 0;
 }

@@ -167,9 +167,11 @@ static void rpc_bdev_delete(struct rpc_request *req, const struct json_val *para
 	rc = bdev_delete(p.name);
 	if (rc == -ENOENT)
 		rpc_error(req, rc, "no bdev named '%s'", p.name);
+	else if (rc == -EBUSY && b->stacked)
+		rpc_error(req, rc, "bdev '%s' is the base of %u delay bdev(s); delete them first",
+			  p.name, b->stacked);
 	else if (rc == -EBUSY)
-		rpc_error(req, rc, "bdev '%s' is in use by %u export(s) and %u other user(s) "
-			  "(workloads, flushes, delay bdevs over it)",
+		rpc_error(req, rc, "bdev '%s' is in use by %u export(s) and %u workload(s)",
 			  p.name, b->exports, b->users);
 	else if (rc)
 		rpc_error(req, rc, "bdev '%s': %s", p.name, strerror(-rc));

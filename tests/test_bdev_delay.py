@@ -98,7 +98,8 @@ def test_base_cannot_go_first(target):
     slow(target)
     with pytest.raises(probekit.RpcError) as e:
         target.rpc("bdev_delete", name="M0")
-    assert e.value.code == -16 and "delay bdevs over it" in e.value.error["message"]
+    assert (e.value.code, e.value.error["message"]) == (
+        -16, "bdev 'M0' is the base of 1 delay bdev(s); delete them first")
     assert target.rpc("bdev_delete", name="D0") is True
     assert target.rpc("bdev_delete", name="M0") is True
 
