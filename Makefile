@@ -107,7 +107,7 @@ deps:
 # program that is missing names the Debian package that has it, and skips
 # (fails under CI=true).
 SAN_TESTS = test_target_rpc.py test_target_workload.py test_target_export.py \
-	    test_target_lifecycle.py test_nbd.py
+	    test_target_lifecycle.py test_nbd.py test_bdev_delay.py
 test: deps
 	$(Q)$(MAKE) --no-print-directory check
 

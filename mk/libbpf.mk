@@ -11,7 +11,7 @@
 # are needed, at build time or at run time (libbpf/probekit.bpf.h says why
 # the tools do not even need BTF at run time).
 
-LIBBPF_TOOLS := iolatency iosize funclat qdepth rpclat
+LIBBPF_TOOLS := iolatency iosize funclat qdepth rpclat nbdtime
 LIBBPF_HELPERS := histogram trace_helpers blktgt_io
 
 BPF_CLANG   ?= clang

@@ -96,6 +96,9 @@ provider blktgt {
 	/* The client went away; requests is how many it sent. */
 	probe nbd__disconnect(uint64_t conn, char *peer, uint64_t requests);
 
+	/* A connection began transmission on its owner reactor; fd is its socket, so syscalls can be told apart. */
+	probe nbd__transmit(uint64_t conn, int32_t fd, uint32_t thread);
+
 	/* --- JSON-RPC control plane -------------------------------------- */
 
 	/* A JSON-RPC request was parsed and is about to be dispatched. */

@@ -3,7 +3,8 @@
  *
  * bdev_submit() validates, fires io__submit, calls bdev_execute() (the
  * backend does the work synchronously) and queues the io on its reactor's
- * completion list; the list is drained from deferred work on the same
+ * completion list, or hands the io to a backend's submit op, which queues
+ * it later through bdev_io_done(); the list is drained from deferred work on the same
  * reactor, where bdev_io_complete() fires io__done and calls back.  So a
  * completion never runs inside bdev_submit(), and the I/O path takes no
  * lock and allocates nothing: all its state is per reactor.
@@ -39,6 +40,7 @@ static struct bdev *bdevs;
 static unsigned nbdevs;
 
 static void drain_completions(void *arg);
+static void queue_completion(struct bdev_thread *t, struct bdev_io *io);
 
 static struct bdev_thread *this_thread(void)
 {
@@ -127,7 +129,7 @@ int bdev_delete(const char *name)
 
 		if (strcmp(b->name, name) != 0)
 			continue;
-		if (b->exports || b->users)
+		if (b->exports || b->users || b->stacked)
 			return -EBUSY;
 		*pp = b->next;
 		nbdevs--;
@@ -205,9 +207,29 @@ int bdev_submit(struct bdev_io *io)
 				 bdev_io_type_name(io->type));
 	trace_bdev_io_submit((uint32_t)(t - threads), io->id, io->trace_cause, io->bdev->name,
 			     (int32_t)io->type, (int32_t)io->len, (int64_t)io->offset);
+	if (io->bdev->ops->submit) {
+		io->status = 0;
+		rc = io->bdev->ops->submit(io->bdev, io);
+		if (rc == 0)
+			return 0;
+		io->status = rc;
+		queue_completion(t, io);
+		return 0;
+	}
 	done = bdev_execute(io->bdev, io->type, io->offset, io->len, io->buf, io->fua);
 	io->status = done < 0 ? (int)done : 0;
+	queue_completion(t, io);
+	return 0;
+}
 
+void bdev_io_done(struct bdev_io *io)
+{
+	queue_completion(this_thread(), io);
+}
+
+static void queue_completion(struct bdev_thread *t, struct bdev_io *io)
+{
+	io->next = NULL;
 	if (t->done_tail)
 		t->done_tail->next = io;
 	else
@@ -219,7 +241,6 @@ int bdev_submit(struct bdev_io *io)
 		t->defer.ctx = t;
 		reactor_defer(&t->defer);
 	}
-	return 0;
 }
 
 UPROBE_SYMBOL

@@ -65,6 +65,11 @@ struct bdev_ops {
 	 * return len or -errno.  Completion is bdev.c's job. */
 	int64_t (*execute)(struct bdev *b, enum bdev_io_type type, uint64_t offset,
 			   uint64_t len, void *buf, bool fua);
+	/* Optional, for a backend that completes later (delay): take the
+	 * validated io instead of execute, and call bdev_io_done() for it on
+	 * this reactor, never from inside submit.  0, or -errno to fail the
+	 * io (bdev.c then completes it with that status). */
+	int (*submit)(struct bdev *b, struct bdev_io *io);
 	void (*destroy)(struct bdev *b);
 };
 
@@ -77,6 +82,7 @@ struct bdev {
 	void *priv;
 	unsigned exports;       /* exports using it; delete refused while > 0 */
 	unsigned users;         /* running workloads and flushes: likewise */
+	unsigned stacked;       /* bdevs over it (delay): likewise */
 	struct bdev *next;
 };
 
@@ -84,6 +90,13 @@ struct bdev {
 int bdev_null_create(const char *name, uint64_t size_mb, uint32_t block_size, struct bdev **out);
 int bdev_malloc_create(const char *name, uint64_t size_mb, uint32_t block_size, struct bdev **out);
 int bdev_file_create(const char *name, const char *path, uint32_t block_size, struct bdev **out);
+/* A bdev over base whose reads and writes complete read_us / write_us
+ * after submission (flush and trim are not delayed); base cannot be
+ * deleted while it exists (base->stacked).  0 or -EEXIST, -EINVAL,
+ * -ENODEV (no base), -ENOSPC, -ENOMEM. */
+#define BDEV_DELAY_MAX_US 10000000ull   /* 10 s */
+int bdev_delay_create(const char *name, const char *base, uint64_t read_us, uint64_t write_us,
+		      struct bdev **out);
 int bdev_delete(const char *name);      /* -ENOENT, -EBUSY */
 struct bdev *bdev_lookup(const char *name);
 struct bdev *bdev_first(void);
@@ -106,6 +119,10 @@ int64_t bdev_execute(struct bdev *b, uint32_t type, uint64_t offset, uint64_t le
 /* Called by bdev.c on the submitting reactor when io is done; fires
  * io__done, then io->cb.  A real symbol for uprobe tools. */
 void bdev_io_complete(struct bdev_io *io);
+
+/* For a backend's submit op: io (its status set) is done; its completion
+ * runs at the next loop pass.  Call it on the reactor that submitted io. */
+void bdev_io_done(struct bdev_io *io);
 
 /* Used by backends: register a new bdev (reactor 0).  On success priv is
  * the bdev's (ops->destroy frees it); on failure it is still the caller's. */

@@ -780,6 +780,7 @@ static void conn_adopt(void *ctx)
 	c->owner_idx = reactor_index(reactor_self());
 	thread_add(this_thread(), c);
 	c->state = CONN_TRANSMITTING;
+	BLKTGT_NBD_TRANSMIT(c->id, c->fd, c->owner_idx);
 	c->events = EPOLLIN;
 	c->w = reactor_fd_add(c->fd, EPOLLIN, conn_tx_cb, c);
 	if (!c->w)

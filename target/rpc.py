@@ -10,12 +10,13 @@ examples:
   blktgt-rpc bdev_malloc_create -b Malloc0 64 512
   blktgt-rpc bdev_null_create Null0 1024 4096
   blktgt-rpc bdev_file_create File0 /var/tmp/disk.img 4096
+  blktgt-rpc bdev_delay_create Slow0 Malloc0 2000 5000   # +2 ms reads, +5 ms writes
   blktgt-rpc export_create disk0 Malloc0
   blktgt-rpc workload_run -b Null0 -w randread -o 4096 -q 32 -n 100000
   blktgt-rpc workload_run -e disk0 -w randwrite -o 4096 -q 8 -T 5
   blktgt-rpc bdev_flush File0
   blktgt-rpc target_stats
-  blktgt-rpc trace_enable_group bdev        # then: blktgt_trace -p PID
+  blktgt-rpc trace_enable_group bdev        # then: blktgt-trace -p PID
 """
 
 import argparse
@@ -59,6 +60,13 @@ def positive(text):
     """An integer > 0, nothing else ("12abc", "0x10", "-1" are refused)."""
     if not text.isdigit() or int(text) <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
+
+
+def nonnegative(text):
+    """An integer >= 0, nothing else."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
     return int(text)
 
 
@@ -149,6 +157,13 @@ def build_parser():
     m.add_argument("path")
     m.add_argument("block_size", type=positive)
 
+    m = method("bdev_delay_create",
+               "create a bdev over BASE whose reads and writes take READ_US/WRITE_US longer")
+    m.add_argument("name")
+    m.add_argument("base", help="the bdev it wraps")
+    m.add_argument("read_us", type=nonnegative, help="added read latency, microseconds")
+    m.add_argument("write_us", type=nonnegative, help="added write latency, microseconds")
+
     for name, help_ in (("bdev_delete", "delete a bdev"),
                         ("bdev_flush", "flush a bdev (file: fdatasync)"),
                         ("export_delete", "stop and delete an export"),
@@ -192,6 +207,8 @@ def params_of(a):
         return {"name": a.name, "size_mb": a.size_mb, "block_size": a.block_size}
     if m == "bdev_file_create":
         return {"name": a.name, "path": a.path, "block_size": a.block_size}
+    if m == "bdev_delay_create":
+        return {"name": a.name, "base": a.base, "read_us": a.read_us, "write_us": a.write_us}
     if m in ("bdev_delete", "bdev_flush", "export_delete", "export_pause", "export_resume",
              "trace_disable_group"):
         return {"name": a.name}

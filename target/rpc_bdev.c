@@ -107,6 +107,48 @@ static void rpc_bdev_file_create(struct rpc_request *req, const struct json_val 
 		rpc_result_str(req, p.name);
 }
 
+struct delay_params {
+	char name[BDEV_NAME_MAX + 1];
+	char base[BDEV_NAME_MAX + 1];
+	uint64_t read_us;
+	uint64_t write_us;
+};
+
+static const struct rpc_param delay_create_spec[] = {
+	NAME_PARAM(true, struct delay_params),
+	{ "base", RPC_PARAM_STRING, true, offsetof(struct delay_params, base),
+	  sizeof(((struct delay_params *)0)->base), 0, 0 },
+	{ "read_us", RPC_PARAM_U64, true, offsetof(struct delay_params, read_us), 0,
+	  0, BDEV_DELAY_MAX_US },
+	{ "write_us", RPC_PARAM_U64, true, offsetof(struct delay_params, write_us), 0,
+	  0, BDEV_DELAY_MAX_US },
+};
+
+/* bdev_delay_create {name, base, read_us, write_us} */
+static void rpc_bdev_delay_create(struct rpc_request *req, const struct json_val *params)
+{
+	struct delay_params p = { 0 };
+	int rc;
+
+	if (rpc_params(req, params, delay_create_spec, 4, &p, NULL))
+		return;
+	rc = bdev_delay_create(p.name, p.base, p.read_us, p.write_us, NULL);
+	if (rc == -EEXIST)
+		rpc_error(req, rc, "bdev '%s' already exists", p.name);
+	else if (rc == -ENODEV)
+		rpc_error(req, rc, "no base bdev named '%s'", p.base);
+	else if (rc == -EINVAL)
+		rpc_error(req, JSONRPC_INVALID_PARAMS,
+			  "invalid params: 'name' must be 1..%d of [A-Za-z0-9_.:-]",
+			  BDEV_NAME_MAX);
+	else if (rc == -ENOSPC)
+		rpc_error(req, rc, "too many bdevs (at most %d)", BDEV_MAX_COUNT);
+	else if (rc)
+		rpc_error(req, rc, "cannot create bdev '%s': %s", p.name, strerror(-rc));
+	else
+		rpc_result_str(req, p.name);
+}
+
 struct name_params {
 	char name[BDEV_NAME_MAX + 1];
 };
@@ -125,6 +167,9 @@ static void rpc_bdev_delete(struct rpc_request *req, const struct json_val *para
 	rc = bdev_delete(p.name);
 	if (rc == -ENOENT)
 		rpc_error(req, rc, "no bdev named '%s'", p.name);
+	else if (rc == -EBUSY && b->stacked)
+		rpc_error(req, rc, "bdev '%s' is the base of %u delay bdev(s); delete them first",
+			  p.name, b->stacked);
 	else if (rc == -EBUSY)
 		rpc_error(req, rc, "bdev '%s' is in use by %u export(s) and %u workload(s)",
 			  p.name, b->exports, b->users);
@@ -211,6 +256,7 @@ const struct rpc_method rpc_bdev_methods[] = {
 	{ "bdev_malloc_create", rpc_bdev_malloc_create },
 	{ "bdev_null_create", rpc_bdev_null_create },
 	{ "bdev_file_create", rpc_bdev_file_create },
+	{ "bdev_delay_create", rpc_bdev_delay_create },
 	{ "bdev_delete", rpc_bdev_delete },
 	{ "bdev_list", rpc_bdev_list },
 	{ "bdev_flush", rpc_bdev_flush },

@@ -91,7 +91,8 @@ def compile_check(pid, scripts, tmp_path):
 
 def test_collection_is_complete():
     assert SCRIPTS == sorted(["funcs.bt", "iolat.bt", "iops.bt", "iosize.bt", "lifecycle.bt",
-                              "msgs.bt", "nbd.bt", "rpc.bt", "states.bt", "syscalls.bt"])
+                              "msgs.bt", "nbd.bt", "nbdtime.bt", "rpc.bt", "states.bt",
+                              "syscalls.bt"])
 
 
 @pytest.mark.parametrize("script", SCRIPTS)

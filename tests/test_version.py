@@ -31,8 +31,8 @@ def script(*path):
 # (NAME, argv that runs it): NAME is what the command calls itself.
 COMMANDS = [
     ("blktgt", [built("blktgt")]),
-    *[(f"probekit-{t}", [built(f"probekit-{t}")]) for t in TOOLS],
-    *[(f"probekit-{t}-bcc", [built(f"probekit-{t}-bcc")]) for t in TOOLS],
+    *[(f"probekit-{t}", [built(f"probekit-{t}")]) for t in TOOLS + ["nbdtime"]],
+    *[(f"probekit-{t}-bcc", [built(f"probekit-{t}-bcc")]) for t in TOOLS + ["nbdtime"]],
     ("blktgt-trace", [built("blktgt-trace")]),
     ("blktgt-rpc", [built("blktgt-rpc")]),
     ("probekit-check", [built("probekit-check")]),

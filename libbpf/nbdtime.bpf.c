@@ -1,0 +1,341 @@
+/*
+ * nbdtime.bpf.c: where an NBD request's time goes, from blktgt's USDT
+ * probes and the kernel's syscall tracepoints side by side.
+ *
+ * bcc/nbdtime says what each histogram measures and how a request's share
+ * of its connection's socket syscalls is estimated; this is the same
+ * program with libbpf.  The tracepoints are read through the kernel's own
+ * structs (trace_event_raw_sys_enter/exit, from vmlinux.h) with CO-RE.
+ */
+#include "probekit.bpf.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/usdt.bpf.h>
+
+#include "nbdtime.h"
+#include "histogram.bpf.h"
+
+/* Options, set by user space before load. */
+const volatile __u32 tgid = 0;		/* -p */
+const volatile bool per_cmd = false;	/* -C */
+const volatile bool linear = false;	/* -L */
+const volatile __u64 width = 10;	/* -W: linear bucket width, in units */
+const volatile __u64 unit_ns = 1000;	/* -n 1, -u 1000, -m 1000000 */
+
+struct nt_req_key {
+	__u64 conn;
+	__u64 handle;
+};
+
+struct nt_req {
+	__u64 ts;
+	__u64 rx_seq;		/* the recv batch that brought its header */
+	__u64 len;
+	__u32 cmd;
+	char name[IOTYPE_LEN];
+};
+
+/* One recv that returned data, and how many headers were parsed from it. */
+struct nt_batch {
+	__u64 seq;
+	__u64 dur;
+	__u64 n;
+};
+
+struct nt_conn {
+	__u64 fd;
+	__u64 rx_seq;		/* the latest batch */
+	__u64 tx_dur, tx_bytes;	/* the latest send */
+	struct nt_batch rx[NBDTIME_RX_RING];
+};
+
+struct nt_sys_start {
+	__u64 ts;
+	__u64 fd;
+	__u32 send;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_INFLIGHT);
+	__type(key, struct nt_req_key);
+	__type(value, struct nt_req);
+} reqs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_INFLIGHT);
+	__type(key, __u64);		/* I/O id */
+	__type(value, __u64);		/* submit time, ns */
+} ios SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, NBDTIME_MAX_CONNS);
+	__type(key, __u64);		/* connection id */
+	__type(value, struct nt_conn);
+} conns SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, NBDTIME_MAX_CONNS);
+	__type(key, __u64);		/* fd */
+	__type(value, __u64);		/* connection id */
+} fds SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, NBDTIME_MAX_THREADS);
+	__type(key, __u32);		/* tid */
+	__type(value, struct nt_sys_start);
+} sys SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_HISTS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct nbdtime_key);
+	__type(value, struct hist);
+} hists SEC(".maps");
+
+/* A zeroed struct nt_conn: too big for the BPF stack. */
+static const struct nt_conn conn_zero;
+
+static __always_inline void count(__u32 stage, __u32 tid, const char *cmd,
+				  __u64 ns)
+{
+	struct nbdtime_key key = {};
+
+	key.stage = stage;
+	key.tid = tid;
+	if (per_cmd && cmd)
+		__builtin_memcpy(key.cmd, cmd, sizeof(key.cmd));
+	hist_increment(&hists, &key, hist_slot(ns / unit_ns, linear, width));
+}
+
+/* blktgt:nbd__transmit(u64 conn, s32 fd, u32 thread) */
+SEC("usdt")
+int BPF_USDT(nbd_transmit, __u64 id, __s32 fd32)
+{
+	__u64 fd = (__u32)fd32;
+	struct nt_conn *c;
+
+	bpf_map_update_elem(&conns, &id, &conn_zero, BPF_ANY);
+	c = bpf_map_lookup_elem(&conns, &id);
+	if (!c)
+		return 0;
+	c->fd = fd;
+	bpf_map_update_elem(&fds, &fd, &id, BPF_ANY);
+	return 0;
+}
+
+/* blktgt:nbd__disconnect(u64 conn, char *peer, u64 requests) */
+SEC("usdt")
+int BPF_USDT(nbd_disconnect, __u64 id)
+{
+	struct nt_conn *c = bpf_map_lookup_elem(&conns, &id);
+	__u64 fd, *owner;
+
+	if (!c)
+		return 0;
+	fd = c->fd;
+	owner = bpf_map_lookup_elem(&fds, &fd);
+	if (owner && *owner == id)	/* not yet a newer connection's fd */
+		bpf_map_delete_elem(&fds, &fd);
+	bpf_map_delete_elem(&conns, &id);
+	return 0;
+}
+
+/* blktgt:nbd__request(u64 conn, u64 handle, u32 cmd, u64 offset, u32 len,
+ *                     char *cmd_name, u32 flags) */
+SEC("usdt")
+int BPF_USDT(nbd_request, __u64 conn, __u64 handle, __u32 cmd, __u64 offset,
+	     __u32 len, const char *cmd_name)
+{
+	struct nt_req_key k = { .conn = conn, .handle = handle };
+	struct nt_req r = {};
+	struct nt_conn *c;
+
+	if (cmd == NBDTIME_CMD_DISC)
+		return 0;	/* never answered */
+	r.ts = bpf_ktime_get_ns();
+	r.cmd = cmd;
+	r.len = len;
+	if (per_cmd)
+		bpf_probe_read_user_str(r.name, sizeof(r.name), (void *)cmd_name);
+	c = bpf_map_lookup_elem(&conns, &conn);
+	if (c) {
+		struct nt_batch *b = &c->rx[c->rx_seq & (NBDTIME_RX_RING - 1)];
+
+		r.rx_seq = c->rx_seq;
+		if (b->seq == c->rx_seq)
+			__sync_fetch_and_add(&b->n, 1);
+	}
+	bpf_map_update_elem(&reqs, &k, &r, BPF_ANY);
+	return 0;
+}
+
+/* blktgt:nbd__reply(u64 conn, u64 handle, u32 cmd, u32 error) */
+SEC("usdt")
+int BPF_USDT(nbd_reply, __u64 conn, __u64 handle, __u32 cmd, __u32 error)
+{
+	struct nt_req_key k = { .conn = conn, .handle = handle };
+	__u64 now = bpf_ktime_get_ns(), share = 0;
+	struct nt_req *r;
+	struct nt_conn *c;
+
+	r = bpf_map_lookup_elem(&reqs, &k);
+	if (!r)
+		return 0;	/* sent before tracing started */
+	count(STAGE_REQUEST, 0, r->name, now - r->ts);
+	c = bpf_map_lookup_elem(&conns, &conn);
+	if (c) {
+		struct nt_batch *b = &c->rx[r->rx_seq & (NBDTIME_RX_RING - 1)];
+		__u64 bytes = NBDTIME_REPLY_LEN;
+
+		if (b->seq == r->rx_seq && b->n)
+			share += b->dur / b->n;
+		if (r->cmd == NBDTIME_CMD_READ && error == 0)
+			bytes += r->len;
+		if (c->tx_bytes)
+			share += c->tx_dur * bytes / c->tx_bytes;
+	}
+	count(STAGE_SHARE, 0, r->name, share);
+	bpf_map_delete_elem(&reqs, &k);
+	return 0;
+}
+
+/* blktgt:io__submit(u64 id, char *bdev, u32 type, u64 offset, u64 len,
+ *                   char *type_name) */
+SEC("usdt")
+int BPF_USDT(io_submit, __u64 id)
+{
+	__u64 ts = bpf_ktime_get_ns();
+
+	bpf_map_update_elem(&ios, &id, &ts, BPF_ANY);
+	return 0;
+}
+
+/* blktgt:io__done(u64 id, char *bdev, u32 type, u64 len, s32 status,
+ *                 char *type_name) */
+SEC("usdt")
+int BPF_USDT(io_done, __u64 id, const char *bdev, __u32 type, __u64 len,
+	     __s32 status, const char *type_name)
+{
+	char name[IOTYPE_LEN] = {};
+	__u64 *tsp, delta;
+
+	tsp = bpf_map_lookup_elem(&ios, &id);
+	if (!tsp)
+		return 0;	/* submitted before tracing started */
+	delta = bpf_ktime_get_ns() - *tsp;
+	bpf_map_delete_elem(&ios, &id);
+	if (per_cmd)
+		bpf_probe_read_user_str(name, sizeof(name), (void *)type_name);
+	count(STAGE_BDEV, 0, name, delta);
+	return 0;
+}
+
+/* --- the syscall tracepoints ------------------------------------------- */
+
+static __always_inline int sys_enter(struct trace_event_raw_sys_enter *ctx,
+				     __u32 send)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+	struct nt_sys_start s = {};
+
+	if (id >> 32 != tgid)
+		return 0;
+	s.ts = bpf_ktime_get_ns();
+	s.fd = (__u32)BPF_CORE_READ(ctx, args[0]);
+	s.send = send;
+	bpf_map_update_elem(&sys, &tid, &s, BPF_ANY);
+	return 0;
+}
+
+static __always_inline int sys_exit(struct trace_event_raw_sys_exit *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid(), dur, *conn_id;
+	__u32 tid = (__u32)id;
+	struct nt_sys_start *s;
+	struct nt_conn *c = NULL;
+	long ret = BPF_CORE_READ(ctx, ret);
+
+	if (id >> 32 != tgid)
+		return 0;
+	s = bpf_map_lookup_elem(&sys, &tid);
+	if (!s)
+		return 0;	/* entered before tracing started */
+	dur = bpf_ktime_get_ns() - s->ts;
+	conn_id = bpf_map_lookup_elem(&fds, &s->fd);
+	if (conn_id)
+		c = bpf_map_lookup_elem(&conns, conn_id);
+	count(c ? STAGE_SYS_NBD : STAGE_SYS_OTHER, tid, NULL, dur);
+	if (c && ret > 0) {
+		if (s->send) {
+			c->tx_dur = dur;
+			c->tx_bytes = ret;
+		} else {
+			__u64 seq = c->rx_seq + 1;
+			struct nt_batch *b = &c->rx[seq & (NBDTIME_RX_RING - 1)];
+
+			b->seq = seq;
+			b->dur = dur;
+			b->n = 0;
+			c->rx_seq = seq;
+		}
+	}
+	bpf_map_delete_elem(&sys, &tid);
+	return 0;
+}
+
+SEC("tp/syscalls/sys_enter_recvfrom")
+int enter_recvfrom(struct trace_event_raw_sys_enter *ctx)
+{
+	return sys_enter(ctx, 0);
+}
+
+SEC("tp/syscalls/sys_enter_recvmsg")
+int enter_recvmsg(struct trace_event_raw_sys_enter *ctx)
+{
+	return sys_enter(ctx, 0);
+}
+
+SEC("tp/syscalls/sys_enter_sendto")
+int enter_sendto(struct trace_event_raw_sys_enter *ctx)
+{
+	return sys_enter(ctx, 1);
+}
+
+SEC("tp/syscalls/sys_enter_sendmsg")
+int enter_sendmsg(struct trace_event_raw_sys_enter *ctx)
+{
+	return sys_enter(ctx, 1);
+}
+
+SEC("tp/syscalls/sys_exit_recvfrom")
+int exit_recvfrom(struct trace_event_raw_sys_exit *ctx)
+{
+	return sys_exit(ctx);
+}
+
+SEC("tp/syscalls/sys_exit_recvmsg")
+int exit_recvmsg(struct trace_event_raw_sys_exit *ctx)
+{
+	return sys_exit(ctx);
+}
+
+SEC("tp/syscalls/sys_exit_sendto")
+int exit_sendto(struct trace_event_raw_sys_exit *ctx)
+{
+	return sys_exit(ctx);
+}
+
+SEC("tp/syscalls/sys_exit_sendmsg")
+int exit_sendmsg(struct trace_event_raw_sys_exit *ctx)
+{
+	return sys_exit(ctx);
+}
+
+/* bpf_probe_read_user_str() needs a GPL-compatible program. */
+char LICENSE[] SEC("license") = "GPL";

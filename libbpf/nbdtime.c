@@ -1,0 +1,275 @@
+/*
+ * nbdtime: where an NBD request's time goes: the network syscalls, the
+ * bdev, or the queue between them.
+ *
+ * The libbpf CO-RE twin of bcc/nbdtime: same options, same output; that
+ * file says what each histogram measures and how a request's share of its
+ * connection's syscalls is estimated.  Options reach the BPF program as
+ * read-only data set before load, never as text.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <bpf/libbpf.h>
+
+#include "nbdtime.h"
+#include "nbdtime.skel.h"
+#include "trace_helpers.h"
+
+const char *tool_name = "nbdtime";
+
+static const char usage[] =
+"usage: probekit-nbdtime -p PID [-h] [-T] [-C] [-m|-u|-n] [-L [-W WIDTH]]\n"
+"                        [-d SECS] [-j] [interval [count]]\n"
+"\n"
+"Where an NBD request's time goes: network syscalls, bdev or queue (libbpf\n"
+"CO-RE).\n"
+"\n"
+"options:\n"
+COMMON_HELP
+"  -C, --commands       split requests, bdev I/O and syscall shares by\n"
+"                       command\n"
+"  -L, --linear         linear histograms instead of log2\n"
+"  -W, --width WIDTH    linear bucket width, in the unit (default 10)\n"
+"  -m, --milliseconds   millisecond histogram\n"
+"  -u, --microseconds   microsecond histogram (default)\n"
+"  -n, --nanoseconds    nanosecond histogram\n"
+"\n"
+"examples:\n"
+"    probekit-nbdtime -p 1234\n"
+"        where NBD requests spend their time\n"
+"    probekit-nbdtime -p 1234 -C\n"
+"        ... per command (read, write, ...)\n"
+"    probekit-nbdtime -p 1234 -m 1 10\n"
+"        1 second summaries in msecs, 10 times\n"
+"    probekit-nbdtime -p 1234 -L -W 500\n"
+"        linear histograms, 500 usec buckets\n"
+"    probekit-nbdtime -p 1234 -d 10 -j\n"
+"        trace for 10 seconds, print JSON\n";
+
+/* Section names, by enum nbdtime_stage (bcc/nbdtime's STAGES). */
+static const char *const stage_names[STAGE_COUNT] = {
+	[STAGE_REQUEST] = "request",
+	[STAGE_BDEV] = "bdev",
+	[STAGE_SHARE] = "syscalls per request",
+	[STAGE_SYS_NBD] = "syscalls on nbd sockets",
+	[STAGE_SYS_OTHER] = "syscalls on other sockets",
+};
+
+static struct {
+	struct common_args c;
+	bool per_cmd, linear;
+	long width;		/* 0: not given */
+	const char *unit;	/* column header */
+	unsigned long long unit_ns;
+} env = { .unit = "usecs", .unit_ns = 1000 };
+
+static void parse_args(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		COMMON_LONGOPTS,
+		{ "commands", no_argument, NULL, 'C' },
+		{ "linear", no_argument, NULL, 'L' },
+		{ "width", required_argument, NULL, 'W' },
+		{ "milliseconds", no_argument, NULL, 'm' },
+		{ "microseconds", no_argument, NULL, 'u' },
+		{ "nanoseconds", no_argument, NULL, 'n' },
+		{ 0 }
+	};
+	char unit_given = 0;
+	int c;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, COMMON_SHORTOPTS "CLW:mun",
+				longopts, NULL)) != -1) {
+		if (common_option(&env.c, c, optarg) ||
+		    unit_option(c, &unit_given, &env.unit, &env.unit_ns))
+			continue;
+		switch (c) {
+		case 'h':
+			fputs(usage, stdout);
+			exit(0);
+		case 'C':
+			env.per_cmd = true;
+			break;
+		case 'L':
+			env.linear = true;
+			break;
+		case 'W':
+			env.width = positive_arg("-W/--width", optarg, INT_MAX);
+			break;
+		default:
+			option_error(argv, COMMON_SHORTOPTS "CLW:mun");
+		}
+	}
+	common_finish(&env.c, argc, argv, optind);
+	if (env.width && !env.linear)
+		usage_error("-W/--width needs -L/--linear");
+	if (!env.width)
+		env.width = 10;
+}
+
+/* Print order: by stage, then command name, then thread id (numerically,
+ * as bcc/nbdtime sorts them). */
+struct sorted {
+	struct nbdtime_key key;
+	struct hist_entry e;
+};
+
+static int cmp_sorted(const void *a, const void *b)
+{
+	const struct nbdtime_key *x = &((const struct sorted *)a)->key;
+	const struct nbdtime_key *y = &((const struct sorted *)b)->key;
+	int c;
+
+	if (x->stage != y->stage)
+		return x->stage < y->stage ? -1 : 1;
+	c = strncmp(x->cmd, y->cmd, sizeof(x->cmd));
+	if (c)
+		return c;
+	return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
+static int collect(void *ctx, struct hist_entry **out)
+{
+	struct nbdtime_bpf *skel = ctx;
+	struct nbdtime_key *keys;
+	struct hist *hists;
+	struct sorted *s;
+	struct hist_entry *e;
+	int n = hist_map_drain(skel->maps.hists, (void **)&keys, &hists), m = 0;
+
+	if (n < 0)
+		return n;
+	s = calloc(n ? n : 1, sizeof(*s));
+	e = calloc(n ? n : 1, sizeof(*e));
+	if (!s || !e) {
+		free(s);
+		free(e);
+		free(keys);
+		free(hists);
+		return -ENOMEM;
+	}
+	for (int i = 0; i < n; i++) {
+		struct hist_entry *h = &s[m].e;
+
+		if (keys[i].stage >= STAGE_COUNT)
+			continue;
+		s[m].key = keys[i];
+		for (size_t j = 0; j < sizeof(keys[i].cmd); j++)
+			s[m].key.cmd[j] = (char)tolower((unsigned char)keys[i].cmd[j]);
+		h->name = "latency";
+		h->unit = env.unit;
+		h->linear = env.linear;
+		h->width = env.linear ? env.width : 0;
+		h->nkeys = 1;
+		h->key_names[0] = "stage";
+		snprintf(h->key_vals[0], sizeof(h->key_vals[0]), "%s",
+			 stage_names[keys[i].stage]);
+		if (keys[i].stage >= STAGE_SYS_NBD) {
+			h->key_names[h->nkeys] = "tid";
+			snprintf(h->key_vals[h->nkeys++], sizeof(h->key_vals[0]),
+				 "%u", keys[i].tid);
+		} else if (env.per_cmd) {
+			h->key_names[h->nkeys] = "cmd";
+			snprintf(h->key_vals[h->nkeys++], sizeof(h->key_vals[0]),
+				 "%.*s", IOTYPE_LEN, s[m].key.cmd);
+		}
+		h->hist = hists[i];
+		m++;
+	}
+	qsort(s, m, sizeof(*s), cmp_sorted);
+	for (int i = 0; i < m; i++)
+		e[i] = s[i].e;
+	free(s);
+	free(keys);
+	free(hists);
+	*out = e;
+	return m;
+}
+
+/* The syscall tracepoints: each program's section names its own. */
+static int attach_tracepoints(struct nbdtime_bpf *skel)
+{
+	struct bpf_program *progs[] = {
+		skel->progs.enter_recvfrom, skel->progs.enter_recvmsg,
+		skel->progs.enter_sendto, skel->progs.enter_sendmsg,
+		skel->progs.exit_recvfrom, skel->progs.exit_recvmsg,
+		skel->progs.exit_sendto, skel->progs.exit_sendmsg,
+	};
+	struct bpf_link **links[] = {
+		&skel->links.enter_recvfrom, &skel->links.enter_recvmsg,
+		&skel->links.enter_sendto, &skel->links.enter_sendmsg,
+		&skel->links.exit_recvfrom, &skel->links.exit_recvmsg,
+		&skel->links.exit_sendto, &skel->links.exit_sendmsg,
+	};
+
+	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
+		*links[i] = bpf_program__attach(progs[i]);
+		if (!*links[i]) {
+			int err = -errno;
+
+			/* "tp/syscalls/sys_enter_recvfrom" -> syscalls:... */
+			tool_err("cannot attach to tracepoint %s: %s%s",
+				 bpf_program__section_name(progs[i]) + 3, strerror(-err),
+				 err == -ENOENT ? " (mount tracefs: mount -t tracefs "
+				 "nodev /sys/kernel/tracing)" : "");
+			return err;
+		}
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct nbdtime_bpf *skel = NULL;
+	struct target t;
+	int err, rc = 1;
+
+	parse_args(argc, argv);
+	libbpf_quiet(env.c.verbose);
+	if (target_open(&t, env.c.pid))
+		return 1;
+
+	skel = nbdtime_bpf__open();
+	if (!skel) {
+		report_load_error(&t, -errno);
+		goto out;
+	}
+	skel->rodata->tgid = (__u32)t.pid;
+	skel->rodata->per_cmd = env.per_cmd;
+	skel->rodata->linear = env.linear;
+	skel->rodata->width = env.width;
+	skel->rodata->unit_ns = env.unit_ns;
+	err = nbdtime_bpf__load(skel);
+	if (err) {
+		report_load_error(&t, err);
+		goto out;
+	}
+	if (attach_usdt(skel->progs.io_submit, &t, "blktgt", "io__submit",
+			&skel->links.io_submit) ||
+	    attach_usdt(skel->progs.io_done, &t, "blktgt", "io__done",
+			&skel->links.io_done) ||
+	    attach_usdt(skel->progs.nbd_request, &t, "blktgt", "nbd__request",
+			&skel->links.nbd_request) ||
+	    attach_usdt(skel->progs.nbd_reply, &t, "blktgt", "nbd__reply",
+			&skel->links.nbd_reply) ||
+	    attach_usdt(skel->progs.nbd_transmit, &t, "blktgt", "nbd__transmit",
+			&skel->links.nbd_transmit) ||
+	    attach_usdt(skel->progs.nbd_disconnect, &t, "blktgt", "nbd__disconnect",
+			&skel->links.nbd_disconnect) ||
+	    attach_tracepoints(skel))
+		goto out;
+
+	rc = run_loop(&env.c, &t, "NBD request time",
+		      collect, skel);
+out:
+	nbdtime_bpf__destroy(skel);
+	target_close(&t);
+	return rc;
+}
