@@ -254,7 +254,8 @@ def test_bad_args(kind):
 @pytest.mark.parametrize("kind", KINDS)
 def test_help(kind):
     rc, lines = run_tool(kind, "nbdtime", "--help")
-    assert rc == 0 and lines[0].startswith("usage: nbdtime ")
+    cmd = {"bcc": "probekit-nbdtime-bcc", "libbpf": "probekit-nbdtime"}[kind]
+    assert rc == 0 and lines[0].startswith(f"usage: {cmd} ")
     assert "-p PID" in lines[0]
     assert "examples:" in lines
     assert all(len(ln) < 80 for ln in lines)

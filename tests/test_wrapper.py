@@ -476,9 +476,9 @@ def sem_prog(tmp_path_factory):
 
 def semaphores(p):
     """The (armed, other) semaphores of a running sem_prog."""
+    n = len(p.out.lines)        # before asking: the answer may come at once
     p.proc.stdin.write(b"\n")
     p.proc.stdin.flush()
-    n = len(p.out.lines)
     p.out.wait_until(lambda lines: any(l.startswith("sem ") for l in lines[n:]))
     line = [l for l in p.out.lines[n:] if l.startswith("sem ")][0]
     return tuple(int(x) for x in line.split()[1:])
