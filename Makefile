@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # probekit: build, test and demo.
 #
 #   make            build blktgt with USDT probes into $(O) (default build/)

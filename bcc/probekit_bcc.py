@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """probekit_bcc: what the bcc/ tools share.
 
 Argument parsing that fails in one line, the checks that turn a PID into a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * bench.h: what the microbenchmarks share: strict number parsing, the
  * start handshake with a tracer, and whether the kernel optimized a

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-2-Clause
 """first_bcc.py: the smallest BCC USDT tool, for bench/run's time to first
 event.  Attaches to blktgt:io__submit in PID, prints one line at the first
 event it receives through a perf buffer, and exits.

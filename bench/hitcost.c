@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * hitcost: the cost of one USDT probe site per pass of a tight loop.
  *

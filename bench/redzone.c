@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * redzone: does a probe site corrupt a leaf function's red zone while it
  * is traced?

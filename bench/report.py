@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-2-Clause
 """report.py: bench/RESULTS.md and bench/results.svg from bench/raw/results.json.
 
 usage: bench/report.py [BENCH_DIR]      (bench/run calls write() itself)

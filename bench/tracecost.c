@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * tracecost: the cost of one trace ring event (target/trace.h), enabled
  * and disabled, on THREADS threads at once (each on its own ring).

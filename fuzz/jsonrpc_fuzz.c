@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * jsonrpc_fuzz.c: libFuzzer harness for blktgt's JSON parser and JSON-RPC
  * request handling (target/json.c, target/jsonrpc_parse.c): everything an

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * nbd_fuzz.c: libFuzzer harness for blktgt's NBD negotiation engine and
  * request checks (target/nbd_proto.c), the code that parses everything an

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-2-Clause
 """nbd_seeds.py DIR: write seed inputs for fuzz/nbd_fuzz.c into DIR.
 
 Each seed is one byte of mode (even: negotiation, odd: transmission)

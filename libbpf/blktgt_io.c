@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * blktgt_io.c: turn the per-(bdev, type) histograms of iolatency and
  * iosize into what output_emit() prints.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * blktgt_io.h: what the libbpf tools know about blktgt's I/O probes,
  * shared by BPF and user space.

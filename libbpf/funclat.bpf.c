@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
 /*
  * funclat.bpf.c: a function's argument, return value and latency, by
  * uprobe and uretprobe.
@@ -64,4 +65,4 @@ int func_return(struct pt_regs *ctx)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

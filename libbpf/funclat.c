@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * funclat: summarize a blktgt function's argument, return value and
  * latency as histograms.

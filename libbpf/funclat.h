@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /* funclat.h: what funclat.bpf.c and funclat.c share. */
 #ifndef PROBEKIT_FUNCLAT_H
 #define PROBEKIT_FUNCLAT_H

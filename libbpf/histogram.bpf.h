@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
 /*
  * histogram.bpf.h: how a value picks its slot, for the BPF programs.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * histogram.c: print histograms as the bcc/ tools do.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * histogram.h: the histogram every probekit libbpf tool keeps, shared by
  * the BPF programs (which fill it) and user space (which prints it).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
 /*
  * iolatency.bpf.c: latency from blktgt:io__submit to blktgt:io__done.
  *
@@ -78,4 +79,4 @@ int BPF_USDT(io_done, __u64 id, const char *bdev, __u32 type, __u64 len,
 }
 
 /* bpf_probe_read_user_str() needs a GPL-compatible program. */
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

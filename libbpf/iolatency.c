@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * iolatency: summarize blktgt block I/O latency as a histogram.
  *

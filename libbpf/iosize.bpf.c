@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
 /*
  * iosize.bpf.c: the len argument (bytes) of every blktgt:io__submit, as a
  * log2 histogram per (bdev, type) key.
@@ -44,4 +45,4 @@ int BPF_USDT(io_submit, __u64 id, const char *bdev, __u32 type,
 }
 
 /* bpf_probe_read_user_str() needs a GPL-compatible program. */
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

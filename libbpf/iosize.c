@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * iosize: summarize blktgt block I/O sizes as a histogram.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
 /*
  * nbdtime.bpf.c: where an NBD request's time goes, from blktgt's USDT
  * probes and the kernel's syscall tracepoints side by side.
@@ -338,4 +339,4 @@ int exit_sendmsg(struct trace_event_raw_sys_exit *ctx)
 }
 
 /* bpf_probe_read_user_str() needs a GPL-compatible program. */
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * nbdtime: where an NBD request's time goes: the network syscalls, the
  * bdev, or the queue between them.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /* nbdtime.h: what nbdtime.bpf.c and nbdtime.c share. */
 #ifndef PROBEKIT_NBDTIME_H
 #define PROBEKIT_NBDTIME_H

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
 /*
  * probekit.bpf.h: what every probekit BPF program includes first.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
 /*
  * qdepth.bpf.c: at each blktgt:io__submit, how many I/Os the bdev then
  * has in flight, this one included, as a linear histogram per bdev.
@@ -89,4 +90,4 @@ int BPF_USDT(io_done, __u64 id, const char *bdev)
 }
 
 /* bpf_probe_read_user_str() needs a GPL-compatible program. */
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

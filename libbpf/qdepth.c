@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * qdepth: summarize blktgt queue depth per bdev as a histogram.
  *

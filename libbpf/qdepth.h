@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /* qdepth.h: what qdepth.bpf.c and qdepth.c share. */
 #ifndef PROBEKIT_QDEPTH_H
 #define PROBEKIT_QDEPTH_H

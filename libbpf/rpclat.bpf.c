@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
 /*
  * rpclat.bpf.c: JSON-RPC latency, blktgt:rpc__request to rpc__done of the
  * same RPC id, as a log2 histogram per method.
@@ -63,4 +64,4 @@ int BPF_USDT(rpc_done, __u64 id, const char *method, __s32 status)
 }
 
 /* bpf_probe_read_user_str() needs a GPL-compatible program. */
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

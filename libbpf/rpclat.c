@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * rpclat: summarize blktgt JSON-RPC latency per method as histograms.
  *

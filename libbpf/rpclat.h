@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /* rpclat.h: what rpclat.bpf.c and rpclat.c share. */
 #ifndef PROBEKIT_RPCLAT_H
 #define PROBEKIT_RPCLAT_H

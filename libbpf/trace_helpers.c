@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * trace_helpers.c: see trace_helpers.h.
  */

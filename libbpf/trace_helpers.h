@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * trace_helpers.h: what every probekit libbpf tool needs besides its BPF
  * programs: the options all tools share, strict number parsing, finding

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # make bench: probe overhead, per-hit cost, time to first event and
 # throughput against nbdkit, written to bench/RESULTS.md (see bench/run).
 #

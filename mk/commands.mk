@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # Every command probekit builds or ships is in $(O)/bin under the name it
 # is installed as (README.md, "Names"): probekit-TOOL for the libbpf tools
 # (mk/libbpf.mk builds them there), probekit-TOOL-bcc for their BCC twins,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # make fuzz-jsonrpc: fuzz the JSON parser and the JSON-RPC request and
 # params decoding (target/json.c, target/jsonrpc_parse.c) with libFuzzer,
 # ASan and UBSan, for a bounded time.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # make fuzz-nbd: fuzz the NBD negotiation engine and request checks
 # (target/nbd_proto.c) with libFuzzer, ASan and UBSan, for a bounded time.
 #

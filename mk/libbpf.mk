@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # libbpf CO-RE tools (libbpf/): iolatency, iosize, funclat, qdepth and rpclat, as
 # $(O)/bin/probekit-<tool>.  Each tool is three files, as in libbpf-tools:
 # <tool>.h (structs shared with BPF), <tool>.bpf.c (BPF programs and maps)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # make USDT_NOP5=1: 5-byte nop probe sites (optimized uprobes on Linux 6.18+).
 #
 # probes/nop5/sys/sdt.h shadows <sys/sdt.h> and makes every site the 5-byte

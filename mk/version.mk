@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 # probekit's version: the one line in VERSION at the top of the tree.
 #
 # The C programs get it at build time, from a header generated here, so a

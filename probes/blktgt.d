@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * blktgt.d: the probe catalog of blktgt.
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """sdtnotes: read the USDT probes (systemtap .note.stapsdt notes) of an ELF
 file, and its symbol table, with pyelftools.
 

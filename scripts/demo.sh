@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
 # demo.sh: a guided tour of probekit on a running blktgt.
 #
 # USAGE: scripts/demo.sh BLKTGT   (make demo runs: scripts/demo.sh build/bin/blktgt)

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-2-Clause
 # deps.sh: install, from Debian's packages, everything probekit needs to
 # build blktgt, trace it and run its tests; then say what is ready.
 #

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
 # soak.sh: run tests again and again beside busy loops, as a loaded CI
 # machine runs them, and count the runs that failed.
 #
@@ -21,7 +22,7 @@ while getopts n:j:k:h opt; do
 	n) runs=$OPTARG ;;
 	j) hogs=$OPTARG ;;
 	k) expr=$OPTARG ;;
-	h) sed -n '2,/^$/{s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+	h) sed -n '3,/^$/{s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
 	*) echo "soak.sh: try -h" >&2; exit 2 ;;
 	esac
 done

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * bdev.c: the bdev registry and the I/O path every backend shares.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * bdev.h: the block device interface and the I/O that flows through it.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * bdev_delay.c: a bdev that adds a fixed latency to the reads and writes
  * of another (its base), to make a slow device to look at, as SPDK's delay

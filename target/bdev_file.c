@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * bdev_file.c: a bdev on a regular file (or a block device node) with
  * pread/pwrite on one fd that every reactor shares (positional I/O needs

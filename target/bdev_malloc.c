@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * bdev_malloc.c: a bdev in RAM.  The memory comes from mmap, so untouched
  * blocks cost nothing and read as zeroes; trim gives pages back.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * bdev_null.c: a bdev that discards writes and reads zeroes.  It measures
  * the cost of everything around the backend (NBD, the I/O path, probes).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * export.h: named exports of bdevs, with a state machine
  *

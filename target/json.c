@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * json.c: bounded JSON parsing and writing (see json.h).
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * json.h: a bounded JSON parser and a JSON writer for the control plane.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * jsonrpc.c: the JSON-RPC 2.0 server on a unix socket, on reactor 0.
  *

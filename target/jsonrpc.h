@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * jsonrpc.h: the JSON-RPC 2.0 control plane.
  *

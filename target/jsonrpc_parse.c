@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * jsonrpc_parse.c: the JSON-RPC 2.0 envelope and the table-driven params
  * decoder.  Pure functions over json.h's values, kept apart from the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * main.c: blktgt's command line and lifecycle.
  *

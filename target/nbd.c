@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * nbd.c: the NBD server.  Listeners and fixed newstyle negotiation run on
  * reactor 0, which owns the export registry; a client that picks an export

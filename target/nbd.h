@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * nbd.h: the NBD server front end (fixed newstyle negotiation, then
  * transmission), as main.c and the RPC layer see it.  The wire format is in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * nbd_proto.c: the NBD wire protocol without sockets: fixed newstyle
  * negotiation as an incremental engine over byte buffers, transmission

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * nbd_proto.h: the NBD wire protocol, as NetworkBlockDevice/nbd
  * doc/proto.md defines it, and the pure (socket-free) code that speaks it.

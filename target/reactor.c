@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * reactor.c: reactor threads, each an epoll loop, and the lock-free
  * message queue that is the only way work crosses between them.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * reactor.h: reactor threads, each with its own event loop, and the message
  * passing that is the only way work crosses from one thread to another.

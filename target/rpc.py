@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-2-Clause
 """blktgt-rpc: blktgt's JSON-RPC client (stdlib only).
 
   blktgt-rpc [-s SOCK] [-t TIMEOUT] METHOD ARGS...

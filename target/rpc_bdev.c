@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * rpc_bdev.c: bdev_* methods.  They run on reactor 0, which owns the bdev
  * registry.

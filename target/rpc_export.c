@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * rpc_export.c: export_* methods.  State changes are asynchronous: the
  * reply goes out when the change has run on every reactor.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * rpc_target.c: target_stats and target_shutdown.
  */

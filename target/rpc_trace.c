@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * rpc_trace.c: trace_enable_group, trace_disable_group and trace_get_info,
  * the run-time side of the trace ring (trace.h); -e is the start-up side.

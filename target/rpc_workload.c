@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * rpc_workload.c: workload_run.  The reply goes out when the job ends.
  */

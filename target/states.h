@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * states.h: the one home of blktgt's state enums and their names.
  *

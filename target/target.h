@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * target.h: the target's own lifecycle, as main.c runs it (states.h has
  * the states).  Reactor 0 only.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * trace.c: the trace ring's shared-memory file, its self-description, and
  * enabling groups (-e at start, RPCs at run time).  The record path itself

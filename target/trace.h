@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * trace.h: the in-process trace ring, blktgt's second tracing tier.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * trace_defs.h: the one place the trace ring's groups, owners, objects and
  * tracepoints are declared.

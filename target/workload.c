@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * workload.c: workload jobs.  A job is set up on reactor 0 (which owns the
  * bdev and export registries and holds a reference on what it uses), runs

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * workload.h: the built-in workload generator behind workload_run.
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """Shared fixtures: the built binaries and a running blktgt."""
 
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """What test_bcc.py and test_libbpf.py share: the histogram tools.
 
 The bcc/ tools and their libbpf/ twins take the same options and print the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """Helpers for probekit's tests: run blktgt, talk JSON-RPC to it, attach
 bpftrace through the wrapper and wait for honest readiness signals.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """bcc/ tools against a live blktgt.
 
 Every test drives blktgt's built-in workload (workload_run with count=N, N
@@ -29,6 +30,9 @@ from histtools import (TOOLS, by_key, json_objects, nonzero, one_error_line,
 
 sys.path.insert(0, os.path.join(probekit.ROOT, "probes"))
 import sdtnotes  # noqa: E402
+
+# The programs these tests run; a missing one names its Debian package.
+pytestmark = pytest.mark.needs("setpriv", "py:bcc", "py:elftools")
 
 
 class Tool(histtools.Tool):

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """The delay bdev: a bdev over another whose reads and writes complete a
 configured time after submission, done with a timer on the reactor.
 
@@ -24,6 +25,9 @@ import pytest
 import histtools
 import probekit
 from histtools import Tool, by_key, nonzero, parse, total
+
+# The programs these tests run; a missing one names its Debian package.
+pytestmark = pytest.mark.needs("qemu-io")
 
 READ_US, WRITE_US = 130000, 260000
 

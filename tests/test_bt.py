@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """bt/*.bt: every script compiles against the built blktgt, and each one,
 run live through wrapper/bpftrace.sh, reports exactly what a known workload
 did (a prime number of I/Os, a known set of RPC calls, a known qemu-io
@@ -12,6 +13,9 @@ import pytest
 
 import probekit
 from probekit import ROOT, WRAPPER, Trace
+
+# The programs these tests run; a missing one names its Debian package.
+pytestmark = pytest.mark.needs("qemu-io")
 
 BT_DIR = os.path.join(ROOT, "bt")
 SCRIPTS = sorted(os.path.basename(p) for p in glob.glob(os.path.join(BT_DIR, "*.bt")))

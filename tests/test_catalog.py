@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """The probe catalog is the single source of truth: the USDT=1 binary has
 exactly its probes with matching argument sizes, the USDT=0 binary has no
 probe at all, and a probe really fires under bpftrace."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """scripts/demo.sh (make demo): runs end to end without a terminal, shows
 the export's state changes in order, I/O per second and a latency
 histogram, and leaves nothing running, also when interrupted."""

@@ -31,6 +31,9 @@ import pytest
 import probekit
 from test_nbd import CMD_READ, CMD_WRITE, RawNbd, stats, wait_until
 
+# The programs these tests run; a missing one names its Debian package.
+pytestmark = pytest.mark.needs("gdb")
+
 GDB = "/usr/bin/gdb"
 SCRIPT = os.path.join(probekit.ROOT, "gdb", "blktgt.py")
 TRACE_TOOL = os.path.join(probekit.BUILD, "bin", "blktgt-trace")

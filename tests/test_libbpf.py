@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """libbpf/ tools against a live blktgt, and against their bcc/ twins.
 
 Every test drives blktgt's built-in workload (workload_run with count=N, N
@@ -36,6 +37,9 @@ from histtools import (HEADER, TOOLS, Tool, by_key, command, json_objects,
                        run_as_nobody, run_on_nousdt_target,
                        run_on_process_without_probes, timestamps, total,
                        trace_until_target_exits, unused_pid, workload)
+
+# The programs these tests run; a missing one names its Debian package.
+pytestmark = pytest.mark.needs("setpriv", "unshare", "py:bcc")
 
 
 @pytest.fixture(scope="module", autouse=True)

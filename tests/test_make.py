@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """The build writes only under its output directory, whatever variables a
 user passes: every variable that names an output is refused on the command
 line, and O=DIR stays the one way to build elsewhere."""
@@ -122,3 +123,15 @@ def test_check_installs_nothing_and_test_is_deps_then_check():
     deps = [i for i, l in enumerate(lines) if "scripts/deps.sh" in l]
     check = [i for i, l in enumerate(lines) if re.search(r"make.* check$", l)]
     assert deps and check and deps[0] < check[0], p.stdout
+
+
+def test_missing_program_names_its_package(monkeypatch):
+    """A test that needs a program that is not installed says which Debian
+    package has it (conftest.py skips it, or fails it under CI=true)."""
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert probekit.missing(["qemu-io", "fio"]) == (
+        "needs qemu-io (Debian package qemu-utils), fio (Debian package fio); "
+        "run 'make deps'")
+    assert probekit.missing(["py:elftools"]) is None
+    assert probekit.missing(["py:no_such_module_here"]).startswith(
+        "needs no_such_module_here (Debian package ?)")

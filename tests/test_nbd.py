@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """The NBD server of blktgt, driven by real clients (nbdinfo, qemu-io,
 qemu-img, nbdcopy, fio's nbd engine) and by a raw-socket client that sends
 what no well-behaved client would.
@@ -24,6 +25,9 @@ import time
 import pytest
 
 import probekit
+
+# The programs these tests run; a missing one names its Debian package.
+pytestmark = pytest.mark.needs("qemu-io", "qemu-img", "nbdcopy", "nbdinfo", "fio", "prlimit")
 
 NBD_MAGIC = 0x4E42444D41474943
 OPTS_MAGIC = 0x49484156454F5054

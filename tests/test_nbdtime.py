@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """nbdtime (bcc/ and libbpf/) against a live blktgt serving a real NBD
 client over a delay bdev.
 
@@ -29,6 +30,9 @@ from histtools import (KINDS, Tool, by_key, json_objects, one_error_line,
                        parse, run_on_nousdt_target,
                        run_on_process_without_probes, run_tool, total,
                        unused_pid)
+
+# The programs these tests run; a missing one names its Debian package.
+pytestmark = pytest.mark.needs("qemu-io", "strace", "py:bcc")
 
 COMMANDS = ([f"read {i * 4}k 4k" for i in range(23)] +
             [f"write {i * 4}k 4k" for i in range(11)] +

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """5-byte-nop probe sites: the red-zone hazard, and the USDT_NOP5=1 build.
 
 A traced 5-byte nop site (0f 1f 44 00 00) is turned by Linux 6.18+ into a
@@ -33,6 +34,9 @@ import probekit
 sys.path.insert(0, os.path.join(probekit.ROOT, "probes"))
 import sdtnotes  # noqa: E402
 from elftools.elf.elffile import ELFFile  # noqa: E402
+
+# The programs these tests run; a missing one names its Debian package.
+pytestmark = pytest.mark.needs("objdump", "py:elftools")
 
 NOP1 = b"\x90"
 NOP5 = bytes.fromhex("0f1f440000")

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """probecheck catches drift between the catalog, the binary and the scripts
 and tools that read its probes, each mistake with its file, line and reason.
 
@@ -18,6 +19,9 @@ import subprocess
 import pytest
 
 import probekit
+
+# The programs these tests run; a missing one names its Debian package.
+pytestmark = pytest.mark.needs("dtrace", "py:elftools")
 
 ROOT = probekit.ROOT
 PROBECHECK = os.path.join(probekit.BUILD, "bin", "probekit-check")
@@ -254,32 +258,32 @@ def test_broken_bpftrace_script(fixbin):
     r, errors = run("--binary", fixbin, "--catalog", CATALOG, "broken.bt")
     assert r.returncode == 1
     assert_errors(errors, [
-        ("broken.bt:5: blktgt:io__sbumit:",
+        ("broken.bt:6: blktgt:io__sbumit:",
          f"no such probe 'usdt:__EXE__:blktgt:io__sbumit' in {fixbin} "
          "(did you mean io__submit?)"),
-        ("broken.bt:12: blktgt:io__done:",
+        ("broken.bt:13: blktgt:io__done:",
          "arg6 out of range: the probe has 6 arguments, arg0..arg5"),
-        ("broken.bt:17: blktgt:io__submit:",
+        ("broken.bt:18: blktgt:io__submit:",
          "str(arg2) reads a string, but arg2 is 'uint32_t type', not a pointer"),
-        ("broken.bt:20: uprobe:bdev_sumbit:",
+        ("broken.bt:21: uprobe:bdev_sumbit:",
          f"no function 'bdev_sumbit' in the symbol table of {fixbin} "
          "(did you mean bdev_submit?)"),
-        ("broken.bt:25: blktgt:rpc__request:",
+        ("broken.bt:26: blktgt:rpc__request:",
          "reads 'blktgt' as a file path; write usdt::blktgt:rpc__request"),
-        ("broken.bt:32: blktgt:rpc__done:",
+        ("broken.bt:33: blktgt:rpc__done:",
          "retval is only set in a uretprobe, not in a usdt"),
-        ("broken.bt:32: blktgt:rpc__done:",
+        ("broken.bt:33: blktgt:rpc__done:",
          "printf %d of arg1, which is the string char *method; use %s and str(arg1)"),
-        ("broken.bt:35: uprobe:helper_inlined:",
+        ("broken.bt:36: uprobe:helper_inlined:",
          "also inlined into 1 call site(s)"),
-        ("broken.bt:36: uprobe:helper_cloned:",
+        ("broken.bt:37: uprobe:helper_cloned:",
          "exists only as the compiler's clone helper_cloned.constprop"),
-        ("broken.bt:41: uprobe:bdev_execute:",
+        ("broken.bt:42: uprobe:bdev_execute:",
          "str(arg1) reads a string, but arg1 of bdev_execute() is 'type' "
          "(4 bytes), not a pointer"),
-        ("broken.bt:42: uprobe:bdev_execute:",
+        ("broken.bt:43: uprobe:bdev_execute:",
          "arg6 out of range: bdev_execute() takes 6 arguments, arg0..arg5"),
-        ("broken.bt:45: blktgt:nbd__request:",
+        ("broken.bt:46: blktgt:nbd__request:",
          "arg6 exists, but bpftrace 0.17 reads only arg0..arg5 on x86_64"),
     ])
 
@@ -289,33 +293,33 @@ def test_broken_bcc_tool(fixbin):
     assert r.returncode == 1
     unset = "BCC returns -1 and leaves the variable unset"
     assert_errors(errors, [
-        ("brokentool:21: blktgt:io__submit:",
+        ("brokentool:22: blktgt:io__submit:",
          "bpf_usdt_readarg(3) into 'u64 type' (8 bytes) but arg2 is "
          f"'uint32_t type' (4 bytes): {unset}"),
-        ("brokentool:22: blktgt:io__submit:",
+        ("brokentool:23: blktgt:io__submit:",
          "bpf_usdt_readarg(7) out of range: the probe has 6 arguments, "
          "1..6 (BCC counts from 1)"),
-        ("brokentool:23: blktgt:io__submit:",
+        ("brokentool:24: blktgt:io__submit:",
          "bpf_usdt_readarg(5) into 'u32 len32' (4 bytes) but arg4 is "
          f"'uint64_t len' (8 bytes): {unset}"),
-        ("brokentool:26: blktgt:io__submit:",
+        ("brokentool:27: blktgt:io__submit:",
          "bpf_usdt_readarg_p(3) reads a string, but arg2 is 'uint32_t type'"),
-        ("brokentool:33: blktgt:io__done:",
+        ("brokentool:34: blktgt:io__done:",
          "bpf_usdt_readarg(3) reads a string, but arg2 is 'uint32_t type'"),
-        ("brokentool:33: blktgt:io__done:",
+        ("brokentool:34: blktgt:io__done:",
          f"bpf_usdt_readarg(3) into 'u64 addr' (8 bytes) but arg2 is "
          f"'uint32_t type' (4 bytes): {unset}"),
-        ("brokentool:40: orphan:",
+        ("brokentool:41: orphan:",
          "bpf_usdt_readarg(1) in orphan(), which no enable_probe attaches"),
-        ("brokentool:45: uprobe:on_exec:",
+        ("brokentool:46: uprobe:on_exec:",
          "PT_REGS_RC in a function attached only as a uprobe"),
-        ("brokentool:49: uprobe:bdev_submit:",
+        ("brokentool:50: uprobe:bdev_submit:",
          "PT_REGS_PARM2 out of range: bdev_submit() takes 1 argument"),
-        ("brokentool:56: io__finish:",
+        ("brokentool:57: io__finish:",
          f"no such probe 'io__finish' in {fixbin}"),
-        ("brokentool:58: uprobe:bdev_execute:",
+        ("brokentool:59: uprobe:bdev_execute:",
          "target '/nonexistent/blktgt' does not exist"),
-        ("brokentool:59: uprobe:bdev_exec:",
+        ("brokentool:60: uprobe:bdev_exec:",
          f"no function 'bdev_exec' in the symbol table of {fixbin}"),
     ])
 
@@ -324,15 +328,15 @@ def test_broken_libbpf_program(fixbin):
     r, errors = run("--binary", fixbin, "--catalog", CATALOG, "badlat.bpf.c")
     assert r.returncode == 1
     assert_errors(errors, [
-        ("badlat.bpf.c:14: blktgt:io__submit:",
+        ("badlat.bpf.c:15: blktgt:io__submit:",
          "bpf_usdt_arg(ctx, 6) out of range: the probe has 6 arguments, "
          "0..5 (libbpf counts from 0)"),
-        ("badlat.bpf.c:19: blktgt:io__done:",
+        ("badlat.bpf.c:20: blktgt:io__done:",
          "BPF_USDT(on_done) takes 7 arguments but the probe has 6"),
-        ("badlat.bpf.c:26: blktgt:rpc__request:",
+        ("badlat.bpf.c:27: blktgt:rpc__request:",
          "BPF_USDT(on_request) takes '__u32 method' (4 bytes) as arg1, "
          "'char *method' (8 bytes): it is truncated"),
-        ("badlat.c:6: uprobe:bdev_execute_x:",
+        ("badlat.c:7: uprobe:bdev_execute_x:",
          f"no function 'bdev_execute_x' in the symbol table of {fixbin}"),
     ])
 
@@ -368,8 +372,8 @@ def test_catalog_without_binary(tmp_path):
     r, errors = run("--catalog", CATALOG, "broken.bt")
     assert r.returncode == 1
     got = {e.split(": ", 1)[0] for e in errors}
-    assert {"broken.bt:5", "broken.bt:12", "broken.bt:17", "broken.bt:25",
-            "broken.bt:32"} <= got, errors
+    assert {"broken.bt:6", "broken.bt:13", "broken.bt:18", "broken.bt:26",
+            "broken.bt:33"} <= got, errors
 
 
 # --- a binary that is not ours: the notes alone --------------------------------
@@ -388,14 +392,14 @@ def test_python_probes_notes_only():
     r, errors = run("--binary", PY311, "python_bad.bt")
     assert r.returncode == 1
     assert_errors(errors, [
-        ("python_bad.bt:6: python:function__entry:",
+        ("python_bad.bt:7: python:function__entry:",
          "str(arg2) reads a string, but arg2 is a 4-byte signed integer "
          "(-4@%eax), not a pointer"),
-        ("python_bad.bt:11: python:function__return:",
+        ("python_bad.bt:12: python:function__return:",
          "arg3 out of range: the probe has 3 arguments, arg0..arg2"),
-        ("python_bad.bt:16: python:gc__done:",
+        ("python_bad.bt:17: python:gc__done:",
          "str(arg0) reads a string, but arg0 is an 8-byte signed integer"),
-        ("python_bad.bt:19: python:function__entery:",
+        ("python_bad.bt:20: python:function__entery:",
          "no such probe 'usdt:/usr/bin/python3.11:python:function__entery' "
          "in /usr/bin/python3.11 (did you mean function__entry?)"),
     ])
@@ -404,10 +408,10 @@ def test_python_probes_notes_only():
     r, errors = run("--binary", PY311, "python_bcc")
     assert r.returncode == 1
     assert_errors(errors, [
-        ("python_bcc:14: python:function__entry:",
+        ("python_bcc:15: python:function__entry:",
          "bpf_usdt_readarg(3) into 'u64 line' (8 bytes) but arg2 is a 4-byte "
          "signed integer (-4@%eax): BCC returns -1 and leaves the variable unset"),
-        ("python_bcc:15: python:function__entry:",
+        ("python_bcc:16: python:function__entry:",
          "bpf_usdt_readarg_p(3) reads a string, but arg2 is a 4-byte signed "
          "integer (-4@%eax), not a pointer"),
     ])

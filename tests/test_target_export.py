@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """Exports: the INACTIVE -> ACTIVE <-> PAUSED -> INACTIVE state machine,
 run on every reactor, and pause/resume under a running workload: in-flight
 I/O drains before PAUSED, nothing is submitted while paused, held I/O goes

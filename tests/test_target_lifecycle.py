@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """blktgt's lifecycle: the target__state sequence from NONE to SHUTDOWN
 seen by bpftrace (which starts blktgt itself, so nothing is missed), a
 clean exit 0 on SIGTERM, SIGINT and target_shutdown, start-up failures,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """blktgt's JSON-RPC control plane: every rpc.py form, and the errors
 that bad requests get (parse error, invalid request, unknown method,
 invalid params naming the param, refusals from the bdev layer)."""

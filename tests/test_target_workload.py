@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """workload_run: exact I/O counts on every bdev type and pattern, checked
 by its reply and, with probes attached, by counting io__submit/io__done;
 the written data pattern; data flushed to a file bdev surviving kill -9."""

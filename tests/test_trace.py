@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """The trace ring (target/trace.[ch]) and its dump tool, without blktgt.
 
 tests/trace_driver.c records a known sequence on several threads (its
@@ -14,6 +15,9 @@ import subprocess
 import pytest
 
 import probekit
+
+# The programs these tests run; a missing one names its Debian package.
+pytestmark = pytest.mark.needs("strace")
 
 TOOL = os.path.join(probekit.BUILD, "bin", "blktgt-trace")
 DRIVER_SRC = os.path.join(probekit.ROOT, "tests", "trace_driver.c")

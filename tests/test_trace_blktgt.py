@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """The trace ring inside blktgt: -e, the trace_* RPCs, exact event counts
 from a known workload, NBD requests related to the bdev I/O they cause,
 post-mortem after kill -9, and lining a bpftrace trace up with the ring."""
@@ -15,6 +16,9 @@ import time
 import pytest
 
 import probekit
+
+# The programs these tests run; a missing one names its Debian package.
+pytestmark = pytest.mark.needs("qemu-io")
 
 N = 23              # a prime number of I/Os
 CLOCKS = [pytest.param("tsc", marks=pytest.mark.skipif(

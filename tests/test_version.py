@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """Every probekit command answers --version with probekit's version.
 
 The version has one home, the one line of VERSION at the top of the tree.

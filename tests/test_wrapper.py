@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """wrapper/probekit-bpftrace: substitution, joining, options, errors, paths.
 
 The programs traced here are built by the tests themselves: a small C
@@ -20,6 +21,9 @@ import time
 import pytest
 
 import probekit
+
+# The programs these tests run; a missing one names its Debian package.
+pytestmark = pytest.mark.needs("strace", "setpriv", "readelf")
 from probekit import WRAPPER, LineReader, Trace
 
 N = 23
@@ -66,6 +70,7 @@ int main(void)
 
 PY_PROG = r"""
 import gc, sys
+
 def probekit_fn(i):
     return i
 gc.disable()

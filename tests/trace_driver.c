@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * trace_driver: records a known sequence of trace ring events on several
  * threads, so that tests/test_trace.py can check the recorder and the dump

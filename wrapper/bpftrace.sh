@@ -1,5 +1,6 @@
 #!/bin/bash
-# bpftrace.sh: run bpftrace scripts against one running process.
+# SPDX-License-Identifier: BSD-2-Clause
+# probekit-bpftrace: run bpftrace scripts against one running process.
 #
 # USAGE: probekit-bpftrace [-n] [-o FILE] [-d SECONDS] PID SCRIPT [SCRIPT...] [-- ARG...]
 #
@@ -75,7 +76,7 @@ die() {
 }
 
 usage() {
-	sed -n '2,/^$/{s/^# \{0,1\}//;p}' "$0"
+	sed -n '3,/^$/{s/^# \{0,1\}//;p}' "$0"
 }
 
 # probekit's version, from PREFIX/share/probekit/VERSION when this script

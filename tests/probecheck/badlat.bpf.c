@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
 /* badlat.bpf.c: a libbpf program with the mistakes probecheck must catch
  * (tests/test_probecheck.py); badlat.c attaches it. */
 #include "vmlinux.h"
@@ -34,4 +35,4 @@ int BPF_KPROBE(on_bdev_execute)
 	return 0;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /* badlat.c: user space of badlat.bpf.c (never built; probecheck reads it). */
 #include "badlat.skel.h"
 

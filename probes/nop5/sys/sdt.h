@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * probes/nop5/sys/sdt.h: systemtap's <sys/sdt.h> with a 5-byte nop at
  * every probe site instead of the stock 1-byte nop.
