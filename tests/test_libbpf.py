@@ -317,7 +317,8 @@ def test_target_exits(bpf, blktgt_bin, tmp_path, tool):
     line saying so, exit 0."""
     pid, lines = trace_until_target_exits(
         blktgt_bin, tmp_path, lambda pid: Tool("libbpf", tool, pid))
-    assert f"{tool}: PID {pid} (blktgt) exited; tracing ended" in lines
+    assert (f"probekit-{tool}: PID {pid} (blktgt) exited; tracing ended"
+            in lines)
     # funclat: three histograms of the 11 calls; rpclat: the two RPCs,
     # bdev_malloc_create and workload_run.
     want = {"funclat": 33, "rpclat": 2}.get(tool, 11)
@@ -351,7 +352,7 @@ def test_bad_args(tool):
     for args in BAD_ARGS + [("-p", "1") + a for a in TOOL_BAD_ARGS[tool]]:
         rc, lines = run_tool(tool, *args)
         assert rc == 2, (args, rc, lines)
-        one_error_line(rc, lines, tool, r".*\(see --help\)$")
+        one_error_line(rc, lines, f"probekit-{tool}", r".*\(see --help\)$")
 
 
 @pytest.mark.parametrize("tool", TOOLS)
@@ -366,7 +367,8 @@ def test_help(tool):
 def test_no_such_process(tool):
     unused = unused_pid()
     rc, lines = run_tool(tool, "-p", unused)
-    one_error_line(rc, lines, tool, f"no process with PID {unused}$", 1)
+    one_error_line(rc, lines, f"probekit-{tool}",
+                   f"no process with PID {unused}$", 1)
 
 
 @pytest.mark.parametrize("tool", TOOLS)
@@ -376,13 +378,13 @@ def test_pid_without_probes(bpf, tool):
     want = {"funclat": "no function bdev_execute in ",
             "rpclat": "has no USDT probe blktgt:rpc__request"}.get(
                 tool, "has no USDT probe blktgt:io__submit")
-    one_error_line(rc, lines, tool, want, 1)
+    one_error_line(rc, lines, f"probekit-{tool}", want, 1)
 
 
 def test_funclat_unknown_function(bpf, target):
     rc, lines = run_tool("funclat", "-p", target.pid, "-f", "no_such_function")
-    one_error_line(rc, lines, "funclat", "no function no_such_function in ",
-                   1)
+    one_error_line(rc, lines, "probekit-funclat",
+                   "no function no_such_function in ", 1)
 
 
 # --- privilege -----------------------------------------------------------------
@@ -435,7 +437,7 @@ def nobody_target(blktgt_bin, tmp_path):
 def lacks(what, tool, pid, *missing, whom=None, bpf_perfmon=False):
     """The one error line for a lack of privilege."""
     need = "CAP_SYS_ADMIN" + (" and CAP_SYS_PTRACE" if whom else "")
-    return (f"{tool}: {what}: permission denied: tracing "
+    return (f"probekit-{tool}: {what}: permission denied: tracing "
             f"{whom or f'PID {pid}'} needs root, or {need}; this process "
             f"lacks {' and '.join(missing)}"
             + (" (CAP_BPF and CAP_PERFMON do not allow uprobes)"
@@ -510,5 +512,5 @@ def test_what_the_message_asks_is_enough(bpf, request, owner, caps):
 def test_nousdt_build_has_no_probes(bpf, build, tmp_path):
     rc, lines = run_on_nousdt_target(
         build, tmp_path, lambda pid: run_tool("iolatency", "-p", pid))
-    one_error_line(rc, lines, "iolatency",
+    one_error_line(rc, lines, "probekit-iolatency",
                    "no USDT probe blktgt:io__submit", 1)
