@@ -78,12 +78,13 @@ static const struct tool_cli cli = {
 	.options = options,
 	.unit = "nsecs",
 	.examples =
-"    probekit-funclat -p 1234                 # bdev_execute: len, retval, latency\n"
-"    probekit-funclat -p 1234 -u 1 10         # usecs, 1 second summaries, 10 times\n"
+"    probekit-funclat -p 1234          # bdev_execute: len, retval, latency\n"
+"    probekit-funclat -p 1234 -u 1 10  # usecs, 1 second summaries, 10 times\n"
 "    probekit-funclat -p 1234 -f bdev_submit -a 1 --arg-bits 64\n"
-"                                    # another function and argument\n"
-"    probekit-funclat -p 1234 -a 2 --arg-bits 32   # bdev_execute's uint32_t type\n"
-"    probekit-funclat -p 1234 -j              # print JSON\n",
+"                                      # another function and argument\n"
+"    probekit-funclat -p 1234 -a 2 --arg-bits 32\n"
+"                                      # bdev_execute's uint32_t type\n"
+"    probekit-funclat -p 1234 -j       # print JSON\n",
 	.option = option,
 };
 

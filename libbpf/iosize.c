@@ -48,7 +48,7 @@ static const struct tool_cli cli = {
 "    probekit-iosize -p 1234             # summarize I/O sizes as a histogram\n"
 "    probekit-iosize -p 1234 1 10        # print 1 second summaries, 10 times\n"
 "    probekit-iosize -p 1234 -BO         # a histogram per bdev and I/O type\n"
-"    probekit-iosize -p 1234 -T -d 60 10 # 10s summaries with timestamps, for 60s\n"
+"    probekit-iosize -p 1234 -T -d 60 10 # 10s summaries, timestamps, for 60s\n"
 "    probekit-iosize -p 1234 -j          # print JSON\n",
 	.option = option,
 };

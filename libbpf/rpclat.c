@@ -26,7 +26,7 @@ static const struct tool_cli cli = {
 	.examples =
 "    probekit-rpclat -p 1234             # summarize RPC latency per method\n"
 "    probekit-rpclat -p 1234 -m 5        # 5 second summaries, in milliseconds\n"
-"    probekit-rpclat -p 1234 -T -d 60 10 # 10s summaries with timestamps, for 60s\n"
+"    probekit-rpclat -p 1234 -T -d 60 10 # 10s summaries, timestamps, for 60s\n"
 "    probekit-rpclat -p 1234 -j          # print JSON\n",
 };
 
