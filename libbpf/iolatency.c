@@ -1,5 +1,6 @@
 /*
- * iolatency: summarize blktgt block I/O latency as a histogram.
+ * iolatency: how long blktgt's block I/Os take, from submission to
+ * completion, shown as a histogram.
  *
  * The libbpf CO-RE twin of bcc/iolatency: same options, same output.  The
  * latency of an I/O is the time from blktgt:io__submit to blktgt:io__done
@@ -45,12 +46,12 @@ static void option(int key, const char *arg)
 }
 
 static const struct tool_option options[] = {
-	{ 'B', "bdevs", NULL, "print a histogram per bdev" },
+	{ 'B', "bdevs", NULL, "one histogram for each bdev" },
 	{ 'O', "types", NULL,
-	  "print a histogram per I/O type (read, write, ...)" },
-	{ 'L', "linear", NULL, "linear histogram instead of log2" },
+	  "one histogram for each I/O type (read, write, ...)" },
+	{ 'L', "linear", NULL, "equal-width buckets, not powers of two" },
 	{ 'W', "width", "WIDTH",
-	  "linear bucket width, in the unit (default 10)" },
+	  "with -L: units per bucket (default 10)" },
 	{ 0 }
 };
 
@@ -59,17 +60,18 @@ static const struct tool_cli cli = {
 "usage: iolatency -p PID [-h] [-T] [-B] [-O] [-m|-u|-n] [-L [-W WIDTH]]\n"
 "                 [-d SECS] [-j] [interval [count]]\n"
 "\n"
-"Summarize blktgt block I/O latency as a histogram (libbpf CO-RE).\n",
+"Time each blktgt block I/O from submission to completion, and show the\n"
+"times as a histogram (libbpf CO-RE).\n",
 	.options = options,
 	.unit = "usecs",
 	.examples =
-"    probekit-iolatency -p 1234            # summarize I/O latency as a histogram\n"
-"    probekit-iolatency -p 1234 1 10       # print 1 second summaries, 10 times\n"
-"    probekit-iolatency -p 1234 -mT 1      # 1s summaries, milliseconds, timestamps\n"
-"    probekit-iolatency -p 1234 -B         # a histogram per bdev\n"
-"    probekit-iolatency -p 1234 -BO        # a histogram per bdev and I/O type\n"
-"    probekit-iolatency -p 1234 -L -W 5    # linear histogram, 5 usec buckets\n"
-"    probekit-iolatency -p 1234 -d 10 -j   # trace for 10 seconds, print JSON\n",
+"    probekit-iolatency -p 1234           # one histogram, at Ctrl-C\n"
+"    probekit-iolatency -p 1234 1 10      # every second, 10 times\n"
+"    probekit-iolatency -p 1234 -mT 1     # every second, msecs, timestamps\n"
+"    probekit-iolatency -p 1234 -B        # a histogram for each bdev\n"
+"    probekit-iolatency -p 1234 -BO       # for each bdev and I/O type\n"
+"    probekit-iolatency -p 1234 -L -W 5   # linear, 5 usecs per bucket\n"
+"    probekit-iolatency -p 1234 -d 10 -j  # for 10 seconds, as JSON\n",
 	.option = option,
 };
 
