@@ -8,15 +8,13 @@ its final histograms and exits 0.
 
 The comparisons with bcc/ run the two tools one after the other on the
 same target, each over the same deterministic workload (fixed types and
-sizes, prime counts).  They cannot run at the same time here: BCC 0.26's
-Python binding declares bpf_attach_uprobe() without its last parameter,
-so BCC registers its uprobes with a garbage ref_ctr_offset (iovisor/bcc
-#5236), and the kernel refuses a second uprobe on the same address whose
-ref_ctr_offset differs (EINVAL, "ref_ctr_offset mismatch" in dmesg).
-libbpf's USDT uprobes carry the semaphore's offset, its plain uprobes 0.
-Latencies are compared in buckets far wider than any latency here (linear
-buckets of 1000 ms); funclat has no linear mode, so its latency histogram
-is compared by unit and count, its other two byte for byte.
+sizes, prime counts).  Both at once would work too: the kernel refuses a
+second uprobe on one address with another ref_ctr_offset, and bcc/
+attaches each note location with the semaphore's offset as libbpf does
+(see bcc/probekit_bcc.py).  Latencies are compared in buckets far wider
+than any latency here (linear buckets of 1000 ms); funclat has no linear
+mode, so its latency histogram is compared by unit and count, its other
+two byte for byte.
 """
 
 import os
