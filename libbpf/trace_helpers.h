@@ -76,7 +76,9 @@ enum {
 
 /* What a tool's command line is. */
 struct tool_cli {
-	/* --help up to its option list: "usage: ...", the description. */
+	/* --help up to its option list: "usage: ...", the description.
+	 * The usage line stays written out: it groups options ([-m|-u|-n],
+	 * [-L [-W WIDTH]]) in ways the table does not know. */
 	const char *synopsis;
 	/* The tool's own options, after the common ones; ends with { 0 }. */
 	const struct tool_option *options;
