@@ -14,7 +14,6 @@
  */
 #include <ctype.h>
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,48 +26,68 @@
 
 const char *tool_name = "funclat";
 
-static const char usage[] =
-"usage: probekit-funclat -p PID [-h] [-f FUNC] [-a N] [--arg-bits {32,64}]\n"
-"                        [-n|-u|-m] [-T] [-d SECS] [-j] [interval [count]]\n"
-"\n"
-"Summarize a blktgt function's argument, return value and latency as\n"
-"histograms (libbpf CO-RE).\n"
-"\n"
-"options:\n"
-COMMON_HELP
-"  -f, --function FUNC  the function to trace (default bdev_execute)\n"
-"  -a, --arg N          argument to summarize, 1-6 (default 4, len of\n"
-"                       bdev_execute)\n"
-"  --arg-bits {32,64}   the argument's width: 32 for a 32-bit int, whose\n"
-"                       register's upper half is undefined (default 64)\n"
-"  -m, --milliseconds   millisecond histogram\n"
-"  -u, --microseconds   microsecond histogram\n"
-"  -n, --nanoseconds    nanosecond histogram (default)\n"
-"\n"
-"examples:\n"
-"    probekit-funclat -p 1234\n"
-"        bdev_execute: len, retval, latency\n"
-"    probekit-funclat -p 1234 -u 1 10\n"
-"        usecs, 1 second summaries, 10 times\n"
-"    probekit-funclat -p 1234 -f bdev_submit -a 1 --arg-bits 64\n"
-"                                    # another function and argument\n"
-"    probekit-funclat -p 1234 -a 2 --arg-bits 32\n"
-"        bdev_execute's uint32_t type\n"
-"    probekit-funclat -p 1234 -j\n"
-"        print JSON\n";
-
 #define FUNC_MAX 255
+
+enum { OPT_ARG_BITS = OPT_LONG_ONLY };
 
 static struct {
 	struct common_args c;
 	const char *func;
 	long arg;
 	long arg_bits;
-	const char *unit;
-	unsigned long long unit_ns;
 	char arg_unit[8];	/* "arg4" */
-} env = { .func = "bdev_execute", .arg = 4, .arg_bits = 64,
-	  .unit = "nsecs", .unit_ns = 1 };
+} env = { .func = "bdev_execute", .arg = 4, .arg_bits = 64 };
+
+static void option(int key, const char *arg)
+{
+	switch (key) {
+	case 'f':
+		env.func = arg;
+		break;
+	case 'a':
+		if (parse_long(arg, 1, 6, &env.arg))
+			usage_error("argument -a/--arg: invalid choice: "
+				    "'%s' (choose from 1 to 6)", arg);
+		break;
+	case OPT_ARG_BITS:
+		if (parse_long(arg, 32, 64, &env.arg_bits) ||
+		    (env.arg_bits != 32 && env.arg_bits != 64))
+			usage_error("argument --arg-bits: invalid choice: "
+				    "'%s' (choose from 32, 64)", arg);
+		break;
+	}
+}
+
+static const struct tool_option options[] = {
+	{ 'f', "function", "FUNC",
+	  "the function to trace (default bdev_execute)" },
+	{ 'a', "arg", "N", "argument to summarize, 1-6 (default 4, len of\n"
+			   "bdev_execute)" },
+	{ OPT_ARG_BITS, "arg-bits", "{32,64}",
+	  "the argument's width: 32 for a 32-bit int, whose\n"
+	  "register's upper half is undefined (default 64)" },
+	{ 0 }
+};
+
+static const struct tool_cli cli = {
+	.synopsis =
+"usage: probekit-funclat -p PID [-h] [-f FUNC] [-a N] [--arg-bits {32,64}]\n"
+"                        [-n|-u|-m] [-T] [-d SECS] [-j] [interval [count]]\n"
+"\n"
+"Summarize a blktgt function's argument, return value and latency as\n"
+"histograms (libbpf CO-RE).\n",
+	.options = options,
+	.unit = "nsecs",
+	.examples =
+"    probekit-funclat -p 1234          # bdev_execute: len, retval, latency\n"
+"    probekit-funclat -p 1234 -u 1 10  # usecs, 1 second summaries, 10 times\n"
+"    probekit-funclat -p 1234 -f bdev_submit -a 1 --arg-bits 64\n"
+"                                      # another function and argument\n"
+"    probekit-funclat -p 1234 -a 2 --arg-bits 32\n"
+"                                      # bdev_execute's uint32_t type\n"
+"    probekit-funclat -p 1234 -j       # print JSON\n",
+	.option = option,
+};
 
 /* A symbol name as the bcc/ twin accepts it: 1..255 of [A-Za-z0-9_.$]. */
 static bool valid_func(const char *s)
@@ -85,49 +104,7 @@ static bool valid_func(const char *s)
 
 static void parse_args(int argc, char **argv)
 {
-	enum { OPT_ARG_BITS = 256 };
-	static const struct option longopts[] = {
-		COMMON_LONGOPTS,
-		{ "function", required_argument, NULL, 'f' },
-		{ "arg", required_argument, NULL, 'a' },
-		{ "arg-bits", required_argument, NULL, OPT_ARG_BITS },
-		{ "milliseconds", no_argument, NULL, 'm' },
-		{ "microseconds", no_argument, NULL, 'u' },
-		{ "nanoseconds", no_argument, NULL, 'n' },
-		{ 0 }
-	};
-	char unit_given = 0;
-	int c;
-
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, COMMON_SHORTOPTS "f:a:mun",
-				longopts, NULL)) != -1) {
-		if (common_option(&env.c, c, optarg) ||
-		    unit_option(c, &unit_given, &env.unit, &env.unit_ns))
-			continue;
-		switch (c) {
-		case 'h':
-			fputs(usage, stdout);
-			exit(0);
-		case 'f':
-			env.func = optarg;
-			break;
-		case 'a':
-			if (parse_long(optarg, 1, 6, &env.arg))
-				usage_error("argument -a/--arg: invalid choice: "
-					    "'%s' (choose from 1 to 6)", optarg);
-			break;
-		case OPT_ARG_BITS:
-			if (parse_long(optarg, 32, 64, &env.arg_bits) ||
-			    (env.arg_bits != 32 && env.arg_bits != 64))
-				usage_error("argument --arg-bits: invalid choice: "
-					    "'%s' (choose from 32, 64)", optarg);
-			break;
-		default:
-			option_error(argv, COMMON_SHORTOPTS "f:a:mun");
-		}
-	}
-	common_finish(&env.c, argc, argv, optind);
+	parse_options(&cli, &env.c, argc, argv);
 	if (!valid_func(env.func))
 		usage_error("invalid function name '%.64s'", env.func);
 	snprintf(env.arg_unit, sizeof(env.arg_unit), "arg%ld", env.arg);
@@ -159,7 +136,7 @@ static int collect(void *ctx, struct hist_entry **entries)
 	e[FUNCLAT_RETVAL].extra_vals[0] =
 		__atomic_exchange_n(&skel->bss->negative, 0, __ATOMIC_SEQ_CST);
 	e[FUNCLAT_LATENCY].name = "latency";
-	e[FUNCLAT_LATENCY].unit = env.unit;
+	e[FUNCLAT_LATENCY].unit = env.c.unit;
 	for (int i = 0; i < FUNCLAT_NHISTS; i++)
 		take_hist(&skel->bss->hists[i], &e[i].hist);
 	*entries = e;
@@ -185,7 +162,7 @@ int main(int argc, char **argv)
 	}
 	skel->rodata->arg_index = env.arg;
 	skel->rodata->arg_mask = env.arg_bits == 32 ? 0xffffffffULL : ~0ULL;
-	skel->rodata->unit_ns = env.unit_ns;
+	skel->rodata->unit_ns = env.c.unit_ns;
 	err = funclat_bpf__load(skel);
 	if (err) {
 		report_load_error(&t, err);

@@ -4,8 +4,8 @@
  *
  * The slots are those of the bcc/ tools, so a libbpf tool and its bcc/
  * twin fill the same slots from the same events:
- *  - log2: slot 1 + floor(log2(v)), with 0 and 1 both in slot 1 (BCC's
- *    bpf_log2l()); slot s holds [2^(s-1), 2^s - 1];
+ *  - log2: slot 1 + floor(log2(v)), with 0 and 1 both in slot 1, as
+ *    the bcc/ tools count; slot s > 1 holds [2^(s-1), 2^s - 1];
  *  - linear: slot v / width, the last slot also holding everything above.
  */
 #ifndef PROBEKIT_HISTOGRAM_BPF_H
@@ -13,34 +13,26 @@
 
 #include "histogram.h"
 
-/* floor(log2(v)) for v > 0, and 0 for v == 0, without loops (the
- * verifier likes straight-line code). */
-static __always_inline __u32 hist_log2_u32(__u32 v)
-{
-	__u32 r, shift;
-
-	r = (v > 0xffff) << 4;
-	v >>= r;
-	shift = (v > 0xff) << 3;
-	v >>= shift;
-	r |= shift;
-	shift = (v > 0xf) << 2;
-	v >>= shift;
-	r |= shift;
-	shift = (v > 0x3) << 1;
-	v >>= shift;
-	r |= shift;
-	r |= (v >> 1);
-	return r;
-}
-
+/*
+ * The log2 slot of v.  Copying v's highest set bit into every bit below
+ * it leaves a mask of ones as long as v's binary form, and that length,
+ * counted, is floor(log2(v)) + 1 for any v > 0.  v == 0 has no bits and
+ * shares slot 1 with v == 1.  Straight-line code with no loop for the
+ * verifier to bound: clang, having no population-count instruction for
+ * BPF, expands __builtin_popcountll() into shifts, masks and a multiply.
+ */
 static __always_inline __u32 hist_log2_slot(__u64 v)
 {
-	__u32 hi = v >> 32;
+	__u32 len;
 
-	if (hi)
-		return hist_log2_u32(hi) + 32 + 1;
-	return hist_log2_u32((__u32)v) + 1;
+	v |= v >> 1;
+	v |= v >> 2;
+	v |= v >> 4;
+	v |= v >> 8;
+	v |= v >> 16;
+	v |= v >> 32;
+	len = __builtin_popcountll(v);
+	return len ? len : 1;
 }
 
 /* width is never 0: user space refuses it. */

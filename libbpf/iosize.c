@@ -7,7 +7,6 @@
  * histogram, optionally split per bdev (-B) and per I/O type (-O).
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,65 +19,41 @@
 
 const char *tool_name = "iosize";
 
-static const char usage[] =
-"usage: probekit-iosize -p PID [-h] [-T] [-B] [-O] [-d SECS] [-j]\n"
-"                       [interval [count]]\n"
-"\n"
-"Summarize blktgt block I/O sizes as a histogram (libbpf CO-RE).\n"
-"\n"
-"options:\n"
-COMMON_HELP
-"  -B, --bdevs          print a histogram per bdev\n"
-"  -O, --types          print a histogram per I/O type (read, write, ...)\n"
-"\n"
-"examples:\n"
-"    probekit-iosize -p 1234\n"
-"        summarize I/O sizes as a histogram\n"
-"    probekit-iosize -p 1234 1 10\n"
-"        print 1 second summaries, 10 times\n"
-"    probekit-iosize -p 1234 -BO\n"
-"        a histogram per bdev and I/O type\n"
-"    probekit-iosize -p 1234 -T -d 60 10\n"
-"        10s summaries with timestamps, for 60s\n"
-"    probekit-iosize -p 1234 -j\n"
-"        print JSON\n";
-
 static struct {
 	struct common_args c;
 	bool per_bdev, per_type;
 } env;
 
-static void parse_args(int argc, char **argv)
+static void option(int key, const char *arg)
 {
-	static const struct option longopts[] = {
-		COMMON_LONGOPTS,
-		{ "bdevs", no_argument, NULL, 'B' },
-		{ "types", no_argument, NULL, 'O' },
-		{ 0 }
-	};
-	int c;
-
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, COMMON_SHORTOPTS "BO", longopts,
-				NULL)) != -1) {
-		if (common_option(&env.c, c, optarg))
-			continue;
-		switch (c) {
-		case 'h':
-			fputs(usage, stdout);
-			exit(0);
-		case 'B':
-			env.per_bdev = true;
-			break;
-		case 'O':
-			env.per_type = true;
-			break;
-		default:
-			option_error(argv, COMMON_SHORTOPTS "BO");
-		}
-	}
-	common_finish(&env.c, argc, argv, optind);
+	if (key == 'B')
+		env.per_bdev = true;
+	else if (key == 'O')
+		env.per_type = true;
 }
+
+static const struct tool_option options[] = {
+	{ 'B', "bdevs", NULL, "print a histogram per bdev" },
+	{ 'O', "types", NULL,
+	  "print a histogram per I/O type (read, write, ...)" },
+	{ 0 }
+};
+
+static const struct tool_cli cli = {
+	.synopsis =
+"usage: probekit-iosize -p PID [-h] [-T] [-B] [-O] [-d SECS] [-j]\n"
+"                       [interval [count]]\n"
+"\n"
+"Summarize blktgt block I/O sizes as a histogram (libbpf CO-RE).\n",
+	.options = options,
+	.examples =
+"    probekit-iosize -p 1234             # summarize I/O sizes as a histogram\n"
+"    probekit-iosize -p 1234 1 10        # print 1 second summaries, 10 times\n"
+"    probekit-iosize -p 1234 -BO         # a histogram per bdev and I/O type\n"
+"    probekit-iosize -p 1234 -T -d 60 10 # 10s summaries, timestamps, for 60s\n"
+"    probekit-iosize -p 1234 -j          # print JSON\n",
+	.option = option,
+};
 
 static int collect(void *ctx, struct hist_entry **entries)
 {
@@ -95,7 +70,7 @@ int main(int argc, char **argv)
 	struct target t;
 	int err, rc = 1;
 
-	parse_args(argc, argv);
+	parse_options(&cli, &env.c, argc, argv);
 	libbpf_quiet(env.c.verbose);
 	if (target_open(&t, env.c.pid))
 		return 1;

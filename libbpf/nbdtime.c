@@ -24,35 +24,6 @@
 
 const char *tool_name = "nbdtime";
 
-static const char usage[] =
-"usage: probekit-nbdtime -p PID [-h] [-T] [-C] [-m|-u|-n] [-L [-W WIDTH]]\n"
-"                        [-d SECS] [-j] [interval [count]]\n"
-"\n"
-"Where an NBD request's time goes: network syscalls, bdev or queue (libbpf\n"
-"CO-RE).\n"
-"\n"
-"options:\n"
-COMMON_HELP
-"  -C, --commands       split requests, bdev I/O and syscall shares by\n"
-"                       command\n"
-"  -L, --linear         linear histograms instead of log2\n"
-"  -W, --width WIDTH    linear bucket width, in the unit (default 10)\n"
-"  -m, --milliseconds   millisecond histogram\n"
-"  -u, --microseconds   microsecond histogram (default)\n"
-"  -n, --nanoseconds    nanosecond histogram\n"
-"\n"
-"examples:\n"
-"    probekit-nbdtime -p 1234\n"
-"        where NBD requests spend their time\n"
-"    probekit-nbdtime -p 1234 -C\n"
-"        ... per command (read, write, ...)\n"
-"    probekit-nbdtime -p 1234 -m 1 10\n"
-"        1 second summaries in msecs, 10 times\n"
-"    probekit-nbdtime -p 1234 -L -W 500\n"
-"        linear histograms, 500 usec buckets\n"
-"    probekit-nbdtime -p 1234 -d 10 -j\n"
-"        trace for 10 seconds, print JSON\n";
-
 /* Section names, by enum nbdtime_stage (bcc/nbdtime's STAGES). */
 static const char *const stage_names[STAGE_COUNT] = {
 	[STAGE_REQUEST] = "request",
@@ -66,49 +37,52 @@ static struct {
 	struct common_args c;
 	bool per_cmd, linear;
 	long width;		/* 0: not given */
-	const char *unit;	/* column header */
-	unsigned long long unit_ns;
-} env = { .unit = "usecs", .unit_ns = 1000 };
+} env;
+
+static void option(int key, const char *arg)
+{
+	switch (key) {
+	case 'C':
+		env.per_cmd = true;
+		break;
+	case 'L':
+		env.linear = true;
+		break;
+	case 'W':
+		env.width = positive_arg("-W/--width", arg, INT_MAX);
+		break;
+	}
+}
+
+static const struct tool_option options[] = {
+	{ 'C', "commands", NULL,
+	  "split requests, bdev I/O and syscall shares by\ncommand" },
+	{ 'L', "linear", NULL, "linear histograms instead of log2" },
+	{ 'W', "width", "WIDTH", "linear bucket width, in the unit (default 10)" },
+	{ 0 }
+};
+
+static const struct tool_cli cli = {
+	.synopsis =
+"usage: probekit-nbdtime -p PID [-h] [-T] [-C] [-m|-u|-n] [-L [-W WIDTH]]\n"
+"                        [-d SECS] [-j] [interval [count]]\n"
+"\n"
+"Where an NBD request's time goes: network syscalls, bdev or queue (libbpf\n"
+"CO-RE).\n",
+	.options = options,
+	.unit = "usecs",
+	.examples =
+"    probekit-nbdtime -p 1234            # where NBD requests spend their time\n"
+"    probekit-nbdtime -p 1234 -C         # ... per command (read, write, ...)\n"
+"    probekit-nbdtime -p 1234 -m 1 10    # every second in msecs, 10 times\n"
+"    probekit-nbdtime -p 1234 -L -W 500  # linear, 500 usecs per bucket\n"
+"    probekit-nbdtime -p 1234 -d 10 -j   # for 10 seconds, as JSON\n",
+	.option = option,
+};
 
 static void parse_args(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		COMMON_LONGOPTS,
-		{ "commands", no_argument, NULL, 'C' },
-		{ "linear", no_argument, NULL, 'L' },
-		{ "width", required_argument, NULL, 'W' },
-		{ "milliseconds", no_argument, NULL, 'm' },
-		{ "microseconds", no_argument, NULL, 'u' },
-		{ "nanoseconds", no_argument, NULL, 'n' },
-		{ 0 }
-	};
-	char unit_given = 0;
-	int c;
-
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, COMMON_SHORTOPTS "CLW:mun",
-				longopts, NULL)) != -1) {
-		if (common_option(&env.c, c, optarg) ||
-		    unit_option(c, &unit_given, &env.unit, &env.unit_ns))
-			continue;
-		switch (c) {
-		case 'h':
-			fputs(usage, stdout);
-			exit(0);
-		case 'C':
-			env.per_cmd = true;
-			break;
-		case 'L':
-			env.linear = true;
-			break;
-		case 'W':
-			env.width = positive_arg("-W/--width", optarg, INT_MAX);
-			break;
-		default:
-			option_error(argv, COMMON_SHORTOPTS "CLW:mun");
-		}
-	}
-	common_finish(&env.c, argc, argv, optind);
+	parse_options(&cli, &env.c, argc, argv);
 	if (env.width && !env.linear)
 		usage_error("-W/--width needs -L/--linear");
 	if (!env.width)
@@ -165,7 +139,7 @@ static int collect(void *ctx, struct hist_entry **out)
 		for (size_t j = 0; j < sizeof(keys[i].cmd); j++)
 			s[m].key.cmd[j] = (char)tolower((unsigned char)keys[i].cmd[j]);
 		h->name = "latency";
-		h->unit = env.unit;
+		h->unit = env.c.unit;
 		h->linear = env.linear;
 		h->width = env.linear ? env.width : 0;
 		h->nkeys = 1;
@@ -246,7 +220,7 @@ int main(int argc, char **argv)
 	skel->rodata->per_cmd = env.per_cmd;
 	skel->rodata->linear = env.linear;
 	skel->rodata->width = env.width;
-	skel->rodata->unit_ns = env.unit_ns;
+	skel->rodata->unit_ns = env.c.unit_ns;
 	err = nbdtime_bpf__load(skel);
 	if (err) {
 		report_load_error(&t, err);

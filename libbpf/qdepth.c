@@ -8,7 +8,6 @@
  * 1..Q (see qdepth.bpf.c).
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -20,44 +19,19 @@
 
 const char *tool_name = "qdepth";
 
-static const char usage[] =
+static const struct tool_cli cli = {
+	.synopsis =
 "usage: probekit-qdepth -p PID [-h] [-T] [-d SECS] [-j] [interval [count]]\n"
 "\n"
-"Summarize blktgt queue depth per bdev as a histogram (libbpf CO-RE).\n"
-"\n"
-"options:\n"
-COMMON_HELP
-"\n"
-"examples:\n"
-"    probekit-qdepth -p 1234\n"
-"        summarize queue depth per bdev\n"
-"    probekit-qdepth -p 1234 1 10\n"
-"        print 1 second summaries, 10 times\n"
-"    probekit-qdepth -p 1234 -T -d 30 5\n"
-"        5s summaries with timestamps, for 30s\n"
-"    probekit-qdepth -p 1234 -j\n"
-"        print JSON\n";
+"Summarize blktgt queue depth per bdev as a histogram (libbpf CO-RE).\n",
+	.examples =
+"    probekit-qdepth -p 1234             # summarize queue depth per bdev\n"
+"    probekit-qdepth -p 1234 1 10        # print 1 second summaries, 10 times\n"
+"    probekit-qdepth -p 1234 -T -d 30 5  # 5s summaries with timestamps, for 30s\n"
+"    probekit-qdepth -p 1234 -j          # print JSON\n",
+};
 
 static struct common_args env;
-
-static void parse_args(int argc, char **argv)
-{
-	static const struct option longopts[] = { COMMON_LONGOPTS, { 0 } };
-	int c;
-
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, COMMON_SHORTOPTS, longopts,
-				NULL)) != -1) {
-		if (common_option(&env, c, optarg))
-			continue;
-		if (c == 'h') {
-			fputs(usage, stdout);
-			exit(0);
-		}
-		option_error(argv, COMMON_SHORTOPTS);
-	}
-	common_finish(&env, argc, argv, optind);
-}
 
 /* Only the histogram is drained: the in-flight counts are state, kept
  * from one interval to the next. */
@@ -76,7 +50,7 @@ int main(int argc, char **argv)
 	struct target t;
 	int err, rc = 1;
 
-	parse_args(argc, argv);
+	parse_options(&cli, &env, argc, argv);
 	libbpf_quiet(env.verbose);
 	if (target_open(&t, env.pid))
 		return 1;

@@ -7,7 +7,6 @@
  * blktgt:rpc__done of the same RPC id (see rpclat.bpf.c).
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -19,61 +18,21 @@
 
 const char *tool_name = "rpclat";
 
-static const char usage[] =
+static const struct tool_cli cli = {
+	.synopsis =
 "usage: probekit-rpclat -p PID [-h] [-T] [-m|-u|-n] [-d SECS] [-j]\n"
 "                       [interval [count]]\n"
 "\n"
-"Summarize blktgt JSON-RPC latency per method (libbpf CO-RE).\n"
-"\n"
-"options:\n"
-COMMON_HELP
-"  -m, --milliseconds   millisecond histogram\n"
-"  -u, --microseconds   microsecond histogram (default)\n"
-"  -n, --nanoseconds    nanosecond histogram\n"
-"\n"
-"examples:\n"
-"    probekit-rpclat -p 1234\n"
-"        summarize RPC latency per method\n"
-"    probekit-rpclat -p 1234 -m 5\n"
-"        5 second summaries, in milliseconds\n"
-"    probekit-rpclat -p 1234 -T -d 60 10\n"
-"        10s summaries with timestamps, for 60s\n"
-"    probekit-rpclat -p 1234 -j\n"
-"        print JSON\n";
+"Summarize blktgt JSON-RPC latency per method (libbpf CO-RE).\n",
+	.unit = "usecs",
+	.examples =
+"    probekit-rpclat -p 1234             # summarize RPC latency per method\n"
+"    probekit-rpclat -p 1234 -m 5        # 5 second summaries, in milliseconds\n"
+"    probekit-rpclat -p 1234 -T -d 60 10 # 10s summaries, timestamps, for 60s\n"
+"    probekit-rpclat -p 1234 -j          # print JSON\n",
+};
 
-#define SHORTOPTS COMMON_SHORTOPTS "mun"
-
-static struct {
-	struct common_args c;
-	const char *unit;
-	unsigned long long unit_ns;
-} env = { .unit = "usecs", .unit_ns = 1000 };
-
-static void parse_args(int argc, char **argv)
-{
-	static const struct option longopts[] = {
-		COMMON_LONGOPTS,
-		{ "milliseconds", no_argument, NULL, 'm' },
-		{ "microseconds", no_argument, NULL, 'u' },
-		{ "nanoseconds", no_argument, NULL, 'n' },
-		{ 0 }
-	};
-	char unit_given = 0;
-	int c;
-
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, SHORTOPTS, longopts, NULL)) != -1) {
-		if (common_option(&env.c, c, optarg) ||
-		    unit_option(c, &unit_given, &env.unit, &env.unit_ns))
-			continue;
-		if (c == 'h') {
-			fputs(usage, stdout);
-			exit(0);
-		}
-		option_error(argv, SHORTOPTS);
-	}
-	common_finish(&env.c, argc, argv, optind);
-}
+static struct common_args env;
 
 static int collect(void *ctx, struct hist_entry **entries)
 {
@@ -89,9 +48,9 @@ int main(int argc, char **argv)
 	struct target t;
 	int err, rc = 1;
 
-	parse_args(argc, argv);
-	libbpf_quiet(env.c.verbose);
-	if (target_open(&t, env.c.pid))
+	parse_options(&cli, &env, argc, argv);
+	libbpf_quiet(env.verbose);
+	if (target_open(&t, env.pid))
 		return 1;
 
 	skel = rpclat_bpf__open();
@@ -111,7 +70,7 @@ int main(int argc, char **argv)
 			&skel->links.rpc_done))
 		goto out;
 
-	rc = run_loop(&env.c, &t, "JSON-RPC latency", collect, skel);
+	rc = run_loop(&env, &t, "JSON-RPC latency", collect, skel);
 out:
 	rpclat_bpf__destroy(skel);
 	target_close(&t);

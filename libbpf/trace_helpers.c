@@ -88,7 +88,138 @@ long positive_arg(const char *what, const char *arg, long max)
 	return v;
 }
 
-void option_error(char **argv, const char *shortopts)
+/* --- options -------------------------------------------------------- */
+
+/* The column where an option's help text starts in --help. */
+#define HELP_COL 23
+/* Room for every option of a tool: the common ones, its own, -m/-u/-n. */
+#define MAX_OPTIONS 32
+
+static const struct tool_option common_options[] = {
+	{ 'p', "pid", "PID", "trace this blktgt process (required)" },
+	{ 'T', "timestamp", NULL, "include a timestamp on output" },
+	{ 'd', "duration", "SECS", "total duration of the trace, in seconds" },
+	{ 'j', "json", NULL, "print JSON, one object per interval (schema:\n"
+			     "bcc/probekit_bcc.py)" },
+	{ 'v', "verbose", NULL, "show libbpf's messages" },
+	{ 'h', "help", NULL, "show this help and exit" },
+	{ OPT_VERSION, "version", NULL, "show probekit's version and exit" },
+	{ 0 }
+};
+
+/* Key 0: a positional argument, shown in --help only. */
+static const struct tool_option positionals[] = {
+	{ 0, "interval", NULL, "output interval, in seconds" },
+	{ 0, "count", NULL, "number of outputs" },
+};
+
+/* -m, -u, -n: the latency unit, mutually exclusive as in bcc/. */
+static const struct unit {
+	struct tool_option opt;
+	const char *unit;
+	unsigned long long ns;
+} units[] = {
+	{ { 'm', "milliseconds", NULL, "millisecond histogram" }, "msecs",
+	  1000000 },
+	{ { 'u', "microseconds", NULL, "microsecond histogram" }, "usecs",
+	  1000 },
+	{ { 'n', "nanoseconds", NULL, "nanosecond histogram" }, "nsecs", 1 },
+};
+#define NUNITS (sizeof(units) / sizeof(units[0]))
+
+/*
+ * One option's --help lines: "  -p, --pid PID" padded to HELP_COL, then
+ * its help.  A long-only option lines up with the long names ("      --
+ * version") where that leaves room before the help column, and starts at
+ * the short names' column where it would not (funclat's --arg-bits).
+ */
+static void print_option(const struct tool_option *o, const char *suffix)
+{
+	char head[128];
+	const char *arg = o->arg ? o->arg : "", *sp = o->arg ? " " : "";
+	int n;
+
+	if (!o->key)
+		n = snprintf(head, sizeof(head), "%s", o->name);
+	else if (o->key < OPT_VERSION)
+		n = snprintf(head, sizeof(head), "-%c, --%s%s%s", o->key,
+			     o->name, sp, arg);
+	else {
+		n = snprintf(head, sizeof(head), "    --%s%s%s", o->name, sp,
+			     arg);
+		if (n > HELP_COL - 4)
+			n = snprintf(head, sizeof(head), "--%s%s%s", o->name,
+				     sp, arg);
+	}
+	if (n > HELP_COL - 4)
+		printf("  %s\n%*s", head, HELP_COL, "");
+	else
+		printf("  %-*s", HELP_COL - 2, head);
+	for (const char *h = o->help; *h; h++) {
+		putchar(*h);
+		if (*h == '\n')
+			printf("%*s", HELP_COL, "");
+	}
+	printf("%s\n", suffix);
+}
+
+static void print_help(const struct tool_cli *cli)
+{
+	printf("%s\noptions:\n", cli->synopsis);
+	for (const struct tool_option *o = common_options; o->name; o++)
+		print_option(o, "");
+	for (size_t i = 0; i < sizeof(positionals) / sizeof(positionals[0]);
+	     i++)
+		print_option(&positionals[i], "");
+	for (const struct tool_option *o = cli->options; o && o->name; o++)
+		print_option(o, "");
+	for (size_t i = 0; cli->unit && i < NUNITS; i++)
+		print_option(&units[i].opt,
+			     strcmp(units[i].unit, cli->unit) ? "" :
+			     " (default)");
+	printf("\nexamples:\n%s", cli->examples);
+}
+
+/* getopt_long()'s view of a tool's options. */
+struct getopt_tables {
+	struct option longopts[MAX_OPTIONS + 1];
+	char shortopts[2 * MAX_OPTIONS + 1];
+	size_t n, ns;
+};
+
+static void add_option(struct getopt_tables *g, const struct tool_option *o)
+{
+	if (g->n == MAX_OPTIONS) {
+		tool_err("internal error: more than %d options; raise "
+			 "MAX_OPTIONS", MAX_OPTIONS);
+		abort();
+	}
+	g->longopts[g->n++] = (struct option){
+		.name = o->name,
+		.has_arg = o->arg ? required_argument : no_argument,
+		.val = o->key,
+	};
+	if (o->key >= OPT_VERSION)
+		return;
+	g->shortopts[g->ns++] = (char)o->key;
+	if (o->arg)
+		g->shortopts[g->ns++] = ':';
+}
+
+static void build_tables(const struct tool_cli *cli, struct getopt_tables *g)
+{
+	memset(g, 0, sizeof(*g));
+	for (const struct tool_option *o = common_options; o->name; o++)
+		add_option(g, o);
+	for (const struct tool_option *o = cli->options; o && o->name; o++)
+		add_option(g, o);
+	for (size_t i = 0; cli->unit && i < NUNITS; i++)
+		add_option(g, &units[i].opt);
+}
+
+/* The usage error for getopt_long()'s '?' (opterr = 0): an unknown
+ * option, or one missing its argument. */
+static void option_error(char **argv, const char *shortopts)
 {
 	const char *arg = argv[optind - 1], *p;
 
@@ -110,33 +241,38 @@ void option_error(char **argv, const char *shortopts)
 	usage_error("unrecognized option '%s'", arg);
 }
 
-bool unit_option(int c, char *given, const char **unit,
-		 unsigned long long *unit_ns)
+static void set_unit(struct common_args *a, const struct unit *u)
 {
-	static const struct { int c; const char *opt, *unit;
-			      unsigned long long ns; } units[] = {
-		{ 'm', "-m/--milliseconds", "msecs", 1000000 },
-		{ 'u', "-u/--microseconds", "usecs", 1000 },
-		{ 'n', "-n/--nanoseconds", "nsecs", 1 },
-	};
-	const size_t n = sizeof(units) / sizeof(units[0]);
-
-	for (size_t i = 0; i < n; i++) {
-		if (units[i].c != c)
-			continue;
-		for (size_t j = 0; j < n; j++)
-			if (*given && *given != c && units[j].c == *given)
-				usage_error("argument %s: not allowed with argument %s",
-					    units[i].opt, units[j].opt);
-		*given = (char)c;
-		*unit = units[i].unit;
-		*unit_ns = units[i].ns;
-		return true;
-	}
-	return false;
+	a->unit = u->unit;
+	a->unit_ns = u->ns;
 }
 
-bool common_option(struct common_args *a, int c, const char *arg)
+/* -m, -u or -n; *given remembers which one was seen before.  False when
+ * c is none of them. */
+static bool unit_option(struct common_args *a, int c, int *given)
+{
+	const struct unit *u = NULL, *before = NULL;
+
+	for (size_t i = 0; i < NUNITS; i++) {
+		if (units[i].opt.key == c)
+			u = &units[i];
+		if (units[i].opt.key == *given)
+			before = &units[i];
+	}
+	if (!u)
+		return false;
+	if (before && before != u)
+		usage_error("argument -%c/--%s: not allowed with argument "
+			    "-%c/--%s", u->opt.key, u->opt.name,
+			    before->opt.key, before->opt.name);
+	*given = c;
+	set_unit(a, u);
+	return true;
+}
+
+/* One of the common options; false when c is none of them. */
+static bool common_option(const struct tool_cli *cli, struct common_args *a,
+			  int c, const char *arg)
 {
 	long v;
 
@@ -158,15 +294,36 @@ bool common_option(struct common_args *a, int c, const char *arg)
 	case 'v':
 		a->verbose = true;
 		return true;
-	case 'V':
+	case 'h':
+		print_help(cli);
+		exit(0);
+	case OPT_VERSION:
 		printf("%s (probekit) %s\n", command_name(), PROBEKIT_VERSION);
 		exit(0);
 	}
 	return false;
 }
 
-void common_finish(struct common_args *a, int argc, char **argv, int optind)
+void parse_options(const struct tool_cli *cli, struct common_args *a,
+		   int argc, char **argv)
 {
+	struct getopt_tables g;
+	int c, unit_given = 0;
+
+	build_tables(cli, &g);
+	for (size_t i = 0; cli->unit && i < NUNITS; i++)
+		if (!strcmp(units[i].unit, cli->unit))
+			set_unit(a, &units[i]);
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, g.shortopts, g.longopts,
+				NULL)) != -1) {
+		if (c == '?')
+			option_error(argv, g.shortopts);
+		if (common_option(cli, a, c, optarg) ||
+		    (cli->unit && unit_option(a, c, &unit_given)))
+			continue;
+		cli->option(c, optarg);
+	}
 	if (optind < argc)
 		a->interval = positive_arg("interval", argv[optind++], INT_MAX);
 	if (optind < argc)

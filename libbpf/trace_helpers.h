@@ -52,51 +52,54 @@ struct common_args {
 	long duration;		/* -d SECS, 0 = none */
 	long interval;		/* [interval], 0 = only at the end */
 	long count;		/* [count], 0 = no limit */
+	const char *unit;	/* -m/-u/-n: "msecs", "usecs" or "nsecs" */
+	unsigned long long unit_ns;	/* nanoseconds per unit */
 };
 
-/* getopt_long() option letters and long options of the common options;
- * a tool appends its own.  --version has no short form: 'V' is returned
- * for it but is not in COMMON_SHORTOPTS, so -V stays an unknown option,
- * as in the bcc/ twins. */
-#define COMMON_SHORTOPTS "hp:Td:jv"
-#define COMMON_LONGOPTS							\
-	{ "help", no_argument, NULL, 'h' },				\
-	{ "version", no_argument, NULL, 'V' },				\
-	{ "pid", required_argument, NULL, 'p' },			\
-	{ "timestamp", no_argument, NULL, 'T' },			\
-	{ "duration", required_argument, NULL, 'd' },			\
-	{ "json", no_argument, NULL, 'j' },				\
-	{ "verbose", no_argument, NULL, 'v' }
-/* The help text of the common options, for a tool's usage message. */
-#define COMMON_HELP							\
-	"  -p, --pid PID        trace this blktgt process (required)\n"	\
-	"  -T, --timestamp      include a timestamp on output\n"	\
-	"  -d, --duration SECS  total duration of the trace, in seconds\n" \
-	"  -j, --json           print JSON, one object per interval (schema:\n" \
-	"                       bcc/probekit_bcc.py)\n"			\
-	"  -v, --verbose        show libbpf's messages\n"			\
-	"  -h, --help           show this help and exit\n"		\
-	"      --version        show probekit's version and exit\n"	\
-	"  interval             output interval, in seconds\n"		\
-	"  count                number of outputs\n"
+/*
+ * One option, declared once: getopt_long()'s short-option string, its
+ * long options and the --help lines are all made from these.  key is the
+ * short option's letter, or OPT_LONG_ONLY + n for an option without one.
+ * arg names the option's argument in --help; NULL when it takes none.
+ * help may hold '\n': each further line is indented to the help column.
+ */
+struct tool_option {
+	int key;
+	const char *name;
+	const char *arg;
+	const char *help;
+};
 
-/* Handle one common option (c from getopt_long, with optarg); false when
- * c is not a common option.  Bad values are usage errors; --version prints
- * "TOOL (probekit) VERSION" and exits 0. */
-bool common_option(struct common_args *a, int c, const char *arg);
+enum {
+	OPT_VERSION = 256,	/* --version: no short form, as in bcc/ */
+	OPT_LONG_ONLY = 512,	/* the first key of a tool's long-only option */
+};
 
-/* Take [interval [count]] from argv[optind..], and check -p was given. */
-void common_finish(struct common_args *a, int argc, char **argv, int optind);
+/* What a tool's command line is. */
+struct tool_cli {
+	/* --help up to its option list: "usage: ...", the description.
+	 * The usage line stays written out: it groups options ([-m|-u|-n],
+	 * [-L [-W WIDTH]]) in ways the table does not know. */
+	const char *synopsis;
+	/* The tool's own options, after the common ones; ends with { 0 }. */
+	const struct tool_option *options;
+	/* -m/-u/-n are taken, this unit ("usecs") the default; NULL: not. */
+	const char *unit;
+	/* The lines after "examples:". */
+	const char *examples;
+	/* Called for each of the tool's own options, with its argument
+	 * (NULL if it takes none); bad values are usage errors. */
+	void (*option)(int key, const char *arg);
+};
 
-/* The usage error for getopt_long()'s '?' (opterr = 0): an unknown
- * option, or one missing its argument.  shortopts is getopt's string. */
-void option_error(char **argv, const char *shortopts)
-	__attribute__((noreturn));
-
-/* -m, -u, -n: the latency unit, mutually exclusive as in bcc/.  Returns
- * false when c is none of them; *given remembers which one was seen. */
-bool unit_option(int c, char *given, const char **unit,
-		 unsigned long long *unit_ns);
+/*
+ * Parse argv: the common options into *a, the tool's own through
+ * cli->option, then [interval [count]]; check that -p was given.  -h
+ * prints --help and exits 0, --version prints "TOOL (probekit) VERSION"
+ * and exits 0; a bad option or value is a usage error.
+ */
+void parse_options(const struct tool_cli *cli, struct common_args *a,
+		   int argc, char **argv);
 
 /* Parse "-W"-style positive numbers: a usage error unless 1..max. */
 long positive_arg(const char *what, const char *arg, long max);

@@ -14,6 +14,7 @@
  * single-consumer queue: a producer swaps itself in as the head with one
  * atomic exchange, the consumer walks from the tail.  Message nodes come
  * from a per-thread free list, so the steady state does not call malloc.
+ * Vyukov published the queue at https://www.1024cores.net/home/lock-free-algorithms/queues/intrusive-mpsc-node-based-queue
  */
 #include <errno.h>
 #include <pthread.h>

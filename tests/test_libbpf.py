@@ -9,15 +9,13 @@ its final histograms and exits 0.
 
 The comparisons with bcc/ run the two tools one after the other on the
 same target, each over the same deterministic workload (fixed types and
-sizes, prime counts).  They cannot run at the same time here: BCC 0.26's
-Python binding declares bpf_attach_uprobe() without its last parameter,
-so BCC registers its uprobes with a garbage ref_ctr_offset (iovisor/bcc
-#5236), and the kernel refuses a second uprobe on the same address whose
-ref_ctr_offset differs (EINVAL, "ref_ctr_offset mismatch" in dmesg).
-libbpf's USDT uprobes carry the semaphore's offset, its plain uprobes 0.
-Latencies are compared in buckets far wider than any latency here (linear
-buckets of 1000 ms); funclat has no linear mode, so its latency histogram
-is compared by unit and count, its other two byte for byte.
+sizes, prime counts).  Both at once would work too: the kernel refuses a
+second uprobe on one address with another ref_ctr_offset, and bcc/
+attaches each note location with the semaphore's offset as libbpf does
+(see bcc/probekit_bcc.py).  Latencies are compared in buckets far wider
+than any latency here (linear buckets of 1000 ms); funclat has no linear
+mode, so its latency histogram is compared by unit and count, its other
+two byte for byte.
 """
 
 import os
@@ -355,7 +353,7 @@ def test_bad_args(tool):
     for args in BAD_ARGS + [("-p", "1") + a for a in TOOL_BAD_ARGS[tool]]:
         rc, lines = run_tool(tool, *args)
         assert rc == 2, (args, rc, lines)
-        one_error_line(rc, lines, tool, r".*\(see --help\)$")
+        one_error_line(rc, lines, f"probekit-{tool}", r".*\(see --help\)$")
 
 
 @pytest.mark.parametrize("tool", TOOLS)
@@ -370,7 +368,8 @@ def test_help(tool):
 def test_no_such_process(tool):
     unused = unused_pid()
     rc, lines = run_tool(tool, "-p", unused)
-    one_error_line(rc, lines, tool, f"no process with PID {unused}$", 1)
+    one_error_line(rc, lines, f"probekit-{tool}",
+                   f"no process with PID {unused}$", 1)
 
 
 @pytest.mark.parametrize("tool", TOOLS)
@@ -380,13 +379,13 @@ def test_pid_without_probes(bpf, tool):
     want = {"funclat": "no function bdev_execute in ",
             "rpclat": "has no USDT probe blktgt:rpc__request"}.get(
                 tool, "has no USDT probe blktgt:io__submit")
-    one_error_line(rc, lines, tool, want, 1)
+    one_error_line(rc, lines, f"probekit-{tool}", want, 1)
 
 
 def test_funclat_unknown_function(bpf, target):
     rc, lines = run_tool("funclat", "-p", target.pid, "-f", "no_such_function")
-    one_error_line(rc, lines, "funclat", "no function no_such_function in ",
-                   1)
+    one_error_line(rc, lines, "probekit-funclat",
+                   "no function no_such_function in ", 1)
 
 
 # --- privilege -----------------------------------------------------------------
@@ -514,5 +513,5 @@ def test_what_the_message_asks_is_enough(bpf, request, owner, caps):
 def test_nousdt_build_has_no_probes(bpf, build, tmp_path):
     rc, lines = run_on_nousdt_target(
         build, tmp_path, lambda pid: run_tool("iolatency", "-p", pid))
-    one_error_line(rc, lines, "iolatency",
+    one_error_line(rc, lines, "probekit-iolatency",
                    "no USDT probe blktgt:io__submit", 1)
