@@ -28,7 +28,7 @@ from histtools import (TOOLS, by_key, json_objects, nonzero, one_error_line,
                        trace_until_target_exits, unused_pid, workload)
 
 sys.path.insert(0, os.path.join(probekit.ROOT, "probes"))
-import sdtnotes  # noqa: E402
+from probelib import notes as sdtnotes  # noqa: E402
 
 
 class Tool(histtools.Tool):
