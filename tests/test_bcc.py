@@ -7,6 +7,7 @@ the tools print only after their BPF program is loaded and attached; then
 the workload runs, and SIGINT makes the tool print its final histograms.
 """
 
+import glob
 import os
 import re
 import shutil
@@ -492,7 +493,8 @@ def test_version_of_an_installed_copy(tmp_path):
     the directory above; without either it says so in one line, exit 1."""
     inst = tmp_path / "lib"
     inst.mkdir()
-    for name in ("iosize", "probekit_bcc.py"):
+    for name in ["iosize"] + glob.glob(os.path.join(probekit.ROOT, "bcc",
+                                                    "probekit_bcc*.py")):
         shutil.copy(os.path.join(probekit.ROOT, "bcc", name), inst)
     cmd = [probekit.PYTHON, str(inst / "iosize"), "--version"]
     rc, lines = histtools.run(cmd)

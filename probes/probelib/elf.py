@@ -5,7 +5,8 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
-__all__ = ["ELFError", "ELFFile", "file_offset", "read_symbols"]
+__all__ = ["ELFError", "ELFFile", "file_offset", "function_offset",
+           "read_symbols"]
 
 
 def file_offset(elf, vaddr):
@@ -39,3 +40,16 @@ def read_symbols(path):
             if syms:
                 break
     return syms
+
+
+FUNC_TYPES = ("STT_FUNC", "STT_GNU_IFUNC")
+
+
+def function_offset(path, name):
+    """The file offset of function name in the ELF file at path (where a
+    uprobe on it goes), or None when it has no such function."""
+    sym = read_symbols(path).get(name)
+    if sym is None or sym[2] not in FUNC_TYPES:
+        return None
+    with open(path, "rb") as f:
+        return file_offset(ELFFile(f), sym[0])

@@ -35,6 +35,7 @@ class SdtProbe:
     args: list = field(default_factory=list)
     spec: str = ""
     semaphore_offset: int = 0   # its file offset (ref_ctr_offset), 0: none
+    offset: int = None          # the site's file offset (a uprobe's), if any
 
     @property
     def full(self):
@@ -77,7 +78,7 @@ def _probe(elf, desc, base_addr):
                             for s in (strings + [b"", b"", b""])[:3])
     sem_off = (file_offset(elf, sem) or 0) if sem else 0
     return SdtProbe(provider, name, pc, sem, parse_argspec(spec), spec,
-                    sem_off)
+                    sem_off, file_offset(elf, pc))
 
 
 def read_probes(path):
