@@ -375,6 +375,33 @@ def test_catalog_without_binary(tmp_path):
             "broken.bt:32"} <= got, errors
 
 
+def test_any_helper_given_probe_pairs(tmp_path):
+    """A tool's own helper that takes (probe, fn_name) pairs as probes= is
+    checked as probekit's usdt_context is: each probe exists, each
+    fn_name is a function of the program, and a list that is not literal
+    pairs is one error."""
+    tool = tmp_path / "pairtool"
+    tool.write_text("""#!/usr/bin/python3
+from bcc import BPF
+text = \"\"\"
+int on_submit(struct pt_regs *ctx) { u64 id = 0; bpf_usdt_readarg(1, ctx, &id); return 0; }
+int on_done(struct pt_regs *ctx) { u32 st = 0; bpf_usdt_readarg(5, ctx, &st); return 0; }
+\"\"\"
+attach_all(pid, probes=[("blktgt:io__submit", "on_submit"),
+                        ("blktgt:io__dome", "on_done"),
+                        ("blktgt:io__done", "on_gone")])
+attach_all(pid, probes=[name for name in ()])
+""")
+    r, errors = run("--catalog", CATALOG, str(tool))
+    assert r.returncode == 1
+    t = str(tool)
+    assert_errors(errors, [
+        (f"{t}:7: blktgt:io__dome:", "no such probe"),
+        (f"{t}:7: blktgt:io__done:", "fn_name 'on_gone' is not a function"),
+        (f"{t}:10: -:", "attach_all: probes must be a literal list"),
+    ])
+
+
 # --- a binary that is not ours: the notes alone --------------------------------
 
 needs_py311 = pytest.mark.skipif(

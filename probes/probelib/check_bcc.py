@@ -23,7 +23,7 @@ from .pyeval import PyEval, call_arg, call_name, python_c_text
 # Helpers that enable USDT probes from a list of (probe, fn_name) pairs,
 # the probe named "provider:name", in the traced process (the --binary):
 # the helper's name and the position of that list among its arguments.
-# probekit's own bcc/ tools use usdt_context (bcc/probekit_bcc_usdt.py).
+# probekit's own bcc/ tools use usdt_context (bcc/probekit_bcc_probes.py).
 # Any other call given such a list as the keyword argument probes= is read
 # the same way, so a project's own helper needs no entry here if it takes
 # the list by that name.
