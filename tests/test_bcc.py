@@ -8,6 +8,7 @@ the tools print only after their BPF program is loaded and attached; then
 the workload runs, and SIGINT makes the tool print its final histograms.
 """
 
+import glob
 import os
 import re
 import shutil
@@ -29,7 +30,7 @@ from histtools import (TOOLS, by_key, json_objects, nonzero, one_error_line,
                        trace_until_target_exits, unused_pid, workload)
 
 sys.path.insert(0, os.path.join(probekit.ROOT, "probes"))
-import sdtnotes  # noqa: E402
+from probelib import notes as sdtnotes  # noqa: E402
 
 # The programs these tests run; a missing one names its Debian package.
 pytestmark = pytest.mark.needs("setpriv", "py:bcc", "py:elftools")
@@ -496,7 +497,8 @@ def test_version_of_an_installed_copy(tmp_path):
     the directory above; without either it says so in one line, exit 1."""
     inst = tmp_path / "lib"
     inst.mkdir()
-    for name in ("iosize", "probekit_bcc.py"):
+    for name in ["iosize"] + glob.glob(os.path.join(probekit.ROOT, "bcc",
+                                                    "probekit_bcc*.py")):
         shutil.copy(os.path.join(probekit.ROOT, "bcc", name), inst)
     cmd = [probekit.PYTHON, str(inst / "iosize"), "--version"]
     rc, lines = histtools.run(cmd)

@@ -12,7 +12,8 @@ import sys
 import probekit
 
 sys.path.insert(0, os.path.join(probekit.ROOT, "probes"))
-import sdtnotes  # noqa: E402
+from probelib import notes as sdtnotes  # noqa: E402
+from probelib.catalog import parse_catalog  # noqa: E402
 
 
 def _load_gencatalog():
@@ -31,7 +32,7 @@ CATALOG = os.path.join(probekit.ROOT, "probes", "blktgt.d")
 
 
 def catalog():
-    return gencatalog.parse_catalog(CATALOG)
+    return parse_catalog(CATALOG)
 
 
 def test_notes_match_catalog(blktgt_bin):

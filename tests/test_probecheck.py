@@ -15,11 +15,15 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 
 import probekit
 
+sys.path.insert(0, os.path.join(probekit.ROOT, "probes"))
+from probelib import argspec, notes as sdtnotes  # noqa: E402
+from probelib.catalog import parse_catalog  # noqa: E402
 # The programs these tests run; a missing one names its Debian package.
 pytestmark = pytest.mark.needs("dtrace", "py:elftools")
 
@@ -40,7 +44,6 @@ def _load(name, path):
 
 
 gencatalog = _load("gencatalog", GENCAT)
-probecheck = _load("probecheck", PROBECHECK)
 
 # The uprobe targets of the blktgt contract, plus two a uprobe would miss:
 # a global function the compiler also inlines into main(), and a static
@@ -71,7 +74,7 @@ def build_from_catalog(catalog, outdir, globals_args=False):
     in registers (or, with globals_args, read from globals, which the
     compiler turns into sym(%rip) operands)."""
     os.makedirs(outdir, exist_ok=True)
-    cat = gencatalog.parse_catalog(catalog)
+    cat = parse_catalog(catalog)
     d = os.path.join(outdir, "p.d")
     shutil.copy(catalog, d)
     subprocess.run(["dtrace", "-h", "-s", d, "-o",
@@ -145,7 +148,7 @@ def coverage(stdout):
 
 
 def catalog_line(name, path=CATALOG):
-    for p in gencatalog.parse_catalog(path)["probes"]:
+    for p in parse_catalog(path)["probes"]:
         if p["name"] == name:
             return p["line"]
     raise KeyError(name)
@@ -165,10 +168,10 @@ def test_binary_built_from_catalog_is_clean(fixbin):
     r, errors = run("--binary", fixbin, "--catalog", CATALOG)
     assert r.returncode == 0, r.stderr
     assert errors == []
-    n = len(gencatalog.parse_catalog(CATALOG)["probes"])
+    n = len(parse_catalog(CATALOG)["probes"])
     assert coverage(r.stdout) == (0, n)
     # Arguments bpftrace 0.17 cannot reach are worth a note, not an error.
-    late = [p for p in gencatalog.parse_catalog(CATALOG)["probes"]
+    late = [p for p in parse_catalog(CATALOG)["probes"]
             if len(p["args"]) > 6]
     notes = [ln for ln in r.stdout.splitlines() if "probekit-check: note:" in ln]
     assert len(notes) == len(late), r.stdout
@@ -216,7 +219,7 @@ def test_symbol_relative_operands_are_refused(tmp_path):
     """Globals passed straight to a probe become sym(%rip) operands, which
     bpftrace 0.17 reads as garbage (checked on this machine)."""
     exe = build_from_catalog(CATALOG, str(tmp_path / "g"), globals_args=True)
-    notes = probecheck.sdtnotes.read_probes(exe)
+    notes = sdtnotes.read_probes(exe)
     rip = sorted({n.name for n in notes if "(%rip)" in n.spec})
     assert rip, "the compiler used no sym(%rip) operand"
     r, errors = run("--binary", exe, "--catalog", CATALOG)
@@ -230,7 +233,7 @@ def test_argspec_operands():
     ok = ["8@%rax", "-4@%r9d", "1@%sil", "8@-16(%rbp)", "4@(%rsp)", "-4@$-5",
           "8@40(%r12)"]
     for spec in ok:
-        assert probecheck.spec_problems(spec) == [], spec
+        assert argspec.spec_problems(spec) == [], spec
     bad = {"8@%xmm1": "bpftrace 0.17 cannot read it",
            "8@counter(%rip)": "symbol-relative operand",
            "8@8(%rax,%rbx,8)": "libbpf 1.1 cannot read it",
@@ -238,7 +241,7 @@ def test_argspec_operands():
            "8%rax": "not SIZE@OPERAND",
            "4@$0x10": "not decimal"}
     for spec, why in bad.items():
-        probs = probecheck.spec_problems(spec)
+        probs = argspec.spec_problems(spec)
         assert len(probs) == 1 and why in probs[0][1], (spec, probs)
 
 
@@ -376,10 +379,37 @@ def test_catalog_without_binary(tmp_path):
             "broken.bt:33"} <= got, errors
 
 
+def test_any_helper_given_probe_pairs(tmp_path):
+    """A tool's own helper that takes (probe, fn_name) pairs as probes= is
+    checked as probekit's usdt_context is: each probe exists, each
+    fn_name is a function of the program, and a list that is not literal
+    pairs is one error."""
+    tool = tmp_path / "pairtool"
+    tool.write_text("""#!/usr/bin/python3
+from bcc import BPF
+text = \"\"\"
+int on_submit(struct pt_regs *ctx) { u64 id = 0; bpf_usdt_readarg(1, ctx, &id); return 0; }
+int on_done(struct pt_regs *ctx) { u32 st = 0; bpf_usdt_readarg(5, ctx, &st); return 0; }
+\"\"\"
+attach_all(pid, probes=[("blktgt:io__submit", "on_submit"),
+                        ("blktgt:io__dome", "on_done"),
+                        ("blktgt:io__done", "on_gone")])
+attach_all(pid, probes=[name for name in ()])
+""")
+    r, errors = run("--catalog", CATALOG, str(tool))
+    assert r.returncode == 1
+    t = str(tool)
+    assert_errors(errors, [
+        (f"{t}:7: blktgt:io__dome:", "no such probe"),
+        (f"{t}:7: blktgt:io__done:", "fn_name 'on_gone' is not a function"),
+        (f"{t}:10: -:", "attach_all: probes must be a literal list"),
+    ])
+
+
 # --- a binary that is not ours: the notes alone --------------------------------
 
 needs_py311 = pytest.mark.skipif(
-    not os.path.exists(PY311) or not probecheck.sdtnotes.read_probes(PY311),
+    not os.path.exists(PY311) or not sdtnotes.read_probes(PY311),
     reason=f"{PY311} with stapsdt notes is not installed")
 
 

@@ -1,0 +1,156 @@
+# SPDX-License-Identifier: BSD-2-Clause
+"""probekit_bcc_args: the bcc/ tools' command line.  Options shared by
+every tool, parsed so that a usage error is one line (exit 2); --version;
+the one-line error exit every module uses; and main(), which turns Ctrl-C
+before tracing and a closed stdout into exit codes, not tracebacks.
+
+Errors are one line "COMMAND: why" on stderr (COMMAND is probekit-TOOL-bcc
+here, probekit-TOOL for the libbpf twin): exit 2 for usage, 1 for anything
+else; Ctrl-C before tracing starts exits 130.
+"""
+
+import argparse
+import os
+import sys
+
+UNITS = {"nsecs": 1, "usecs": 1000, "msecs": 1000000}
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error in one line, exit 2."""
+
+    def error(self, message):
+        self.exit(2, "%s: %s (see --help)\n" % (self.prog, message))
+
+
+def pid_type(s):
+    try:
+        pid = int(s, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError("invalid PID %r" % s)
+    if pid <= 0:
+        raise argparse.ArgumentTypeError("invalid PID %r" % s)
+    return pid
+
+
+def positive_int(s):
+    try:
+        v = int(s, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError("not a number: %r" % s)
+    if v <= 0:
+        raise argparse.ArgumentTypeError("must be positive: %r" % s)
+    return v
+
+
+VERSION_FILE = "VERSION"
+_VERSION_CHARS = set("0123456789abcdefghijklmnopqrstuvwxyz"
+                     "ABCDEFGHIJKLMNOPQRSTUVWXYZ.+~-")
+
+
+def version():
+    """probekit's version, from its one home, a file VERSION: beside this
+    module in an installed copy, else at the root of a checkout (bcc/..).
+    (None, why) when there is none; (version, None) otherwise."""
+    here = os.path.dirname(os.path.realpath(__file__))
+    paths = [os.path.join(here, VERSION_FILE),
+             os.path.join(os.path.dirname(here), VERSION_FILE)]
+    for path in paths:
+        try:
+            with open(path, "rb") as f:
+                text = f.read(65)
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            return None, "cannot read %s: %s" % (path, e.strerror)
+        v = text.decode("ascii", "replace").strip()
+        if not v or len(text) > 64 or not set(v) <= _VERSION_CHARS:
+            return None, "%s does not hold a version" % path
+        return v, None
+    return None, "no %s file beside probekit_bcc.py or in %s" % (
+        VERSION_FILE, os.path.dirname(here))
+
+
+class VersionAction(argparse.Action):
+    """--version: "TOOL (probekit) VERSION", exit 0; one line on stderr and
+    exit 1 when the version cannot be found."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0,
+                         default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        v, why = version()
+        if v is None:
+            parser.exit(1, "%s: %s\n" % (parser.prog, why))
+        sys.stdout.write("%s (probekit) %s\n" % (parser.prog, v))
+        parser.exit(0)
+
+
+def parser(prog, description, examples):
+    p = Parser(prog=command(prog), description=description,
+               formatter_class=argparse.RawDescriptionHelpFormatter,
+               epilog=examples)
+    p.add_argument("--version", action=VersionAction,
+                   help="print probekit's version and exit")
+    p.add_argument("-p", "--pid", type=pid_type, required=True,
+                   help="trace this blktgt process")
+    p.add_argument("-T", "--timestamp", action="store_true",
+                   help="include a timestamp on output")
+    p.add_argument("-d", "--duration", type=positive_int, metavar="SECS",
+                   help="total duration of the trace, in seconds")
+    p.add_argument("-j", "--json", action="store_true",
+                   help="print JSON, one object per interval (schema: "
+                        "bcc/probekit_bcc.py)")
+    p.add_argument("interval", nargs="?", type=positive_int,
+                   help="output interval, in seconds")
+    p.add_argument("count", nargs="?", type=positive_int,
+                   help="number of outputs")
+    p.add_argument("--ebpf", action="store_true", help=argparse.SUPPRESS)
+    return p
+
+
+def add_units(p, default):
+    """-m/-u (and -n) select the latency unit; default is 'usecs' etc."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("-m", "--milliseconds", dest="unit", action="store_const",
+                   const="msecs", help="millisecond histogram")
+    g.add_argument("-u", "--microseconds", dest="unit", action="store_const",
+                   const="usecs", help="microsecond histogram")
+    g.add_argument("-n", "--nanoseconds", dest="unit", action="store_const",
+                   const="nsecs", help="nanosecond histogram")
+    p.set_defaults(unit=default)
+
+
+def defines(cflags):
+    """The -DNAME=VALUE cflags as #define lines, for --ebpf."""
+    return "".join("#define %s %s\n" % tuple(f[2:].split("=", 1))
+                   for f in cflags)
+
+
+def main(fn):
+    """Run a tool's main(): Ctrl-C before tracing starts exits 130 and a
+    closed stdout (| head) exits quietly, neither with a traceback."""
+    try:
+        code = fn()
+        sys.stdout.flush()
+    except KeyboardInterrupt:
+        os._exit(130)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+        os._exit(141)
+    sys.exit(code)
+
+
+def command(tool):
+    """The command a bcc/ tool is run as: probekit-TOOL-bcc (README.md,
+    "Names"); TOOL alone names it in --json, as its libbpf twin does."""
+    return "probekit-%s-bcc" % tool
+
+
+def die(tool, msg, code=1):
+    sys.stdout.flush()
+    sys.stderr.write("%s: %s\n" % (command(tool), msg))
+    sys.exit(code)
+
+

@@ -1,0 +1,110 @@
+# SPDX-License-Identifier: BSD-2-Clause
+"""probekit_bcc_load: compile and load a tool's BPF program with BCC and
+attach it, each failure one line that says why instead of a traceback."""
+
+import errno
+import os
+import sys
+import tempfile
+
+import probekit_bcc_compat as compat
+from probekit_bcc_args import die
+from probekit_bcc_target import CAP_SYS_ADMIN, has_capability
+
+MAX_INFLIGHT = 65536    # in-flight requests a tool remembers (map size)
+MAX_KEYS = 16384        # histogram buckets, over all keys (map size)
+NAME_LEN = 64           # bdev names (BDEV_NAME_MAX 63 + NUL), RPC methods
+TYPE_LEN = 16           # I/O type names: read, write, flush, trim
+
+
+# C shared by the tools' BPF programs.  A USDT string argument is read in
+# two steps: bpf_usdt_readarg() of the pointer, which BCC rewrites per probe
+# and so must be called in the probe's own function, not in a macro, then
+# USER_STR() into a zeroed fixed-size buffer.  bpf_probe_read_user_str stops
+# at the NUL, so equal strings give equal map keys (a fixed-size read would
+# copy whatever follows the string).
+BPF_COMMON = r"""
+#include <uapi/linux/ptrace.h>
+
+#define USER_STR(buf, ptr) bpf_probe_read_user_str(buf, sizeof(buf), (void *)(ptr))
+"""
+
+
+def _first_error(log):
+    for line in log.splitlines():
+        if "error:" in line:
+            return line.split("error:", 1)[1].strip()
+    return None
+
+
+def load(tool, text, cflags=(), usdt=None):
+    """Compile and load a BPF program (and attach its USDT probes).
+    What clang and libbcc print (to stdout and stderr) is captured; on
+    failure one line says why."""
+    from bcc import BPF
+    sys.stdout.flush()
+    saved = os.dup(1), os.dup(2)
+    log = tempfile.TemporaryFile()
+    os.dup2(log.fileno(), 1)
+    os.dup2(log.fileno(), 2)
+    err = None
+    try:
+        b = BPF(text=(usdt.text if usdt else "") + text,
+                cflags=list(cflags))
+    except Exception as e:
+        err = e
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
+    if err is None:
+        for s in usdt.sites if usdt else ():
+            attach(tool, "USDT probe %s of PID %d" % (s.probe, usdt.pid),
+                   compat.attach_usdt_site, b, s.fn, s.path, s.addr,
+                   s.offset, usdt.pid, s.ref_ctr)
+        return b
+    log.seek(0)
+    diag = log.read(1 << 20).decode(errors="replace")
+    msg = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    headers = ("BCC cannot compile: no kernel headers for %s "
+               "(run 'make deps')" % os.uname().release)
+    if "Unable to find kernel headers" in diag:
+        die(tool, headers)
+    if "compile" in msg.lower():
+        first = _first_error(diag)
+        if first and "file not found" in first:
+            die(tool, "%s: %s" % (headers, first))
+        die(tool, "BCC cannot compile its BPF program: %s"
+            % (first or "see 'bcc/%s --ebpf'" % tool))
+    if "permitted" in msg or "EPERM" in msg or "denied" in msg:
+        die(tool, "BCC cannot load its BPF program: %s (tracing needs "
+            "root, or at least CAP_BPF and CAP_PERFMON)" % msg)
+    die(tool, "BCC cannot load its BPF program: %s" % (msg or repr(err)))
+
+
+def attach(tool, what, fn, *args, **kwargs):
+    """Run a BPF attach call; turn its exception into one line."""
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    denied = False
+    try:
+        fn(*args, **kwargs)
+    except OSError as e:
+        err, denied = e.strerror, e.errno in (errno.EACCES, errno.EPERM)
+    except Exception as e:
+        err = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
+    else:
+        err = None
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+    if denied and not has_capability(CAP_SYS_ADMIN):
+        die(tool, "cannot attach to %s: this kernel lets only root "
+            "(CAP_SYS_ADMIN) attach uprobes; this process lacks it" % what)
+    if err:
+        die(tool, "cannot attach to %s: %s" % (what, err))
+
+

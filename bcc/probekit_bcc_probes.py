@@ -1,0 +1,194 @@
+# SPDX-License-Identifier: BSD-2-Clause
+"""probekit_bcc_probes: what a bcc/ tool attaches to in the traced process,
+read with probelib, probekit's one reader of ELF files and their USDT
+notes: USDT probes (their sites, argument specs and semaphores) and
+functions.
+
+A USDT probe with a semaphore fires only while its semaphore is nonzero.
+The kernel raises it when a uprobe is registered with the semaphore's file
+offset (ref_ctr_offset) and lowers it when that uprobe goes away, which
+happens when the tracer's perf fd closes, however the tracer dies.  That
+is the only counting the tools rely on.  BCC 0.26's USDT.enable_probe()
+instead adds one through /proc/PID/mem (a read-modify-write that can race
+the kernel's own update) and takes it back only in its context's
+destructor, which a SIGKILL or os._exit() never runs: the probe then stays
+enabled, and its guarded argument work paid on every call, until the
+target restarts.  So the tools use no BCC USDT context: they read the
+notes here, generate the argument readers themselves, and attach each
+site with its semaphore's offset (probekit_bcc_load.load()).
+"""
+
+import os
+import sys
+
+import probekit_bcc_compat as compat
+from probekit_bcc_args import die
+
+
+def _probelib_home():
+    """The directory that holds the probelib package: PREFIX/share/probekit
+    when this script is installed as PREFIX/bin/NAME, else probes/ of the
+    checkout its real path is in (also from bcc/, beside probes/)."""
+    here = os.path.dirname(os.path.realpath(__file__))
+    tried = [os.path.normpath(os.path.join(here, *d)) for d in
+             (("..", "share", "probekit"), (), ("..", "probes"))]
+    for d in tried:
+        if os.path.isfile(os.path.join(d, "probelib", "__init__.py")):
+            return d
+    sys.exit(f"{os.path.basename(__file__)}: cannot find probekit's probelib "
+             f"package (looked in {', '.join(tried)})")
+
+
+def _probelib():
+    """probelib's modules, imported on first use, so that --version and a
+    usage error need nothing beyond bcc/."""
+    home = _probelib_home()
+    if home not in sys.path:
+        sys.path.insert(0, home)
+    from probelib import argspec, elf, notes
+    return argspec, elf, notes
+
+
+class UsdtSite:
+    """One site of a USDT probe: the BPF function to run there, the file,
+    the site's virtual address and file offset in it, and the semaphore's
+    file offset (0: none)."""
+
+    def __init__(self, probe, fn, path, addr, offset, ref_ctr):
+        self.probe, self.fn, self.path = probe, fn, path
+        self.addr, self.offset, self.ref_ctr = addr, offset, ref_ctr
+
+
+class UsdtProbes:
+    """The USDT probes a tool traces in process pid: the C that reads their
+    arguments (text, to go before the tool's program) and the sites to
+    attach."""
+
+    def __init__(self, pid, text, sites):
+        self.pid, self.text, self.sites = pid, text, sites
+
+
+_CTYPES = {(1, False): "u8", (2, False): "u16", (4, False): "u32",
+           (8, False): "u64", (1, True): "s8", (2, True): "s16",
+           (4, True): "s32", (8, True): "s64"}
+# Between reading a pt_regs field and using it: without it clang may merge
+# the loads of the sites of a switch into one load at a variable offset
+# into ctx, which the verifier refuses.
+_BARRIER = '__asm__ __volatile__("" ::: "memory");'
+
+
+def _read_operand(arg, dest):
+    """C that stores USDT argument arg (a probelib SdtArg) in dest, or None
+    when its operand form cannot be read here: a symbol-relative or
+    %rip-relative operand, or a register pt_regs does not hold."""
+    argspec = _probelib()[0]
+    op = argspec.parse_operand(arg.operand)
+    ctype = _CTYPES[arg.size, arg.signed]
+    if op.kind == "const":
+        return "%s = (%s)%dLL;" % (dest, ctype, op.value)
+    if op.kind not in ("reg", "mem", "index"):
+        return None
+    base = argspec.PT_REGS.get(op.base)
+    if base is None or base == "ip":
+        return None
+    if op.kind == "reg":
+        return "%s = (%s)ctx->%s; %s" % (dest, ctype, base, _BARRIER)
+    addr = "ctx->%s + (%d)" % (base, op.disp)
+    if op.kind == "index":
+        index = argspec.PT_REGS.get(op.index)
+        if index is None or index == "ip":
+            return None
+        addr += " + ctx->%s * %d" % (index, op.scale)
+    return ("{ u64 __addr = %s; %s __v = 0; %s "
+            "bpf_probe_read_user(&__v, sizeof(__v), (void *)__addr); "
+            "%s = __v; }" % (addr, ctype, _BARRIER, dest))
+
+
+def _readarg_text(fn, probe, sites, ips):
+    """C for bpf_usdt_readarg(N, ctx, &x) in function fn: BCC's front end
+    rewrites that call into _bpf_readarg_<fn>_<N>(ctx, &x, sizeof(x)).
+    sites are the probe's SdtProbe notes; ips[i] is the address the site
+    of sites[i] has in the process (what PT_REGS_IP() reads there).  A
+    variable of another size than the argument reads nothing and gets -1,
+    as with BCC's own reader; an operand this cannot read fails the
+    compile of a program that reads it, and only then."""
+    out = []
+    for n in range(1, len(sites[0].args) + 1):
+        args = [s.args[n - 1] if n <= len(s.args) else None for s in sites]
+        widest = max((a for a in args if a), key=lambda a: a.size)
+        ctype = _CTYPES[widest.size, widest.signed]
+        name = "_bpf_readarg_%s_%d" % (fn, n)
+        reads = [_read_operand(a, "*(%s *)dest" % ctype) if a else None
+                 for a in args]
+        if None in reads:
+            out.append('static int %s(struct pt_regs *ctx, void *dest, '
+                       'size_t len) __attribute__((unavailable("%s '
+                       'argument %d: operand form not supported")));\n'
+                       % (name, probe, n))
+            continue
+        out.append("static __always_inline int %s(struct pt_regs *ctx, "
+                   "void *dest, size_t len)\n{\n"
+                   "    if (len != sizeof(%s))\n        return -1;\n"
+                   % (name, ctype))
+        if len(reads) == 1:
+            out.append("    %s\n    return 0;\n}\n" % reads[0])
+            continue
+        out.append("    switch (PT_REGS_IP(ctx)) {\n")
+        for ip, read in zip(ips, reads):
+            out.append("    case 0x%xULL: %s return 0;\n" % (ip, read))
+        out.append("    }\n    return -1;\n}\n")
+    return "".join(out)
+
+
+def usdt_context(tool, target, probes):
+    """The UsdtProbes (the name is what probecheck reads, see its
+    PAIR_HELPERS) for target's probes [(probe, fn_name)], probes named
+    provider:name (blktgt:io__submit), read from the target's executable.
+    Nothing is attached yet: load() attaches the sites once the program is
+    loaded."""
+    notes = _probelib()[2]
+    try:
+        found = notes.by_name(notes.read_probes(target.exe))
+    except Exception:   # OSError, ELFError and what a corrupt file raises
+        die(tool, "cannot read the USDT probes of PID %d (%s)"
+            % (target.pid, target.exe))
+    text, sites = [], []
+    for probe, fn in probes:
+        locs = found.get(probe)
+        if not locs:
+            die(tool, "PID %d (%s) has no USDT probe %s; is it blktgt "
+                "built with USDT=1?" % (target.pid, target.exe, probe))
+        if None in (s.offset for s in locs):
+            die(tool, "cannot find the sites of %s in PID %d"
+                % (probe, target.pid))
+        ips = [s.pc for s in locs]
+        if len(locs) > 1:
+            ips = [target.address(s.offset) for s in locs]
+            if None in ips:
+                die(tool, "cannot find the sites of %s in PID %d"
+                    % (probe, target.pid))
+        text.append(_readarg_text(fn, probe, locs, ips))
+        for s in locs:
+            sites.append(UsdtSite(probe, fn, target.exe, s.pc, s.offset,
+                                  s.semaphore_offset))
+    return UsdtProbes(target.pid, "#include <uapi/linux/ptrace.h>\n"
+                      + "".join(text), sites)
+
+
+def has_function(path, name):
+    """Whether the ELF file at path has a function called name."""
+    elf = _probelib()[1]
+    try:
+        return elf.function_offset(path, name) is not None
+    except Exception:   # OSError, ELFError and what a corrupt file raises
+        return False
+
+
+def uprobe(bpf, fn_name, path, sym, pid, ret=False):
+    """A uprobe (ret=False) or uretprobe on function sym of the ELF file at
+    path, for process pid, registered as bpftrace and libbpf register it."""
+    elf = _probelib()[1]
+    offset = elf.function_offset(path, sym)
+    if offset is None:
+        raise OSError(0, "no function %s in %s" % (sym, path))
+    compat.attach_uprobe(bpf, fn_name, path, sym, offset, pid, ret)

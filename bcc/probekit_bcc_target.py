@@ -1,0 +1,134 @@
+# SPDX-License-Identifier: BSD-2-Clause
+"""probekit_bcc_target: the process a bcc/ tool traces.  A PID is checked
+to be a live process this one may trace (the capabilities it lacks are
+named in one line), and remembered with its start time, so that a recycled
+PID is not mistaken for the process the tool attached to."""
+
+import os
+
+from probekit_bcc_args import die
+
+MAX_MAPS = 1 << 16      # lines of /proc/PID/maps read, at most
+
+
+# Capability numbers (linux/capability.h).
+CAP_SYS_PTRACE, CAP_SYS_ADMIN, CAP_PERFMON, CAP_BPF = 19, 21, 38, 39
+CAP_NAMES = {CAP_SYS_PTRACE: "CAP_SYS_PTRACE", CAP_SYS_ADMIN: "CAP_SYS_ADMIN",
+             CAP_PERFMON: "CAP_PERFMON", CAP_BPF: "CAP_BPF"}
+
+
+def _status_fields(pid, names):
+    """{name: [values]} of the given lines of /proc/PID/status."""
+    out = {}
+    with open("/proc/%s/status" % pid) as f:
+        for ln in f.read(1 << 16).splitlines():
+            name, _, value = ln.partition(":")
+            if name in names:
+                out[name] = value.split()
+    return out
+
+
+def has_capability(cap):
+    """Whether this process holds capability cap (effective set)."""
+    eff = _status_fields("self", ("CapEff",)).get("CapEff", ["0"])[0]
+    return int(eff, 16) >> cap & 1 == 1
+
+
+def _same_user(pid):
+    """Whether process pid runs with only our real uid and gid, so the
+    kernel lets us read it without CAP_SYS_PTRACE."""
+    try:
+        ids = _status_fields(pid, ("Uid", "Gid"))
+    except OSError:
+        return False
+    return (set(ids.get("Uid", ["-1"])[:3]) == {str(os.getuid())}
+            and set(ids.get("Gid", ["-1"])[:3]) == {str(os.getgid())})
+
+
+def _and(names):
+    return (", ".join(names[:-1]) + " and " + names[-1]
+            if len(names) > 1 else names[0])
+
+
+def check_privilege(tool, pid):
+    """Die in one line naming the capabilities that tracing pid needs and
+    this process lacks.  The kernel loads a tracing BPF program only with
+    CAP_BPF and CAP_PERFMON (CAP_SYS_ADMIN implies both), and lets BCC read
+    another user's process (its maps and executable) and open perf events
+    on it only with CAP_SYS_PTRACE.  Some kernels also ask CAP_SYS_ADMIN
+    for a uprobe; attach() says so when that is what fails."""
+    need = [] if has_capability(CAP_SYS_ADMIN) else [CAP_BPF, CAP_PERFMON]
+    what = ""
+    if not _same_user(pid):
+        need.append(CAP_SYS_PTRACE)
+        what = " PID %d of another user" % pid
+    missing = [CAP_NAMES[c] for c in need if not has_capability(c)]
+    if missing:
+        die(tool, "tracing%s needs root, or at least %s; this process "
+            "lacks %s" % (what, _and([CAP_NAMES[c] for c in
+                                      [CAP_BPF, CAP_PERFMON] + need[2:]]),
+                          _and(missing)))
+
+
+class Target:
+    """The traced process: its PID, executable and start time, so that a
+    recycled PID is not mistaken for the process we attached to."""
+
+    def __init__(self, tool, pid):
+        self.tool = tool
+        self.pid = pid
+        try:
+            self.start = self._starttime()
+        except FileNotFoundError:
+            die(tool, "no process with PID %d" % pid)
+        except OSError as e:
+            die(tool, "cannot read /proc/%d: %s" % (pid, e.strerror))
+        if self.start is None:
+            die(tool, "PID %d has exited" % pid)
+        check_privilege(tool, pid)
+        try:
+            self.exe = os.readlink("/proc/%d/exe" % pid)
+        except PermissionError:
+            die(tool, "cannot read /proc/%d/exe: permission denied "
+                "(a process of another container?)" % pid)
+        except OSError as e:
+            die(tool, "cannot read /proc/%d/exe: %s" % (pid, e.strerror))
+        if self.exe.endswith(" (deleted)"):
+            die(tool, "PID %d runs a deleted executable (%s); restart it"
+                % (pid, self.exe))
+        self.comm = os.path.basename(self.exe)
+
+    def _starttime(self):
+        """Field 22 of /proc/PID/stat, or None for a zombie."""
+        with open("/proc/%d/stat" % self.pid) as f:
+            stat = f.read(4096)
+        fields = stat[stat.rindex(")") + 2:].split()
+        if fields[0] in ("Z", "X"):
+            return None
+        return fields[19]
+
+    def alive(self):
+        try:
+            return self._starttime() == self.start
+        except (OSError, ValueError, IndexError):
+            return False
+
+    def address(self, offset):
+        """The address at which file offset offset of the executable is
+        mapped in the process (what PT_REGS_IP() reads at a site there), or
+        None when no mapping of the executable holds it."""
+        try:
+            with open("/proc/%d/maps" % self.pid) as f:
+                for n, line in enumerate(f):
+                    if n >= MAX_MAPS:
+                        break
+                    fields = line.split(None, 5)
+                    if len(fields) < 6 or fields[5].rstrip("\n") != self.exe:
+                        continue
+                    start, end = (int(x, 16) for x in fields[0].split("-"))
+                    moff = int(fields[2], 16)
+                    if moff <= offset < moff + (end - start):
+                        return start + offset - moff
+        except (OSError, ValueError):
+            pass
+        return None

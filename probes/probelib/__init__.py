@@ -1,0 +1,19 @@
+# SPDX-License-Identifier: BSD-2-Clause
+"""probelib: probekit's one Python reader of what its probes are made of,
+and the checker built on it.
+
+Readers (used by probekit-check, the bcc/ tools and the tests):
+  elf       ELF files: symbols, virtual address to file offset
+  notes     stapsdt notes: probes, sites, semaphores, argument specs
+  argspec   argument operands: parsed, and which tracers can read them
+  dwarf     functions' parameters and inlined copies, from DWARF
+  catalog   the probe catalog (a DTrace provider file)
+  bpftrace  bpftrace scripts: probe blocks, attach points, argument reads
+
+The checker (probekit-check, through cli.main):
+  target, report, ctext, checker, pyeval,
+  check_catalog, check_bt, check_bcc, check_libbpf, cli
+
+The package is not named "probekit": tests/probekit.py, the tests' helper
+module, has that name, and the tests load probekit-check in-process.
+"""

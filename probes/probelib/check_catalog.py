@@ -1,0 +1,84 @@
+# SPDX-License-Identifier: BSD-2-Clause
+"""Check 1: the catalog against the binary.  The same probes, argument
+counts, sizes and signedness, and argument specs that bpftrace 0.17, BCC
+0.26 and libbpf 1.1 can all read."""
+
+import re
+
+from .argspec import spec_problems
+from .catalog import ctype_name
+from .bpftrace import MAX_ARG as BPFTRACE_MAX_ARG
+from .report import near
+
+
+def check_catalog(report, catalog, catalog_path, binary):
+    with open(catalog_path, encoding="utf-8") as f:
+        text = f.read()
+    m = re.search(r"\bprovider\s+\w+", text)
+    prov_line = text.count("\n", 0, m.start()) + 1 if m else 1
+    provider = catalog["provider"]
+    sites = {}
+    for n in binary.notes:
+        sites.setdefault((n.provider, n.name), []).append(n)
+    want = {(provider, p["name"]): p for p in catalog["probes"]}
+    extra = [k for k in sites if k not in want]
+    for key, p in want.items():
+        full = f"{provider}:{p['name']}"
+        if key not in sites:
+            hint = near(p["name"], [n for pr, n in extra if pr == provider])
+            sig = [a["size"] for a in p["args"]]
+            same = [n for pr, n in extra if pr == provider and
+                    [a.size for a in sites[(pr, n)][0].args] == sig]
+            if not hint and len(same) == 1:
+                hint = f" (renamed from {same[0]}?)"
+            report.error(catalog_path, p["line"], full,
+                         f"in the catalog but not in {binary.path}{hint}")
+            continue
+        specs = {}
+        for s in sites[key]:
+            specs.setdefault(s.spec, s)
+        sizes = {tuple(a.size for a in s.args) for s in specs.values()}
+        if len(sizes) > 1:
+            report.error(catalog_path, p["line"], full,
+                         "its sites in the binary disagree on argument sizes: "
+                         + " | ".join(sorted(specs)))
+        for spec, s in specs.items():
+            if len(s.args) != len(p["args"]):
+                report.error(catalog_path, p["line"], full,
+                             f"{len(p['args'])} arguments in the catalog but "
+                             f"{len(s.args)} in the binary ('{spec}')")
+                continue
+            items = spec.split()
+            for i, (a, c) in enumerate(zip(s.args, p["args"])):
+                what = f"arg{i} '{c['type']} {c['name']}'"
+                if a.size != c["size"]:
+                    report.error(catalog_path, p["line"], full,
+                                 f"{what} is {c['size']} bytes in the catalog "
+                                 f"but {a.size} in the binary ('{items[i]}')")
+                    continue
+                signed = c["type"].startswith("int")
+                if a.signed != signed:
+                    report.error(catalog_path, p["line"], full,
+                                 f"{what} is {'signed' if signed else 'unsigned'} "
+                                 f"in the catalog but not in the binary ('{items[i]}')")
+            for i, why in spec_problems(spec):
+                report.error(catalog_path, p["line"], full, f"arg{i}: {why}")
+        if len(p["args"]) > BPFTRACE_MAX_ARG + 1:
+            late = ", ".join(f"arg{i} '{ctype_name(a)}'" for i, a in
+                             enumerate(p["args"]) if i > BPFTRACE_MAX_ARG)
+            report.notice(f"{catalog_path}:{p['line']}: {full}: {late}: "
+                          "beyond bpftrace 0.17's arg0..arg5; only BCC and "
+                          "libbpf can read it")
+    for key in extra:
+        full = f"{key[0]}:{key[1]}"
+        missing = [p for p in catalog["probes"]
+                   if (provider, p["name"]) not in sites]
+        hint = near(key[1], [p["name"] for p in missing])
+        sig = [a.size for a in sites[key][0].args]
+        same = [p["name"] for p in missing
+                if [a["size"] for a in p["args"]] == sig]
+        if not hint and key[0] == provider and len(same) == 1:
+            hint = f" (renamed to {same[0]}?)"
+        report.error(catalog_path, prov_line, full,
+                     f"in {binary.path} but not in the catalog{hint}")
+

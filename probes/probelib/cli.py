@@ -1,0 +1,165 @@
+# SPDX-License-Identifier: BSD-2-Clause
+"""probekit-check's command line: read the catalog and the binary, check
+each file by its kind, report errors and coverage."""
+
+import argparse
+import sys
+
+from .catalog import CatalogError, parse_catalog
+from .check_bcc import check_bcc
+from .check_bt import check_bpftrace
+from .check_catalog import check_catalog
+from .check_libbpf import check_libbpf
+from .checker import Checker
+from .ctext import read_text
+from .report import Report
+from .target import Target, catalog_target
+from .version import VersionAction
+
+DESCRIPTION = """probekit-check: check that a binary's USDT probes, the probe catalog and the
+scripts and tools that read them agree.
+
+  probecheck [--binary PATH] [--catalog FILE] [-v] FILE...
+
+FILE is a bpftrace script (*.bt, or a bpftrace #! line), a BCC tool (Python:
+*.py, or a python #! line) or a libbpf BPF program (*.bpf.c, read with the
+user-space <tool>.c beside it).  Other files are skipped.
+
+Checks:
+ 1. catalog against binary: the same probes, argument counts and argument
+    sizes and signedness, and argument specs that bpftrace 0.17, BCC 0.26
+    and libbpf 1.1 can all read;
+ 2. each file against the binary (and catalog): every usdt probe it names
+    exists; every argument it reads exists (bpftrace's arg0.., BCC's
+    bpf_usdt_readarg 1.., libbpf's BPF_USDT and bpf_usdt_arg 0..); string
+    reads only of pointer arguments; BCC readarg destinations of the
+    argument's exact size (else BCC 0.26 returns -1 and leaves the variable
+    as it was: checked here, a u32 argument read into a u64); uprobe
+    symbols that are real functions, not inlined away, and uprobe argument
+    reads within the function's parameters (from DWARF, when present);
+    retval only in uretprobes;
+ 3. coverage: which probes no file uses (stdout, not an error).
+
+Without --catalog (a binary that is not ours) files are checked against the
+binary's stapsdt notes alone: an argument is taken as a possible pointer
+only when it is 8 bytes and unsigned.
+
+Each error is one line, "file:line: probe: what is wrong", on stderr.  Exit
+status: 0 when all is well, 1 on any error.
+"""
+
+CHECKS = {"bpftrace": check_bpftrace, "bcc": check_bcc,
+          "libbpf": check_libbpf}
+
+
+def file_kind(path, text):
+    first = text.split("\n", 1)[0]
+    if path.endswith(".bt") or (first.startswith("#!") and "bpftrace" in first):
+        return "bpftrace"
+    if path.endswith(".bpf.c"):
+        return "libbpf"
+    if path.endswith(".py") or (first.startswith("#!") and "python" in first):
+        return "bcc"
+    return None
+
+
+def coverage(report, catalog, binary, nfiles):
+    if catalog:
+        names = [(catalog["provider"], p["name"]) for p in catalog["probes"]]
+        what = "catalog probes"
+    elif binary:
+        names = sorted(binary.probes)
+        what = f"probes of {binary.path}"
+    else:
+        return
+    unused = [f"{p}:{n}" for p, n in names if (p, n) not in report.used]
+    print(f"probekit-check: coverage: {len(names) - len(unused)} of {len(names)} "
+          f"{what} used by {nfiles} file{'s' if nfiles != 1 else ''}"
+          + (f"; not used: {', '.join(unused)}" if unused else ""))
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        print(f"probekit-check: {message}", file=sys.stderr)
+        sys.exit(1)
+
+
+def _arguments(argv):
+    ap = _Parser(prog="probekit-check", description=DESCRIPTION,
+                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--binary", help="the ELF file whose stapsdt notes and "
+                                     "symbols the files are checked against")
+    ap.add_argument("--catalog", help="the probe catalog (a DTrace provider "
+                                      "file), checked against --binary")
+    ap.add_argument("-v", "--verbose", action="store_true",
+                    help="also say what could not be checked")
+    ap.add_argument("--version", action=VersionAction)
+    ap.add_argument("files", nargs="*", metavar="FILE")
+    a = ap.parse_args(argv)
+    if not a.binary and not a.catalog:
+        ap.error("give --binary, --catalog or both")
+    return a
+
+
+def _load(a, report):
+    """(catalog, binary Target) as the arguments name them, the catalog
+    checked against the binary; None after printing why they cannot be
+    read."""
+    catalog = None
+    if a.catalog:
+        try:
+            catalog = parse_catalog(a.catalog)
+        except (OSError, UnicodeDecodeError) as e:
+            print(f"probekit-check: {a.catalog}: {e}", file=sys.stderr)
+            return None
+        except CatalogError as e:
+            print(f"{e}".replace(": probe ", ": ", 1), file=sys.stderr)
+            return None
+    binary = None
+    if a.binary:
+        try:
+            binary = Target(a.binary, catalog)
+        except Exception as e:  # OSError, ELFError and friends
+            print(f"probekit-check: {a.binary}: cannot read as ELF: {e}",
+                  file=sys.stderr)
+            return None
+        if catalog:
+            check_catalog(report, catalog, a.catalog, binary)
+    elif catalog:
+        # No binary: check the files against the catalog's declarations.
+        binary = catalog_target(catalog, a.catalog)
+    return catalog, binary
+
+
+def main(argv=None):
+    a = _arguments(argv)
+    report = Report(a.verbose)
+    loaded = _load(a, report)
+    if loaded is None:
+        return 1
+    catalog, binary = loaded
+    ck = Checker(report, binary, catalog)
+    checked = 0
+    for path in a.files:
+        try:
+            text = read_text(path)
+        except (OSError, ValueError) as e:
+            report.error(path, 1, "-", f"cannot read: {e}")
+            continue
+        kind = file_kind(path, text)
+        if kind is None:
+            report.note(f"{path}: not a bpftrace script, BCC tool or libbpf "
+                        "program; skipped")
+            continue
+        checked += 1
+        CHECKS[kind](ck, path, text)
+
+    for e in report.sorted():
+        print(e, file=sys.stderr)
+    coverage(report, catalog, binary, checked)
+    if report.errors:
+        print(f"probekit-check: {len(report.errors)} error"
+              f"{'s' if len(report.errors) != 1 else ''}", file=sys.stderr)
+        return 1
+    return 0
