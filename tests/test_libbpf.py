@@ -353,7 +353,7 @@ def test_bad_args(tool):
     for args in BAD_ARGS + [("-p", "1") + a for a in TOOL_BAD_ARGS[tool]]:
         rc, lines = run_tool(tool, *args)
         assert rc == 2, (args, rc, lines)
-        one_error_line(rc, lines, f"probekit-{tool}", r".*\(see --help\)$")
+        one_error_line(rc, lines, tool, r".*\(see --help\)$")
 
 
 @pytest.mark.parametrize("tool", TOOLS)
@@ -368,7 +368,7 @@ def test_help(tool):
 def test_no_such_process(tool):
     unused = unused_pid()
     rc, lines = run_tool(tool, "-p", unused)
-    one_error_line(rc, lines, f"probekit-{tool}",
+    one_error_line(rc, lines, tool,
                    f"no process with PID {unused}$", 1)
 
 
@@ -379,12 +379,12 @@ def test_pid_without_probes(bpf, tool):
     want = {"funclat": "no function bdev_execute in ",
             "rpclat": "has no USDT probe blktgt:rpc__request"}.get(
                 tool, "has no USDT probe blktgt:io__submit")
-    one_error_line(rc, lines, f"probekit-{tool}", want, 1)
+    one_error_line(rc, lines, tool, want, 1)
 
 
 def test_funclat_unknown_function(bpf, target):
     rc, lines = run_tool("funclat", "-p", target.pid, "-f", "no_such_function")
-    one_error_line(rc, lines, "probekit-funclat",
+    one_error_line(rc, lines, "funclat",
                    "no function no_such_function in ", 1)
 
 
@@ -513,5 +513,5 @@ def test_what_the_message_asks_is_enough(bpf, request, owner, caps):
 def test_nousdt_build_has_no_probes(bpf, build, tmp_path):
     rc, lines = run_on_nousdt_target(
         build, tmp_path, lambda pid: run_tool("iolatency", "-p", pid))
-    one_error_line(rc, lines, "probekit-iolatency",
+    one_error_line(rc, lines, "iolatency",
                    "no USDT probe blktgt:io__submit", 1)
