@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """probekit can be shipped: a LICENSE at the root, an SPDX line in every
 source file (scripts and extensionless tools included), and BPF programs
 that declare a license the kernel accepts for GPL-only helpers."""
