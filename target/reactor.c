@@ -302,11 +302,6 @@ unsigned reactor_index(const struct reactor *r)
 	return r->index;
 }
 
-const char *reactor_name(const struct reactor *r)
-{
-	return r->name;
-}
-
 void reactors_stop(void)
 {
 	for (unsigned i = 0; i < nreactors; i++) {

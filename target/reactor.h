@@ -41,7 +41,6 @@ struct reactor *reactor_get(unsigned index);
 /* The calling thread's reactor, or NULL when not on a reactor thread. */
 struct reactor *reactor_self(void);
 unsigned reactor_index(const struct reactor *r);
-const char *reactor_name(const struct reactor *r);
 
 /* Queue fn(ctx) to run on reactor r.  0, or -ENOMEM. */
 int send_msg(struct reactor *r, msg_fn fn, void *ctx);
