@@ -52,13 +52,19 @@ static bool closing;            /* shutdown has begun: no new pauses */
 
 struct export *export_lookup(const char *name)
 {
+	REACTOR_0_ONLY();
 	for (struct export *e = exports; e; e = e->next)
 		if (strcmp(e->name, name) == 0)
 			return e;
 	return NULL;
 }
 
-struct export *export_first(void) { return exports; }
+struct export *export_first(void)
+{
+	REACTOR_0_ONLY();
+	return exports;
+}
+
 struct export *export_next(struct export *e) { return e->next; }
 const char *export_name(const struct export *e) { return e->name; }
 struct bdev *export_bdev(const struct export *e) { return e->bdev; }
@@ -66,6 +72,7 @@ enum export_state export_state(const struct export *e) { return e->state; }
 
 bool export_accepting(const struct export *e)
 {
+	REACTOR_0_ONLY();
 	/* By address first: a caller may hold a pointer it found earlier, on
 	 * an earlier loop pass, to an export deleted since. */
 	for (struct export *x = exports; x; x = x->next)
@@ -81,6 +88,7 @@ unsigned export_clients(const struct export *e)
 
 void export_get(struct export *e)
 {
+	REACTOR_0_ONLY();
 	atomic_fetch_add(&e->refs, 1);
 }
 
@@ -271,6 +279,7 @@ int export_create(const char *name, const char *bdev_name, export_done_fn done, 
 	size_t len = strlen(name);
 	int rc;
 
+	REACTOR_0_ONLY();
 	if (len == 0 || len > BDEV_NAME_MAX)
 		return -EINVAL;
 	for (size_t i = 0; i < len; i++)
@@ -381,6 +390,7 @@ static void resume_paused(void *ctx)
 
 void export_shutdown_begin(void)
 {
+	REACTOR_0_ONLY();
 	closing = true;
 	resume_paused(NULL);
 }
@@ -432,6 +442,7 @@ void export_delete_all(export_done_fn done, void *ctx)
 {
 	struct delete_all *da = calloc(1, sizeof(*da));
 
+	REACTOR_0_ONLY();
 	if (!da) {
 		done(ctx, -ENOMEM);
 		return;

@@ -95,8 +95,10 @@ void nbd_conn_detach(struct nbd_conn *c)
 
 struct nbd_conn *nbd_conn_new(int fd, const char *peer)
 {
-	struct nbd_conn *c = calloc(1, sizeof(*c));
+	struct nbd_conn *c;
 
+	REACTOR_0_ONLY();
+	c = calloc(1, sizeof(*c));
 	if (c)
 		c->rbuf = malloc(NBD_RBUF_SIZE);
 	if (!c || !c->rbuf) {
@@ -169,6 +171,9 @@ static void conn_free(struct nbd_conn *c)
 
 void nbd_conn_check(struct nbd_conn *c)
 {
+	if (c->owner != reactor_self())
+		reactor_rule_broken(__func__, c->peer,
+				    "a connection is used by the reactor that owns it only");
 	if (c->state == CONN_TRANSMITTING && c->rx_blocked)
 		nbd_tx_unblock(c);
 	if (c->state == CONN_DRAINING && c->nreqs == 0)
@@ -206,6 +211,7 @@ static void shutdown_finish(void *ctx, int status)
 
 void nbd_shutdown(void (*done)(void *ctx), void *ctx)
 {
+	REACTOR_0_ONLY();
 	atomic_store(&shutting_down, true);
 	nbd_listen_close_all();
 	shutdown_done = done;

@@ -251,6 +251,7 @@ int nbd_listen_tcp(const char *host, uint16_t port, uint16_t *bound)
 	char hostbuf[256], portbuf[8];
 	int fd = -1, err = -EADDRNOTAVAIL, rc;
 
+	REACTOR_0_ONLY();
 	nbd_proto_init();
 	if (nlisteners == NBD_MAX_LISTENERS)
 		return -ENOSPC;
@@ -314,6 +315,7 @@ int nbd_listen_unix(const char *path)
 	struct stat st;
 	int fd, rc;
 
+	REACTOR_0_ONLY();
 	nbd_proto_init();
 	if (nlisteners == NBD_MAX_LISTENERS)
 		return -ENOSPC;
