@@ -172,8 +172,8 @@ static void conn_free(struct nbd_conn *c)
 void nbd_conn_check(struct nbd_conn *c)
 {
 	if (c->owner != reactor_self())
-		reactor_rule_broken(__func__, c->peer,
-				    "a connection is used by the reactor that owns it only");
+		reactor_rule_broken(__func__, "connection %lu is used by the reactor that "
+				    "owns it only", (unsigned long)c->id);
 	if (c->state == CONN_TRANSMITTING && c->rx_blocked)
 		nbd_tx_unblock(c);
 	if (c->state == CONN_DRAINING && c->nreqs == 0)

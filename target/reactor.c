@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,8 +192,8 @@ int send_msg(struct reactor *r, msg_fn fn, void *ctx)
 	struct msg *m;
 
 	if (atomic_load_explicit(&r->exited, memory_order_relaxed))
-		reactor_rule_broken(__func__, r->name,
-				    "the reactor it is sent to has left its loop");
+		reactor_rule_broken(__func__, "a message to %s, which has left its loop, "
+				    "would never run", r->name);
 	m = msg_alloc();
 	if (!m)
 		return -ENOMEM;
@@ -311,18 +312,24 @@ uint64_t reactor_passes(void)
 	return self->passes;
 }
 
-void reactor_rule_broken(const char *func, const char *what, const char *rule)
+void reactor_rule_broken(const char *func, const char *fmt, ...)
 {
+	char rule[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(rule, sizeof(rule), fmt, ap);
+	va_end(ap);
 	/* Straight to stderr: the log writer thread may never run again. */
-	dprintf(STDERR_FILENO, "blktgt: error: thread rule broken: %s(%s): %s (on %s)\n",
-		func, what, rule, self ? self->name : "a thread that is not a reactor");
+	dprintf(STDERR_FILENO, "blktgt: error: thread rule broken in %s(): %s; called on %s\n",
+		func, rule, self ? self->name : "a thread that is not a reactor");
 	abort();
 }
 
 void reactor_check_0(const char *func)
 {
 	if (!self || self->index != 0)
-		reactor_rule_broken(func, "", "it runs on reactor_0 only");
+		reactor_rule_broken(func, "it runs on reactor_0 only");
 }
 
 unsigned reactor_index(const struct reactor *r)
@@ -400,7 +407,8 @@ struct reactor_fd *reactor_fd_add(int fd, uint32_t events, reactor_fd_fn cb, voi
 static void check_owner(const char *func, const struct reactor *owner)
 {
 	if (owner != self)
-		reactor_rule_broken(func, owner->name, "only the reactor that added it may use it");
+		reactor_rule_broken(func, "what %s added is used by %s only",
+				    owner->name, owner->name);
 }
 
 int reactor_fd_modify(struct reactor_fd *w, uint32_t events)
@@ -747,8 +755,8 @@ void foreach_continue(struct foreach *it, int status)
 {
 	/* The step that continues runs on reactors[it->next - 1]. */
 	if (self != reactors[it->next - 1])
-		reactor_rule_broken(__func__, reactors[it->next - 1]->name,
-				    "only the reactor whose step it is may continue it");
+		reactor_rule_broken(__func__, "the step on %s continues its foreach, "
+				    "no other thread", reactors[it->next - 1]->name);
 	if (status && !it->status)
 		it->status = status;
 	if (it->next < nreactors)

@@ -47,14 +47,14 @@ struct reactor *reactor_get(unsigned index);
 struct reactor *reactor_self(void);
 unsigned reactor_index(const struct reactor *r);
 
-/* A broken thread rule: one line (func(what): rule, and the calling
- * thread) on stderr, then abort().  For the checks below and the like. */
-__attribute__((noreturn, cold))
-void reactor_rule_broken(const char *func, const char *what, const char *rule);
+/* A broken thread rule: one line on stderr naming the function, the rule
+ * (printf-style) and the calling thread, then abort(). */
+__attribute__((noreturn, cold, format(printf, 2, 3)))
+void reactor_rule_broken(const char *func, const char *fmt, ...);
 /* Abort unless called on a reactor thread / on reactor 0. */
 #define REACTOR_ANY_ONLY() do { \
 	if (__builtin_expect(reactor_self() == NULL, 0)) \
-		reactor_rule_broken(__func__, "", "it runs on a reactor thread only"); \
+		reactor_rule_broken(__func__, "it runs on a reactor thread only"); \
 } while (0)
 #define REACTOR_0_ONLY() reactor_check_0(__func__)
 void reactor_check_0(const char *func);
