@@ -49,6 +49,9 @@ struct change {
 static struct export *exports;
 static unsigned nexports;
 static bool closing;            /* shutdown has begun: no new pauses */
+static struct delete_all *delete_waiting;   /* export_delete_all, until a change ends */
+
+static void change_settled(void);
 
 struct export *export_lookup(const char *name)
 {
@@ -243,6 +246,7 @@ static void change_done(void *ctx, int status)
 	if (ch->done)
 		ch->done(ch->ctx, status);
 	free(ch);
+	change_settled();
 }
 
 static int change_start(struct export *e, enum export_state to, export_done_fn done, void *ctx)
@@ -362,39 +366,10 @@ int export_delete(const char *name, export_done_fn done, void *ctx)
  * Shutdown waits for the I/O of every workload and client, and I/O that a
  * paused export holds would never complete.  So once shutdown begins no
  * export may pause, and every paused one is resumed: the held I/O runs and
- * nothing is lost.  A change under way is -EBUSY; look again on the next
- * loop pass until none is left.
+ * nothing is lost.  An export whose change (a pause, say) is still under
+ * way cannot be resumed or deleted yet; shutdown does not poll for it but
+ * goes on from change_settled(), when any change completes.
  */
-static void resume_done(void *ctx, int status)
-{
-	if (status)
-		log_warn("shutdown: resuming an export failed: %s", strerror(-status));
-}
-
-static void resume_paused(void *ctx)
-{
-	bool again = false;
-
-	for (struct export *e = exports; e; e = e->next) {
-		if (e->changing) {
-			again = true;
-		} else if (e->state == EXPORT_PAUSED && !e->deleting) {
-			log_info("shutdown: resuming export %s to let its held I/O finish", e->name);
-			if (change_start(e, EXPORT_ACTIVE, resume_done, NULL) != 0)
-				again = true;
-		}
-	}
-	if (again && send_msg(reactor_self(), resume_paused, NULL) != 0)
-		log_error("shutdown: out of memory; a paused export may hold shutdown up");
-}
-
-void export_shutdown_begin(void)
-{
-	REACTOR_0_ONLY();
-	closing = true;
-	resume_paused(NULL);
-}
-
 struct delete_all {
 	export_done_fn done;
 	void *ctx;
@@ -403,9 +378,47 @@ struct delete_all {
 
 static void delete_next(void *ctx, int status);
 
-static void delete_retry(void *ctx)
+static void resume_done(void *ctx, int status)
 {
-	delete_next(ctx, 0);
+	if (status)
+		log_warn("shutdown: resuming an export failed: %s", strerror(-status));
+}
+
+/* Start resuming every paused export that no change holds. */
+static void resume_paused(void)
+{
+	for (struct export *e = exports; e; e = e->next) {
+		int rc;
+
+		if (e->changing || e->deleting || e->state != EXPORT_PAUSED)
+			continue;
+		log_info("shutdown: resuming export %s to let its held I/O finish", e->name);
+		rc = change_start(e, EXPORT_ACTIVE, resume_done, NULL);
+		if (rc)
+			log_error("shutdown: cannot resume export %s: %s; its held I/O holds "
+				  "shutdown up", e->name, strerror(-rc));
+	}
+}
+
+/* A change has completed: shutdown work that waited for one goes on. */
+static void change_settled(void)
+{
+	struct delete_all *da = delete_waiting;
+
+	if (!closing)
+		return;
+	resume_paused();
+	if (da) {
+		delete_waiting = NULL;
+		delete_next(da, 0);
+	}
+}
+
+void export_shutdown_begin(void)
+{
+	REACTOR_0_ONLY();
+	closing = true;
+	resume_paused();
 }
 
 static void delete_next(void *ctx, int status)
@@ -423,12 +436,12 @@ static void delete_next(void *ctx, int status)
 		return;
 	}
 	if (e->changing) {
-		/* A pause or resume is finishing: look again on the next pass. */
-		if (send_msg(reactor_self(), delete_retry, da) == 0)
-			return;
-	} else if (export_delete(e->name, delete_next, da) == 0) {
+		/* A pause or resume is finishing: change_settled() goes on. */
+		delete_waiting = da;
 		return;
 	}
+	if (export_delete(e->name, delete_next, da) == 0)
+		return;
 	/* Clients still hold it (they should be gone by now): leave it
 	 * rather than free memory they point at. */
 	log_warn("export %s: still in use at shutdown; not deleted", e->name);
