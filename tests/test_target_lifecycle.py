@@ -291,20 +291,26 @@ def test_pass_hook_runs_once_per_pass_on_its_reactor(debug_target):
     t = debug_target
     assert t.rpc("debug_pass_hook", reactor=1) == {"reactor": 1, "passes": 0,
                                                    "hook_runs": 0}
+    # A query may run in the same pass as the one before it (a busy
+    # reactor runs every message it has before it sleeps), so passes grow
+    # by 0 or more; ask until 23 have gone by.
     last = 0
-    for _ in range(23):         # each query wakes reactor 1 at least once
+    while last < 23:
         r = t.rpc("debug_pass_hook", reactor=1)
-        assert r["hook_runs"] == r["passes"] > last, r
+        assert r["hook_runs"] == r["passes"] >= last, r
         last = r["passes"]
-    # Reactor 2 starts its own count later; reactor 0 (serving every one
-    # of these requests) has none.
+    # Reactor 2 starts its own count later, and neither counts the
+    # other's passes; reactor 0 (serving every one of these requests)
+    # has no hook.
     assert t.rpc("debug_pass_hook", reactor=2) == {"reactor": 2, "passes": 0,
                                                    "hook_runs": 0}
-    for _ in range(5):
-        r2 = t.rpc("debug_pass_hook", reactor=2)
-        assert r2["hook_runs"] == r2["passes"] > 0, r2
-    r1 = t.rpc("debug_pass_hook", reactor=1)
-    assert r1["hook_runs"] == r1["passes"] > r2["passes"], (r1, r2)
+    last = 0
+    while last < 5:
+        r = t.rpc("debug_pass_hook", reactor=2)
+        assert r["hook_runs"] == r["passes"] >= last, r
+        last = r["passes"]
+    r = t.rpc("debug_pass_hook", reactor=1)
+    assert r["hook_runs"] == r["passes"] >= 23, r
     assert t.rpc("debug_pass_hook", reactor=0, add=False) == {
         "reactor": 0, "passes": 0, "hook_runs": 0}
 
