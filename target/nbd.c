@@ -37,6 +37,12 @@ struct nbd_thread *nbd_thread_self(void)
 	return &threads[reactor_index(reactor_self())];
 }
 
+void nbd_count_request(struct nbd_conn *c)
+{
+	c->requests++;
+	nbd_counter_inc(&threads[c->owner_idx].requests);
+}
+
 bool nbd_shutting_down(void)
 {
 	return atomic_load(&shutting_down);

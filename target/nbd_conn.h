@@ -120,6 +120,8 @@ static inline uint64_t nbd_counter_get(const uint64_t *v)
 
 /* The calling reactor's list and counters. */
 struct nbd_thread *nbd_thread_self(void);
+/* One more transmission request on c, in its and its reactor's counts. */
+void nbd_count_request(struct nbd_conn *c);
 /* Connections open now, on every reactor. */
 unsigned nbd_open_connections(void);
 /* Shutdown has begun: no new connection, no new transmission. */

@@ -332,8 +332,7 @@ static void conn_request(struct nbd_conn *c, const struct nbd_request *q)
 	enum nbd_verdict v;
 	struct nbd_req *r;
 
-	c->requests++;
-	nbd_counter_inc(&nbd_thread_self()->requests);
+	nbd_count_request(c);
 	if (BLKTGT_NBD_REQUEST_ENABLED())
 		BLKTGT_NBD_REQUEST(c->id, q->handle, q->type, q->offset, q->len,
 				   nbd_cmd_name(q->type), q->flags);

@@ -87,7 +87,7 @@ struct reactor {
 
 static struct reactor *reactors[REACTOR_MAX];
 static unsigned nreactors;
-static __thread struct reactor *self;
+__thread struct reactor *reactor_cur;
 static __thread struct msg *msg_cache;
 static __thread unsigned msg_cache_len;
 
@@ -200,7 +200,7 @@ int send_msg(struct reactor *r, msg_fn fn, void *ctx)
 	m->fn = fn;
 	m->ctx = ctx;
 	if (BLKTGT_MSG_SEND_ENABLED())
-		BLKTGT_MSG_SEND(self ? self->index : UINT32_MAX, r->index, fn, ctx);
+		BLKTGT_MSG_SEND(reactor_cur ? reactor_cur->index : UINT32_MAX, r->index, fn, ctx);
 	mpsc_push(r, m);
 	atomic_thread_fence(memory_order_seq_cst);
 	/* Pairs with the reactor's store to sleeping then its emptiness
@@ -301,15 +301,10 @@ struct reactor *reactor_get(unsigned index)
 	return index < nreactors ? reactors[index] : NULL;
 }
 
-struct reactor *reactor_self(void)
-{
-	return self;
-}
-
 uint64_t reactor_passes(void)
 {
 	REACTOR_ANY_ONLY();
-	return self->passes;
+	return reactor_cur->passes;
 }
 
 void reactor_rule_broken(const char *func, const char *fmt, ...)
@@ -322,13 +317,13 @@ void reactor_rule_broken(const char *func, const char *fmt, ...)
 	va_end(ap);
 	/* Straight to stderr: the log writer thread may never run again. */
 	dprintf(STDERR_FILENO, "blktgt: error: thread rule broken in %s(): %s; called on %s\n",
-		func, rule, self ? self->name : "a thread that is not a reactor");
+		func, rule, reactor_cur ? reactor_cur->name : "a thread that is not a reactor");
 	abort();
 }
 
 void reactor_check_0(const char *func)
 {
-	if (!self || self->index != 0)
+	if (!reactor_cur || reactor_cur->index != 0)
 		reactor_rule_broken(func, "it runs on reactor_0 only");
 }
 
@@ -349,7 +344,7 @@ void reactors_stop(void)
 
 void reactor_defer(struct reactor_defer *d)
 {
-	struct reactor *r = self;
+	struct reactor *r = reactor_cur;
 
 	REACTOR_ANY_ONLY();
 	d->next = NULL;
@@ -377,7 +372,7 @@ static void run_deferred(struct reactor *r)
 
 struct reactor_fd *reactor_fd_add(int fd, uint32_t events, reactor_fd_fn cb, void *ctx)
 {
-	struct reactor *r = self;
+	struct reactor *r = reactor_cur;
 	struct reactor_fd *w;
 	struct epoll_event ev;
 
@@ -406,7 +401,7 @@ struct reactor_fd *reactor_fd_add(int fd, uint32_t events, reactor_fd_fn cb, voi
  * change either. */
 static void check_owner(const char *func, const struct reactor *owner)
 {
-	if (owner != self)
+	if (owner != reactor_cur)
 		reactor_rule_broken(func, "what %s added is used by %s only",
 				    owner->name, owner->name);
 }
@@ -416,14 +411,14 @@ int reactor_fd_modify(struct reactor_fd *w, uint32_t events)
 	struct epoll_event ev = { .events = events, .data.ptr = w };
 
 	check_owner(__func__, w->r);
-	if (epoll_ctl(self->epfd, EPOLL_CTL_MOD, w->fd, &ev) < 0)
+	if (epoll_ctl(reactor_cur->epfd, EPOLL_CTL_MOD, w->fd, &ev) < 0)
 		return -errno;
 	return 0;
 }
 
 void reactor_fd_remove(struct reactor_fd *w)
 {
-	struct reactor *r = self;
+	struct reactor *r = reactor_cur;
 	struct reactor_fd **pp;
 
 	if (!w || w->removed)
@@ -516,7 +511,7 @@ struct reactor_timer *reactor_timer_add(uint64_t first_ns, uint64_t period_ns,
 
 struct reactor_pass_hook *reactor_pass_hook_add(reactor_pass_fn fn, void *ctx)
 {
-	struct reactor *r = self;
+	struct reactor *r = reactor_cur;
 	struct reactor_pass_hook *h, **pp;
 
 	REACTOR_ANY_ONLY();
@@ -538,7 +533,7 @@ void reactor_pass_hook_remove(struct reactor_pass_hook *h)
 		return;
 	check_owner(__func__, h->r);
 	h->removed = true;
-	self->hooks_dirty = true;
+	reactor_cur->hooks_dirty = true;
 }
 
 /* The end of a pass: every hook once, in the order they were added; a
@@ -593,7 +588,7 @@ static int reactor_loop(struct reactor *r)
 {
 	struct epoll_event events[REACTOR_EPOLL_EVENTS];
 
-	self = r;
+	reactor_cur = r;
 	BLKTGT_THREAD_START(r->index, r->name);
 	trace_thread_init(r->index, r->name);
 	trace_thread_start(r->index, 0, 0, r->name);
@@ -650,7 +645,7 @@ static int reactor_loop(struct reactor *r)
 	trace_thread_stop(r->index, 0, 0, (int64_t)r->msgs);
 	msg_cache_drain();
 	atomic_store(&r->exited, true);
-	self = NULL;
+	reactor_cur = NULL;
 	return 0;
 }
 
@@ -744,7 +739,7 @@ int for_each_thread(foreach_fn fn, void *ctx, foreach_done_fn done)
 	it->fn = fn;
 	it->ctx = ctx;
 	it->done = done;
-	it->origin = self;
+	it->origin = reactor_cur;
 	BLKTGT_FOREACH_START(it->id, fn, ctx, done);
 	it->next = 1;
 	foreach_send(reactors[0], foreach_step, it);
@@ -754,7 +749,7 @@ int for_each_thread(foreach_fn fn, void *ctx, foreach_done_fn done)
 void foreach_continue(struct foreach *it, int status)
 {
 	/* The step that continues runs on reactors[it->next - 1]. */
-	if (self != reactors[it->next - 1])
+	if (reactor_cur != reactors[it->next - 1])
 		reactor_rule_broken(__func__, "the step on %s continues its foreach, "
 				    "no other thread", reactors[it->next - 1]->name);
 	if (status && !it->status)

@@ -43,8 +43,13 @@ void reactors_fini(void);
 
 unsigned reactor_count(void);
 struct reactor *reactor_get(unsigned index);
-/* The calling thread's reactor, or NULL when not on a reactor thread. */
-struct reactor *reactor_self(void);
+/* The calling thread's reactor, or NULL when not on a reactor thread.
+ * Inline, so that a thread-rule check costs one thread-local load. */
+extern __thread struct reactor *reactor_cur;
+static inline struct reactor *reactor_self(void)
+{
+	return reactor_cur;
+}
 unsigned reactor_index(const struct reactor *r);
 
 /* A broken thread rule: one line on stderr naming the function, the rule
