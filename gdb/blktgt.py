@@ -255,16 +255,17 @@ def reactor_list():
 # --- threads --------------------------------------------------------------
 
 LOOP_FN = "reactor_loop"
-LOOP_HELPERS = {"run_messages", "run_deferred", "run_pollers"}
+LOOP_HELPERS = {"run_messages", "run_deferred", "run_pass_hooks"}
 
 
 def _thread_reactor(thread):
-    """The reactor a thread runs (its thread-local `self`), or None."""
+    """The reactor a thread runs (its thread-local `reactor_cur`, once
+    called `self`), or None."""
     thread.switch()
-    s = gdb.lookup_static_symbol("self")
+    s = gdb.lookup_global_symbol("reactor_cur") or gdb.lookup_static_symbol("self")
     if s is None or _tag(s.type) != "reactor":
-        raise Problem("no thread-local 'self' (struct reactor *): a blktgt "
-                      "this script does not know")
+        raise Problem("no thread-local 'reactor_cur' (struct reactor *): a "
+                      "blktgt this script does not know")
     try:
         v = s.value(gdb.newest_frame())
     except gdb.error:

@@ -74,6 +74,7 @@ int bdev_register(const char *name, const struct bdev_ops *ops, uint64_t num_blo
 {
 	struct bdev *b;
 
+	REACTOR_0_ONLY();
 	if (bdev_lookup(name))
 		return -EEXIST;
 	if (nbdevs >= BDEV_MAX_COUNT)
@@ -125,6 +126,7 @@ int bdev_delete(const char *name)
 {
 	struct bdev **pp;
 
+	REACTOR_0_ONLY();
 	for (pp = &bdevs; *pp; pp = &(*pp)->next) {
 		struct bdev *b = *pp;
 

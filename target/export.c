@@ -50,16 +50,25 @@ struct change {
 static struct export *exports;
 static unsigned nexports;
 static bool closing;            /* shutdown has begun: no new pauses */
+static struct delete_all *delete_waiting;   /* export_delete_all, until a change ends */
+
+static void change_settled(void);
 
 struct export *export_lookup(const char *name)
 {
+	REACTOR_0_ONLY();
 	for (struct export *e = exports; e; e = e->next)
 		if (strcmp(e->name, name) == 0)
 			return e;
 	return NULL;
 }
 
-struct export *export_first(void) { return exports; }
+struct export *export_first(void)
+{
+	REACTOR_0_ONLY();
+	return exports;
+}
+
 struct export *export_next(struct export *e) { return e->next; }
 const char *export_name(const struct export *e) { return e->name; }
 struct bdev *export_bdev(const struct export *e) { return e->bdev; }
@@ -67,6 +76,7 @@ enum export_state export_state(const struct export *e) { return e->state; }
 
 bool export_accepting(const struct export *e)
 {
+	REACTOR_0_ONLY();
 	/* By address first: a caller may hold a pointer it found earlier, on
 	 * an earlier loop pass, to an export deleted since. */
 	for (struct export *x = exports; x; x = x->next)
@@ -82,6 +92,7 @@ unsigned export_clients(const struct export *e)
 
 void export_get(struct export *e)
 {
+	REACTOR_0_ONLY();
 	atomic_fetch_add(&e->refs, 1);
 }
 
@@ -236,6 +247,7 @@ static void change_done(void *ctx, int status)
 	if (ch->done)
 		ch->done(ch->ctx, status);
 	free(ch);
+	change_settled();
 }
 
 static int change_start(struct export *e, enum export_state to, export_done_fn done, void *ctx)
@@ -272,6 +284,7 @@ int export_create(const char *name, const char *bdev_name, export_done_fn done, 
 	size_t len = strlen(name);
 	int rc;
 
+	REACTOR_0_ONLY();
 	if (len == 0 || len > BDEV_NAME_MAX)
 		return -EINVAL;
 	for (size_t i = 0; i < len; i++)
@@ -354,38 +367,10 @@ int export_delete(const char *name, export_done_fn done, void *ctx)
  * Shutdown waits for the I/O of every workload and client, and I/O that a
  * paused export holds would never complete.  So once shutdown begins no
  * export may pause, and every paused one is resumed: the held I/O runs and
- * nothing is lost.  A change under way is -EBUSY; look again on the next
- * loop pass until none is left.
+ * nothing is lost.  An export whose change (a pause, say) is still under
+ * way cannot be resumed or deleted yet; shutdown does not poll for it but
+ * goes on from change_settled(), when any change completes.
  */
-static void resume_done(void *ctx, int status)
-{
-	if (status)
-		log_warn("shutdown: resuming an export failed: %s", strerror(-status));
-}
-
-static void resume_paused(void *ctx)
-{
-	bool again = false;
-
-	for (struct export *e = exports; e; e = e->next) {
-		if (e->changing) {
-			again = true;
-		} else if (e->state == EXPORT_PAUSED && !e->deleting) {
-			log_info("shutdown: resuming export %s to let its held I/O finish", e->name);
-			if (change_start(e, EXPORT_ACTIVE, resume_done, NULL) != 0)
-				again = true;
-		}
-	}
-	if (again && send_msg(reactor_self(), resume_paused, NULL) != 0)
-		log_error("shutdown: out of memory; a paused export may hold shutdown up");
-}
-
-void export_shutdown_begin(void)
-{
-	closing = true;
-	resume_paused(NULL);
-}
-
 struct delete_all {
 	export_done_fn done;
 	void *ctx;
@@ -394,9 +379,47 @@ struct delete_all {
 
 static void delete_next(void *ctx, int status);
 
-static void delete_retry(void *ctx)
+static void resume_done(void *ctx, int status)
 {
-	delete_next(ctx, 0);
+	if (status)
+		log_warn("shutdown: resuming an export failed: %s", strerror(-status));
+}
+
+/* Start resuming every paused export that no change holds. */
+static void resume_paused(void)
+{
+	for (struct export *e = exports; e; e = e->next) {
+		int rc;
+
+		if (e->changing || e->deleting || e->state != EXPORT_PAUSED)
+			continue;
+		log_info("shutdown: resuming export %s to let its held I/O finish", e->name);
+		rc = change_start(e, EXPORT_ACTIVE, resume_done, NULL);
+		if (rc)
+			log_error("shutdown: cannot resume export %s: %s; its held I/O holds "
+				  "shutdown up", e->name, strerror(-rc));
+	}
+}
+
+/* A change has completed: shutdown work that waited for one goes on. */
+static void change_settled(void)
+{
+	struct delete_all *da = delete_waiting;
+
+	if (!closing)
+		return;
+	resume_paused();
+	if (da) {
+		delete_waiting = NULL;
+		delete_next(da, 0);
+	}
+}
+
+void export_shutdown_begin(void)
+{
+	REACTOR_0_ONLY();
+	closing = true;
+	resume_paused();
 }
 
 static void delete_next(void *ctx, int status)
@@ -414,12 +437,12 @@ static void delete_next(void *ctx, int status)
 		return;
 	}
 	if (e->changing) {
-		/* A pause or resume is finishing: look again on the next pass. */
-		if (send_msg(reactor_self(), delete_retry, da) == 0)
-			return;
-	} else if (export_delete(e->name, delete_next, da) == 0) {
+		/* A pause or resume is finishing: change_settled() goes on. */
+		delete_waiting = da;
 		return;
 	}
+	if (export_delete(e->name, delete_next, da) == 0)
+		return;
 	/* Clients still hold it (they should be gone by now): leave it
 	 * rather than free memory they point at. */
 	log_warn("export %s: still in use at shutdown; not deleted", e->name);
@@ -433,6 +456,7 @@ void export_delete_all(export_done_fn done, void *ctx)
 {
 	struct delete_all *da = calloc(1, sizeof(*da));
 
+	REACTOR_0_ONLY();
 	if (!da) {
 		done(ctx, -ENOMEM);
 		return;

@@ -445,26 +445,6 @@ int json_to_u64(const struct json_val *v, uint64_t *out)
 	return 0;
 }
 
-int json_to_i64(const struct json_val *v, int64_t *out)
-{
-	struct json_val abs = *v;
-	uint64_t x;
-	bool neg = v->type == JSON_NUMBER && v->raw[0] == '-';
-	int rc;
-
-	if (neg) {
-		abs.raw++;
-		abs.len--;
-	}
-	rc = json_to_u64(&abs, &x);
-	if (rc)
-		return rc;
-	if (x > (uint64_t)INT64_MAX + (neg ? 1 : 0))
-		return -ERANGE;
-	*out = neg ? (int64_t)(0 - x) : (int64_t)x;
-	return 0;
-}
-
 bool json_str_eq(const struct json_val *v, const char *s)
 {
 	return v->type == JSON_STRING && strlen(s) == v->len && memcmp(v->str, s, v->len) == 0;
@@ -646,12 +626,6 @@ void jw_bool(struct json_writer *w, bool v)
 	put(w, v ? "true" : "false", v ? 4 : 5);
 }
 
-void jw_null(struct json_writer *w)
-{
-	sep(w);
-	put(w, "null", 4);
-}
-
 void jw_raw(struct json_writer *w, const char *text, size_t n)
 {
 	sep(w);
@@ -661,4 +635,3 @@ void jw_raw(struct json_writer *w, const char *text, size_t n)
 void jw_kv_str(struct json_writer *w, const char *key, const char *s) { jw_key(w, key); jw_str(w, s); }
 void jw_kv_u64(struct json_writer *w, const char *key, uint64_t v) { jw_key(w, key); jw_u64(w, v); }
 void jw_kv_i64(struct json_writer *w, const char *key, int64_t v) { jw_key(w, key); jw_i64(w, v); }
-void jw_kv_bool(struct json_writer *w, const char *key, bool v) { jw_key(w, key); jw_bool(w, v); }

@@ -91,7 +91,6 @@ static inline const struct json_val *json_next(const struct json_val *v)
 /* Exact conversions: 0, or -EINVAL (not an integer: fraction, exponent,
  * sign where none is allowed) or -ERANGE. */
 int json_to_u64(const struct json_val *v, uint64_t *out);
-int json_to_i64(const struct json_val *v, int64_t *out);
 /* A string value equal to s (same length, no embedded NUL). */
 bool json_str_eq(const struct json_val *v, const char *s);
 
@@ -125,7 +124,6 @@ void jw_strn(struct json_writer *w, const char *s, size_t n);
 void jw_u64(struct json_writer *w, uint64_t v);
 void jw_i64(struct json_writer *w, int64_t v);
 void jw_bool(struct json_writer *w, bool v);
-void jw_null(struct json_writer *w);
 /* Already valid JSON text, as one value. */
 void jw_raw(struct json_writer *w, const char *text, size_t n);
 
@@ -133,6 +131,5 @@ void jw_raw(struct json_writer *w, const char *text, size_t n);
 void jw_kv_str(struct json_writer *w, const char *key, const char *s);
 void jw_kv_u64(struct json_writer *w, const char *key, uint64_t v);
 void jw_kv_i64(struct json_writer *w, const char *key, int64_t v);
-void jw_kv_bool(struct json_writer *w, const char *key, bool v);
 
 #endif

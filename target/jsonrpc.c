@@ -384,13 +384,29 @@ static const struct rpc_method *const method_tables[] = {
 	rpc_trace_methods,
 };
 
+static const struct rpc_method *find_in(const struct rpc_method *m, const char *name)
+{
+	for (; m->name; m++)
+		if (strcmp(m->name, name) == 0)
+			return m;
+	return NULL;
+}
+
 static const struct rpc_method *find_method(const char *name)
 {
+	static int debug = -1;
+	const struct rpc_method *m;
+
 	for (size_t t = 0; t < sizeof(method_tables) / sizeof(method_tables[0]); t++)
-		for (const struct rpc_method *m = method_tables[t]; m->name; m++)
-			if (strcmp(m->name, name) == 0)
-				return m;
-	return NULL;
+		if ((m = find_in(method_tables[t], name)) != NULL)
+			return m;
+	/* Test-only methods, for a target started with BLKTGT_DEBUG_RPC=1. */
+	if (debug < 0) {
+		const char *v = getenv("BLKTGT_DEBUG_RPC");
+
+		debug = v && strcmp(v, "1") == 0;
+	}
+	return debug ? find_in(rpc_debug_methods, name) : NULL;
 }
 
 UPROBE_SYMBOL

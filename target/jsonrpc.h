@@ -92,6 +92,8 @@ extern const struct rpc_method rpc_export_methods[];
 extern const struct rpc_method rpc_workload_methods[];
 extern const struct rpc_method rpc_target_methods[];
 extern const struct rpc_method rpc_trace_methods[];
+/* Test-only methods (rpc_debug.c), found only with BLKTGT_DEBUG_RPC=1. */
+extern const struct rpc_method rpc_debug_methods[];
 
 /* Close a client that has sent part of a request and not the rest, or
  * that was sent its last reply and has neither read it nor left, this

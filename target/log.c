@@ -31,7 +31,7 @@
 #define LOG_LINE_MAX  1024
 #define LOG_QUEUE_MAX (256 * 1024)      /* bytes waiting for the writer */
 
-static enum log_level max_level = LOG_INFO;
+static const enum log_level max_level = LOG_INFO;  /* above it: dropped */
 static const char *const level_names[] = { "error", "warning", "info", "debug" };
 
 static struct {
@@ -51,11 +51,6 @@ static struct {
 	.more = PTHREAD_COND_INITIALIZER,
 	.done = PTHREAD_COND_INITIALIZER,
 };
-
-void log_set_level(enum log_level level)
-{
-	max_level = level;
-}
 
 static void write_all(const char *p, size_t n)
 {

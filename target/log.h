@@ -25,9 +25,6 @@ void log_stop(void);
 /* Text that is already whole lines, "blktgt: ..." included. */
 void log_raw(const char *text, size_t len);
 
-/* Messages above this level are dropped (default LOG_INFO). */
-void log_set_level(enum log_level level);
-
 __attribute__((format(printf, 2, 3)))
 void log_msg(enum log_level level, const char *fmt, ...);
 

@@ -285,41 +285,44 @@ static int send_info_string(struct nbd_buf *out, uint32_t option,
 }
 
 /* NBD_OPT_INFO and NBD_OPT_GO share their request and replies. */
+/* Answer option with NBD_REP_ERR_INVALID, saying why. */
+static int opt_invalid(struct nbd_neg *n, uint32_t option, struct nbd_buf *out,
+		       const char *why)
+{
+	option_done(n, option, -EINVAL);
+	return send_error(out, option, NBD_REP_ERR_INVALID, why);
+}
+
 static int opt_info_go(struct nbd_neg *n, uint32_t option,
 		       const uint8_t *data, uint32_t optlen, struct nbd_buf *out)
 {
 	char name[NBD_MAX_NAME_LEN + 1];
 	struct nbd_export_info e;
 	bool want_name = false, want_desc = false;
-	const char *bad = NULL;
+	uint32_t namelen;
+	uint16_t nreq;
 
-	if (optlen < 6) {
-		bad = "option data too short";
-	} else {
-		uint32_t namelen = get_be32(data);
-		if (namelen > optlen - 6) {
-			bad = "name length past the option data";
-		} else {
-			uint16_t nreq = get_be16(data + 4 + namelen);
-			if (optlen != 6 + namelen + 2u * nreq)
-				bad = "information request count does not match the option length";
-			else if (!copy_name(name, data + 4, namelen))
-				bad = "export name too long or contains NUL";
-			for (uint16_t i = 0; !bad && i < nreq; i++) {
-				uint16_t t = get_be16(data + 6 + namelen + 2u * i);
-				want_name |= t == NBD_INFO_NAME;
-				want_desc |= t == NBD_INFO_DESCRIPTION;
-			}
-		}
-	}
-	if (bad) {
-		option_done(n, option, -EINVAL);
-		return send_error(out, option, NBD_REP_ERR_INVALID, bad);
+	/* name length (4), name, request count (2), requests (2 each) */
+	if (optlen < 6)
+		return opt_invalid(n, option, out, "option data too short");
+	namelen = get_be32(data);
+	if (namelen > optlen - 6)
+		return opt_invalid(n, option, out, "name length past the option data");
+	nreq = get_be16(data + 4 + namelen);
+	if (optlen != 6 + namelen + 2u * nreq)
+		return opt_invalid(n, option, out,
+				   "information request count does not match the option length");
+	if (!copy_name(name, data + 4, namelen))
+		return opt_invalid(n, option, out, "export name too long or contains NUL");
+	for (uint16_t i = 0; i < nreq; i++) {
+		uint16_t t = get_be16(data + 6 + namelen + 2u * i);
+
+		want_name |= t == NBD_INFO_NAME;
+		want_desc |= t == NBD_INFO_DESCRIPTION;
 	}
 	if (n->ops->lookup(n->ctx, name, &e) != 0) {
 		option_done(n, option, -ENOENT);
-		return send_error(out, option, NBD_REP_ERR_UNKNOWN,
-				  "no such export");
+		return send_error(out, option, NBD_REP_ERR_UNKNOWN, "no such export");
 	}
 
 	struct nbd_wire_info_export ie = {

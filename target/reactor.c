@@ -6,12 +6,13 @@
  * A reactor's loop pass: run up to REACTOR_MSG_BATCH messages, run the
  * deferred work queued on this reactor, wait on epoll (not at all when
  * there is work left, forever when there is none), run the ready fd
- * callbacks, then the pollers.  A sleeping reactor is woken through its
+ * callbacks, then the pass hooks.  A sleeping reactor is woken through its
  * eventfd, which senders write only when the reactor says it is going to
  * sleep, so a busy reactor never pays a syscall per message.
  *
  * The message queue is Dmitry Vyukov's intrusive multi-producer,
- * single-consumer queue: a producer swaps itself in as the head with one
+ * single-consumer queue, as he published it on 1024cores.net ("Intrusive
+ * MPSC node-based queue"): a producer swaps itself in as the head with one
  * atomic exchange, the consumer walks from the tail.  Message nodes come
  * from a per-thread free list, so the steady state does not call malloc.
  * Vyukov published the queue at https://www.1024cores.net/home/lock-free-algorithms/queues/intrusive-mpsc-node-based-queue
@@ -19,6 +20,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,16 +48,18 @@ struct msg {
 struct reactor_fd {
 	int fd;
 	bool removed;
+	struct reactor *r;              /* the reactor whose epoll watches it */
 	reactor_fd_fn cb;
 	void *ctx;
 	struct reactor_fd *next;        /* all watchers, or the graveyard */
 };
 
-struct reactor_poller {
-	poller_fn fn;
+struct reactor_pass_hook {
+	reactor_pass_fn fn;
 	void *ctx;
 	bool removed;
-	struct reactor_poller *next;
+	struct reactor *r;
+	struct reactor_pass_hook *next;
 };
 
 struct reactor {
@@ -63,6 +67,7 @@ struct reactor {
 	_Alignas(64) _Atomic(struct msg *) head;
 	atomic_int sleeping;
 	atomic_bool stop;
+	atomic_bool exited;             /* left its loop: messages would be lost */
 	int evfd;
 
 	/* Everything below belongs to the reactor's own thread. */
@@ -74,17 +79,17 @@ struct reactor {
 	pthread_t thread;
 	bool started;
 	uint64_t msgs;
+	uint64_t passes;                /* loop passes completed */
 	struct reactor_defer *defer_head, *defer_tail;
 	struct reactor_fd *fds;
 	struct reactor_fd *graveyard;
-	struct reactor_poller *pollers;
-	unsigned npollers;
-	bool pollers_dirty;
+	struct reactor_pass_hook *hooks;
+	bool hooks_dirty;               /* a removed hook waits to be freed */
 };
 
 static struct reactor *reactors[REACTOR_MAX];
 static unsigned nreactors;
-static __thread struct reactor *self;
+__thread struct reactor *reactor_cur;
 static __thread struct msg *msg_cache;
 static __thread unsigned msg_cache_len;
 
@@ -186,14 +191,18 @@ static void reactor_wake(struct reactor *r)
 
 int send_msg(struct reactor *r, msg_fn fn, void *ctx)
 {
-	struct msg *m = msg_alloc();
+	struct msg *m;
 
+	if (atomic_load_explicit(&r->exited, memory_order_relaxed))
+		reactor_rule_broken(__func__, "a message to %s, which has left its loop, "
+				    "would never run", r->name);
+	m = msg_alloc();
 	if (!m)
 		return -ENOMEM;
 	m->fn = fn;
 	m->ctx = ctx;
 	if (BLKTGT_MSG_SEND_ENABLED())
-		BLKTGT_MSG_SEND(self ? self->index : UINT32_MAX, r->index, fn, ctx);
+		BLKTGT_MSG_SEND(reactor_cur ? reactor_cur->index : UINT32_MAX, r->index, fn, ctx);
 	mpsc_push(r, m);
 	atomic_thread_fence(memory_order_seq_cst);
 	/* Pairs with the reactor's store to sleeping then its emptiness
@@ -267,11 +276,11 @@ void reactors_fini(void)
 			r->graveyard = w->next;
 			free(w);
 		}
-		while (r->pollers) {
-			struct reactor_poller *p = r->pollers;
+		while (r->hooks) {
+			struct reactor_pass_hook *h = r->hooks;
 
-			r->pollers = p->next;
-			free(p);
+			r->hooks = h->next;
+			free(h);
 		}
 		if (r->epfd >= 0)
 			close(r->epfd);
@@ -294,19 +303,35 @@ struct reactor *reactor_get(unsigned index)
 	return index < nreactors ? reactors[index] : NULL;
 }
 
-struct reactor *reactor_self(void)
+uint64_t reactor_passes(void)
 {
-	return self;
+	REACTOR_ANY_ONLY();
+	return reactor_cur->passes;
+}
+
+void reactor_rule_broken(const char *func, const char *fmt, ...)
+{
+	char rule[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(rule, sizeof(rule), fmt, ap);
+	va_end(ap);
+	/* Straight to stderr: the log writer thread may never run again. */
+	dprintf(STDERR_FILENO, "blktgt: error: thread rule broken in %s(): %s; called on %s\n",
+		func, rule, reactor_cur ? reactor_cur->name : "a thread that is not a reactor");
+	abort();
+}
+
+void reactor_check_0(const char *func)
+{
+	if (!reactor_cur || reactor_cur->index != 0)
+		reactor_rule_broken(func, "it runs on reactor_0 only");
 }
 
 unsigned reactor_index(const struct reactor *r)
 {
 	return r->index;
-}
-
-const char *reactor_name(const struct reactor *r)
-{
-	return r->name;
 }
 
 void reactors_stop(void)
@@ -317,12 +342,13 @@ void reactors_stop(void)
 	}
 }
 
-/* --- deferred work, fds, pollers --------------------------------------- */
+/* --- deferred work, fds, pass hooks ------------------------------------ */
 
 void reactor_defer(struct reactor_defer *d)
 {
-	struct reactor *r = self;
+	struct reactor *r = reactor_cur;
 
+	REACTOR_ANY_ONLY();
 	d->next = NULL;
 	if (r->defer_tail)
 		r->defer_tail->next = d;
@@ -348,12 +374,16 @@ static void run_deferred(struct reactor *r)
 
 struct reactor_fd *reactor_fd_add(int fd, uint32_t events, reactor_fd_fn cb, void *ctx)
 {
-	struct reactor *r = self;
-	struct reactor_fd *w = calloc(1, sizeof(*w));
-	struct epoll_event ev = { .events = events, .data.ptr = w };
+	struct reactor *r = reactor_cur;
+	struct reactor_fd *w;
+	struct epoll_event ev;
 
+	REACTOR_ANY_ONLY();
+	w = calloc(1, sizeof(*w));
 	if (!w)
 		return NULL;
+	ev = (struct epoll_event){ .events = events, .data.ptr = w };
+	w->r = r;
 	w->fd = fd;
 	w->cb = cb;
 	w->ctx = ctx;
@@ -369,22 +399,33 @@ struct reactor_fd *reactor_fd_add(int fd, uint32_t events, reactor_fd_fn cb, voi
 	return w;
 }
 
+/* w is on its reactor's list and in its epoll set: only that reactor may
+ * change either. */
+static void check_owner(const char *func, const struct reactor *owner)
+{
+	if (owner != reactor_cur)
+		reactor_rule_broken(func, "what %s added is used by %s only",
+				    owner->name, owner->name);
+}
+
 int reactor_fd_modify(struct reactor_fd *w, uint32_t events)
 {
 	struct epoll_event ev = { .events = events, .data.ptr = w };
 
-	if (epoll_ctl(self->epfd, EPOLL_CTL_MOD, w->fd, &ev) < 0)
+	check_owner(__func__, w->r);
+	if (epoll_ctl(reactor_cur->epfd, EPOLL_CTL_MOD, w->fd, &ev) < 0)
 		return -errno;
 	return 0;
 }
 
 void reactor_fd_remove(struct reactor_fd *w)
 {
-	struct reactor *r = self;
+	struct reactor *r = reactor_cur;
 	struct reactor_fd **pp;
 
 	if (!w || w->removed)
 		return;
+	check_owner(__func__, w->r);
 	epoll_ctl(r->epfd, EPOLL_CTL_DEL, w->fd, NULL);
 	w->removed = true;
 	/* Freed at the end of the pass: an event for it may still sit in
@@ -470,51 +511,54 @@ struct reactor_timer *reactor_timer_add(uint64_t first_ns, uint64_t period_ns,
 	return t;
 }
 
-struct reactor_poller *reactor_poller_add(poller_fn fn, void *ctx)
+struct reactor_pass_hook *reactor_pass_hook_add(reactor_pass_fn fn, void *ctx)
 {
-	struct reactor *r = self;
-	struct reactor_poller *p = calloc(1, sizeof(*p));
-	struct reactor_poller **pp;
+	struct reactor *r = reactor_cur;
+	struct reactor_pass_hook *h, **pp;
 
-	if (!p)
+	REACTOR_ANY_ONLY();
+	h = calloc(1, sizeof(*h));
+	if (!h)
 		return NULL;
-	p->fn = fn;
-	p->ctx = ctx;
-	for (pp = &r->pollers; *pp; pp = &(*pp)->next)
+	h->fn = fn;
+	h->ctx = ctx;
+	h->r = r;
+	for (pp = &r->hooks; *pp; pp = &(*pp)->next)
 		;
-	*pp = p;
-	r->npollers++;
-	return p;
+	*pp = h;
+	return h;
 }
 
-void reactor_poller_remove(struct reactor_poller *p)
+void reactor_pass_hook_remove(struct reactor_pass_hook *h)
 {
-	if (!p || p->removed)
+	if (!h || h->removed)
 		return;
-	p->removed = true;
-	self->npollers--;
-	self->pollers_dirty = true;
+	check_owner(__func__, h->r);
+	h->removed = true;
+	reactor_cur->hooks_dirty = true;
 }
 
-static void run_pollers(struct reactor *r)
+/* The end of a pass: every hook once, in the order they were added; a
+ * hook added by a hook runs from this pass too, one removed does not. */
+static void run_pass_hooks(struct reactor *r)
 {
-	for (struct reactor_poller *p = r->pollers; p; p = p->next)
-		if (!p->removed)
-			p->fn(p->ctx);
-	if (r->pollers_dirty) {
-		struct reactor_poller **pp = &r->pollers;
+	for (struct reactor_pass_hook *h = r->hooks; h; h = h->next)
+		if (!h->removed)
+			h->fn(h->ctx);
+	if (r->hooks_dirty) {
+		struct reactor_pass_hook **pp = &r->hooks;
 
 		while (*pp) {
-			struct reactor_poller *p = *pp;
+			struct reactor_pass_hook *h = *pp;
 
-			if (p->removed) {
-				*pp = p->next;
-				free(p);
+			if (h->removed) {
+				*pp = h->next;
+				free(h);
 			} else {
-				pp = &p->next;
+				pp = &h->next;
 			}
 		}
-		r->pollers_dirty = false;
+		r->hooks_dirty = false;
 	}
 }
 
@@ -546,7 +590,7 @@ static int reactor_loop(struct reactor *r)
 {
 	struct epoll_event events[REACTOR_EPOLL_EVENTS];
 
-	self = r;
+	reactor_cur = r;
 	BLKTGT_THREAD_START(r->index, r->name);
 	trace_thread_init(r->index, r->name);
 	trace_thread_start(r->index, 0, 0, r->name);
@@ -556,7 +600,7 @@ static int reactor_loop(struct reactor *r)
 		int n;
 
 		run_deferred(r);
-		if (ran < REACTOR_MSG_BATCH && !r->defer_head && r->npollers == 0) {
+		if (ran < REACTOR_MSG_BATCH && !r->defer_head) {
 			/* Going to sleep: announce it, then look once more, so a
 			 * message pushed in between is not missed (send_msg). */
 			atomic_store_explicit(&r->sleeping, 1, memory_order_seq_cst);
@@ -595,13 +639,15 @@ static int reactor_loop(struct reactor *r)
 			r->graveyard = w->next;
 			free(w);
 		}
-		if (r->npollers || r->pollers_dirty)
-			run_pollers(r);
+		if (r->hooks)
+			run_pass_hooks(r);
+		r->passes++;
 	}
 	BLKTGT_THREAD_STOP(r->index, r->name, r->msgs);
 	trace_thread_stop(r->index, 0, 0, (int64_t)r->msgs);
 	msg_cache_drain();
-	self = NULL;
+	atomic_store(&r->exited, true);
+	reactor_cur = NULL;
 	return 0;
 }
 
@@ -684,15 +730,18 @@ static void foreach_send(struct reactor *r, msg_fn fn, struct foreach *it)
 
 int for_each_thread(foreach_fn fn, void *ctx, foreach_done_fn done)
 {
-	struct foreach *it = calloc(1, sizeof(*it));
+	struct foreach *it;
 
+	/* done runs on the caller's reactor: there must be one. */
+	REACTOR_ANY_ONLY();
+	it = calloc(1, sizeof(*it));
 	if (!it)
 		return -ENOMEM;
 	it->id = atomic_fetch_add(&foreach_ids, 1) + 1;
 	it->fn = fn;
 	it->ctx = ctx;
 	it->done = done;
-	it->origin = self;
+	it->origin = reactor_cur;
 	BLKTGT_FOREACH_START(it->id, fn, ctx, done);
 	it->next = 1;
 	foreach_send(reactors[0], foreach_step, it);
@@ -701,6 +750,10 @@ int for_each_thread(foreach_fn fn, void *ctx, foreach_done_fn done)
 
 void foreach_continue(struct foreach *it, int status)
 {
+	/* The step that continues runs on reactors[it->next - 1]. */
+	if (reactor_cur != reactors[it->next - 1])
+		reactor_rule_broken(__func__, "the step on %s continues its foreach, "
+				    "no other thread", reactors[it->next - 1]->name);
 	if (status && !it->status)
 		it->status = status;
 	if (it->next < nreactors)

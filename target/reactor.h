@@ -11,9 +11,14 @@
  *  - send_msg() may be called from any thread, reactor or not; it never
  *    blocks and never takes a lock (a lock-free multi-producer queue).
  *  - each loop pass runs at most REACTOR_MSG_BATCH messages, then the fd
- *    callbacks that are ready, then the pollers;
+ *    callbacks that are ready, then the pass hooks;
  *  - everything else in this file must be called on a reactor thread, and
  *    acts on that thread's own reactor.
+ *
+ * Thread rules are checked at run time where breaking one would corrupt
+ * state (a list or an epoll set of another thread, a message never run):
+ * the process aborts with one line naming the function and the rule.  A
+ * check is a thread-local pointer compare, so release builds keep it.
  */
 #ifndef BLKTGT_REACTOR_H
 #define BLKTGT_REACTOR_H
@@ -39,12 +44,29 @@ void reactors_fini(void);
 
 unsigned reactor_count(void);
 struct reactor *reactor_get(unsigned index);
-/* The calling thread's reactor, or NULL when not on a reactor thread. */
-struct reactor *reactor_self(void);
+/* The calling thread's reactor, or NULL when not on a reactor thread.
+ * Inline, so that a thread-rule check costs one thread-local load. */
+extern __thread struct reactor *reactor_cur;
+static inline struct reactor *reactor_self(void)
+{
+	return reactor_cur;
+}
 unsigned reactor_index(const struct reactor *r);
-const char *reactor_name(const struct reactor *r);
 
-/* Queue fn(ctx) to run on reactor r.  0, or -ENOMEM. */
+/* A broken thread rule: one line on stderr naming the function, the rule
+ * (printf-style) and the calling thread, then abort(). */
+__attribute__((noreturn, cold, format(printf, 2, 3)))
+void reactor_rule_broken(const char *func, const char *fmt, ...);
+/* Abort unless called on a reactor thread / on reactor 0. */
+#define REACTOR_ANY_ONLY() do { \
+	if (__builtin_expect(reactor_self() == NULL, 0)) \
+		reactor_rule_broken(__func__, "it runs on a reactor thread only"); \
+} while (0)
+#define REACTOR_0_ONLY() reactor_check_0(__func__)
+void reactor_check_0(const char *func);
+
+/* Queue fn(ctx) to run on reactor r.  0, or -ENOMEM.  r must not have left
+ * its loop (reactors_stop): the message would never run. */
 int send_msg(struct reactor *r, msg_fn fn, void *ctx);
 
 /*
@@ -81,12 +103,18 @@ struct reactor_timer *reactor_timer_add(uint64_t first_ns, uint64_t period_ns,
 int reactor_timer_set(struct reactor_timer *t, uint64_t first_ns, uint64_t period_ns);
 void reactor_timer_remove(struct reactor_timer *t);
 
-/* A poller runs on every loop pass of the calling reactor while registered,
- * and keeps the loop from sleeping; it returns true if it did work. */
-struct reactor_poller;
-typedef bool (*poller_fn)(void *ctx);
-struct reactor_poller *reactor_poller_add(poller_fn fn, void *ctx);
-void reactor_poller_remove(struct reactor_poller *p);
+/* A pass hook: fn(ctx) runs once at the end of every loop pass of the
+ * reactor that added it, after the fd callbacks, until it is removed.  It
+ * does not keep the loop awake (the pass it ends may have slept), so it
+ * suits work gathered during a pass and finished once per pass, such as
+ * flushing a batch of probe records.  add returns NULL on ENOMEM; remove
+ * (on the same reactor) is safe inside fn. */
+struct reactor_pass_hook;
+typedef void (*reactor_pass_fn)(void *ctx);
+struct reactor_pass_hook *reactor_pass_hook_add(reactor_pass_fn fn, void *ctx);
+void reactor_pass_hook_remove(struct reactor_pass_hook *h);
+/* Loop passes the calling reactor has completed. */
+uint64_t reactor_passes(void);
 
 /* Deferred work on the calling reactor: d->fn(d->ctx) runs at its next loop
  * pass, after the current callback has returned, without allocating (d is

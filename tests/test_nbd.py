@@ -825,6 +825,44 @@ BEGIN {{ printf("READY\\n"); }}
     assert m and int(m.group(1)) >= k + 1, text
 
 
+def test_request_offset_and_flags_reach_the_bdev(target, bpf, blktgt_bin):
+    """Each request reaches the bdev with its own offset, length and FUA
+    flag: a write whose payload arrives after its header, a read, a flush,
+    and a TRIM split into 32 MiB pieces, FUA on every piece."""
+    make_export(target, "e0", size_mb=96, block_size=4096)
+    prog = f"""
+uprobe:{blktgt_bin}:bdev_execute {{
+    @x[arg1 & 0xffffffff, arg2, arg3, arg5 & 0xffffffff] = count(); }}
+BEGIN {{ printf("READY\\n"); }}
+"""
+    proc, out = probekit.bpftrace_program(target.pid, prog)
+    try:
+        c = RawNbd(target)
+        c.go("e0")
+        c.request(CMD_WRITE, 8192, 4096, FLAG_FUA, handle=1, payload=b"\x11" * 4096)
+        assert c.simple_reply() == (0, 1, b"")
+        c.request(CMD_WRITE, 12288, 4096, 0, handle=2, payload=b"\x22" * 4096)
+        assert c.simple_reply() == (0, 2, b"")
+        c.request(CMD_READ, 8192, 8192, handle=3)
+        assert c.simple_reply(8192) == (0, 3, b"\x11" * 4096 + b"\x22" * 4096)
+        c.request(CMD_FLUSH, handle=4)
+        assert c.simple_reply() == (0, 4, b"")
+        c.request(CMD_TRIM, 4096, 80 * MiB, FLAG_FUA, handle=5)
+        assert c.simple_reply() == (0, 5, b"")
+        c.request(CMD_DISC)
+        assert c.closed_by_server()
+        c.close()
+    finally:
+        lines = probekit.stop_bpftrace(proc, out)
+    got = sorted(ln for ln in lines if ln.startswith("@x["))
+    # type (0 read, 1 write, 2 flush, 3 trim), offset, length, fua
+    want = sorted(f"@x[{t}, {o}, {n}, {f}]: 1" for t, o, n, f in [
+        (1, 8192, 4096, 1), (1, 12288, 4096, 0), (0, 8192, 8192, 0), (2, 0, 0, 0),
+        (3, 4096, 32 * MiB, 1), (3, 4096 + 32 * MiB, 32 * MiB, 1),
+        (3, 4096 + 64 * MiB, 16 * MiB, 1)])
+    assert got == want, "\n".join(lines)
+
+
 # --- the fuzz harness's seeds, replayed under ASan -----------------------------
 
 def test_fuzz_seeds_replay(build):

@@ -6,8 +6,10 @@ out at resume, and the workload's count is exact with no error."""
 
 import os
 import re
+import signal
 import sys
 import threading
+import time
 
 import pytest
 
@@ -239,3 +241,116 @@ def test_shutdown_with_io_held_by_a_paused_export(export):
         assert r["errors"] == 0 and 16 <= r["ios"] < N, r
     lines = t.out.lines
     assert any("resuming export e0" in l for l in lines), lines
+
+
+class ThreadStop:
+    """Stop one thread of a process (and only it) with ptrace, as a reactor
+    stuck in a long callback would be, and let it go again."""
+    SEIZE, INTERRUPT, DETACH = 0x4206, 0x4207, 17
+    WALL = 0x40000000
+
+    def __init__(self, tid):
+        import ctypes
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long,
+                                     ctypes.c_void_p, ctypes.c_void_p]
+        self.tid = tid
+        self.stopped = False
+
+    def _ptrace(self, req):
+        import ctypes
+        if self.libc.ptrace(req, self.tid, None, None) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"ptrace({req:#x}, {self.tid}): {os.strerror(err)}")
+
+    def stop(self):
+        self._ptrace(self.SEIZE)
+        self._ptrace(self.INTERRUPT)
+        os.waitpid(self.tid, self.WALL)     # returns once it is stopped
+        self.stopped = True
+
+    def resume(self):
+        if self.stopped:
+            self._ptrace(self.DETACH)
+            self.stopped = False
+
+
+def thread_of(pid, name):
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/comm") as f:
+            if f.read().strip() == name:
+                return int(tid)
+    raise AssertionError(f"no thread {name} in {pid}")
+
+
+def cpu_ticks(pid, tid):
+    """utime + stime of one thread, in clock ticks."""
+    with open(f"/proc/{pid}/task/{tid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])     # fields 14 and 15 of stat
+
+
+def test_shutdown_waits_for_a_change_without_spinning(blktgt_bin, tmp_path):
+    """Shutdown begins while a pause is under way (its walk held up by a
+    stopped reactor) and another export holds a workload's I/O.  Shutdown
+    must wait for the pause to end before it can resume that export, and
+    it waits asleep: reactor 0 uses almost no CPU meanwhile (it used to
+    send itself a message on every loop pass, a busy loop).  Once the
+    reactor runs again, both exports are resumed, the held I/O completes
+    and the target exits 0."""
+    t = probekit.Target(blktgt_bin, tmp_path, threads=3).start()
+    stopper = None
+    try:
+        for n in ("0", "1"):
+            t.rpc("bdev_malloc_create", name="m" + n, size_mb=16, block_size=4096)
+            assert t.rpc("export_create", name="e" + n, bdev="m" + n) is True
+        assert t.rpc("export_pause", name="e1") is True
+        wl, wres = start_workload(t, export="e1", pattern="write", queue_depth=16)
+        s = t.rpc("target_stats")
+        assert s["io_submitted"] == 0, s        # all of it held by the pause
+
+        stopper = ThreadStop(thread_of(t.pid, "reactor_2"))
+        stopper.stop()
+        pres = {}
+
+        def pause():
+            try:
+                pres["r"] = t.rpc("export_pause", name="e0")
+            except Exception as e:   # the reply can lose the race with exit
+                pres["e"] = e
+        pth = threading.Thread(target=pause)
+        pth.start()
+        # The pause is under way (its walk waits for reactor_2) once a
+        # resume is refused as busy.
+        while True:
+            try:
+                t.rpc("export_resume", name="e0")
+            except probekit.RpcError as e:
+                if e.code == -16:
+                    break
+                assert e.code == -114, e     # EALREADY: not started yet
+
+        t.proc.send_signal(signal.SIGTERM)
+        t.out.wait_for(r"shutdown: resuming export e1 ")
+        # Shutdown now waits for e0's pause.  Measure reactor 0's CPU time
+        # over a second of that wait.
+        before, t0 = cpu_ticks(t.pid, t.pid), time.monotonic()
+        time.sleep(1.0)
+        used = (cpu_ticks(t.pid, t.pid) - before) / os.sysconf("SC_CLK_TCK")
+        wall = time.monotonic() - t0
+        assert t.proc.poll() is None
+        assert used < 0.1 * wall, f"reactor 0 used {used:.2f} s of CPU in {wall:.2f} s"
+
+        stopper.resume()
+        assert t.proc.wait(timeout=probekit.TIMEOUT) == 0
+        wl.join(probekit.TIMEOUT)
+        pth.join(probekit.TIMEOUT)
+        assert not wl.is_alive() and not pth.is_alive()
+        if "r" in wres:
+            assert wres["r"]["errors"] == 0 and 16 <= wres["r"]["ios"] < N, wres
+        lines = t.out.drain(5)
+        assert any("resuming export e0 " in ln for ln in lines), lines
+    finally:
+        if stopper:
+            stopper.resume()
+        t.stop()

@@ -266,3 +266,87 @@ def test_unread_stderr_does_not_stall_the_target(blktgt_bin, tmp_path):
     assert any(note.match(ln) for ln in lines), lines[-5:]
     assert lines[-2:] == ["blktgt: info: Terminated: shutting down",
                           "blktgt: info: exiting cleanly"]
+
+
+# --- reactors: the pass hook and the thread rules ---------------------------
+
+@pytest.fixture
+def debug_target(blktgt_bin, tmp_path, monkeypatch):
+    """A blktgt with 3 reactors and the test-only debug_* methods."""
+    monkeypatch.setenv("BLKTGT_DEBUG_RPC", "1")
+    t = probekit.Target(blktgt_bin, tmp_path, threads=3).start()
+    yield t
+    t.stop()
+
+
+def test_debug_methods_need_the_environment(target):
+    with pytest.raises(probekit.RpcError) as ei:
+        target.rpc("debug_pass_hook", reactor=1)
+    assert ei.value.code == -32601
+
+
+def test_pass_hook_runs_once_per_pass_on_its_reactor(debug_target):
+    """A hook added on a reactor runs exactly once per loop pass of that
+    reactor, whether the pass slept or not, and never on another one: the
+    reactor reads its pass count and the hook's run count in one message."""
+    t = debug_target
+    assert t.rpc("debug_pass_hook", reactor=1) == {"reactor": 1, "passes": 0,
+                                                   "hook_runs": 0}
+    # A query may run in the same pass as the one before it (a busy
+    # reactor runs every message it has before it sleeps), so passes grow
+    # by 0 or more; ask until 23 have gone by.
+    last = 0
+    while last < 23:
+        r = t.rpc("debug_pass_hook", reactor=1)
+        assert r["hook_runs"] == r["passes"] >= last, r
+        last = r["passes"]
+    # Reactor 2 starts its own count later, and neither counts the
+    # other's passes; reactor 0 (serving every one of these requests)
+    # has no hook.
+    assert t.rpc("debug_pass_hook", reactor=2) == {"reactor": 2, "passes": 0,
+                                                   "hook_runs": 0}
+    last = 0
+    while last < 5:
+        r = t.rpc("debug_pass_hook", reactor=2)
+        assert r["hook_runs"] == r["passes"] >= last, r
+        last = r["passes"]
+    r = t.rpc("debug_pass_hook", reactor=1)
+    assert r["hook_runs"] == r["passes"] >= 23, r
+    assert t.rpc("debug_pass_hook", reactor=0, add=False) == {
+        "reactor": 0, "passes": 0, "hook_runs": 0}
+
+
+@pytest.fixture
+def no_core():
+    """A deliberate abort leaves no core file behind."""
+    import resource
+    old = resource.getrlimit(resource.RLIMIT_CORE)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, old[1]))
+    yield
+    resource.setrlimit(resource.RLIMIT_CORE, old)
+
+
+@pytest.mark.parametrize("rule,line", [
+    ("off_reactor", "blktgt: error: thread rule broken in for_each_thread(): it runs on "
+     "a reactor thread only; called on a thread that is not a reactor"),
+    ("not_reactor_0", "blktgt: error: thread rule broken in export_lookup(): it runs on "
+     "reactor_0 only; called on reactor_2"),
+    ("foreign_fd", "blktgt: error: thread rule broken in reactor_fd_modify(): what "
+     "reactor_0 added is used by reactor_0 only; called on reactor_2"),
+], ids=lambda v: v if " " not in v else "")
+def test_broken_thread_rule_aborts_with_one_line(blktgt_bin, tmp_path, monkeypatch,
+                                                 no_core, rule, line):
+    """Breaking a thread rule on purpose stops the target at once with
+    SIGABRT and one line naming the function, the rule and the thread,
+    instead of corrupting another thread's state."""
+    monkeypatch.setenv("BLKTGT_DEBUG_RPC", "1")
+    t = probekit.Target(blktgt_bin, tmp_path, threads=3).start()
+    try:
+        with pytest.raises(Exception):      # no reply: the target is gone
+            t.rpc("debug_break_rule", rule=rule)
+        assert t.proc.wait(timeout=probekit.TIMEOUT) == -signal.SIGABRT
+        lines = t.out.drain(5)
+        assert [ln for ln in lines if "thread rule" in ln] == [line], lines
+    finally:
+        t.stop(expect_rc=None)
+        t.remove_trace_file()
