@@ -2,8 +2,9 @@
 # Every command probekit builds or ships is in $(O)/bin under the name it
 # is installed as (README.md, "Names"): probekit-TOOL for the libbpf tools
 # (mk/libbpf.mk builds them there), probekit-TOOL-bcc for their BCC twins,
-# probekit-bpftrace, probekit-check and probekit-gencatalog, and blktgt,
-# blktgt-rpc and blktgt-trace for the demo target.  The scripts are linked,
+# probekit-bpftrace, probekit-check, probekit-gencatalog and
+# probekit-structs, and blktgt, blktgt-rpc and blktgt-trace for the demo
+# target.  The scripts are linked,
 # not copied, so an edit in the checkout shows at once; each finds what it
 # shares (bcc/probekit_bcc.py, VERSION) through its real path.
 
@@ -11,6 +12,7 @@ BCC_TOOLS := $(patsubst bcc/%,%,$(filter-out %.txt %.md %.py,$(wildcard bcc/*)))
 SCRIPT_LINKS := $(O)/bin/probekit-bpftrace:wrapper/bpftrace.sh \
 	$(O)/bin/probekit-check:probes/probecheck \
 	$(O)/bin/probekit-gencatalog:probes/gencatalog \
+	$(O)/bin/probekit-structs:probes/structs \
 	$(O)/bin/blktgt-rpc:target/rpc.py \
 	$(foreach t,$(BCC_TOOLS),$(O)/bin/probekit-$(t)-bcc:bcc/$(t))
 SCRIPT_CMDS := $(foreach l,$(SCRIPT_LINKS),$(firstword $(subst :, ,$(l))))

@@ -66,6 +66,9 @@ provider blktgt {
 	/* An export's state change completed on every reactor. */
 	probe export__change__done(char *export, int32_t from, int32_t to, char *to_name, int32_t status);
 
+	/* An export's state change completed: export is its struct export (read it with probekit-structs), whose state is the new one. */
+	probe export__state(void *export, int32_t from);
+
 	/* --- block devices ---------------------------------------------- */
 
 	/* A bdev was created; type is null, malloc or file. */

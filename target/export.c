@@ -242,6 +242,8 @@ static void change_done(void *ctx, int status)
 	if (BLKTGT_EXPORT_CHANGE_DONE_ENABLED())
 		BLKTGT_EXPORT_CHANGE_DONE(e->name, ch->from, ch->to, export_state_name(ch->to),
 					  status);
+	if (BLKTGT_EXPORT_STATE_ENABLED())
+		BLKTGT_EXPORT_STATE(e, ch->from);
 	if (e->deleting)
 		export_free(e);
 	if (ch->done)

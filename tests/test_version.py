@@ -38,6 +38,7 @@ COMMANDS = [
     ("blktgt-rpc", [built("blktgt-rpc")]),
     ("probekit-check", [built("probekit-check")]),
     ("probekit-gencatalog", [built("probekit-gencatalog")]),
+    ("probekit-structs", [built("probekit-structs")]),
     ("probekit-bpftrace", [built("probekit-bpftrace")]),
 ]
 
