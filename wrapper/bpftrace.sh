@@ -27,6 +27,9 @@
 #    caller that waits for that line never needs a sleep, and whatever the
 #    scripts print in BEGIN comes before it (a BEGIN that calls exit()
 #    ends the trace before it).
+#  - A script with a line "// probekit: structs NAME..." gets the struct
+#    definitions and enum name tables probekit-structs made for the traced
+#    binary at build time, checked against its build-id (see below).
 #  - Arguments after -- reach the program as $1, $2, ...
 #  - Mistakes are found before bpftrace runs, each reported in one line
 #    with a non-zero exit.  bpftrace's own messages about the program name
@@ -49,7 +52,8 @@
 #       --version        print probekit's version and exit
 #
 # Environment: BPF_OUTFILE (see -o); BPFTRACE, the bpftrace to run (default:
-# bpftrace from PATH).
+# bpftrace from PATH); PROBEKIT_STRUCTS, the file of generated definitions
+# (default: ../share/probekit/structs/EXE.bt from this command's directory).
 #
 # A deleted or replaced executable (/proc/PID/exe ends in " (deleted)") is
 # traced through /proc/PID/exe for uprobes; its USDT probes are refused,
@@ -229,6 +233,48 @@ quote_path() {
 	p=${p//\\/\\\\\\\\}
 	quoted="\"$p\""
 }
+
+# --- generated struct definitions --------------------------------------------
+#
+# A script that reads a struct through a pointer asks for its definition
+# with a line "// probekit: structs NAME...": a struct, union or enum of the
+# traced binary.  probekit-structs writes them at build time to
+# share/probekit/structs/EXE.bt beside this command's bin/ directory
+# (PROBEKIT_STRUCTS names another file).  That file is prepended, once, as
+# if it were the first script, when it was made from the traced executable
+# (the same build-id) and provides every NAME; otherwise the offsets could
+# be another build's, so it is refused.  Found without a new process: a
+# script without the line costs one read by bash.
+
+asked=
+for s in "${scripts[@]}"; do
+	text=
+	IFS= read -r -d '' text < "$s"
+	[[ $text == *probekit:*structs* ]] || continue
+	while IFS= read -r line; do
+		[[ $line =~ ^//[[:space:]]*probekit:[[:space:]]*structs([[:space:]].*)?$ ]] &&
+			asked+=" ${BASH_REMATCH[1]}"
+	done <<< "$text"
+done
+if [ -n "$asked" ]; then
+	exe_name=${exe% (deleted)}
+	sfile=${PROBEKIT_STRUCTS:-${0%/*}/../share/probekit/structs/${exe_name##*/}.bt}
+	[ -f "$sfile" ] && [ -r "$sfile" ] ||
+		die "the script asks for struct definitions (// probekit: structs), but '$sfile' does not exist; build it (make), or write it with probekit-structs BINARY TYPE... and name it in PROBEKIT_STRUCTS"
+	header=$(grep -h -E '^// (build-id|provides):' -- "$sfile")
+	want_id=$(readelf -n -W -- "/proc/$pid/exe" 2>/dev/null | awk '{ for (k = 1; k < NF - 1; k++) if ($k == "Build" && $(k + 1) == "ID:") { print $(k + 2); exit } }')
+	[[ $header == *"// build-id: ${want_id:-none}"* ]] ||
+		die "'$sfile' was made from another build than PID $pid's executable (build-id ${want_id:-none}); rebuild it (make), or restart the process from the binary it was made from"
+	provided=" ${header//$'\n'/ } "
+	read -r -a asked_names <<< "$asked"
+	for name in "${asked_names[@]}"; do
+		[[ $name =~ ^[A-Za-z_][A-Za-z0-9_]{0,127}$ ]] ||
+			die "'$name' in a // probekit: structs line is not a C type name"
+		[[ $provided == *" $name "* ]] ||
+			die "the script asks for '$name' (// probekit: structs), which '$sfile' does not provide; add it to STRUCTS_TYPES or STRUCTS_ENUMS in mk/structs.mk, or to the probekit-structs command that wrote the file"
+	done
+	scripts=("$sfile" "${scripts[@]}")
+fi
 
 # --- join the scripts ----------------------------------------------------------
 #

@@ -87,12 +87,15 @@ class _Emitter:
         if key in self.done:
             return self.done[key]
         self.done[key] = self.tag(t)
-        body = self.body(t, 1)
+        body = self.body(t, 1, 0)
         self.out.append(f"{self.tag(t)} {{\n{body}}};\n")
         return self.done[key]
 
-    def body(self, t, depth):
-        """The members of struct or union t, padded to DWARF's layout."""
+    def body(self, t, depth, base):
+        """The members of struct or union t, padded to DWARF's layout;
+        base is t's offset in the outermost definition, which names the
+        padding (unique there, as inline anonymous members share it)."""
+        pad = "__pad" if t.kind == "struct" else f"__upad{depth}"
         ind = "\t" * depth
         lines, cursor = [], 0
         members = list(t.members)
@@ -117,31 +120,32 @@ class _Emitter:
                 if start < cursor:
                     start = cursor
                 if start > cursor:
-                    lines.append(f"{ind}char __pad_{cursor}[{start - cursor}];\n")
+                    lines.append(f"{ind}char {pad}_{base + cursor}[{start - cursor}];\n")
                 if end > start:
-                    lines.append(f"{ind}unsigned char __bits_{start}[{end - start}];"
+                    lines.append(f"{ind}unsigned char __bits_{base + start}[{end - start}];"
                                  f"\t/* {', '.join(names)} */\n")
                     cursor = end
                 continue
             if m.offset > cursor and t.kind == "struct":
-                lines.append(f"{ind}char __pad_{cursor}[{m.offset - cursor}];\n")
+                lines.append(f"{ind}char {pad}_{base + cursor}[{m.offset - cursor}];\n")
                 cursor = m.offset
-            lines.append(self.member(m, depth))
+            lines.append(self.member(m, depth, base))
             cursor = m.offset + (m.type.size or 0) if t.kind == "struct" else \
                 max(cursor, m.type.size or 0)
             i += 1
         if t.size is not None and t.size > cursor:
-            lines.append(f"{ind}char __pad_{cursor}[{t.size - cursor}];\n")
+            lines.append(f"{ind}char {pad}_{base + cursor}[{t.size - cursor}];\n")
         return "".join(lines)
 
-    def member(self, m, depth):
+    def member(self, m, depth, base):
         ind = "\t" * depth
         name = m.name
         t = m.type
         if name is not None and not IDENT.fullmatch(name):
             raise DefsError(f"member name {name!r} is not a C identifier")
         if name is None and t is not None and t.kind in ("struct", "union"):
-            return (f"{ind}{t.kind} {{\n{self.body(t, depth + 1)}{ind}}};\n")
+            return (f"{ind}{t.kind} {{\n{self.body(t, depth + 1, base + m.offset)}"
+                    f"{ind}}};\n")
         spelled, dims, note = self.spell(t)
         dim = f"[{dims}]" if dims is not None else ""
         sep = "" if spelled.endswith("*") else " "

@@ -29,7 +29,7 @@ The output starts with comment lines that probekit-bpftrace reads:
 "// build-id: HEX" (the binary's) and "// provides: NAME...".  A script
 asks for the definitions with a line "// probekit: structs NAME...", and
 the wrapper prepends the file the build made for the traced binary
-(README.md, "Typed structs").
+(bt/README.md, "Typed structs").
 
 A binary without DWARF is looked up in /usr/lib/debug/.build-id/ (where
 a debug symbols package puts it).  Exit status 1, with one line on
