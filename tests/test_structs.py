@@ -251,3 +251,31 @@ def test_wrapper_refuses_a_type_not_generated(target, tmp_path):
     r = run([WRAPPER, "-n", str(target.pid), str(script)])
     assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
     assert "asks for 'nosuch'" in r.stderr
+
+
+def test_probecheck_checks_field_reads_against_dwarf(tmp_path):
+    """exports.bt passes; the same script with a misspelt member, str() of
+    a char array and -> into a char array fails, one line each."""
+    check = os.path.join(probekit.BUILD, "bin", "probekit-check")
+    binary = os.path.join(probekit.BUILD, "bin", "blktgt")
+    good = os.path.join(ROOT, "bt", "exports.bt")
+    with open(good) as f:
+        text = f.read()
+    assert "$e->bdev->name," in text
+    bad = tmp_path / "bad.bt"
+    bad.write_text(text.replace("$e->bdev->name,", "$e->bdv->name, "
+                                "str($e->name), $e->per[1].inflight, "
+                                "$e->name->x,"))
+    r = run([check, "--binary", binary, good])
+    assert r.returncode == 0, r.stderr
+    r = run([check, "--binary", binary, str(bad)])
+    line = 1 + text[:text.index("$e->bdev->name,")].count("\n")
+    assert r.returncode == 1
+    assert r.stderr.splitlines() == [
+        f"{bad}:{line}: struct pk_export: struct export has no member 'bdv' "
+        "(did you mean bdev?)",
+        f"{bad}:{line}: struct pk_export: str($e->name) of a char array: "
+        "bpftrace 0.17 refuses it; print it with printf %s as it is",
+        f"{bad}:{line}: struct pk_export: '$e->name->x': $e->name is "
+        "char[64], which has no members",
+        "probekit-check: 3 errors"], r.stderr

@@ -7,6 +7,7 @@ uretprobes."""
 
 from . import bpftrace
 from .bpftrace import MAX_ARG
+from .check_structs import check_struct_reads
 
 ARG_LIMIT = ("arg{0} exists, but bpftrace 0.17 reads only arg0..arg5 "
              "on x86_64 (\"x86_64 doesn't support arg{0}\"); read it "
@@ -17,6 +18,7 @@ def check_bpftrace(ck, path, text):
     script = bpftrace.parse(text)
     for block in script.blocks:
         check_bt_block(ck, path, script, block)
+    check_struct_reads(ck, path, script)
 
 
 def check_bt_block(ck, path, script, block):

@@ -38,7 +38,11 @@ Checks:
     symbols that are real functions, not inlined away, and uprobe argument
     reads within the function's parameters (from DWARF, when present);
     retval only in uretprobes;
- 3. coverage: which probes no file uses (stdout, not an error).
+ 3. field reads through probekit-structs' definitions in bpftrace scripts
+    ($v = (struct pk_T *)...; $v->a.b): every member exists in the
+    binary's DWARF, -> only through pointers, no bitfield, no str() of a
+    char array;
+ 4. coverage: which probes no file uses (stdout, not an error).
 
 Without --catalog (a binary that is not ours) files are checked against the
 binary's stapsdt notes alone: an argument is taken as a possible pointer
