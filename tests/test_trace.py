@@ -3,7 +3,7 @@
 
 tests/trace_driver.c records a known sequence on several threads (its
 header comment gives the formulas); these tests compile it against
-target/trace.c, dump what it recorded with target/blktgt_trace, and compare
+target/trace.c, dump what it recorded with target/blktgt-trace, and compare
 event by event."""
 
 import json
