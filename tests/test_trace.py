@@ -3,11 +3,12 @@
 
 tests/trace_driver.c records a known sequence on several threads (its
 header comment gives the formulas); these tests compile it against
-target/trace.c, dump what it recorded with target/blktgt_trace, and compare
+target/trace.c, dump what it recorded with target/blktgt-trace, and compare
 event by event."""
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -269,6 +270,13 @@ def test_json_parses_and_is_complete(plain_driver, run_driver):
     assert e["time_us"] == pytest.approx((e["ts_ns"] - doc["start_ns"]) / 1000.0)
 
 
+def merged_order(ring, bt_ts):
+    """The sources in merged order: by time, a bpftrace line after the
+    ring events of its nanosecond (events here can be 0 or 1 ns apart)."""
+    keyed = [(e["ts_ns"], 0, "ring") for e in ring] + [(t, 1, "bpftrace") for t in bt_ts]
+    return [k[2] for k in sorted(keyed)]
+
+
 def test_merge_bpftrace_lines(plain_driver, run_driver, tmp_path):
     d = run_driver(plain_driver, "-t", "1", "-n", "3", "-e", "bdev")
     d.finish()
@@ -281,7 +289,7 @@ def test_merge_bpftrace_lines(plain_driver, run_driver, tmp_path):
                   f"{evs[3]['ts_ns'] + 1} io__done id=1\n")
     doc = dump_json("-f", d.path, "--merge", str(bt))
     src = [e["source"] for e in doc["events"]]
-    assert src == ["ring", "bpftrace", "ring", "ring", "ring", "bpftrace", "ring", "ring"]
+    assert src == merged_order(evs, [evs[0]["ts_ns"] + 1, evs[3]["ts_ns"] + 1])
     assert doc["events"][1]["text"] == "io__submit id=1"
     text = dump("-f", d.path, "--merge", str(bt)).stdout
     assert "bpftrace: io__done id=1" in text
@@ -396,3 +404,304 @@ def test_recording_makes_no_syscalls(plain_driver, tmp_path):
 
     # 4 events per pair per thread: 160 events against 1.6 million.
     assert syscalls(200000) == syscalls(20)
+
+
+# --- filters, --summary, --format chrome, -F -------------------------------
+
+def finished(run_driver, binary, threads=2, pairs=23, groups="bdev,nbd"):
+    """A driver run that has exited: its file no longer changes, so every
+    dump converts times with the same calibration."""
+    d = run_driver(binary, "-t", str(threads), "-n", str(pairs), "-e", groups)
+    d.finish()
+    return d
+
+
+def picked(doc):
+    return [(e["tracepoint"], e["owner"], e["object"], e["related"], e["args"])
+            for e in doc["events"]]
+
+
+def test_filter_by_object_follows_relations(plain_driver, run_driver):
+    d = finished(run_driver, plain_driver)
+    # Pair 3 of thread 0: request r1500003 caused I/O i1000003.
+    want = expected(0, 3)
+    for obj in ("r1500003", "i1000003"):
+        assert picked(dump_json("-f", d.path, "--object", obj)) == want
+    # Two objects, as a list and as repeated options.
+    both = expected(0, 3) + expected(1, 5)
+    key = [("r1500003", "r2500005"), ("i1000003", "i2000005")]
+    assert sorted(map(str, picked(dump_json("-f", d.path, "--object", ",".join(key[0]))))) \
+        == sorted(map(str, both))
+    assert sorted(map(str, picked(dump_json("-f", d.path, "--object", key[1][0],
+                                            "--object", key[1][1])))) == sorted(map(str, both))
+    # Filters of several kinds must all match.
+    assert picked(dump_json("-f", d.path, "--object", "r1500003", "--group", "bdev")) \
+        == want[1:3]
+    assert picked(dump_json("-f", d.path, "--object", "i1000003", "--thread", "1")) == []
+    text = dump("-f", d.path, "--object", "r1500003").stdout
+    assert len([ln for ln in text.splitlines() if not ln.startswith("#")]) == 4
+
+
+def test_filter_by_tracepoint_group_thread(plain_driver, run_driver):
+    d = finished(run_driver, plain_driver)
+    n = 23
+
+    def count(*args):
+        return len(dump_json("-f", d.path, *args)["events"])
+    assert count() == 2 * 4 * n
+    assert count("--tp", "bdev_io_submit") == 2 * n
+    assert count("--tp", "bdev_*") == 2 * 2 * n
+    assert count("--tp", "nbd_reply,bdev_io_done") == 2 * 2 * n
+    assert count("--group", "nbd") == 2 * 2 * n
+    assert count("--group", "nbd", "--group", "bdev") == 2 * 4 * n
+    assert count("--group", "bdev", "--tp", "nbd_reply") == 0
+    for t in range(2):
+        for sel in (str(t), f"driver_{t}"):
+            doc = dump_json("-f", d.path, "--thread", sel)
+            assert ring_events(doc, t) == expected_events(t, n)
+            assert len(doc["events"]) == 4 * n
+
+
+def test_filter_by_time_window(plain_driver, run_driver):
+    d = finished(run_driver, plain_driver)
+    evs = dump_json("-f", d.path)["events"]
+    lo, hi = evs[10]["time_us"], evs[70]["time_us"]
+    want = [e for e in evs if lo <= e["time_us"] <= hi]
+    assert len(want) >= 61
+    assert dump_json("-f", d.path, "--since", repr(lo), "--until", repr(hi))["events"] == want
+    assert dump_json("-f", d.path, "--since", repr(lo))["events"] == \
+        [e for e in evs if e["time_us"] >= lo]
+    # Units: 1 s is after every event of this short run, 0 s before.
+    assert dump_json("-f", d.path, "--since", "1s")["events"] == \
+        [e for e in evs if e["time_us"] >= 1e6]
+    assert dump_json("-f", d.path, "--until", "0ms")["events"] == \
+        [e for e in evs if e["time_us"] <= 0]
+    # --abs: the window counts the times as shown, CLOCK_MONOTONIC.
+    absolute = dump_json("-f", d.path, "--abs")["events"]
+    a = absolute[10]["time_us"]
+    assert dump_json("-f", d.path, "--abs", "--since", repr(a))["events"] == \
+        [e for e in absolute if e["time_us"] >= a]
+
+
+@pytest.mark.parametrize("args,why", [
+    (["--tp", "nosuch"], "--tp nosuch: no such tracepoint"),
+    (["--tp", "bdev_io_submit,nbd_*,zz*"], "--tp zz*: no such tracepoint"),
+    (["--group", "disk"], "--group disk: no such group"),
+    (["--thread", "7"], "--thread 7: no such thread"),
+    (["--thread", "reactor_0"], "--thread reactor_0: no such thread"),
+    (["--object", "x12"], "--object x12: expected an object id"),
+    (["--object", "r"], "--object r: expected an object id"),
+    (["--object", "-5"], "--object -5: expected an object id"),
+    (["--since", "soon"], "--since soon: expected a time"),
+    (["--until", "1h"], "--until 1h: expected a time"),
+    (["--since", "5ms", "--until", "1ms"], "--since 5ms is after --until 1ms"),
+    (["--summary", "--format", "chrome"], "pick one"),
+    (["--json", "--format", "chrome"], "two formats"),
+    (["--format", "svg"], "invalid choice"),
+    (["-F", "--format", "chrome"], "-F streams events"),
+])
+def test_bad_filter_values_are_one_line_exit_2(plain_driver, run_driver, args, why):
+    d = finished(run_driver, plain_driver, threads=1, pairs=1)
+    p = dump("-f", d.path, *args, check=False)
+    assert p.returncode == 2 and p.stdout == ""
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("blktgt-trace: "), p.stderr
+    assert why in lines[0]
+
+
+def test_summary_counts_and_latency(plain_driver, run_driver):
+    d = finished(run_driver, plain_driver)
+    n = 2 * 23
+    full = dump_json("-f", d.path)["events"]
+    doc = dump_json("-f", d.path, "--summary")
+    s = doc["summary"]
+    assert s["tracepoints"] == {"bdev_io_done": n, "bdev_io_submit": n,
+                                "nbd_reply": n, "nbd_request": n}
+    assert set(s["objects"]) == {"bdev_io", "nbd_req"}
+    for kind, last in (("bdev_io", "bdev_io_done"), ("nbd_req", "nbd_reply")):
+        o = s["objects"][kind]
+        times = sorted(e["elapsed_us"] for e in full if e["tracepoint"] == last)
+        assert (o["objects"], o["done"], o["without_done"]) == (n, n, 0)
+        assert o["total_us"] == round(sum(times), 3)
+        assert (o["min_us"], o["p50_us"], o["max_us"]) == (times[0], times[22], times[-1])
+        assert sum(c for _, _, c in o["log2_us"]) == n
+        for lo, hi, c in o["log2_us"]:
+            assert c == sum(lo <= int(t) <= hi for t in times)
+    # Filters apply first: submits only, so no I/O has a later event.
+    s = dump_json("-f", d.path, "--summary", "--tp", "bdev_io_submit")["summary"]
+    assert s["tracepoints"] == {"bdev_io_submit": n}
+    assert s["objects"]["bdev_io"] == {"objects": n, "done": 0, "without_done": n,
+                                       "total_us": 0}
+    text = dump("-f", d.path, "--summary").stdout
+    assert re.search(rf"^bdev_io_submit +{n}$", text, re.M)
+    assert f"bdev_io: {n} objects, {n} with a start and a later event" in text
+
+
+# The phases the Trace Event Format defines.
+CHROME_PH = set("BEXibneSTpFstfPNODMVvRc") | {"(", ")", "I", "C"}
+
+
+def chrome_doc(*args):
+    return json.loads(dump(*args, "--format", "chrome").stdout)
+
+
+def check_chrome(doc, full, pid):
+    """What every --format chrome document must satisfy, against the
+    --json dump of the same events: returns (spans by object, flows)."""
+    assert set(doc) >= {"traceEvents", "displayTimeUnit"}
+    ev = doc["traceEvents"]
+    assert {e["ph"] for e in ev} <= CHROME_PH
+    for e in ev:
+        assert isinstance(e["name"], str) and e["pid"] == pid and isinstance(e["tid"], int)
+        if e["ph"] != "M":
+            assert isinstance(e["ts"], (int, float))
+    # Each ring event is one thread-scoped instant at its time in us.
+    inst = [e for e in ev if e["ph"] == "i" and e["cat"] != "bpftrace"]
+    assert [(e["name"], e["ts"], e["tid"]) for e in inst] == \
+        [(e["tracepoint"], e["time_us"], e["thread"]) for e in full if e["source"] == "ring"]
+    assert all(e["s"] == "t" for e in inst)
+    spans = {}
+    for e in ev:
+        if e["ph"] == "X":
+            spans.setdefault(e["args"]["object"], []).append(e)
+        elif e["ph"] in "be":
+            spans.setdefault(e["id"], []).append(e)
+    first, last = {}, {}
+    for e in full:
+        if e["source"] == "ring" and e["object"]:
+            first.setdefault(e["object"], e)
+            last[e["object"]] = e
+    assert set(spans) == set(first)
+    for o, sp in spans.items():
+        a, b = first[o], last[o]
+        if len(sp) == 1:
+            (x,) = sp
+            assert x["ph"] == "X" and x["ts"] == a["time_us"] and x["tid"] == a["thread"]
+            assert x["dur"] == (b["ts_ns"] - a["ts_ns"]) / 1000.0
+        else:
+            # An async pair: same id, cat and name; begin at the start.
+            bg, en = sp
+            assert (bg["ph"], en["ph"]) == ("b", "e")
+            assert bg["cat"] == en["cat"] and bg["name"] == en["name"] and bg["id"] == o
+            assert (bg["ts"], bg["tid"]) == (a["time_us"], a["thread"])
+            assert (en["ts"], en["tid"]) == (b["time_us"], b["thread"])
+    flows = {}
+    for e in ev:
+        if e["ph"] in "sf":
+            assert e["cat"] == "relation"
+            flows.setdefault(e["id"], []).append(e)
+    for fid, (s, f) in flows.items():
+        assert (s["ph"], f["ph"], f["bp"]) == ("s", "f", "e") and s["name"] == f["name"]
+    # A flow needs both ends shown: the cause's start and the effect's.
+    rel = [e for e in full if e["source"] == "ring" and e["related"] in first
+           and first[e["object"]] is e]
+    assert sorted((first[e["related"]]["time_us"], e["time_us"]) for e in rel) == \
+        sorted((s["ts"], f["ts"]) for s, f in flows.values())
+    names = {e["tid"]: e["args"]["name"] for e in ev
+             if e["ph"] == "M" and e["name"] == "thread_name"}
+    return spans, flows, names
+
+
+def test_chrome_format_spans_and_flows(plain_driver, run_driver):
+    d = finished(run_driver, plain_driver)
+    full = dump_json("-f", d.path)["events"]
+    doc = chrome_doc("-f", d.path)
+    spans, flows, names = check_chrome(doc, full, d.pid)
+    # The driver's pairs nest on their thread (request, then its I/O inside
+    # it), so every life is a complete event; one flow per caused I/O.
+    assert len(spans) == 2 * 2 * 23
+    assert all(len(s) == 1 and s[0]["ph"] == "X" for s in spans.values())
+    assert len(flows) == 2 * 23
+    assert names == {0: "driver_0", 1: "driver_1"}
+    # Filters apply: one request and its I/O, one flow between them.
+    spans, flows, _ = check_chrome(chrome_doc("-f", d.path, "--object", "r1500003"),
+                                   dump_json("-f", d.path, "--object", "r1500003")["events"],
+                                   d.pid)
+    assert set(spans) == {"r1500003", "i1000003"} and len(flows) == 1
+
+
+def test_merge_works_with_filters_summary_and_chrome(plain_driver, run_driver, tmp_path):
+    d = finished(run_driver, plain_driver, threads=1, pairs=3, groups="bdev")
+    evs = dump_json("-f", d.path)["events"]
+    bt = tmp_path / "bt.out"
+    bt.write_text("Attaching 1 probe...\n"
+                  f"{evs[0]['ts_ns'] + 1} io__submit id=1000000\n"
+                  f"{evs[2]['ts_ns'] + 1} io__submit id=1000001\n"
+                  f"{evs[4]['ts_ns'] + 1} io__submit id=1000002\n")
+
+    def merged(*args):
+        return dump_json("-f", d.path, "--merge", str(bt), *args)["events"]
+    # An object filter keeps the lines that name a selected object's id.
+    bt_ts = [evs[k]["ts_ns"] + 1 for k in (0, 2, 4)]
+    got = merged("--object", "i1000001")
+    assert [e["source"] for e in got] == merged_order(evs[2:4], bt_ts[1:2])
+    assert [e["text"] for e in got if e["source"] == "bpftrace"] == ["io__submit id=1000001"]
+    # A time window applies to merged lines too; kind filters leave them.
+    got = merged("--since", repr(evs[2]["time_us"]))
+    assert [e["source"] for e in got] == merged_order(evs[2:], bt_ts[1:])
+    got = merged("--tp", "bdev_io_done")
+    assert [e["source"] for e in got] == merged_order(evs[1::2], bt_ts)
+    s = dump_json("-f", d.path, "--merge", str(bt), "--summary")["summary"]
+    assert s["bpftrace_lines"] == 3 and s["tracepoints"]["bdev_io_submit"] == 3
+    doc = chrome_doc("-f", d.path, "--merge", str(bt))
+    check_chrome(doc, evs, d.pid)
+    bt_ev = [e for e in doc["traceEvents"] if e.get("cat") == "bpftrace"]
+    assert [e["args"]["text"] for e in bt_ev] == \
+        [f"io__submit id=100000{i}" for i in range(3)]
+    assert len({e["tid"] for e in bt_ev}) == 1 and bt_ev[0]["tid"] not in (0,)
+
+
+class Follower:
+    """blktgt-trace -F, its output read as it comes."""
+
+    def __init__(self, *args):
+        self.proc = subprocess.Popen([probekit.PYTHON, TOOL, "-F", *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.out = probekit.LineReader(self.proc.stdout)
+
+    def events(self):
+        return [ln for ln in self.out.lines if not ln.startswith("#")]
+
+    def end(self):
+        assert self.proc.wait(timeout=probekit.TIMEOUT) == 0, self.proc.stderr.read()
+        lines = self.out.drain()
+        assert self.proc.stderr.read() == b""
+        return lines
+
+
+def test_follow_stops_when_the_process_exits(plain_driver, run_driver):
+    d = run_driver(plain_driver, "-t", "2", "-n", "23", "-e", "bdev", wait=True)
+    f = Follower("-p", str(d.pid))
+    f.out.wait_for(r"^# following; Ctrl-C to end$")
+    f.out.wait_until(lambda lines: len(f.events()) == 2 * 2 * 23)
+    d.finish()
+    lines = f.end()
+    assert lines[-1] == (f"# followed until pid {d.pid} exited; no event was "
+                         "overwritten before this reader copied it")
+    assert len(f.events()) == 2 * 2 * 23
+
+
+def test_follow_stops_on_sigint_and_sigterm(plain_driver, run_driver):
+    d = run_driver(plain_driver, "-t", "1", "-n", "5", "-e", "nbd", wait=True)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        f = Follower("-p", str(d.pid), "--json")
+        f.out.wait_until(lambda lines: len(lines) == 10)
+        f.proc.send_signal(sig)
+        lines = f.end()
+        assert [json.loads(ln)["tracepoint"] for ln in lines[:-1]] == \
+            ["nbd_request", "nbd_reply"] * 5
+        assert json.loads(lines[-1]) == {
+            "source": "end", "why": sig.name, "overwritten_while_following": 0,
+            "overwritten_per_thread": {"0": 0}}
+    # -F on a file whose writer is gone reads it once and stops.
+    d.finish()
+    f = Follower("-f", d.path, "--summary", "--json")
+    doc = json.loads(f.end()[0])
+    assert doc["summary"]["tracepoints"] == {"nbd_reply": 5, "nbd_request": 5}
+    assert doc["follow"]["why"] == f"pid {d.pid} is not running"
+
+
+def test_follow_refuses_a_core(tmp_path):
+    p = dump("--core", str(tmp_path / "core"), "-F", check=False)
+    assert p.returncode == 2 and len(p.stderr.splitlines()) == 1
+    assert "-F follows a live ring" in p.stderr

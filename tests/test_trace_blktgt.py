@@ -374,3 +374,126 @@ def test_bad_clock_choice_is_refused(blktgt_bin, tmp_path, monkeypatch):
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr == "blktgt: BLKTGT_TRACE_CLOCK=hpet: expected 'tsc' or 'monotonic'\n"
     assert not os.path.exists(tmp_path / "s")
+
+
+def nbd_writes(t, count=N):
+    """count 4 KiB NBD writes from qemu-io, one request each."""
+    t.rpc("bdev_malloc_create", name="m0", size_mb=4, block_size=512)
+    t.rpc("export_create", name="e0", bdev="m0")
+    cmds = []
+    for i in range(count):
+        cmds += ["-c", f"write -P {i % 250} {i * 4096} 4k"]
+    p = subprocess.run(["qemu-io", "-f", "raw", *cmds, t.nbd_uri("e0")],
+                       capture_output=True, text=True, timeout=probekit.TIMEOUT)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_object_filter_gives_one_nbd_request_with_its_bdev_io(start):
+    t = start("-e", "bdev,nbd")
+    nbd_writes(t)
+    t.stop()            # the file no longer changes: dumps agree exactly
+    evs = events(t.pid)
+    writes = [e["object"] for e in evs
+              if e["tracepoint"] == "nbd_request" and e["args"]["cmd"] == 1]
+    assert len(writes) == N
+    r = writes[N // 2]
+    (io,) = [e["object"] for e in evs if e["tracepoint"] == "bdev_io_submit"
+             and e["related"] == r]
+    want = [e for e in evs if e["object"] in (r, io)]
+    assert [e["tracepoint"] for e in want] == \
+        ["nbd_request", "bdev_io_submit", "bdev_io_done", "nbd_reply"]
+    assert events(t.pid, "--object", r) == want
+    assert events(t.pid, "--object", io) == want
+    s = json.loads(dump(t.pid, "--json", "--summary", "--object", r))["summary"]
+    assert s["tracepoints"] == {"nbd_request": 1, "bdev_io_submit": 1,
+                                "bdev_io_done": 1, "nbd_reply": 1}
+    assert s["objects"]["nbd_req"]["total_us"] == round(want[-1]["elapsed_us"], 3)
+
+
+def test_summary_counts_a_known_workload(start):
+    t = start("-e", "bdev,rpc")
+    t.rpc("bdev_malloc_create", name="m0", size_mb=4, block_size=512)
+    workload(t)
+    s = json.loads(dump(t.pid, "--json", "--summary"))["summary"]
+    assert s["tracepoints"] == {"bdev_io_submit": N, "bdev_io_done": N,
+                                "rpc_request": 2, "rpc_done": 2}
+    io = s["objects"]["bdev_io"]
+    assert (io["objects"], io["done"], io["without_done"]) == (N, N, 0)
+    assert sum(c for _, _, c in io["log2_us"]) == N
+    rpc = s["objects"]["rpc_req"]
+    assert (rpc["objects"], rpc["done"]) == (2, 2)
+    text = dump(t.pid, "--summary")
+    assert re.search(rf"^bdev_io_done +{N}$", text, re.M)
+
+
+def test_chrome_trace_of_nbd_writes(start):
+    """One span per object, matching begin/end where I/Os overlap on a
+    reactor (queue depth 4), and one flow per NBD request that caused a
+    bdev I/O; times are the dump's microseconds."""
+    t = start("-e", "bdev,nbd")
+    nbd_writes(t)
+    t.rpc("workload_run", bdev="m0", pattern="randrw", io_size=4096,
+          queue_depth=4, count=N)
+    t.stop()
+    doc = json.loads(dump(t.pid, "--format", "chrome"))
+    ev = doc["traceEvents"]
+    full = events(t.pid)
+    assert {e["ph"] for e in ev} <= set("MiXbesf")
+    objs = {e["object"] for e in full if e["object"]}
+    spans = {}
+    for e in ev:
+        if e["ph"] in "be":
+            spans.setdefault(e["id"], []).append(e["ph"])
+        elif e["ph"] == "X":
+            spans.setdefault(e["args"]["object"], []).append("X")
+    assert set(spans) == objs
+    assert all(v in (["X"], ["b", "e"]) for v in spans.values())
+    # qd 4: the workload's I/Os overlap, so some lives are async pairs.
+    assert sum(v == ["b", "e"] for v in spans.values()) >= 2
+    caused = [e for e in full if e["tracepoint"] == "bdev_io_submit" and e["related"]]
+    assert len(caused) >= N
+    s = [e for e in ev if e["ph"] == "s"]
+    f = [e for e in ev if e["ph"] == "f"]
+    assert len(s) == len(f) == len(caused)
+    assert sorted(e["id"] for e in s) == sorted(e["id"] for e in f)
+    assert all(e["bp"] == "e" for e in f)
+    assert sorted(e["ts"] for e in f) == sorted(e["time_us"] for e in caused)
+
+
+def test_follow_counts_what_the_writer_overwrote(start):
+    """-F prints events as they are recorded; a reader that falls more
+    than a ring behind says exactly how many it never saw."""
+    t = start("-e", "bdev")
+    t.rpc("bdev_malloc_create", name="m0", size_mb=4, block_size=512)
+    tool = os.path.join(probekit.BUILD, "bin", "blktgt-trace")
+    f = subprocess.Popen([tool, "-F", "-p", str(t.pid)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    try:
+        out = probekit.LineReader(f.stdout)
+        out.wait_for(r"^# following; Ctrl-C to end$")
+        slots = int(re.search(r"x (\d+) slots", out.lines[0]).group(1))
+
+        def shown(lines):
+            return sum(not ln.startswith("#") for ln in lines)
+        workload(t)
+        out.wait_until(lambda lines: shown(lines) == 2 * N)
+        # Stopped, the reader cannot keep up: the writer laps it.
+        big = slots // 2 + 1000
+        f.send_signal(signal.SIGSTOP)
+        try:
+            workload(t, count=big)
+        finally:
+            f.send_signal(signal.SIGCONT)
+        lapped = 2 * big - (slots - 1)
+        out.wait_until(lambda lines: shown(lines) == 2 * N + slots - 1)
+        t.stop()
+        assert f.wait(timeout=probekit.TIMEOUT) == 0, f.stderr.read()
+        lines = out.drain()
+        assert lines[-1] == (f"# followed until pid {t.pid} exited; {lapped} events "
+                             "overwritten while following, before this reader copied "
+                             f"them: the writer lapped it (thread 1: {lapped})")
+        assert shown(lines) == 2 * N + slots - 1
+    finally:
+        if f.poll() is None:
+            f.kill()
+            f.wait()
