@@ -6,7 +6,7 @@
 # tools read the file at run time, from PREFIX/share/probekit/VERSION when
 # they sit in PREFIX/bin, else from ../VERSION beside their checkout
 # directory; $(O)/share/probekit/VERSION serves the tools copied into
-# $(O)/bin (blktgt_trace).
+# $(O)/bin (blktgt-trace).
 
 PROBEKIT_VERSION_H := $(O)/gen/probekit_version.h
 PROBEKIT_VERSION_SHARE := $(O)/share/probekit/VERSION

@@ -84,7 +84,7 @@ def mask_arg(text):
 
 # --- probekit's version -------------------------------------------------
 # Each probekit script carries this lookup itself, so that it still works
-# when copied alone (as make copies blktgt_trace into $(O)/bin).
+# when copied alone (as make copies blktgt-trace into $(O)/bin).
 
 _VERSION_RE = re.compile(r"[0-9A-Za-z.+~-]{1,32}\n?")
 

@@ -32,7 +32,7 @@ import pytest
 import probekit
 
 sys.path.insert(0, os.path.join(probekit.ROOT, "probes"))
-import sdtnotes  # noqa: E402
+from probelib import elf as _elf, notes as _notes  # noqa: E402
 from elftools.elf.elffile import ELFFile  # noqa: E402
 
 # The programs these tests run; a missing one names its Debian package.
@@ -82,7 +82,7 @@ def site_bytes(path, pc, n):
 
 
 def sites(path):
-    probes = sdtnotes.read_probes(path)
+    probes = _notes.read_probes(path)
     assert probes, f"{path} has no .note.stapsdt probes"
     return [(p.provider, p.name, p.pc) for p in probes]
 

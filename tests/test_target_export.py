@@ -16,7 +16,7 @@ import pytest
 import probekit
 
 sys.path.insert(0, os.path.join(probekit.ROOT, "probes"))
-import sdtnotes  # noqa: E402
+from probelib import elf as _elf, notes as _notes  # noqa: E402
 
 N = 100003      # prime; long enough to pause in the middle of
 
@@ -178,7 +178,7 @@ def function_names(pid, binary):
                 base = int(parts[0].split("-")[0], 16)
                 break
     assert base is not None, f"{real} is not mapped in {pid}"
-    return {base + v: name for name, (v, size, t) in sdtnotes.read_symbols(real).items()
+    return {base + v: name for name, (v, size, t) in _elf.read_symbols(real).items()
             if t == "STT_FUNC"}
 
 
