@@ -322,7 +322,9 @@ def test_shutdown_waits_for_a_change_without_spinning(blktgt_bin, tmp_path):
         pth.start()
         # The pause is under way (its walk waits for reactor_2) once a
         # resume is refused as busy.
+        deadline = time.monotonic() + probekit.TIMEOUT
         while True:
+            assert time.monotonic() < deadline, "the pause of e0 never started"
             try:
                 t.rpc("export_resume", name="e0")
             except probekit.RpcError as e:
@@ -333,7 +335,8 @@ def test_shutdown_waits_for_a_change_without_spinning(blktgt_bin, tmp_path):
         t.proc.send_signal(signal.SIGTERM)
         t.out.wait_for(r"shutdown: resuming export e1 ")
         # Shutdown now waits for e0's pause.  Measure reactor 0's CPU time
-        # over a second of that wait.
+        # over a second of that wait (a measurement window, not a wait for
+        # readiness: nothing signals "still not spinning").
         before, t0 = cpu_ticks(t.pid, t.pid), time.monotonic()
         time.sleep(1.0)
         used = (cpu_ticks(t.pid, t.pid) - before) / os.sysconf("SC_CLK_TCK")
