@@ -192,6 +192,21 @@ def derive_ring(raw, d):
                                         / x["trace_events_per_io"]
                                         if x.get("trace_events_per_io") else None)),
         }
+    lc = raw.get("lttngcost")
+    r["lttng"] = None
+    if lc and lc.get("samples"):
+        ls, ld = lc["samples"], lc["samples_disabled"]
+        r["lttng"] = {
+            "events": lc["events"],
+            "ns": summary([x["ns_per_event"] for x in ls]),
+            "cpu_ns": summary([x["cpu_ns_per_event"] for x in ls]),
+            "disabled_ns": summary([x["ns_per_event"] for x in ld]),
+            "disabled_cpu_ns": summary([x["cpu_ns_per_event"] for x in ld]),
+            "vs_ring": summary(paired(ls, ts, lambda x, y: x["ns_per_event"]
+                                      / y["enabled_ns_per_event"])),
+            "vs_ring_cpu": summary(paired(ls, ts, lambda x, y: x["cpu_ns_per_event"]
+                                          / y["enabled_cpu_ns"])),
+        }
     wl = raw.get("workload")
     r["wl"] = None
     if wl and "trace_all" in wl["samples"]:
@@ -326,6 +341,11 @@ def markdown(raw, d):
           f"{med(ring['clock_ns'], 1)} | goal <= 50 enabled |")
         w(f"| trace ring event / attached USDT hit (stock), same run | "
           f"{med(ring['vs_stock'], 3)} | |")
+        lt = ring["lttng"]
+        if lt:
+            w(f"| LTTng-UST event (same payload, snapshot session), ns: enabled / disabled | "
+              f"{med(lt['ns'], 1)} / {med(lt['disabled_ns'], 1)} | ~160-190 enabled |")
+            w(f"| LTTng-UST event / trace ring event, same run | {med(lt['vs_ring'], 2)} | |")
         if ring["fio"]:
             w(f"| IOPS, blktgt -e all / tracing off | {med(ring['fio']['ratio'], 3)} | "
               "goal >= 0.97 |")
@@ -556,6 +576,36 @@ def ring_section(w, raw, d):
         w(f"| workload_run: ring events per I/O | {fmt(wl['events_per_io'], 3)} | |")
         w(f"| workload_run: extra ns per ring event | {fmt(wl['per_event'], 0)} | |")
     w("")
+    lt = r["lttng"]
+    if lt:
+        w("### Its peer: LTTng-UST")
+        w("")
+        w(f"bench/lttngcost.c fires {lt['events']:,} LTTng-UST events on one thread, "
+          "each with the payload of the ring's `bdev_io_submit` (owner, object and "
+          "related ids, a 16-byte bdev name, type, length, offset: "
+          "bench/lttngcost_tp.h), into a snapshot-mode session (a per-CPU buffer in "
+          "overwrite mode, which wraps like the ring). The bench starts its own "
+          "lttng-sessiond, as an ordinary user with LTTNG_HOME in a temporary "
+          "directory, before the first run (so no registration waits out "
+          "liblttng-ust's 3 s timeout), and stops it and its consumer daemon after "
+          "(bench/lttngsession.py). One run with the event enabled and one with it "
+          "disabled in the session, both in the ring's rotation above, so "
+          "LTTng-UST / ring is paired within a repetition. "
+          "tests/test_bench_lttng.py checks that every event fired is in the "
+          "snapshot and that nothing is left running.")
+        w("")
+        w("| what | value |")
+        w("|---|---|")
+        w(f"| ns per event, enabled (wall clock) | {fmt(lt['ns'], 1)} |")
+        w(f"| ns per event, enabled (thread CPU time) | {fmt(lt['cpu_ns'], 1)} |")
+        w(f"| ns per event, disabled in the session (wall / CPU) | "
+          f"{fmt(lt['disabled_ns'], 2)} / {fmt(lt['disabled_cpu_ns'], 2)} |")
+        w(f"| trace ring event, enabled (wall clock, above) | "
+          f"{fmt(r['enabled_ns_per_event'], 1)} |")
+        w(f"| **LTTng-UST event / ring event** (wall clock, paired) | {fmt(lt['vs_ring'], 2)} |")
+        w(f"| LTTng-UST event / ring event (thread CPU time, paired) | "
+          f"{fmt(lt['vs_ring_cpu'], 2)} |")
+        w("")
 
 
 NOP5_TEXT = """

@@ -11,11 +11,14 @@
 #
 # tracecost (bench/tracecost.c) times one trace ring event (target/trace.h,
 # the second tier) enabled and disabled; bench/run runs it in the same
-# alternating repetitions as hitcost's attached USDT hit.
+# alternating repetitions as hitcost's attached USDT hit.  lttngcost
+# (bench/lttngcost.c) times its peer, an LTTng-UST event with the same
+# payload recorded into a snapshot-mode session (bench/lttngsession.py),
+# in the same rotation.
 
 BENCH_DIR   := $(O)/bench
 BENCH_PROGS := $(foreach p,hitcost redzone,$(foreach v,stock nop5 nop5-redzone,$(BENCH_DIR)/$(p)-$(v)))
-BENCH_PROGS += $(BENCH_DIR)/tracecost
+BENCH_PROGS += $(BENCH_DIR)/tracecost $(BENCH_DIR)/lttngcost
 BENCH_CFLAGS = -std=gnu11 -D_GNU_SOURCE -fno-omit-frame-pointer $(WARN) $(CFLAGS)
 
 # stock: sys/sdt.h's 1-byte nop.  nop5: the 5-byte nop with the red zone
@@ -40,6 +43,10 @@ $(BENCH_DIR)/redzone-%: bench/redzone.c bench/bench.h probes/nop5/sys/sdt.h mk/b
 $(BENCH_DIR)/tracecost: bench/tracecost.c bench/bench.h target/trace.c target/trace.h target/trace_defs.h mk/bench.mk | $(BENCH_DIR)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(BENCH_CFLAGS) -pthread -Itarget -Ibench -o $@ bench/tracecost.c target/trace.c
+
+$(BENCH_DIR)/lttngcost: bench/lttngcost.c bench/lttngcost_tp.h bench/bench.h mk/bench.mk | $(BENCH_DIR)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(BENCH_CFLAGS) -Ibench -o $@ bench/lttngcost.c -llttng-ust -ldl
 
 bench: all bench-progs
 	$(Q)$(MAKE) --no-print-directory O=$(O)/nousdt USDT=0 USDT_NOP5=0 $(O)/nousdt/bin/blktgt
