@@ -32,6 +32,7 @@ struct {
 SEC("uprobe")
 int func_entry(struct pt_regs *ctx)
 {
+	hit_count();
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	__u64 ts = bpf_ktime_get_ns();
 	__u64 arg = pk_regs_arg(ctx, arg_index) & arg_mask;
@@ -45,6 +46,7 @@ int func_entry(struct pt_regs *ctx)
 SEC("uretprobe")
 int func_return(struct pt_regs *ctx)
 {
+	hit_count();
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	__s64 ret = PT_REGS_RC(ctx);
 	__u64 *tsp, delta;

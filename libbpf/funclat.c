@@ -163,6 +163,7 @@ int main(int argc, char **argv)
 	skel->rodata->arg_index = env.arg;
 	skel->rodata->arg_mask = env.arg_bits == 32 ? 0xffffffffULL : ~0ULL;
 	skel->rodata->unit_ns = env.c.unit_ns;
+	skel->rodata->count_hits = env.c.max_rate > 0;
 	err = funclat_bpf__load(skel);
 	if (err) {
 		report_load_error(&t, err);
@@ -175,6 +176,8 @@ int main(int argc, char **argv)
 		goto out;
 
 	snprintf(what, sizeof(what), "%s()", env.func);
+	env.c.hits = skel->maps.hits;
+	env.c.skel = skel->skeleton;
 	rc = run_loop(&env.c, &t, what, collect, skel);
 out:
 	funclat_bpf__destroy(skel);

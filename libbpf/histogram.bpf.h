@@ -52,6 +52,33 @@ static __always_inline __u32 hist_slot(__u64 v, bool linear, __u64 width)
 	return s < HIST_MAX_SLOTS ? s : HIST_MAX_SLOTS - 1;
 }
 
+/*
+ * --max-rate: with count_hits set before load, every program calls
+ * hit_count() first, so hits[0] holds, per CPU, how many times the tool's
+ * probes fired.  User space sums the CPUs' slots (trace_helpers.h,
+ * run_loop()).  Without --max-rate the branch is all a hit pays.
+ */
+const volatile bool count_hits = false;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} hits SEC(".maps");
+
+static __always_inline void hit_count(void)
+{
+	__u32 zero = 0;
+	__u64 *n;
+
+	if (!count_hits)
+		return;
+	n = bpf_map_lookup_elem(&hits, &zero);
+	if (n)
+		*n += 1;
+}
+
 /* An all-zero histogram to create new map entries from. */
 static const struct hist hist_zero;
 

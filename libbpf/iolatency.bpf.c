@@ -42,6 +42,7 @@ struct {
 SEC("usdt")
 int BPF_USDT(io_submit, __u64 id)
 {
+	hit_count();
 	__u64 ts = bpf_ktime_get_ns();
 
 	bpf_map_update_elem(&start, &id, &ts, BPF_ANY);
@@ -75,6 +76,7 @@ SEC("usdt")
 int BPF_USDT(io_done, __u64 id, const char *bdev, __u32 type, __u64 len,
 	     __s32 status, const char *type_name)
 {
+	hit_count();
 	return handle_done(id, bdev, type_name);
 }
 

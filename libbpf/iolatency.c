@@ -118,6 +118,7 @@ int main(int argc, char **argv)
 	skel->rodata->linear = env.linear;
 	skel->rodata->width = env.width;
 	skel->rodata->unit_ns = env.c.unit_ns;
+	skel->rodata->count_hits = env.c.max_rate > 0;
 	err = iolatency_bpf__load(skel);
 	if (err) {
 		report_load_error(&t, err);
@@ -129,6 +130,8 @@ int main(int argc, char **argv)
 			&skel->links.io_done))
 		goto out;
 
+	env.c.hits = skel->maps.hits;
+	env.c.skel = skel->skeleton;
 	rc = run_loop(&env.c, &t, "block I/O latency", collect, skel);
 out:
 	iolatency_bpf__destroy(skel);

@@ -41,6 +41,7 @@ SEC("usdt")
 int BPF_USDT(io_submit, __u64 id, const char *bdev, __u32 type,
 	     __u64 offset, __u64 len, const char *type_name)
 {
+	hit_count();
 	return handle_submit(bdev, len, type_name);
 }
 

@@ -82,6 +82,7 @@ int main(int argc, char **argv)
 	}
 	skel->rodata->per_bdev = env.per_bdev;
 	skel->rodata->per_type = env.per_type;
+	skel->rodata->count_hits = env.c.max_rate > 0;
 	err = iosize_bpf__load(skel);
 	if (err) {
 		report_load_error(&t, err);
@@ -91,6 +92,8 @@ int main(int argc, char **argv)
 			&skel->links.io_submit))
 		goto out;
 
+	env.c.hits = skel->maps.hits;
+	env.c.skel = skel->skeleton;
 	rc = run_loop(&env.c, &t, "block I/O size", collect, skel);
 out:
 	iosize_bpf__destroy(skel);

@@ -117,6 +117,7 @@ static __always_inline void count(__u32 stage, __u32 tid, const char *cmd,
 SEC("usdt")
 int BPF_USDT(nbd_transmit, __u64 id, __s32 fd32)
 {
+	hit_count();
 	__u64 fd = (__u32)fd32;
 	struct nt_conn *c;
 
@@ -133,6 +134,7 @@ int BPF_USDT(nbd_transmit, __u64 id, __s32 fd32)
 SEC("usdt")
 int BPF_USDT(nbd_disconnect, __u64 id)
 {
+	hit_count();
 	struct nt_conn *c = bpf_map_lookup_elem(&conns, &id);
 	__u64 fd, *owner;
 
@@ -152,6 +154,7 @@ SEC("usdt")
 int BPF_USDT(nbd_request, __u64 conn, __u64 handle, __u32 cmd, __u64 offset,
 	     __u32 len, const char *cmd_name)
 {
+	hit_count();
 	struct nt_req_key k = { .conn = conn, .handle = handle };
 	struct nt_req r = {};
 	struct nt_conn *c;
@@ -179,6 +182,7 @@ int BPF_USDT(nbd_request, __u64 conn, __u64 handle, __u32 cmd, __u64 offset,
 SEC("usdt")
 int BPF_USDT(nbd_reply, __u64 conn, __u64 handle, __u32 cmd, __u32 error)
 {
+	hit_count();
 	struct nt_req_key k = { .conn = conn, .handle = handle };
 	__u64 now = bpf_ktime_get_ns(), share = 0;
 	struct nt_req *r;
@@ -210,6 +214,7 @@ int BPF_USDT(nbd_reply, __u64 conn, __u64 handle, __u32 cmd, __u32 error)
 SEC("usdt")
 int BPF_USDT(io_submit, __u64 id)
 {
+	hit_count();
 	__u64 ts = bpf_ktime_get_ns();
 
 	bpf_map_update_elem(&ios, &id, &ts, BPF_ANY);
@@ -222,6 +227,7 @@ SEC("usdt")
 int BPF_USDT(io_done, __u64 id, const char *bdev, __u32 type, __u64 len,
 	     __s32 status, const char *type_name)
 {
+	hit_count();
 	char name[IOTYPE_LEN] = {};
 	__u64 *tsp, delta;
 

@@ -221,6 +221,7 @@ int main(int argc, char **argv)
 	skel->rodata->linear = env.linear;
 	skel->rodata->width = env.width;
 	skel->rodata->unit_ns = env.c.unit_ns;
+	skel->rodata->count_hits = env.c.max_rate > 0;
 	err = nbdtime_bpf__load(skel);
 	if (err) {
 		report_load_error(&t, err);
@@ -241,6 +242,8 @@ int main(int argc, char **argv)
 	    attach_tracepoints(skel))
 		goto out;
 
+	env.c.hits = skel->maps.hits;
+	env.c.skel = skel->skeleton;
 	rc = run_loop(&env.c, &t, "NBD request time",
 		      collect, skel);
 out:

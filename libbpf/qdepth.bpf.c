@@ -63,6 +63,7 @@ static __always_inline int handle_submit(__u64 id, const char *bdev)
 SEC("usdt")
 int BPF_USDT(io_submit, __u64 id, const char *bdev)
 {
+	hit_count();
 	return handle_submit(id, bdev);
 }
 
@@ -86,6 +87,7 @@ static __always_inline int handle_done(__u64 id, const char *bdev)
 SEC("usdt")
 int BPF_USDT(io_done, __u64 id, const char *bdev)
 {
+	hit_count();
 	return handle_done(id, bdev);
 }
 

@@ -60,6 +60,7 @@ int main(int argc, char **argv)
 		report_load_error(&t, -errno);
 		goto out;
 	}
+	skel->rodata->count_hits = env.max_rate > 0;
 	err = qdepth_bpf__load(skel);
 	if (err) {
 		report_load_error(&t, err);
@@ -71,6 +72,8 @@ int main(int argc, char **argv)
 			&skel->links.io_done))
 		goto out;
 
+	env.hits = skel->maps.hits;
+	env.skel = skel->skeleton;
 	rc = run_loop(&env, &t, "queue depth", collect, skel);
 out:
 	qdepth_bpf__destroy(skel);

@@ -34,6 +34,7 @@ struct {
 SEC("usdt")
 int BPF_USDT(rpc_request, __u64 id)
 {
+	hit_count();
 	__u64 ts = bpf_ktime_get_ns();
 
 	bpf_map_update_elem(&start, &id, &ts, BPF_ANY);
@@ -60,6 +61,7 @@ static __always_inline int handle_done(__u64 id, const char *method)
 SEC("usdt")
 int BPF_USDT(rpc_done, __u64 id, const char *method, __s32 status)
 {
+	hit_count();
 	return handle_done(id, method);
 }
 

@@ -59,6 +59,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	skel->rodata->unit_ns = env.unit_ns;
+	skel->rodata->count_hits = env.max_rate > 0;
 	err = rpclat_bpf__load(skel);
 	if (err) {
 		report_load_error(&t, err);
@@ -70,6 +71,8 @@ int main(int argc, char **argv)
 			&skel->links.rpc_done))
 		goto out;
 
+	env.hits = skel->maps.hits;
+	env.skel = skel->skeleton;
 	rc = run_loop(&env, &t, "JSON-RPC latency", collect, skel);
 out:
 	rpclat_bpf__destroy(skel);

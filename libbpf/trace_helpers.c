@@ -102,6 +102,9 @@ static const struct tool_option common_options[] = {
 	{ 'j', "json", NULL, "print JSON, one object per interval (schema:\n"
 			     "bcc/probekit_bcc.py)" },
 	{ 'v', "verbose", NULL, "show libbpf's messages" },
+	{ OPT_MAX_RATE, "max-rate", "HITS_PER_S",
+	  "a cost guard: past this many probe hits per second,\n"
+	  "detach, print what was collected and exit 0" },
 	{ 'h', "help", NULL, "show this help and exit" },
 	{ OPT_VERSION, "version", NULL, "show probekit's version and exit" },
 	{ 0 }
@@ -293,6 +296,9 @@ static bool common_option(const struct tool_cli *cli, struct common_args *a,
 		return true;
 	case 'v':
 		a->verbose = true;
+		return true;
+	case OPT_MAX_RATE:
+		a->max_rate = positive_arg("--max-rate", arg, MAX_RATE_LIMIT);
 		return true;
 	case 'h':
 		print_help(cli);
@@ -704,6 +710,27 @@ static enum wake wait_until(const struct target *t, const sigset_t *mask,
 	}
 }
 
+/* Probe hits so far: the sum of every CPU's slot of histogram.bpf.h's
+ * hits map; -errno when it cannot be read. */
+static long long hits_total(const struct bpf_map *map)
+{
+	int ncpus = libbpf_num_possible_cpus();
+	unsigned long long *v, sum = 0;
+	__u32 zero = 0;
+	int err;
+
+	if (ncpus <= 0)
+		return ncpus ? ncpus : -EINVAL;
+	v = calloc(ncpus, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	err = bpf_map__lookup_elem(map, &zero, sizeof(zero), v, ncpus * sizeof(*v), 0);
+	for (int i = 0; !err && i < ncpus; i++)
+		sum += v[i];
+	free(v);
+	return err ? (err < 0 ? err : -err) : (long long)sum;
+}
+
 static int emit(struct output *out, collect_fn collect, void *ctx)
 {
 	struct hist_entry *e = NULL;
@@ -718,13 +745,35 @@ static int emit(struct output *out, collect_fn collect, void *ctx)
 	return 0;
 }
 
+/*
+ * Past --max-rate: detach every probe first, so the histograms read next
+ * are final and the target stops paying for hits at once, then print
+ * them and one line on stderr saying why tracing ended.  Exit status 0:
+ * the guard did what it was asked, and what was printed is valid.
+ */
+static int stop_over_budget(const struct common_args *a, struct output *out,
+			    collect_fn collect, void *ctx, double rate)
+{
+	long long total;
+
+	bpf_object__detach_skeleton(a->skel);
+	total = hits_total(a->hits);
+	if (emit(out, collect, ctx))
+		return 1;
+	fflush(stdout);
+	fprintf(stderr, "%s: %.0f probe hits/s is over --max-rate %ld; detached after %lld "
+		"hits\n", command_name(), rate, a->max_rate, total);
+	return 0;
+}
+
 int run_loop(const struct common_args *a, const struct target *t,
 	     const char *what, collect_fn collect, void *ctx)
 {
 	struct output out = { .tool = tool_name, .pid = t->pid,
 			      .json = a->json, .timestamp = a->timestamp };
 	struct sigaction sa = { .sa_handler = on_signal };
-	long long start, end = -1, next = -1;
+	long long start, end = -1, next = -1, check = -1, last_check, hits, last_hits = 0;
+	double rate;
 	sigset_t block, mask;
 	long left = a->count;
 	enum wake why;
@@ -749,16 +798,37 @@ int run_loop(const struct common_args *a, const struct target *t,
 		end = start + a->duration * 1000000000LL;
 	if (a->interval)
 		next = start + a->interval * 1000000000LL;
+	if (a->max_rate)
+		check = start + MAX_RATE_WINDOW_NS;
+	last_check = start;
 	for (;;) {
-		long long until = next;
+		long long until = next, now;
 
 		if (end >= 0 && (until < 0 || end < until))
 			until = end;
+		if (check >= 0 && (until < 0 || check < until))
+			until = check;
 		why = wait_until(t, &mask, until);
 		if (why != WAKE_TIME)
 			break;
-		if (end >= 0 && now_ns() >= end)
+		now = now_ns();
+		if (check >= 0 && now >= check) {
+			hits = hits_total(a->hits);
+			if (hits < 0) {
+				tool_err("cannot read the hit counter: %s", strerror((int)-hits));
+				return 1;
+			}
+			rate = (double)(hits - last_hits) * 1e9 / (double)(now - last_check);
+			if (rate > (double)a->max_rate)
+				return stop_over_budget(a, &out, collect, ctx, rate);
+			last_hits = hits;
+			last_check = now;
+			check = now + MAX_RATE_WINDOW_NS;
+		}
+		if (end >= 0 && now >= end)
 			break;
+		if (next < 0 || now < next)
+			continue;
 		if (emit(&out, collect, ctx))
 			return 1;
 		next += a->interval * 1000000000LL;

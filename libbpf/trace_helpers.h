@@ -4,7 +4,7 @@
  * programs: the options all tools share, strict number parsing, finding
  * the target process and its binary, attaching USDT probes and uprobes
  * with one clear error line, and the output loop that ends on Ctrl-C,
- * after -d or count intervals, or when the target exits.
+ * after -d or count intervals, when the target exits, or past --max-rate.
  *
  * Options, messages and the loop follow bcc/probekit_bcc.py, so that a
  * libbpf tool is a drop-in for its bcc/ twin.
@@ -21,6 +21,7 @@
 struct bpf_program;
 struct bpf_link;
 struct bpf_map;
+struct bpf_object_skeleton;
 
 /* The tool's name ("iolatency"), as --json names it; each tool sets it. */
 extern const char *tool_name;
@@ -54,7 +55,17 @@ struct common_args {
 	long count;		/* [count], 0 = no limit */
 	const char *unit;	/* -m/-u/-n: "msecs", "usecs" or "nsecs" */
 	unsigned long long unit_ns;	/* nanoseconds per unit */
+	long max_rate;		/* --max-rate HITS_PER_S, 0 = no limit */
+	/* For --max-rate, set by the tool before run_loop(): histogram.bpf.h's
+	 * hits map (count_hits set before load) and the skeleton to detach. */
+	const struct bpf_map *hits;
+	struct bpf_object_skeleton *skel;
 };
+
+/* --max-rate: the largest budget taken, and the window the rate is
+ * measured over (the budget is checked at the end of every window). */
+#define MAX_RATE_LIMIT 1000000000L
+#define MAX_RATE_WINDOW_NS 1000000000LL
 
 /*
  * One option, declared once: getopt_long()'s short-option string, its
@@ -72,6 +83,7 @@ struct tool_option {
 
 enum {
 	OPT_VERSION = 256,	/* --version: no short form, as in bcc/ */
+	OPT_MAX_RATE,		/* --max-rate: no short form, as in bcc/ */
 	OPT_LONG_ONLY = 512,	/* the first key of a tool's long-only option */
 };
 
@@ -163,8 +175,10 @@ typedef int (*collect_fn)(void *ctx, struct hist_entry **entries);
  * attached, since that line is the tools' readiness signal.  Then prints
  * collect()'s histograms every interval; ends after count intervals,
  * after -d, on SIGINT or SIGTERM (printing what was collected), or when
- * the target exits (the same, plus one line on stderr).  Returns the exit
- * status: 0, or 1 if collecting failed.
+ * the target exits (the same, plus one line on stderr).  With --max-rate,
+ * checks the probe hits of every MAX_RATE_WINDOW_NS; past the budget it
+ * detaches the probes, prints what was collected and one line on stderr.
+ * Returns the exit status: 0, or 1 if collecting failed.
  */
 int run_loop(const struct common_args *a, const struct target *t,
 	     const char *what, collect_fn collect, void *ctx);
