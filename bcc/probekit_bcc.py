@@ -86,10 +86,12 @@ import signal
 import sys
 import time
 
+import probekit_bcc_load as loader
 from probekit_bcc_args import command
 
 LINEAR_SLOTS = 1000     # buckets of a linear histogram; the last is open
 TICK = 0.1              # how often the loop checks for Ctrl-C and the target
+MAX_RATE_WINDOW = 1.0   # --max-rate: seconds the hit rate is measured over
 
 
 # --- histograms -----------------------------------------------------------
@@ -255,13 +257,18 @@ class Output:
             print("\n".join(lines), flush=True)
 
 
-def run(tool, target, args, collect, what):
+def run(tool, target, args, collect, what, bpf=None):
     """The tool's main loop.  Prints "Tracing ... Hit Ctrl-C to end." (the
     readiness line: the caller has loaded and attached everything), then
     every interval calls collect() -> [Hist] (which clears the maps) and
     prints it.  Ends after count intervals, after -d seconds, on Ctrl-C
     or SIGTERM (printing what was collected, exit 0), or when the target
-    exits (the same, plus a line on stderr saying so)."""
+    exits (the same, plus a line on stderr saying so).  With --max-rate,
+    bpf (loaded with count_hits) is checked every MAX_RATE_WINDOW seconds;
+    past the budget it is detached first, so the histograms are final and
+    the target stops paying at once, then they are printed with one line
+    on stderr saying why tracing ended, exit 0 (the guard did what was
+    asked), as the libbpf tools do."""
     stop = []
 
     def on_signal(signum, frame):
@@ -285,11 +292,29 @@ def run(tool, target, args, collect, what):
     next_out = now + interval if interval else None
     left = args.count
     gone = False
+    budget = getattr(args, "max_rate", None)
+    check = now + MAX_RATE_WINDOW if budget else None
+    last_check, last_hits = now, 0
     while True:
         now = time.monotonic()
-        due = [t for t in (end, next_out) if t is not None]
+        due = [t for t in (end, next_out, check) if t is not None]
         if stop or (end is not None and now >= end):
             break
+        if check is not None and now >= check:
+            hits = loader.hits(bpf)
+            rate = (hits - last_hits) / (now - last_check)
+            if rate > budget:
+                loader.detach_all(bpf)
+                total = loader.hits(bpf)
+                out.emit(collect())
+                sys.stdout.flush()
+                sys.stderr.write("%s: %.0f probe hits/s is over --max-rate %d; "
+                                 "detached after %d hits\n"
+                                 % (command(tool), rate, budget, total))
+                return 0
+            last_check, last_hits = now, hits
+            check = now + MAX_RATE_WINDOW
+            continue
         if not target.alive():
             gone = True
             break

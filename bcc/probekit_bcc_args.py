@@ -48,6 +48,18 @@ _VERSION_CHARS = set("0123456789abcdefghijklmnopqrstuvwxyz"
                      "ABCDEFGHIJKLMNOPQRSTUVWXYZ.+~-")
 
 
+MAX_RATE_LIMIT = 1000000000     # --max-rate's largest budget, as libbpf/'s
+
+
+def max_rate(s):
+    """--max-rate: 1..MAX_RATE_LIMIT probe hits per second."""
+    v = positive_int(s)
+    if v > MAX_RATE_LIMIT:
+        raise argparse.ArgumentTypeError(
+            "want at most %d, got '%s'" % (MAX_RATE_LIMIT, s))
+    return v
+
+
 def version():
     """probekit's version, from its one home, a file VERSION: beside this
     module in an installed copy, else at the root of a checkout (bcc/..).
@@ -106,6 +118,9 @@ def parser(prog, description, examples):
                    help="output interval, in seconds")
     p.add_argument("count", nargs="?", type=positive_int,
                    help="number of outputs")
+    p.add_argument("--max-rate", type=max_rate, metavar="HITS_PER_S",
+                   help="a cost guard: past this many probe hits per "
+                        "second, detach, print what was collected and exit 0")
     p.add_argument("--ebpf", action="store_true", help=argparse.SUPPRESS)
     return p
 

@@ -27,6 +27,24 @@ BPF_COMMON = r"""
 #include <uapi/linux/ptrace.h>
 
 #define USER_STR(buf, ptr) bpf_probe_read_user_str(buf, sizeof(buf), (void *)(ptr))
+
+/* --max-rate: every probe function starts with hit_count(), which counts
+ * its hit per CPU when the tool was loaded to count them, and is nothing
+ * otherwise (probekit_bcc.run() sums the CPUs' counts each second).  A
+ * function, not a macro: BCC rewrites map calls only outside macros. */
+#ifdef COUNT_HITS
+BPF_PERCPU_ARRAY(pk_hits, u64, 1);
+static __always_inline void hit_count(void)
+{
+    int zero = 0;
+    u64 *n = pk_hits.lookup(&zero);
+
+    if (n)
+        (*n)++;
+}
+#else
+static __always_inline void hit_count(void) {}
+#endif
 """
 
 
@@ -37,11 +55,13 @@ def _first_error(log):
     return None
 
 
-def load(tool, text, cflags=(), usdt=None):
+def load(tool, text, cflags=(), usdt=None, count_hits=False):
     """Compile and load a BPF program (and attach its USDT probes).
     What clang and libbcc print (to stdout and stderr) is captured; on
-    failure one line says why."""
+    failure one line says why.  count_hits: hit_count() counts (for
+    --max-rate)."""
     from bcc import BPF
+    cflags = list(cflags) + (["-DCOUNT_HITS"] if count_hits else [])
     sys.stdout.flush()
     saved = os.dup(1), os.dup(2)
     log = tempfile.TemporaryFile()
@@ -108,3 +128,15 @@ def attach(tool, what, fn, *args, **kwargs):
         die(tool, "cannot attach to %s: %s" % (what, err))
 
 
+
+
+def hits(b):
+    """Probe hits counted so far by hit_count(), over every CPU."""
+    return sum(b["pk_hits"][0])
+
+
+def detach_all(b):
+    """Detach every uprobe and USDT site; the maps stay readable.  The
+    kernel drops the semaphores they raised as their perf fds close."""
+    for ev in list(b.uprobe_fds):
+        b.detach_uprobe_event(ev)
