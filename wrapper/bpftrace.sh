@@ -48,6 +48,14 @@
 #                        root are not needed)
 #   -o, --output FILE    write bpftrace's output to FILE (as BPF_OUTFILE=FILE)
 #   -d, --duration SECS  end the trace (running END) after SECS seconds
+#       --max-rate HITS_PER_S
+#                        a cost guard: every usdt/uprobe/uretprobe block
+#                        counts its hits (those that pass its predicate),
+#                        and once a second passes more than HITS_PER_S the
+#                        program prints one line "probekit-bpftrace: N
+#                        probe hits/s is over --max-rate HITS_PER_S;
+#                        detaching" and exit()s: bpftrace detaches, runs
+#                        END, prints the maps and exits 0
 #   -h, --help           this text
 #       --version        print probekit's version and exit
 #
@@ -67,6 +75,7 @@ PROG=probekit-bpftrace
 pid_start=
 READY_TEXT='probekit: tracing PID=%d (Ctrl-C to end)'
 MAX_DURATION=31536000
+MAX_RATE_LIMIT=1000000000
 
 # One line, whatever a path or argument in the message holds.  Once the
 # process was found, a failure while it is gone is reported as that.
@@ -104,6 +113,7 @@ print_version() {
 dry_run=0
 outfile=${BPF_OUTFILE-}
 duration=
+max_rate=
 pid=
 scripts=()
 args=()
@@ -119,6 +129,9 @@ while [ $# -gt 0 ]; do
 	-d|--duration)
 		[ $# -ge 2 ] || die "$1 needs a number of seconds (try -h)"
 		duration=$2; shift ;;
+	--max-rate)
+		[ $# -ge 2 ] || die "$1 needs a number of probe hits per second (try -h)"
+		max_rate=$2; shift ;;
 	--) shift; args=("$@"); break ;;
 	-?*) die "unknown option '$1' (try -h)" ;;
 	*)
@@ -143,6 +156,23 @@ if [ -n "$duration" ]; then
 		[ $((10#$duration)) -le $MAX_DURATION ] ||
 		die "duration '$duration' is out of range (1..$MAX_DURATION seconds)"
 	duration=$((10#$duration))
+fi
+
+# The hit counter is keyed by CPU, so no two CPUs race on one counter, and
+# the once-a-second check sums every possible CPU's key.
+max_cpu=0
+if [ -n "$max_rate" ]; then
+	case $max_rate in
+	''|*[!0-9]*) die "--max-rate '$max_rate' is not a whole number of probe hits per second" ;;
+	esac
+	[ ${#max_rate} -le 10 ] && [ $((10#$max_rate)) -ge 1 ] &&
+		[ $((10#$max_rate)) -le $MAX_RATE_LIMIT ] ||
+		die "--max-rate '$max_rate' is out of range (1..$MAX_RATE_LIMIT probe hits per second)"
+	max_rate=$((10#$max_rate))
+	IFS= read -r possible < /sys/devices/system/cpu/possible ||
+		die "cannot read /sys/devices/system/cpu/possible, which --max-rate needs"
+	max_cpu=${possible##*[-,]}
+	case $max_cpu in ''|*[!0-9]*) die "cannot read the CPU count from '$possible'" ;; esac
 fi
 
 [ ${#scripts[@]} -gt 0 ] || die "no script given after PID $pid; usage: $PROG [options] PID SCRIPT... (try -h)"
@@ -301,7 +331,8 @@ for s in "${scripts[@]}"; do
 	case $s in /*) awk_files+=("$s") ;; *) awk_files+=("./$s") ;; esac
 done
 
-joined=$(awk -v pid="$pid" -v ready="$READY_TEXT" -v duration="$duration" '
+joined=$(awk -v pid="$pid" -v ready="$READY_TEXT" -v duration="$duration" \
+	-v max_rate="$max_rate" -v max_cpu="$max_cpu" '
 function fail(msg) { print "probekit-bpftrace: " msg > "/dev/stderr"; failed = 1; exit 2 }
 
 # Skip a string, comment or character at i of s; return the index after it.
@@ -450,7 +481,10 @@ function process(s,   n, i, j, c, start, depth, hdr, key, bol) {
 			if (substr(s, i, 1) == ";") { defs = defs ";"; i++ }
 			defs = defs "\n"
 		} else {
-			body_out = body_out mark(copy(s, start, i)) copy(s, i, j + 1)
+			body_out = body_out mark(copy(s, start, i)) copy(s, i, i + 1)
+			if (max_rate != "" && key ~ /(^|[ \t\r\n,])(usdt|uprobe|uretprobe|U|u|ur):/)
+				body_out = body_out " @__probekit_hits[cpu]++;"
+			body_out = body_out copy(s, i + 1, j + 1)
 			i = j + 1
 		}
 	}
@@ -478,6 +512,17 @@ END {
 	begin = "BEGIN\n{\n" merged["BEGIN"] "\tprintf(\"" ready "\\n\", __PID__);\n}"
 	if (!("BEGIN" in seen)) body_out = body_out "\n" begin "\n"
 	if (duration != "") body_out = body_out "\ninterval:s:" duration "\n{\n\texit();\n}\n"
+	if (max_rate != "") {
+		sum = "@__probekit_hits[0]"
+		for (k = 1; k <= max_cpu; k++) sum = sum " + @__probekit_hits[" k "]"
+		body_out = body_out "\ninterval:s:1\n{\n\t$n = " sum ";\n" \
+			"\tif ($n - @__probekit_last > " max_rate ") {\n" \
+			"\t\tprintf(\"probekit-bpftrace: %d probe hits/s is over --max-rate " max_rate \
+			"; detaching\\n\", $n - @__probekit_last);\n" \
+			"\t\texit();\n\t}\n\t@__probekit_last = $n;\n}\n"
+		if (!("END" in seen)) { seen["END"] = 1; body_out = body_out "\n\002END\002\n" }
+		merged["END"] = merged["END"] "\tclear(@__probekit_hits);\n\tdelete(@__probekit_last);\n"
+	}
 	out = defs body_out
 	while (match(out, /\002(BEGIN|END)\002/)) {
 		key = substr(out, RSTART + 1, RLENGTH - 2)
