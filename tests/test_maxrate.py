@@ -1,0 +1,114 @@
+# SPDX-License-Identifier: BSD-2-Clause
+"""--max-rate HITS_PER_S, the cost guard of every histogram tool.
+
+A libbpf tool, its bcc/ twin and a .bt script through the wrapper, each
+given a budget of 1000 probe hits per second, watch a workload_run of
+200,003 I/Os that exceeds it many times over.  Each must stop by itself,
+exit 0 with its histogram printed and one line saying why, leave no
+process behind and the probe's semaphore at 0.  libbpf and bcc read the
+hit counter after detaching, so the histogram holds exactly the hits the
+line names.  Under a budget the workload never reaches, the same tools
+count a known workload exactly and run until Ctrl-C.
+"""
+
+import os
+import re
+import subprocess
+
+import pytest
+
+import probekit
+from histtools import Tool, parse, run_tool, total, workload, one_error_line
+from test_bcc import Semaphores
+
+pytestmark = pytest.mark.needs("py:elftools")
+
+IOS = 200003            # far above the budget in any one second
+SMALL = 23              # a prime, far below a large budget
+BUDGET = 1000
+STOP = re.compile(r"^probekit-iosize(-bcc)?: (\d+) probe hits/s is over "
+                  rf"--max-rate {BUDGET}; detached after (\d+) hits$")
+BT_STOP = re.compile(r"^probekit-bpftrace: (\d+) probe hits/s is over "
+                     rf"--max-rate {BUDGET}; detaching$")
+BT_ROW = re.compile(r"^\[[^\]]+[\])] +(\d+) \|@*\s*\|$")
+
+
+@pytest.fixture
+def malloc0(target):
+    target.rpc("bdev_malloc_create", name="Malloc0", size_mb=16, block_size=512)
+    return target
+
+
+class BtTool(Tool):
+    """bt/iosize.bt through the wrapper, run like a histogram tool."""
+
+    def __init__(self, pid, *opts):
+        self.cmd = [os.path.join(probekit.ROOT, "wrapper", "bpftrace.sh"), *map(str, opts),
+                    str(pid), os.path.join(probekit.ROOT, "bt", "iosize.bt")]
+        self.env = dict(os.environ)
+        self.tidy = False
+
+
+def start(kind, pid, *opts):
+    if kind == "bt":
+        return BtTool(pid, *opts).start()
+    return Tool(kind, "iosize", pid, *opts).start()
+
+
+def bt_total(lines):
+    return sum(int(m.group(1)) for m in map(BT_ROW.match, lines) if m)
+
+
+@pytest.mark.parametrize("kind", ["libbpf", "bcc", "bt"])
+def test_over_budget_stops_prints_and_detaches(bpf, malloc0, kind):
+    sems = Semaphores(malloc0.pid, ("io__submit",))
+    assert sems.read() == {"io__submit": 0}
+    t = start(kind, malloc0.pid, "--max-rate", BUDGET)
+    assert sems.read() == {"io__submit": 1}
+    workload(malloc0, "Malloc0", "read", 4096, 8, IOS)
+    lines = t.wait()            # exit 0, by itself: no signal was sent
+    assert t.proc.poll() == 0
+    assert sems.read() == {"io__submit": 0}
+    if kind == "bt":
+        stops = [m for m in map(BT_STOP.match, lines) if m]
+        assert len(stops) == 1, lines
+        assert int(stops[0].group(1)) > BUDGET
+        # exit() is asynchronous: hits go on until bpftrace detaches.
+        assert 0 < bt_total(lines) <= IOS, lines
+        return
+    stops = [m for m in map(STOP.match, lines) if m]
+    assert len(stops) == 1, lines
+    rate, hits = int(stops[0].group(2)), int(stops[0].group(3))
+    assert rate > BUDGET and 0 < hits <= IOS
+    (h,) = parse(lines)
+    assert total(h) == hits, lines
+
+
+@pytest.mark.parametrize("kind", ["libbpf", "bcc", "bt"])
+def test_under_budget_counts_exactly(bpf, malloc0, kind):
+    t = start(kind, malloc0.pid, "--max-rate", 1000000000)
+    workload(malloc0, "Malloc0", "read", 4096, 2, SMALL)
+    lines = t.stop()
+    assert not any("max-rate" in ln for ln in lines), lines
+    if kind == "bt":
+        assert bt_total(lines) == SMALL, lines
+    else:
+        (h,) = parse(lines)
+        assert total(h) == SMALL, lines
+
+
+@pytest.mark.parametrize("kind", ["libbpf", "bcc"])
+@pytest.mark.parametrize("value", ["0", "12x", "1000000001"])
+def test_bad_budget_is_one_line(kind, value):
+    rc, lines = run_tool(kind, "iosize", "-p", "1", "--max-rate", value)
+    one_error_line(rc, lines, "iosize", "--max-rate", want_rc=2)
+
+
+@pytest.mark.parametrize("value", ["0", "12x", "1000000001"])
+def test_bad_budget_is_one_line_bt(value):
+    r = subprocess.run([os.path.join(probekit.ROOT, "wrapper", "bpftrace.sh"),
+                        "--max-rate", value, "1", os.path.join(probekit.ROOT, "bt", "iosize.bt")],
+                       capture_output=True, text=True, timeout=probekit.TIMEOUT)
+    assert r.returncode == 1 and r.stdout == ""
+    assert re.fullmatch(r"probekit-bpftrace: --max-rate '[^']*' is (out of range|not a whole)"
+                        r"[^\n]*\n", r.stderr), r.stderr
