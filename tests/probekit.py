@@ -36,6 +36,7 @@ PACKAGES = {
     "unshare": "util-linux", "prlimit": "util-linux", "qemu-io": "qemu-utils",
     "qemu-img": "qemu-utils", "nbdcopy": "libnbd-bin", "nbdinfo": "libnbd-bin",
     "fio": "fio", "nbdkit": "nbdkit", "gdb": "gdb", "valgrind": "valgrind",
+    "perf": "linux-perf",
     "py:bcc": "python3-bpfcc", "py:elftools": "python3-pyelftools",
 }
 
