@@ -468,7 +468,8 @@ def _trace_header():
 
 def io_list():
     """Every I/O in flight, as dicts: held by a paused export, queued for
-    completion on its reactor, or in a frame executing or completing it."""
+    completion on its reactor or in a delay bdev, or in a frame executing
+    or completing it."""
     ios, seen = [], set()
     io_ptr = _type("struct bdev_io").pointer()
 
@@ -493,6 +494,12 @@ def io_list():
     for i in range(n):
         for p in _walk(bthreads[i]["done_head"], what="completion list"):
             add(p, "completing", i)
+    # A delay bdev keeps its I/O on a per-reactor queue of its own until
+    # the I/O is due; nothing else points to it meanwhile.
+    dthreads = _var_of_type("delay_thread", "threads")
+    for i in range(n):
+        for p in _walk(dthreads[i]["head"], what="delay queue"):
+            add(p, "delayed", i)
     for p, fname, t in _frame_ios(("bdev_submit", "bdev_io_complete")):
         add(p, "executing" if fname == "bdev_submit" else "completing", None)
     # drain_completions() takes its reactor's whole list before it calls
