@@ -115,3 +115,21 @@ uninstall: install-check-prefix
 	done < "$$data/installed"; \
 	rm -rf "$$data"; \
 	rmdir -p --ignore-fail-on-non-empty "$$stage$(GDBAUTOLOADDIR)$(BINDIR)" 2>/dev/null || true
+
+# make deb: the Debian package (debian/), built by dpkg-buildpackage from a
+# copy of the tracked files in $(O)/deb/src, because dh_auto_clean runs make
+# clean, which would wipe the checkout's build directory.  The .deb is left
+# in $(O)/deb, and lintian must find no error in it.
+.PHONY: deb
+deb:
+	$(Q)command -v dpkg-buildpackage >/dev/null && command -v dh >/dev/null && command -v lintian >/dev/null || \
+		{ echo "deb: dpkg-buildpackage, dh and lintian are needed; run 'make deps' (packages dpkg-dev, debhelper, lintian)" >&2; exit 1; }
+	$(Q)git rev-parse --is-inside-work-tree >/dev/null 2>&1 || \
+		{ echo "deb: the package is built from the tracked files, and $(CURDIR) is not a git checkout" >&2; exit 1; }
+	$(Q)rm -rf $(O)/deb && mkdir -p $(O)/deb/src
+	$(Q)git ls-files -z | tar --null -T - -cf - | tar -xf - -C $(O)/deb/src
+	$(call msg,DPKG,$(O)/deb)
+	$(Q)cd $(O)/deb/src && dpkg-buildpackage -us -uc -b >../build.log 2>&1 || \
+		{ tail -n 30 ../build.log >&2; echo "deb: dpkg-buildpackage failed; the whole log is $(O)/deb/build.log" >&2; exit 1; }
+	$(call msg,LINTIAN,$(O)/deb)
+	$(Q)lintian --fail-on error $(O)/deb/*.deb
