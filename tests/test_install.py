@@ -225,3 +225,103 @@ def test_quickstart_traced_and_checked_from_install(inst, tmp_path, bpf):
                        timeout=probekit.TIMEOUT)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "2 of 2 catalog probes used by 1 file" in p.stdout + p.stderr
+
+
+# --- man pages ---------------------------------------------------------------
+
+MAN_DIR = os.path.join(probekit.ROOT, "man")
+SECTIONS = ("NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "EXAMPLES", "OVERHEAD", "SEE ALSO")
+
+
+def pages():
+    return sorted(f for f in os.listdir(MAN_DIR) if f.endswith(".8"))
+
+
+def render(path):
+    """man's plain-text rendering and its warnings, as Debian's man-db
+    renders the page (ASCII, so that \\- stays a plain hyphen)."""
+    env = dict(os.environ, LC_ALL="C", LANG="C", MANROFFSEQ="", MANWIDTH="80")
+    p = subprocess.run(["man", "--warnings", "-l", path], env=env, capture_output=True,
+                       text=True, timeout=probekit.TIMEOUT)
+    return p.returncode, p.stdout, p.stderr
+
+
+def sections(text):
+    """{SECTION: body} of a rendered page."""
+    out, cur = {}, None
+    for line in text.splitlines():
+        if line and not line[0].isspace() and line.upper() == line and "(8)" not in line:
+            cur = line.strip()
+            out[cur] = ""
+        elif cur:
+            out[cur] += line + "\n"
+    return out
+
+
+def page_names():
+    """{command: page file} from each page's NAME line."""
+    out = {}
+    for page in pages():
+        _, text, _ = render(os.path.join(MAN_DIR, page))
+        name = sections(text).get("NAME", "")
+        for cmd in name.split(" - ", 1)[0].replace(",", " ").split():
+            out[cmd] = page
+    return out
+
+
+def help_options(cmd):
+    """Every option the command's --help (or -h) prints: the ones that open
+    a line of the option list, before the description column."""
+    for flag in ("--help", "-h"):
+        p = subprocess.run([cmd, flag], capture_output=True, text=True, cwd="/",
+                           timeout=probekit.TIMEOUT)
+        if p.returncode == 0:
+            break
+    assert p.returncode == 0, f"{cmd}: neither --help nor -h works: {p.stderr}"
+    text = p.stdout
+    if text.startswith("#!"):
+        text = ""
+    opts = set()
+    for line in text.splitlines():
+        line = re.sub(r"^#\s?", "", line)
+        if not re.match(r"^\s+-", line):
+            continue
+        head = re.split(r"(?<=\S)\s{2,}", line.strip(), maxsplit=1)[0]
+        opts |= set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", head))
+    return opts
+
+
+@pytest.mark.parametrize("page", pages())
+def test_man_page_renders_without_warnings(page):
+    rc, text, err = render(os.path.join(MAN_DIR, page))
+    assert rc == 0 and err == "", err
+    have = sections(text)
+    assert [s for s in SECTIONS if s not in have] == [], sorted(have)
+    with open(os.path.join(MAN_DIR, page)) as f:
+        assert "SPDX-License-Identifier" in f.readline()
+
+
+def test_every_command_has_a_man_page():
+    names = page_names()
+    missing = [c for c in commands() if c not in names]
+    assert missing == [], f"no man page names {missing}"
+
+
+@pytest.mark.parametrize("cmd", commands())
+def test_man_page_options_name_every_help_option(cmd):
+    page = page_names().get(cmd)
+    assert page, f"no man page for {cmd}"
+    opts = help_options(os.path.join(probekit.BUILD, "bin", cmd))
+    assert "--version" in opts or "-V" in opts, opts
+    _, text, _ = render(os.path.join(MAN_DIR, page))
+    body = sections(text)["OPTIONS"]
+    missing = sorted(o for o in opts if not re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", body))
+    assert missing == [], f"{page} OPTIONS lacks {missing} from {cmd} --help"
+
+
+def test_installed_man_pages_found_by_man(inst):
+    env = dict(os.environ, LC_ALL="C", MANWIDTH="80")
+    for cmd in commands():
+        p = subprocess.run(["man", "-M", os.path.join(inst, "share", "man"), "8", cmd],
+                           env=env, capture_output=True, text=True, timeout=probekit.TIMEOUT)
+        assert p.returncode == 0 and cmd in p.stdout, (cmd, p.stderr)
