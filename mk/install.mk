@@ -129,7 +129,8 @@ deb:
 	$(Q)rm -rf $(O)/deb && mkdir -p $(O)/deb/src
 	$(Q)git ls-files -z | tar --null -T - -cf - | tar -xf - -C $(O)/deb/src
 	$(call msg,DPKG,$(O)/deb)
-	$(Q)cd $(O)/deb/src && dpkg-buildpackage -us -uc -b >../build.log 2>&1 || \
+	$(Q)cd $(O)/deb/src && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u O \
+		dpkg-buildpackage -us -uc -b >../build.log 2>&1 || \
 		{ tail -n 30 ../build.log >&2; echo "deb: dpkg-buildpackage failed; the whole log is $(O)/deb/build.log" >&2; exit 1; }
 	$(call msg,LINTIAN,$(O)/deb)
 	$(Q)lintian --fail-on error $(O)/deb/*.deb
