@@ -291,6 +291,7 @@ def help_options(cmd):
     return opts
 
 
+@pytest.mark.needs("man")
 @pytest.mark.parametrize("page", pages())
 def test_man_page_renders_without_warnings(page):
     rc, text, err = render(os.path.join(MAN_DIR, page))
@@ -301,12 +302,14 @@ def test_man_page_renders_without_warnings(page):
         assert "SPDX-License-Identifier" in f.readline()
 
 
+@pytest.mark.needs("man")
 def test_every_command_has_a_man_page():
     names = page_names()
     missing = [c for c in commands() if c not in names]
     assert missing == [], f"no man page names {missing}"
 
 
+@pytest.mark.needs("man")
 @pytest.mark.parametrize("cmd", commands())
 def test_man_page_options_name_every_help_option(cmd):
     page = page_names().get(cmd)
@@ -319,6 +322,7 @@ def test_man_page_options_name_every_help_option(cmd):
     assert missing == [], f"{page} OPTIONS lacks {missing} from {cmd} --help"
 
 
+@pytest.mark.needs("man")
 def test_installed_man_pages_found_by_man(inst):
     env = dict(os.environ, LC_ALL="C", MANWIDTH="80")
     for cmd in commands():
