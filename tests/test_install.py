@@ -39,8 +39,10 @@ def clean_env():
 
 
 def commands():
+    """The commands in $(O)/bin; none before a build (the tests that need
+    them then fail, saying so)."""
     d = os.path.join(probekit.BUILD, "bin")
-    return sorted(os.listdir(d))
+    return sorted(os.listdir(d)) if os.path.isdir(d) else []
 
 
 @pytest.fixture(scope="module")
@@ -304,6 +306,7 @@ def test_man_page_renders_without_warnings(page):
 
 @pytest.mark.needs("man")
 def test_every_command_has_a_man_page():
+    assert commands(), f"{probekit.BUILD}/bin is not built; run the suite with 'make test'"
     names = page_names()
     missing = [c for c in commands() if c not in names]
     assert missing == [], f"no man page names {missing}"
