@@ -37,8 +37,9 @@ PKGLIBEXECDIR  ?= $(PREFIX)/libexec/probekit
 MAN8DIR        ?= $(PREFIX)/share/man/man8
 GDBAUTOLOADDIR ?= $(PREFIX)/share/gdb/auto-load
 
-# The shared modules a script needs: the .py files beside it, and the
-# Python packages (directories with __init__.py) beside it.
+# Files of the tree that no command in $(O)/bin names.  A script's shared
+# modules need no list: the .py files and Python packages (directories
+# with __init__.py) beside it go with it.
 INSTALL_TREE_FILES = bt/*.bt probes/*.d VERSION
 
 .PHONY: install uninstall install-check-prefix

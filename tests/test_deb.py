@@ -20,7 +20,7 @@ pytestmark = [
     pytest.mark.skipif(os.environ.get("CI") != "true" and os.environ.get("PROBEKIT_DEB") != "1",
                        reason="builds and installs the Debian package (minutes): "
                               "runs under CI=true, or with PROBEKIT_DEB=1"),
-    pytest.mark.needs("dpkg-buildpackage", "dh", "lintian", "bpftrace"),
+    pytest.mark.needs("dpkg-buildpackage", "dh", "lintian", "bpftrace", "gdb", "man"),
 ]
 
 BUILD_TIMEOUT = 3600
@@ -106,6 +106,12 @@ def check_installed(tmp_path):
 
     p = run(["man", "-w", "probekit-iolatency-bcc"], env=env)
     assert p.returncode == 0 and p.stdout.startswith("/usr/share/man/man8/"), p.stderr
+
+    # gdb loads the helpers from its own auto-load directory, which its
+    # default safe-path allows: no configuration.
+    p = run(["gdb", "-batch", "-nx", "-ex", "help blktgt-ios", "/usr/bin/blktgt"],
+            cwd="/", env=env)
+    assert p.returncode == 0 and "Undefined command" not in p.stderr, p.stdout + p.stderr
 
     target = probekit.Target("/usr/bin/blktgt", tmp_path)
     target.start()
