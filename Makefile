@@ -9,6 +9,9 @@
 #   make check      build every variant, lint, run the suite (installs nothing)
 #   make demo       deps, build, then the guided tour
 #   make soak       the wrapper and tool tests 50 times under load
+#   make install    install under PREFIX (default /usr/local), or DESTDIR
+#   make uninstall  remove what make install installed
+#   make deb        the Debian package, in $(O)/deb (lintian-clean)
 #   make V=1        show full commands
 #
 # Components add their own rules in mk/*.mk.

@@ -61,26 +61,23 @@ def max_rate(s):
 
 
 def version():
-    """probekit's version, from its one home, a file VERSION: beside this
-    module in an installed copy, else at the root of a checkout (bcc/..).
-    (None, why) when there is none; (version, None) otherwise."""
-    here = os.path.dirname(os.path.realpath(__file__))
-    paths = [os.path.join(here, VERSION_FILE),
-             os.path.join(os.path.dirname(here), VERSION_FILE)]
-    for path in paths:
-        try:
-            with open(path, "rb") as f:
-                text = f.read(65)
-        except FileNotFoundError:
-            continue
-        except OSError as e:
-            return None, "cannot read %s: %s" % (path, e.strerror)
-        v = text.decode("ascii", "replace").strip()
-        if not v or len(text) > 64 or not set(v) <= _VERSION_CHARS:
-            return None, "%s does not hold a version" % path
-        return v, None
-    return None, "no %s file beside probekit_bcc.py or in %s" % (
-        VERSION_FILE, os.path.dirname(here))
+    """probekit's version, from its one home, the file VERSION at the top
+    of the tree this module's real path is in (bcc/..: the checkout, or
+    PREFIX/share/probekit, where make install keeps that tree).  (None,
+    why) when there is none; (version, None) otherwise."""
+    path = os.path.join(os.path.dirname(os.path.dirname(
+        os.path.realpath(__file__))), VERSION_FILE)
+    try:
+        with open(path, "rb") as f:
+            text = f.read(65)
+    except FileNotFoundError:
+        return None, "no %s file at %s" % (VERSION_FILE, path)
+    except OSError as e:
+        return None, "cannot read %s: %s" % (path, e.strerror)
+    v = text.decode("ascii", "replace").strip()
+    if not v or len(text) > 64 or not set(v) <= _VERSION_CHARS:
+        return None, "%s does not hold a version" % path
+    return v, None
 
 
 class VersionAction(argparse.Action):

@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: BSD-2-Clause
-# The trace ring's dump tool, installed beside blktgt so that the command
-# blktgt prints at start ($(O)/bin/blktgt-trace -p PID) runs as printed.
+# The trace ring's dump tool, beside blktgt so that the command blktgt
+# prints at start ($(O)/bin/blktgt-trace -p PID) runs as printed.  A link,
+# as mk/commands.mk makes for every script, so that it finds VERSION
+# through its real path and make install installs it as a script.
 TRACE_TOOL := $(O)/bin/blktgt-trace
 
 all: $(TRACE_TOOL)
 
-$(TRACE_TOOL): target/blktgt-trace | $(O)/bin
-	$(call msg,INSTALL,$@)
-	$(Q)install -m 0755 $< $@
+$(TRACE_TOOL): target/blktgt-trace mk/trace.mk | $(O)/bin
+	$(call msg,LN,$@)
+	$(Q)ln -sfr $< $@

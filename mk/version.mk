@@ -2,11 +2,11 @@
 # probekit's version: the one line in VERSION at the top of the tree.
 #
 # The C programs get it at build time, from a header generated here, so a
-# change to VERSION rebuilds exactly the objects that print it.  Python
-# tools read the file at run time, from PREFIX/share/probekit/VERSION when
-# they sit in PREFIX/bin, else from ../VERSION beside their checkout
-# directory; $(O)/share/probekit/VERSION serves the tools copied into
-# $(O)/bin (blktgt-trace).
+# change to VERSION rebuilds exactly the objects that print it.  Scripts
+# read the file at run time, from ../VERSION beside their real directory:
+# the checkout's top, or PREFIX/share/probekit, where make install keeps
+# the checkout's tree.  $(O)/share/probekit is laid out as
+# PREFIX/share/probekit, and make install copies it there whole.
 
 PROBEKIT_VERSION_H := $(O)/gen/probekit_version.h
 PROBEKIT_VERSION_SHARE := $(O)/share/probekit/VERSION

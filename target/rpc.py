@@ -83,36 +83,30 @@ def mask_arg(text):
 
 
 # --- probekit's version -------------------------------------------------
-# Each probekit script carries this lookup itself, so that it still works
-# when copied alone (as make copies blktgt-trace into $(O)/bin).
+# Each probekit script carries this lookup itself, so that it needs no
+# module beside it.
 
 _VERSION_RE = re.compile(r"[0-9A-Za-z.+~-]{1,32}\n?")
 
 
 def probekit_version(prog):
-    """probekit's version: from PREFIX/share/probekit/VERSION when this
-    script is installed as PREFIX/bin/NAME (the installed layout), else
-    from VERSION at the top of the checkout it sits in.  A missing or
-    malformed file is one line on stderr and exit status 1."""
-    here = os.path.dirname(os.path.realpath(__file__))
-    tried = []
-    for path in (os.path.join(here, "..", "share", "probekit", "VERSION"),
-                 os.path.join(here, "..", "VERSION")):
-        path = os.path.normpath(path)
-        tried.append(path)
-        try:
-            with open(path, "rb") as f:
-                text = f.read(64).decode("ascii", "replace")
-        except FileNotFoundError:
-            continue
-        except OSError as e:
-            sys.exit(f"{prog}: cannot read {path}: {e.strerror}")
-        if not _VERSION_RE.fullmatch(text):
-            sys.exit(f"{prog}: {path}: not one line with a version "
-                     "such as 0.3.0")
-        return text.strip()
-    sys.exit(f"{prog}: cannot find probekit's VERSION file "
-             f"(looked for {' and '.join(tried)})")
+    """probekit's version: VERSION at the top of the tree this script's
+    real path is in, the checkout or PREFIX/share/probekit (make install
+    keeps the checkout's tree there).  A missing or malformed file is one
+    line on stderr and exit status 1."""
+    path = os.path.normpath(os.path.join(
+        os.path.dirname(os.path.realpath(__file__)), "..", "VERSION"))
+    try:
+        with open(path, "rb") as f:
+            text = f.read(64).decode("ascii", "replace")
+    except FileNotFoundError:
+        sys.exit(f"{prog}: cannot find probekit's VERSION file ({path})")
+    except OSError as e:
+        sys.exit(f"{prog}: cannot read {path}: {e.strerror}")
+    if not _VERSION_RE.fullmatch(text):
+        sys.exit(f"{prog}: {path}: not one line with a version "
+                 "such as 0.3.0")
+    return text.strip()
 
 
 class VersionAction(argparse.Action):

@@ -39,6 +39,8 @@ PACKAGES = {
     "lttng": "lttng-tools", "lttng-sessiond": "lttng-tools",
     "perf": "linux-perf",
     "py:bcc": "python3-bpfcc", "py:elftools": "python3-pyelftools",
+    "dpkg-buildpackage": "dpkg-dev", "dh": "debhelper", "lintian": "lintian",
+    "man": "man-db",
 }
 
 

@@ -493,21 +493,21 @@ def test_version(tool):
 
 
 def test_version_of_an_installed_copy(tmp_path):
-    """An installed copy reads VERSION beside probekit_bcc.py first, then in
-    the directory above; without either it says so in one line, exit 1."""
-    inst = tmp_path / "lib"
-    inst.mkdir()
+    """An installed copy (PREFIX/share/probekit/bcc/) reads the VERSION of
+    the tree it is in, PREFIX/share/probekit/VERSION, and no other; without
+    it it says so in one line, exit 1."""
+    data = tmp_path / "share" / "probekit"
+    inst = data / "bcc"
+    inst.mkdir(parents=True)
     for name in ["iosize"] + glob.glob(os.path.join(probekit.ROOT, "bcc",
                                                     "probekit_bcc*.py")):
         shutil.copy(os.path.join(probekit.ROOT, "bcc", name), inst)
     cmd = [probekit.PYTHON, str(inst / "iosize"), "--version"]
-    rc, lines = histtools.run(cmd)
-    one_error_line(rc, lines, "iosize", "no VERSION file beside "
-                   "probekit_bcc.py", want_rc=1)
-    (tmp_path / "VERSION").write_text("1.2.3\n")
-    assert histtools.run(cmd) == (0, ["probekit-iosize-bcc (probekit) 1.2.3"])
     (inst / "VERSION").write_text("4.5.6\n")
-    assert histtools.run(cmd) == (0, ["probekit-iosize-bcc (probekit) 4.5.6"])
-    (inst / "VERSION").write_text("4.5.6 but\nmore\n")
+    rc, lines = histtools.run(cmd)
+    one_error_line(rc, lines, "iosize", f"no VERSION file at {data}/VERSION", want_rc=1)
+    (data / "VERSION").write_text("1.2.3\n")
+    assert histtools.run(cmd) == (0, ["probekit-iosize-bcc (probekit) 1.2.3"])
+    (data / "VERSION").write_text("4.5.6 but\nmore\n")
     rc, lines = histtools.run(cmd)
     one_error_line(rc, lines, "iosize", "does not hold a version", want_rc=1)

@@ -3,9 +3,9 @@
 
 The version has one home, the one line of VERSION at the top of the tree.
 The C programs are given it at build time (mk/version.mk); the scripts read
-it at run time, from PREFIX/share/probekit/VERSION when installed as
-PREFIX/bin/NAME, else from ../VERSION beside their own directory.  The
-answer is "NAME (probekit) VERSION" on stdout, nothing on stderr, exit 0.
+it at run time from ../VERSION beside their real directory: the top of the
+checkout, or PREFIX/share/probekit, where make install keeps the checkout's
+tree and links PREFIX/bin/NAME to the script.  The answer is "NAME (probekit) VERSION" on stdout, nothing on stderr, exit 0.
 
 To cover another command, add one line to COMMANDS.
 """
@@ -114,12 +114,15 @@ SCRIPTS = [("blktgt-trace", ("target", "blktgt-trace")),
 
 @pytest.mark.parametrize("name,path", SCRIPTS, ids=[n for n, _ in SCRIPTS])
 def test_script_installed_layout(name, path, tmp_path):
-    """Installed as PREFIX/bin/NAME, a script reads
-    PREFIX/share/probekit/VERSION, ahead of a ../VERSION."""
+    """Installed, PREFIX/bin/NAME links to the script in
+    PREFIX/share/probekit/DIR/, which reads PREFIX/share/probekit/VERSION
+    through its real path (not PREFIX/VERSION beside bin/)."""
+    data = tmp_path / "share" / "probekit"
     os.makedirs(tmp_path / "bin")
-    os.makedirs(tmp_path / "share" / "probekit")
-    shutil.copy(os.path.join(ROOT, *path), tmp_path / "bin" / name)
-    (tmp_path / "share" / "probekit" / "VERSION").write_text("9.8.7\n")
+    os.makedirs(data / path[0])
+    shutil.copy(os.path.join(ROOT, *path), data.joinpath(*path))
+    os.symlink(os.path.join("..", "share", "probekit", *path), tmp_path / "bin" / name)
+    (data / "VERSION").write_text("9.8.7\n")
     (tmp_path / "VERSION").write_text("1.2.3\n")
     assert run([PYTHON, str(tmp_path / "bin" / name), "--version"]) == (
         0, [f"{name} (probekit) 9.8.7"], [])
@@ -127,16 +130,14 @@ def test_script_installed_layout(name, path, tmp_path):
 
 @pytest.mark.parametrize("name,path", SCRIPTS, ids=[n for n, _ in SCRIPTS])
 def test_script_without_version_file(name, path, tmp_path):
-    """No VERSION anywhere: one line saying where it looked, exit 1."""
+    """No VERSION: one line saying where it looked, exit 1."""
     os.makedirs(tmp_path / "tree" / "sub")
     tool = tmp_path / "tree" / "sub" / name
     shutil.copy(os.path.join(ROOT, *path), tool)
     rc, out, err = run([PYTHON, str(tool), "--version"])
     assert (rc, out, len(err)) == (1, [], 1), (rc, out, err)
     assert err[0] == (
-        f"{name}: cannot find probekit's VERSION file (looked for "
-        f"{tmp_path}/tree/share/probekit/VERSION and "
-        f"{tmp_path}/tree/VERSION)")
+        f"{name}: cannot find probekit's VERSION file ({tmp_path}/tree/VERSION)")
 
 
 def test_script_bad_version_file(tmp_path):

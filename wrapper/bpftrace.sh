@@ -92,20 +92,17 @@ usage() {
 	sed -n '3,/^$/{s/^# \{0,1\}//;p}' "$0"
 }
 
-# probekit's version, from PREFIX/share/probekit/VERSION when this script
-# is installed as PREFIX/bin/NAME, else from VERSION at the top of its
-# checkout (as every probekit command finds it).
+# probekit's version: VERSION at the top of the tree this script's real
+# path is in, the checkout or PREFIX/share/probekit (make install keeps the
+# checkout's tree there), as every probekit command finds it.
 print_version() {
-	local here v f
-	here=$(dirname -- "$(readlink -f -- "$0")")
-	for f in "$here/../share/probekit/VERSION" "$here/../VERSION"; do
-		[ -e "$f" ] || continue
-		v=$(head -c 64 -- "$f" 2>/dev/null) && [[ $v =~ ^[0-9A-Za-z.+~-]{1,32}$ ]] ||
-			die "$f: not one line with a version such as 0.3.0"
-		printf '%s (probekit) %s\n' "$PROG" "$v"
-		exit 0
-	done
-	die "cannot find probekit's VERSION file (looked for $here/../share/probekit/VERSION and $here/../VERSION)"
+	local f v
+	f=$(dirname -- "$(readlink -f -- "$0")")/../VERSION
+	[ -e "$f" ] || die "cannot find probekit's VERSION file ($f)"
+	v=$(head -c 64 -- "$f" 2>/dev/null) && [[ $v =~ ^[0-9A-Za-z.+~-]{1,32}$ ]] ||
+		die "$f: not one line with a version such as 0.3.0"
+	printf '%s (probekit) %s\n' "$PROG" "$v"
+	exit 0
 }
 
 # --- command line -----------------------------------------------------------

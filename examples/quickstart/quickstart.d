@@ -1,0 +1,14 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * quickstart.d: the probe catalog of the quickstart example, the one place
+ * its probes are declared.  probekit.mk makes the headers and the
+ * semaphore object from it.  The comment above each probe documents it.
+ */
+
+provider quickstart {
+	/* A request started; size is how many units of work it does. */
+	probe request__start(uint64_t id, uint32_t size);
+
+	/* A request finished; status is 0, sum is its result (computed only while traced). */
+	probe request__done(uint64_t id, int32_t status, uint64_t sum);
+};

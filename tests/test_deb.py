@@ -1,0 +1,139 @@
+# SPDX-License-Identifier: BSD-2-Clause
+"""The Debian package: make deb builds it (dpkg-buildpackage, then lintian
+with no error), dpkg -i installs it on this machine, the installed commands
+alone trace a blktgt (run from /, no checkout directory on PATH), and
+dpkg --purge leaves nothing behind.
+
+Slow (a whole package build) and it installs into the system, so it runs
+under CI=true (make check in CI) or when PROBEKIT_DEB=1 asks for it."""
+
+import glob
+import os
+import re
+import subprocess
+
+import pytest
+
+import probekit
+
+pytestmark = [
+    pytest.mark.skipif(os.environ.get("CI") != "true" and os.environ.get("PROBEKIT_DEB") != "1",
+                       reason="builds and installs the Debian package (minutes): "
+                              "runs under CI=true, or with PROBEKIT_DEB=1"),
+    pytest.mark.needs("dpkg-buildpackage", "dh", "lintian", "bpftrace", "gdb", "man"),
+]
+
+BUILD_TIMEOUT = 3600
+IO_COUNT = 23
+
+
+def run(cmd, **kw):
+    kw.setdefault("timeout", probekit.TIMEOUT)
+    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+def installed():
+    p = run(["dpkg-query", "-W", "-f=${Status}", "probekit"])
+    return p.returncode == 0 and "installed" in p.stdout.split()
+
+
+def clean_env():
+    path = [d for d in os.environ.get("PATH", "").split(":")
+            if d and not os.path.realpath(d).startswith(probekit.ROOT)]
+    return dict(os.environ, PATH=":".join(path))
+
+
+@pytest.fixture(scope="module")
+def deb(tmp_path_factory):
+    out = tmp_path_factory.mktemp("deb")
+    p = run(["make", "--no-print-directory", f"O={out}", "deb"], cwd=probekit.ROOT,
+            timeout=BUILD_TIMEOUT)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert not re.search(r"^E: ", p.stdout, re.M), p.stdout
+    debs = glob.glob(os.path.join(out, "deb", "probekit_*.deb"))
+    assert len(debs) == 1, debs
+    return debs[0]
+
+
+def test_package_contents(deb):
+    p = run(["dpkg-deb", "-c", deb])
+    assert p.returncode == 0, p.stderr
+    files = p.stdout
+    for path in ("./usr/bin/blktgt", "./usr/bin/probekit-bpftrace",
+                 "./usr/share/probekit/VERSION", "./usr/share/probekit/probekit.mk",
+                 "./usr/share/man/man8/probekit-iolatency.8.gz",
+                 "./usr/share/gdb/auto-load/usr/bin/blktgt-gdb.py"):
+        assert path in files, path
+    # Skeletons are embedded in the tools; no raw BPF object ships.
+    assert ".bpf.o" not in files
+    assert "__pycache__" not in files
+    version = open(os.path.join(probekit.ROOT, "VERSION")).read().strip()
+    p = run(["dpkg-deb", "-f", deb, "Version"])
+    assert p.stdout.strip() == version
+
+
+def test_installed_package_traces_blktgt_then_purges(deb, tmp_path, bpf):
+    assert not installed(), ("probekit is already installed on this machine; "
+                             "dpkg --purge probekit first (this test removes it)")
+    p = run(["dpkg", "-i", deb], timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    try:
+        listed = run(["dpkg", "-L", "probekit"]).stdout.split()
+        assert "/usr/bin/blktgt" in listed
+        check_installed(tmp_path)
+    finally:
+        p = run(["dpkg", "--purge", "probekit"], timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert not installed()
+    # Whatever the package listed is gone, but for directories that other
+    # packages own too (/usr/bin, /usr/share/gdb/auto-load/usr/bin ...).
+    left = [path for path in listed if path != "/." and os.path.lexists(path)
+            and not (os.path.isdir(path) and not os.path.islink(path)
+                     and run(["dpkg", "-S", path]).returncode == 0)]
+    assert left == [], f"left after dpkg --purge: {left}"
+
+
+def check_installed(tmp_path):
+    env = clean_env()
+    # blktgt keeps its symbols: dh_strip was told to leave it.
+    p = run(["readelf", "-S", "-W", "/usr/bin/blktgt"])
+    assert " .symtab " in p.stdout and " .debug_info " in p.stdout
+
+    p = run(["probekit-check", "--binary", "/usr/bin/blktgt", "--catalog",
+             "/usr/share/probekit/probes/blktgt.d"]
+            + sorted(glob.glob("/usr/share/probekit/bt/*.bt")), cwd="/", env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+    p = run(["man", "-w", "probekit-iolatency-bcc"], env=env)
+    assert p.returncode == 0 and p.stdout.startswith("/usr/share/man/man8/"), p.stderr
+
+    # gdb loads the helpers from its own auto-load directory, which its
+    # default safe-path allows: no configuration.
+    p = run(["gdb", "-batch", "-nx", "-ex", "help blktgt-ios", "/usr/bin/blktgt"],
+            cwd="/", env=env)
+    assert p.returncode == 0 and "Undefined command" not in p.stderr, p.stdout + p.stderr
+
+    target = probekit.Target("/usr/bin/blktgt", tmp_path)
+    target.start()
+    trace = None
+    try:
+        rpc = ["blktgt-rpc", "-s", target.rpc_sock]
+        p = run(rpc + ["bdev_null_create", "Null0", "64", "4096"], cwd="/", env=env)
+        assert p.returncode == 0, p.stderr
+        trace = subprocess.Popen(["probekit-bpftrace", str(target.pid),
+                                  "/usr/share/probekit/bt/iops.bt"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 cwd="/", env=env, start_new_session=True)
+        out = probekit.LineReader(trace.stdout)
+        out.wait_for(re.escape(f"probekit: tracing PID={target.pid}"))
+        p = run(rpc + ["workload_run", "-b", "Null0", "-w", "randread", "-o", "4096",
+                       "-q", "4", "-n", str(IO_COUNT)], cwd="/", env=env)
+        assert p.returncode == 0, p.stderr
+        probekit.interrupt(trace, "trace")
+        lines = out.drain(10)
+        assert trace.returncode == 0, lines
+        assert f"@iops_total[Null0, read]: {IO_COUNT}" in lines, lines
+    finally:
+        if trace and trace.poll() is None:
+            probekit.interrupt(trace, "trace")
+        target.stop()

@@ -1,0 +1,338 @@
+# SPDX-License-Identifier: BSD-2-Clause
+"""make install and make uninstall, and a project of one's own built from
+an install alone: examples/quickstart against a staged install (DESTDIR),
+traced through the installed wrapper and checked by the installed
+probekit-check, from /, with no checkout directory on PATH."""
+
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+import probekit
+
+PREFIX = "/usr/local"
+QUICKSTART = os.path.join(probekit.ROOT, "examples", "quickstart")
+REQUESTS = 23
+
+
+def make(*args, cwd=probekit.ROOT):
+    return subprocess.run(["make", "--no-print-directory", f"O={probekit.BUILD}", *args],
+                          cwd=cwd, capture_output=True, text=True,
+                          timeout=probekit.TIMEOUT * 10)
+
+
+def install(stage):
+    p = make("install", f"DESTDIR={stage}", f"PREFIX={PREFIX}")
+    assert p.returncode == 0, p.stdout + p.stderr
+    return str(stage) + PREFIX
+
+
+def clean_env():
+    """The environment of a user who has only the install: no checkout or
+    build directory on PATH."""
+    path = [d for d in os.environ.get("PATH", "").split(":")
+            if d and not os.path.realpath(d).startswith(probekit.ROOT)]
+    return dict(os.environ, PATH=":".join(path))
+
+
+def commands():
+    """The commands in $(O)/bin; none before a build (the tests that need
+    them then fail, saying so)."""
+    d = os.path.join(probekit.BUILD, "bin")
+    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+
+@pytest.fixture(scope="module")
+def inst(tmp_path_factory):
+    """One staged install for the module's read-only tests."""
+    return install(tmp_path_factory.mktemp("stage"))
+
+
+def test_every_command_installed_and_finds_its_version(inst):
+    version = open(os.path.join(probekit.ROOT, "VERSION")).read().strip()
+    names = commands()
+    assert {"blktgt", "probekit-bpftrace", "probekit-check", "probekit-gencatalog",
+            "blktgt-trace", "blktgt-rpc"} <= set(names)
+    stage = os.path.dirname(os.path.dirname(inst.rstrip("/")))
+    for name in names:
+        path = os.path.join(inst, "bin", name)
+        assert os.path.lexists(path), f"{name} is not installed"
+        # What runs is the installed copy, never the checkout's file.
+        real = os.path.realpath(path)
+        assert real.startswith(stage + "/"), f"{name} -> {real}"
+        p = subprocess.run([path, "--version"], cwd="/", env=clean_env(),
+                           capture_output=True, text=True, timeout=probekit.TIMEOUT)
+        assert p.returncode == 0 and p.stdout == f"{name} (probekit) {version}\n", \
+            (name, p.stdout, p.stderr)
+
+
+def test_blktgt_keeps_its_symbols(inst):
+    """uprobe tools, the gdb helpers and probekit-structs read them."""
+    p = subprocess.run(["readelf", "-S", "-W", os.path.join(inst, "bin", "blktgt")],
+                       capture_output=True, text=True, check=True)
+    for section in (".symtab", ".debug_info", ".note.stapsdt", ".debug_gdb_scripts"):
+        assert f" {section} " in p.stdout, section
+
+
+def test_shared_files_installed(inst):
+    data = os.path.join(inst, "share", "probekit")
+    for f in ("VERSION", "probekit.mk", "probes/gencatalog", "probes/blktgt.d",
+              "probes/probelib/__init__.py", "bcc/probekit_bcc.py",
+              "structs/blktgt.bt", "gdb/blktgt.py"):
+        assert os.path.isfile(os.path.join(data, f)), f
+    bts = sorted(os.listdir(os.path.join(probekit.ROOT, "bt")))
+    assert sorted(os.listdir(os.path.join(data, "bt"))) == [b for b in bts if b.endswith(".bt")]
+    # gdb loads OBJFILE-gdb.py from its auto-load directory by the
+    # objfile's path; with PREFIX=/usr that is gdb's own directory.
+    assert os.path.isfile(os.path.join(inst, "share", "gdb", "auto-load",
+                                       PREFIX.lstrip("/"), "bin", "blktgt-gdb.py"))
+
+
+def test_bt_scripts_carry_no_interpreter_line():
+    """They name __EXE__, which only probekit-bpftrace resolves: they are
+    read by the wrapper, never executed, so no #! and no execute bit."""
+    p = subprocess.run(["git", "ls-files", "-s", "bt/*.bt", "examples/*.bt"],
+                       cwd=probekit.ROOT, capture_output=True, text=True, check=True)
+    rows = p.stdout.splitlines()
+    assert len(rows) >= 12
+    for row in rows:
+        mode, _, _, path = row.split(None, 3)
+        assert mode == "100644", f"{path} is executable"
+        with open(os.path.join(probekit.ROOT, path)) as f:
+            assert not f.readline().startswith("#!"), f"{path} has a #! line"
+
+
+def test_uninstall_leaves_nothing(tmp_path):
+    stage = tmp_path / "stage"
+    install(stage)
+    p = make("uninstall", f"DESTDIR={stage}", f"PREFIX={PREFIX}")
+    assert p.returncode == 0, p.stderr
+    left = [os.path.join(d, f) for d, _, files in os.walk(stage) for f in files]
+    left += [os.path.join(d, x) for d, dirs, _ in os.walk(stage) for x in dirs
+             if os.path.islink(os.path.join(d, x))]
+    assert left == []
+
+
+def test_uninstall_without_install_says_so(tmp_path):
+    p = make("uninstall", f"DESTDIR={tmp_path}", f"PREFIX={PREFIX}")
+    err = p.stderr.strip().splitlines()
+    assert p.returncode != 0
+    assert "no probekit install" in err[0] and "PREFIX" in err[0], p.stderr
+    assert all(e.startswith("make: ***") for e in err[1:]), p.stderr
+
+
+def test_relative_prefix_refused(tmp_path):
+    p = make("install", "PREFIX=usr", f"DESTDIR={tmp_path}")
+    assert p.returncode != 0 and "PREFIX 'usr' is not an absolute path" in p.stderr
+    assert os.listdir(tmp_path) == []
+
+
+def copy_quickstart(tmp_path):
+    """The example as a project of its own, away from the checkout."""
+    project = str(tmp_path / "quickstart")
+    shutil.copytree(QUICKSTART, project, ignore=shutil.ignore_patterns("build"))
+    return project
+
+
+def build_quickstart(inst, project, out, usdt):
+    p = subprocess.run(["make", "-C", project, f"PROBEKIT_PREFIX={inst}", f"O={out}",
+                        f"USDT={usdt}"], env=clean_env(), capture_output=True, text=True,
+                       timeout=probekit.TIMEOUT * 5)
+    assert p.returncode == 0, p.stdout + p.stderr
+    prog = os.path.join(out, "quickstart")
+    assert os.access(prog, os.X_OK)
+    return prog
+
+
+def stapsdt_probes(path):
+    p = subprocess.run(["readelf", "-n", "-W", path], capture_output=True, text=True,
+                       check=True)
+    return sorted(re.findall(r"^\s+Name: (\S+)$", p.stdout, re.M))
+
+
+@pytest.mark.needs("dtrace", "readelf")
+def test_quickstart_builds_from_install_usdt_1_and_0(inst, tmp_path):
+    project = copy_quickstart(tmp_path)
+    on = build_quickstart(inst, project, tmp_path / "usdt1", 1)
+    off = build_quickstart(inst, project, tmp_path / "usdt0", 0)
+    assert stapsdt_probes(on) == ["request__done", "request__start"]
+    assert stapsdt_probes(off) == []
+    for prog, mode in ((on, "probes compiled in"), (off, "built without probes")):
+        p = subprocess.run([prog], input="5\n", capture_output=True, text=True,
+                           timeout=probekit.TIMEOUT)
+        assert p.returncode == 0 and p.stdout.splitlines()[1:] == ["done 5"], p.stdout
+        assert mode in p.stdout
+
+
+def test_quickstart_refuses_a_missing_install(tmp_path):
+    p = subprocess.run(["make", "-C", QUICKSTART, f"PROBEKIT_PREFIX={tmp_path}",
+                        f"O={tmp_path}/out"], capture_output=True, text=True,
+                       timeout=probekit.TIMEOUT)
+    assert p.returncode != 0
+    assert f"no {tmp_path}/share/probekit/probekit.mk: install probekit" in p.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def expected_sum(first_id, n):
+    """What quickstart.c's request_sum() totals over requests first_id.."""
+    total = 0
+    for i in range(n):
+        rid, size = first_id + i, i % 64 + 1
+        total += sum((rid + k) * k for k in range(1, size + 1))
+    return total
+
+
+@pytest.mark.needs("dtrace", "readelf", "bpftrace")
+def test_quickstart_traced_and_checked_from_install(inst, tmp_path, bpf):
+    project = copy_quickstart(tmp_path)
+    prog = build_quickstart(inst, project, tmp_path / "usdt1", 1)
+    env = clean_env()
+    qs = subprocess.Popen([prog], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, cwd="/", env=env)
+    out = probekit.LineReader(qs.stdout)
+    trace = None
+    try:
+        out.wait_for(rf"quickstart: pid {qs.pid}, probes compiled in")
+        # Requests before the trace are not counted: ids 1..REQUESTS.
+        qs.stdin.write(f"{REQUESTS}\n".encode())
+        qs.stdin.flush()
+        out.wait_for(rf"^done {REQUESTS}$")
+        trace = subprocess.Popen([os.path.join(inst, "bin", "probekit-bpftrace"), str(qs.pid),
+                                  os.path.join(project, "bt", "requests.bt")],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 cwd="/", env=env, start_new_session=True)
+        tout = probekit.LineReader(trace.stdout)
+        tout.wait_for(re.escape(f"probekit: tracing PID={qs.pid}"))
+        qs.stdin.write(f"{REQUESTS}\n".encode())
+        qs.stdin.flush()
+        out.wait_until(lambda lines: lines.count(f"done {REQUESTS}") == 2)
+        probekit.interrupt(trace, "trace")
+        lines = tout.drain(10)
+        assert trace.returncode == 0, lines
+        assert f"@requests: {REQUESTS}" in lines, lines
+        assert f"@sum: {expected_sum(REQUESTS + 1, REQUESTS)}" in lines, lines
+    finally:
+        if trace and trace.poll() is None:
+            probekit.interrupt(trace, "trace")
+        qs.stdin.close()
+        assert qs.wait(timeout=probekit.TIMEOUT) == 0
+
+    p = subprocess.run([os.path.join(inst, "bin", "probekit-check"), "--binary", prog,
+                        "--catalog", os.path.join(project, "quickstart.d"),
+                        os.path.join(project, "bt", "requests.bt")],
+                       cwd="/", env=env, capture_output=True, text=True,
+                       timeout=probekit.TIMEOUT)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "2 of 2 catalog probes used by 1 file" in p.stdout + p.stderr
+
+
+# --- man pages ---------------------------------------------------------------
+
+MAN_DIR = os.path.join(probekit.ROOT, "man")
+SECTIONS = ("NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "EXAMPLES", "OVERHEAD", "SEE ALSO")
+
+
+def pages():
+    """man/*.8; none without man/ (test_every_command_has_a_man_page then
+    names every command that lacks one)."""
+    if not os.path.isdir(MAN_DIR):
+        return []
+    return sorted(f for f in os.listdir(MAN_DIR) if f.endswith(".8"))
+
+
+def render(path):
+    """man's plain-text rendering and its warnings, as Debian's man-db
+    renders the page (ASCII, so that \\- stays a plain hyphen)."""
+    env = dict(os.environ, LC_ALL="C", LANG="C", MANROFFSEQ="", MANWIDTH="80")
+    p = subprocess.run(["man", "--warnings", "-l", path], env=env, capture_output=True,
+                       text=True, timeout=probekit.TIMEOUT)
+    return p.returncode, p.stdout, p.stderr
+
+
+def sections(text):
+    """{SECTION: body} of a rendered page."""
+    out, cur = {}, None
+    for line in text.splitlines():
+        if line and not line[0].isspace() and line.upper() == line and "(8)" not in line:
+            cur = line.strip()
+            out[cur] = ""
+        elif cur:
+            out[cur] += line + "\n"
+    return out
+
+
+def page_names():
+    """{command: page file} from each page's NAME line."""
+    out = {}
+    for page in pages():
+        _, text, _ = render(os.path.join(MAN_DIR, page))
+        name = sections(text).get("NAME", "")
+        for cmd in name.split(" - ", 1)[0].replace(",", " ").split():
+            out[cmd] = page
+    return out
+
+
+def help_options(cmd):
+    """Every option the command's --help (or -h) prints: the ones that open
+    a line of the option list, before the description column."""
+    for flag in ("--help", "-h"):
+        p = subprocess.run([cmd, flag], capture_output=True, text=True, cwd="/",
+                           timeout=probekit.TIMEOUT)
+        if p.returncode == 0:
+            break
+    assert p.returncode == 0, f"{cmd}: neither --help nor -h works: {p.stderr}"
+    text = p.stdout
+    if text.startswith("#!"):
+        text = ""
+    opts = set()
+    for line in text.splitlines():
+        line = re.sub(r"^#\s?", "", line)
+        if not re.match(r"^\s+-", line):
+            continue
+        head = re.split(r"(?<=\S)\s{2,}", line.strip(), maxsplit=1)[0]
+        opts |= set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", head))
+    return opts
+
+
+@pytest.mark.needs("man")
+@pytest.mark.parametrize("page", pages())
+def test_man_page_renders_without_warnings(page):
+    rc, text, err = render(os.path.join(MAN_DIR, page))
+    assert rc == 0 and err == "", err
+    have = sections(text)
+    assert [s for s in SECTIONS if s not in have] == [], sorted(have)
+    with open(os.path.join(MAN_DIR, page)) as f:
+        assert "SPDX-License-Identifier" in f.readline()
+
+
+@pytest.mark.needs("man")
+def test_every_command_has_a_man_page():
+    assert commands(), f"{probekit.BUILD}/bin is not built; run the suite with 'make test'"
+    names = page_names()
+    missing = [c for c in commands() if c not in names]
+    assert missing == [], f"no man page names {missing}"
+
+
+@pytest.mark.needs("man")
+@pytest.mark.parametrize("cmd", commands())
+def test_man_page_options_name_every_help_option(cmd):
+    page = page_names().get(cmd)
+    assert page, f"no man page for {cmd}"
+    opts = help_options(os.path.join(probekit.BUILD, "bin", cmd))
+    assert "--version" in opts or "-V" in opts, opts
+    _, text, _ = render(os.path.join(MAN_DIR, page))
+    body = sections(text)["OPTIONS"]
+    missing = sorted(o for o in opts if not re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", body))
+    assert missing == [], f"{page} OPTIONS lacks {missing} from {cmd} --help"
+
+
+@pytest.mark.needs("man")
+def test_installed_man_pages_found_by_man(inst):
+    env = dict(os.environ, LC_ALL="C", MANWIDTH="80")
+    for cmd in commands():
+        p = subprocess.run(["man", "-M", os.path.join(inst, "share", "man"), "8", cmd],
+                           env=env, capture_output=True, text=True, timeout=probekit.TIMEOUT)
+        assert p.returncode == 0 and cmd in p.stdout, (cmd, p.stderr)
