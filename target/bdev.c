@@ -10,16 +10,18 @@
  * completion never runs inside bdev_submit(), and the I/O path takes no
  * lock and allocates nothing: all its state is per reactor.
  *
- * While io__batch is traced, bdev_io_complete() also appends a record of
- * each I/O to its reactor's batch (io_batch.h), which fires io__batch when
- * full and when the drain of the pass's completions ends.  That drain, not
- * a pass hook, ends the batch: hooks run after the loop's epoll wait, which
- * sleeps when there is nothing left to do, so the record of an I/O that
- * completed alone would wait there for the next event.  Untraced, all this
- * costs one branch on the semaphore per I/O; a USDT=0 build drops it.
+ * While io__batch is traced, the drain of a pass's completions first
+ * records each I/O in its reactor's batch (io_batch.h), firing io__batch
+ * when the batch is full and once more for the rest, and only then runs
+ * the completions.  So a tool has every record before a callback can tell
+ * anyone (an RPC reply, an NBD reply) that the I/O is done, and the drain,
+ * not a pass hook, ends the batch: hooks run after the loop's epoll wait,
+ * which sleeps when there is nothing left to do, so the record of an I/O
+ * that completed alone would wait there for the next event.  Untraced,
+ * this costs one branch on the semaphore per drain, not per I/O; a USDT=0
+ * build drops it.
  */
 #include <errno.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,9 +46,8 @@ struct bdev_thread {
 	struct reactor_defer defer;
 	bool defer_queued;
 	struct bdev_stats stats;
-	/* io__batch: records not yet fired. */
+	/* io__batch: records not yet fired (none outside batch_record()). */
 	uint32_t batch_n;
-	bool batch_seen;        /* this reactor has set batch_used */
 	struct io_rec batch[IO_BATCH_MAX];
 };
 
@@ -54,16 +55,13 @@ static struct bdev_thread threads[REACTOR_MAX];
 static struct bdev *bdevs;
 static unsigned nbdevs;
 
-/* io__batch's name table (io_batch.h).  A slot is FREE, LIVE (a bdev has
- * it), or RETIRING: its bdev is gone but a batch may still hold a record
- * of it, until every reactor has ended the loop pass it was in. */
-enum { SLOT_FREE, SLOT_LIVE, SLOT_RETIRING };
+/* io__batch's name table (io_batch.h), and which slots a bdev holds
+ * (reactor 0 only).  A freed slot can be reused at once: every record is
+ * fired before the completion callbacks of its drain run, and a bdev is
+ * deleted only after the callbacks of all its I/O, so no record of a
+ * deleted bdev is ever fired after it. */
 static char bdev_names[BDEV_INDEX_MAX][BDEV_NAME_LEN];
-static unsigned char slot_state[BDEV_INDEX_MAX];        /* reactor 0 only */
-/* Set once any reactor has filled a record: until then no batch can hold
- * one, and a freed index is reusable at once.  Release/acquire, though a
- * bdev's deletion is ordered after its last completion by messages. */
-static atomic_bool batch_used;
+static bool slot_used[BDEV_INDEX_MAX];
 
 static void drain_completions(void *arg);
 static void queue_completion(struct bdev_thread *t, struct bdev_io *io);
@@ -94,54 +92,28 @@ int bdev_check_params(const char *name, uint32_t block_size)
 	return 0;
 }
 
-/* A name table slot for b: the lowest FREE one, else BDEV_INDEX_OTHER. */
+/* A name table slot for b: the lowest free one, else BDEV_INDEX_OTHER. */
 static void slot_take(struct bdev *b)
 {
 	unsigned i;
 
 	for (i = 0; i < BDEV_INDEX_OTHER; i++)
-		if (slot_state[i] == SLOT_FREE)
+		if (!slot_used[i])
 			break;
 	b->index = (uint16_t)i;
-	if (i == BDEV_INDEX_OTHER)
-		return;
-	slot_state[i] = SLOT_LIVE;
 	/* Written before b can take I/O: readers see the whole name. */
+	if (i == BDEV_INDEX_OTHER) {
+		snprintf(bdev_names[i], BDEV_NAME_LEN, "(other)");
+		return;
+	}
+	slot_used[i] = true;
 	snprintf(bdev_names[i], BDEV_NAME_LEN, "%s", b->name);
 }
 
-static void slot_retired(void *ctx, int status)
+static void slot_release(const struct bdev *b)
 {
-	unsigned i = (unsigned)(uintptr_t)ctx;
-
-	(void)status;
-	slot_state[i] = SLOT_FREE;
-}
-
-static void slot_quiesce_step(struct foreach *it, void *ctx)
-{
-	(void)ctx;
-	foreach_continue(it, 0);
-}
-
-/* b is being deleted: free its slot once no batch can hold its records.
- * A record is fired by the end of the completion drain that made it, and
- * b was deleted after that completion (it held b), so a message that every
- * reactor runs from now on runs after that drain ended.  When the round
- * cannot start (ENOMEM), the slot stays retired: never wrong, only lost. */
-static void slot_release(struct bdev *b, bool reuse)
-{
-	unsigned i = b->index;
-
-	if (i == BDEV_INDEX_OTHER)
-		return;
-	if (!atomic_load_explicit(&batch_used, memory_order_acquire)) {
-		slot_state[i] = SLOT_FREE;
-		return;
-	}
-	slot_state[i] = SLOT_RETIRING;
-	if (reuse)
-		for_each_thread(slot_quiesce_step, (void *)(uintptr_t)i, slot_retired);
+	if (b->index != BDEV_INDEX_OTHER)
+		slot_used[b->index] = false;
 }
 
 int bdev_register(const char *name, const struct bdev_ops *ops, uint64_t num_blocks,
@@ -190,9 +162,9 @@ struct bdev *bdev_first(void)
 	return bdevs;
 }
 
-static void bdev_free(struct bdev *b, bool reuse)
+static void bdev_free(struct bdev *b)
 {
-	slot_release(b, reuse);
+	slot_release(b);
 	BLKTGT_BDEV_DELETE(b->name, b->type);
 	log_info("bdev %s deleted", b->name);
 	b->ops->destroy(b);
@@ -213,7 +185,7 @@ int bdev_delete(const char *name)
 			return -EBUSY;
 		*pp = b->next;
 		nbdevs--;
-		bdev_free(b, true);
+		bdev_free(b);
 		return 0;
 	}
 	return -ENOENT;
@@ -228,7 +200,7 @@ void bdev_delete_all(void)
 			log_warn("bdev %s deleted while still in use", b->name);
 		bdevs = b->next;
 		nbdevs--;
-		bdev_free(b, false);     /* shutting down: no index is taken again */
+		bdev_free(b);
 	}
 }
 
@@ -331,27 +303,30 @@ static void batch_flush(struct bdev_thread *t)
 	t->batch_n = 0;
 }
 
-/* Record io, done now, in t's batch.  Out of line: untraced, the I/O path
- * keeps only the semaphore test. */
+/* Record every io of the list at head, done now, in t's batches, and fire
+ * them all.  Out of line: untraced, the drain keeps only the semaphore
+ * test. */
 __attribute__((noinline))
-static void batch_add(struct bdev_thread *t, const struct bdev_io *io)
+static void batch_record(struct bdev_thread *t, const struct bdev_io *head)
 {
-	struct io_rec *r = &t->batch[t->batch_n++];
+	uint64_t now = now_ns();
 
-	r->id = io->id;
-	r->offset = io->offset;
-	r->submit_ns = io->submit_ns;
-	r->done_ns = now_ns();
-	r->length = (uint32_t)io->len;          /* <= BDEV_MAX_IO_SIZE */
-	r->status = io->status;
-	r->bdev = io->bdev->index;
-	r->type = (uint8_t)io->type;
-	memset(r->pad, 0, sizeof(r->pad));
-	if (!t->batch_seen) {
-		t->batch_seen = true;
-		atomic_store_explicit(&batch_used, true, memory_order_release);
+	for (const struct bdev_io *io = head; io; io = io->next) {
+		struct io_rec *r = &t->batch[t->batch_n++];
+
+		r->id = io->id;
+		r->offset = io->offset;
+		r->submit_ns = io->submit_ns;
+		r->done_ns = now;
+		r->length = (uint32_t)io->len;          /* <= BDEV_MAX_IO_SIZE */
+		r->status = io->status;
+		r->bdev = io->bdev->index;
+		r->type = (uint8_t)io->type;
+		memset(r->pad, 0, sizeof(r->pad));
+		if (t->batch_n == IO_BATCH_MAX)
+			batch_flush(t);
 	}
-	if (t->batch_n == IO_BATCH_MAX)
+	if (t->batch_n)
 		batch_flush(t);
 }
 
@@ -369,8 +344,6 @@ void bdev_io_complete(struct bdev_io *io)
 		BLKTGT_IO_DONE(io->id, io->bdev->name, io->type, io->len, io->status,
 			       bdev_io_type_name(io->type));
 	trace_bdev_io_done((uint32_t)(t - threads), io->id, 0, io->status, (int32_t)io->len);
-	if (BLKTGT_IO_BATCH_ENABLED())
-		batch_add(t, io);
 	io->cb(io, io->cb_ctx);
 }
 
@@ -383,6 +356,8 @@ static void drain_completions(void *arg)
 
 	t->done_head = t->done_tail = NULL;
 	t->defer_queued = false;
+	if (BLKTGT_IO_BATCH_ENABLED())
+		batch_record(t, io);
 	while (io) {
 		struct bdev_io *next = io->next;
 
@@ -390,8 +365,6 @@ static void drain_completions(void *arg)
 		bdev_io_complete(io);
 		io = next;
 	}
-	if (t->batch_n)
-		batch_flush(t);
 }
 
 void bdev_get_stats(struct bdev_stats *st)

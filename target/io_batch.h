@@ -13,17 +13,18 @@
  *             char *bdev_names)
  *
  * fires on reactor thread with count (1..IO_BATCH_MAX) records of the I/Os
- * that reactor completed: when its batch is full, and at the end of every
- * loop pass that completed one, so no record waits for more I/O.  Records
+ * that reactor completed in one pass of its loop, before any of their
+ * completion callbacks runs: so no record waits for more I/O, and a tool
+ * has seen an I/O by the time its submitter learns it is done.  Records
  * are filled only while the probe's semaphore is up.
  *
  * bdev_names is char[BDEV_INDEX_MAX][BDEV_NAME_LEN]: the name of a record's
  * bdev is the string at bdev_names + bdev * BDEV_NAME_LEN, readable at any
  * time, so a tool attached after the bdevs were created still names them.
- * A name longer than BDEV_NAME_LEN - 1 is cut to that length.  An index is
- * given to a new bdev only once no batch can still hold a record of the
- * bdev that had it before.  Past BDEV_INDEX_MAX - 1 live bdevs, the rest
- * share BDEV_INDEX_OTHER, whose name is "(other)".
+ * A name longer than BDEV_NAME_LEN - 1 is cut to that length.  A deleted
+ * bdev's index is reused, safely: no record of it is fired after its
+ * deletion.  Past BDEV_INDEX_MAX - 1 live bdevs, the rest share
+ * BDEV_INDEX_OTHER, whose name is "(other)".
  */
 #ifndef BLKTGT_IO_BATCH_H
 #define BLKTGT_IO_BATCH_H
