@@ -156,6 +156,11 @@ def derive(raw):
             d[n][qd] = {
                 # Throughput traced / untraced = time untraced / traced.
                 "ratio": _summary(_paired(raw, n, qd, "ns_per_io", lambda m, b: b / m)),
+                # The same from the target's CPU time: what the tool costs
+                # the target, without the waits for a CPU a loaded machine
+                # adds to the wall time.
+                "cpu_ratio": _summary(_paired(raw, n, qd, "cpu_ns_per_io",
+                                              lambda m, b: b / m)),
                 "added_ns": _summary(_paired(raw, n, qd, "ns_per_io", lambda m, b: m - b)),
                 "added_cpu_ns": _summary(_paired(raw, n, qd, "cpu_ns_per_io",
                                                  lambda m, b: m - b)),
@@ -165,13 +170,15 @@ def derive(raw):
     for n in d:
         if not n.endswith("-batch"):
             continue
-        # added = per_record + per_batch * (1 / records_per_batch)
-        xs = [1 / rpb[qd] for qd in QDS]
-        ys = [d[n][qd]["added_ns"]["median"] for qd in QDS]
-        mx, my = statistics.mean(xs), statistics.mean(ys)
-        sxx = sum((x - mx) ** 2 for x in xs)
-        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
-        fits[n] = {"per_batch_ns": slope, "per_record_ns": my - slope * mx}
+        fits[n] = {}
+        for key in ("added_ns", "added_cpu_ns"):
+            # added = per_record + per_batch * (1 / records_per_batch)
+            xs = [1 / rpb[qd] for qd in QDS]
+            ys = [d[n][qd][key]["median"] for qd in QDS]
+            mx, my = statistics.mean(xs), statistics.mean(ys)
+            sxx = sum((x - mx) ** 2 for x in xs)
+            slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
+            fits[n][key] = (my - slope * mx, slope)
     return d, rpb, fits
 
 
@@ -192,6 +199,17 @@ def render(raw):
     for n in names:
         L.append(f"| {raw['configs'][n]} | " +
                  " | ".join(_fmt(d[n][qd]["ratio"]) for qd in QDS) + " |")
+    L += ["", "The same from the CPU time of the target's threads per I/O (untraced / "
+          "traced), which waits for a CPU on a loaded machine do not inflate:", "",
+          "| tool | " + " | ".join(f"qd {qd}" for qd in QDS) + " |",
+          "|---|" + "---|" * len(QDS)]
+    for n in names:
+        L.append(f"| {raw['configs'][n]} | " +
+                 " | ".join(_fmt(d[n][qd]["cpu_ratio"]) for qd in QDS) + " |")
+    base = {qd: _summary([x["cpu_ns_per_io"] for x in raw["samples"]["untraced"][str(qd)]])
+            for qd in QDS}
+    L += ["", "Untraced, CPU ns per I/O: " +
+          ", ".join(f"qd {qd}: {base[qd]['median']:.0f}" for qd in QDS) + "."]
     L += ["", "Time added per I/O, ns (traced minus untraced, paired); CPU time of "
           "the target's threads added per I/O in brackets:", "",
           "| tool | " + " | ".join(f"qd {qd}" for qd in QDS) + " |",
@@ -200,19 +218,23 @@ def render(raw):
         L.append(f"| {raw['configs'][n]} | " + " | ".join(
             f"{d[n][qd]['added_ns']['median']:.0f} "
             f"({d[n][qd]['added_cpu_ns']['median']:.0f})" for qd in QDS) + " |")
-    L += ["", "Cost per record and per batch (hit), fitted to the medians above as "
-          "`added = per_record + per_batch / records_per_batch`:", "",
-          "| tool | per record, ns | per batch (hit), ns |", "|---|---|---|"]
+    L += ["", "Cost per record and per batch (hit), fitted by least squares to the "
+          "medians above as `added = per_record + per_batch / records_per_batch`, "
+          "from the target's CPU time and from the wall time:", "",
+          "| tool | per record, CPU ns | per batch (hit), CPU ns | per record, ns | "
+          "per batch (hit), ns |", "|---|---|---|---|---|"]
     for n, f in fits.items():
-        L.append(f"| {raw['configs'][n]} | {f['per_record_ns']:.0f} | "
-                 f"{f['per_batch_ns']:.0f} |")
-    lib = d.get("libbpf-batch", {}).get(32, {}).get("ratio")
-    bt = d.get("bt-batch", {}).get(32, {}).get("ratio")
-    L += ["", "| goal | qd 32, this run | verdict |", "|---|---|---|",
-          f"| libbpf iolatency (io__batch) >= 0.85x untraced | {_fmt(lib)} | "
-          f"{_verdict(lib, 0.85)} |",
-          f"| bt/iolat_batch.bt >= 0.5x untraced | {_fmt(bt)} | {_verdict(bt, 0.5)} |",
-          "", END]
+        (rc, bc), (rt, bt_) = f["added_cpu_ns"], f["added_ns"]
+        L.append(f"| {raw['configs'][n]} | {rc:.0f} | {bc:.0f} | {rt:.0f} | {bt_:.0f} |")
+    L += ["", "| goal, at qd 32 | by | this run | verdict |", "|---|---|---|---|"]
+    for n, goal, what in (("libbpf-batch", 0.85, "libbpf iolatency (io__batch) >= 0.85x"),
+                          ("bt-batch", 0.5, "bt/iolat_batch.bt >= 0.5x")):
+        for key, by in (("ratio", "time"), ("cpu_ratio", "CPU")):
+            s = d.get(n, {}).get(32, {}).get(key)
+            L.append(f"| {what} | {by} | {_fmt(s)} | {_verdict(s, goal)} |")
+    L += ["", f"Load average (1/5/15 min) at the start: "
+          f"{'/'.join(map(str, raw.get('loadavg_start', [])))}, at the end: "
+          f"{'/'.join(map(str, raw.get('loadavg_end', [])))} (2 vCPUs).", "", END]
     return "\n".join(L) + "\n"
 
 
@@ -232,3 +254,26 @@ def replace_section(text, section):
         head, rest = text.split(BEGIN, 1)
         return head + section.rstrip("\n") + rest.split(END, 1)[1]
     return text.rstrip("\n") + "\n\n" + section
+
+
+def main():
+    """Rewrite section 7 of OUT/RESULTS.md from OUT/raw/batch.json (OUT:
+    bench/ by default), as report.py does for the rest."""
+    import json
+    import sys
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
+    try:
+        with open(os.path.join(out, "raw", "batch.json")) as f:
+            raw = json.load(f)
+        with open(os.path.join(out, "RESULTS.md")) as f:
+            text = f.read()
+    except (OSError, ValueError) as e:
+        print(f"bench/batch.py: {e}", file=sys.stderr)
+        return 1
+    with open(os.path.join(out, "RESULTS.md"), "w") as f:
+        f.write(replace_section(text, render(raw)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
