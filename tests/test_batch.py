@@ -26,6 +26,7 @@ import histtools
 import probekit
 from histtools import Tool, by_key, parse, total
 from probekit import ROOT, Trace
+from test_bcc import Semaphores
 
 pytestmark = pytest.mark.needs("fio", "py:bcc")
 
@@ -158,9 +159,17 @@ def fio_writes(target, tmp_path, count):
     return target.rpc("target_stats")["io_completed"] - before
 
 
+IO_SEMS = ("io__batch", "io__submit", "io__done")
+
+
 @pytest.mark.parametrize("reader", sorted(READERS))
 def test_exact_counts(bpf, four, tmp_path, reader):
     r = READERS[reader]().start(four.pid)
+    # A reader in batch mode raises io__batch's semaphore and no other I/O
+    # probe's; one in per-I/O mode, the other way round.
+    up = {n for n, v in Semaphores(four.pid, IO_SEMS).read().items() if v}
+    batch = "batch" in reader
+    assert ("io__batch" in up) == batch and (up - {"io__batch"} == set()) == batch, up
     workloads_at_once(four, [("Malloc0", "randrw", 8, N0),
                              ("Malloc1", "randwrite", 32, N1)])
     nbd = fio_writes(four, tmp_path, FIO_IOS)
