@@ -116,7 +116,7 @@ def test_with_bpftrace_on_the_same_probes(bpf, bdevs):
         'usdt::blktgt:io__submit { @submits = count(); } '
         f'uprobe:{bdevs.binary}:bdev_execute {{ @calls = count(); }}')
     try:
-        size = Tool("iosize", bdevs.pid).start()
+        size = Tool("iosize", bdevs.pid, "--per-io").start()   # io__submit
         func = Tool("funclat", bdevs.pid).start()
         workload(bdevs, "Malloc0", "read", 4096, 2, 23)
         (h,) = parse(size.stop())
