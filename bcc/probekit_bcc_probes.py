@@ -192,3 +192,48 @@ def uprobe(bpf, fn_name, path, sym, pid, ret=False):
     if offset is None:
         raise OSError(0, "no function %s in %s" % (sym, path))
     compat.attach_uprobe(bpf, fn_name, path, sym, offset, pid, ret)
+
+
+# io__batch's fixed sizes (target/io_batch.h: IO_BATCH_MAX, BDEV_NAME_LEN);
+# the record itself comes from the traced binary's DWARF (io_batch_c).
+IO_BATCH_MAX = 64
+BDEV_NAME_LEN = 32
+
+
+def io_batch_c(tool, target):
+    """C that reads io__batch's records: struct pk_io_rec, made from the
+    DWARF of target's executable by the generator probekit-structs uses,
+    and io_type_name(dst, type), which writes an I/O type's name as
+    io__submit's type_name would give it.  Those names are enum
+    bdev_io_type's, lowercased without their common prefix, as
+    target/states.h spells them (BDEV_IO_READ, "read")."""
+    home = _probelib_home()
+    if home not in sys.path:
+        sys.path.insert(0, home)
+    from probelib import cdefs, dwarf
+    try:
+        types = dwarf.Types(target.exe)
+    except dwarf.NoDebugInfo:
+        die(tool, "%s has no debug information (DWARF) to read io__batch's "
+            "records with; use --per-io" % target.exe)
+    except Exception:   # OSError, ELFError and what a corrupt file raises
+        die(tool, "cannot read the DWARF of PID %d (%s)"
+            % (target.pid, target.exe))
+    try:
+        struct = cdefs.struct_defs(types, ["io_rec"])
+        enum = cdefs.find(types, "bdev_io_type", ("enum",))
+        if enum is None:
+            raise cdefs.DefsError("no enum 'bdev_io_type'")
+        names = [(n, v) for n, v in enum.values if not n.endswith("_COUNT")]
+    except cdefs.DefsError as e:
+        die(tool, "%s: %s; use --per-io" % (target.exe, e))
+    finally:
+        types.close()
+    prefix = os.path.commonprefix([n for n, _ in names])
+    cases = "".join('    case %d: __builtin_memcpy(dst, "%s", %d); break;\n'
+                    % (v, n[len(prefix):].lower(), len(n) - len(prefix) + 1)
+                    for n, v in names)
+    return (struct + "\nstatic __always_inline void io_type_name(char *dst, "
+            "u32 type)\n{\n    switch (type) {\n" + cases +
+            '    default: __builtin_memcpy(dst, "?", 2); break;\n    }\n}\n')
+

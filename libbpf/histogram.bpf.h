@@ -82,21 +82,28 @@ static __always_inline void hit_count(void)
 /* An all-zero histogram to create new map entries from. */
 static const struct hist hist_zero;
 
-/* Count one value in slot of the histogram at key in map (a hash of
- * struct hist), creating the histogram on first use.  A full map drops
- * the count rather than failing the probe. */
-static __always_inline void hist_increment(void *map, const void *key,
-					   __u32 slot)
+/* The histogram at key in map (a hash of struct hist), created on first
+ * use; NULL when the map is full. */
+static __always_inline struct hist *hist_get(void *map, const void *key)
 {
 	struct hist *h = bpf_map_lookup_elem(map, key);
 
 	if (!h) {
 		bpf_map_update_elem(map, key, &hist_zero, BPF_NOEXIST);
 		h = bpf_map_lookup_elem(map, key);
-		if (!h)
-			return;
 	}
-	__sync_fetch_and_add(&h->slots[slot], 1);
+	return h;
+}
+
+/* Count one value in slot of the histogram at key in map.  A full map
+ * drops the count rather than failing the probe. */
+static __always_inline void hist_increment(void *map, const void *key,
+					   __u32 slot)
+{
+	struct hist *h = hist_get(map, key);
+
+	if (h)
+		__sync_fetch_and_add(&h->slots[slot], 1);
 }
 
 #endif

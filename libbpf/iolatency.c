@@ -4,8 +4,11 @@
  * completion, shown as a histogram.
  *
  * The libbpf CO-RE twin of bcc/iolatency: same options, same output.  The
- * latency of an I/O is the time from blktgt:io__submit to blktgt:io__done
- * of the same I/O id (see iolatency.bpf.c).  Options reach the BPF
+ * latency of an I/O is the time from its submission to its completion:
+ * by default as blktgt stamped them in the records of blktgt:io__batch,
+ * one hit for up to 64 I/Os; with --per-io, from blktgt:io__submit to
+ * blktgt:io__done of the same I/O id, two hits per I/O, whose times also
+ * hold the cost of the hits (see iolatency.bpf.c).  Options reach the BPF
  * program as read-only data set before load, never as text.
  */
 #include <errno.h>
@@ -24,9 +27,11 @@ const char *tool_name = "iolatency";
 
 static struct {
 	struct common_args c;
-	bool per_bdev, per_type, linear;
+	bool per_bdev, per_type, linear, per_io;
 	long width;		/* 0: not given */
 } env;
+
+enum { OPT_PER_IO = OPT_LONG_ONLY };
 
 static void option(int key, const char *arg)
 {
@@ -43,6 +48,9 @@ static void option(int key, const char *arg)
 	case 'W':
 		env.width = positive_arg("-W/--width", arg, INT_MAX);
 		break;
+	case OPT_PER_IO:
+		env.per_io = true;
+		break;
 	}
 }
 
@@ -53,13 +61,16 @@ static const struct tool_option options[] = {
 	{ 'L', "linear", NULL, "equal-width buckets, not powers of two" },
 	{ 'W', "width", "WIDTH",
 	  "with -L: units per bucket (default 10)" },
+	{ OPT_PER_IO, "per-io", NULL,
+	  "from io__submit and io__done, two hits per I/O,\n"
+	  "not io__batch (one hit per up to 64 I/Os)" },
 	{ 0 }
 };
 
 static const struct tool_cli cli = {
 	.synopsis =
 "usage: probekit-iolatency -p PID [-h] [-T] [-B] [-O] [-m|-u|-n] [-L [-W WIDTH]]\n"
-"                          [-d SECS] [-j] [interval [count]]\n"
+"                          [-d SECS] [-j] [--per-io] [interval [count]]\n"
 "\n"
 "Time each blktgt block I/O from submission to completion, and show the\n"
 "times as a histogram (libbpf CO-RE).\n",
@@ -72,7 +83,8 @@ static const struct tool_cli cli = {
 "    probekit-iolatency -p 1234 -B        # a histogram for each bdev\n"
 "    probekit-iolatency -p 1234 -BO       # for each bdev and I/O type\n"
 "    probekit-iolatency -p 1234 -L -W 5   # linear, 5 usecs per bucket\n"
-"    probekit-iolatency -p 1234 -d 10 -j  # for 10 seconds, as JSON\n",
+"    probekit-iolatency -p 1234 -d 10 -j  # for 10 seconds, as JSON\n"
+"    probekit-iolatency -p 1234 --per-io  # from the per-I/O probes\n",
 	.option = option,
 };
 
@@ -119,16 +131,24 @@ int main(int argc, char **argv)
 	skel->rodata->width = env.width;
 	skel->rodata->unit_ns = env.c.unit_ns;
 	skel->rodata->count_hits = env.c.max_rate > 0;
+	bpf_program__set_autoload(skel->progs.io_batch, !env.per_io);
+	bpf_program__set_autoload(skel->progs.io_submit, env.per_io);
+	bpf_program__set_autoload(skel->progs.io_done, env.per_io);
 	err = iolatency_bpf__load(skel);
 	if (err) {
 		report_load_error(&t, err);
 		goto out;
 	}
-	if (attach_usdt(skel->progs.io_submit, &t, "blktgt", "io__submit",
-			&skel->links.io_submit) ||
-	    attach_usdt(skel->progs.io_done, &t, "blktgt", "io__done",
-			&skel->links.io_done))
+	if (!env.per_io) {
+		if (attach_usdt(skel->progs.io_batch, &t, "blktgt", "io__batch",
+				&skel->links.io_batch))
+			goto out;
+	} else if (attach_usdt(skel->progs.io_submit, &t, "blktgt", "io__submit",
+			       &skel->links.io_submit) ||
+		   attach_usdt(skel->progs.io_done, &t, "blktgt", "io__done",
+			       &skel->links.io_done)) {
 		goto out;
+	}
 
 	env.c.hits = skel->maps.hits;
 	env.c.skel = skel->skeleton;

@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
 /*
- * iosize.bpf.c: the len argument (bytes) of every blktgt:io__submit, as a
- * log2 histogram per (bdev, type) key.
+ * iosize.bpf.c: the length (bytes) of every blktgt I/O, as a log2
+ * histogram per (bdev, type) key: by default from the records of
+ * blktgt:io__batch (completed I/Os, up to 64 per hit), with --per-io from
+ * the len argument of every blktgt:io__submit.
  */
 #include "probekit.bpf.h"
 #include <bpf/usdt.bpf.h>
 
 #include "iosize.h"
 #include "histogram.bpf.h"
+#include "blktgt_io.bpf.h"
 
 /* Options, set by user space before load. */
 const volatile bool per_bdev = false;	/* -B */
@@ -43,6 +46,36 @@ int BPF_USDT(io_submit, __u64 id, const char *bdev, __u32 type,
 {
 	hit_count();
 	return handle_submit(bdev, len, type_name);
+}
+
+/* blktgt:io__batch(s32 thread, s32 count, struct io_rec *recs,
+ *                  char *bdev_names) */
+SEC("usdt")
+int BPF_USDT(io_batch, __s32 thread, __s32 count, const void *recs,
+	     const char *names)
+{
+	struct io_key key = {};
+	struct io_rec *r = io_batch_copy(recs, count);
+	struct hist *h = NULL;
+	__u32 last = BDEV_INDEX_MAX, last_type = 256;
+
+	hit_count();
+	if (!r)
+		return 0;
+	for (__u32 i = 0; i < IO_BATCH_MAX && i < (__u32)count; i++, r++) {
+		/* Look the histogram up again only when the key may have
+		 * changed: records of one batch mostly share one. */
+		if (!h || (per_bdev && r->bdev != last) ||
+		    (per_type && r->type != last_type)) {
+			io_batch_key(&key, r, names, per_bdev, per_type, &last);
+			last_type = r->type;
+			h = hist_get(&hists, &key);
+			if (!h)
+				continue;
+		}
+		__sync_fetch_and_add(&h->slots[hist_slot(r->length, false, 1)], 1);
+	}
+	return 0;
 }
 
 /* bpf_probe_read_user_str() needs a GPL-compatible program. */

@@ -3,8 +3,10 @@
  * iosize: summarize blktgt block I/O sizes as a histogram.
  *
  * The libbpf CO-RE twin of bcc/iosize: same options, same output.  Counts
- * the len argument (bytes) of every blktgt:io__submit as a log2
- * histogram, optionally split per bdev (-B) and per I/O type (-O).
+ * the length (bytes) of every blktgt I/O as a log2 histogram, optionally
+ * split per bdev (-B) and per I/O type (-O): by default from the records
+ * of blktgt:io__batch, one hit for up to 64 completed I/Os; with --per-io
+ * from blktgt:io__submit, one hit per I/O.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -21,8 +23,10 @@ const char *tool_name = "iosize";
 
 static struct {
 	struct common_args c;
-	bool per_bdev, per_type;
+	bool per_bdev, per_type, per_io;
 } env;
+
+enum { OPT_PER_IO = OPT_LONG_ONLY };
 
 static void option(int key, const char *arg)
 {
@@ -30,19 +34,24 @@ static void option(int key, const char *arg)
 		env.per_bdev = true;
 	else if (key == 'O')
 		env.per_type = true;
+	else if (key == OPT_PER_IO)
+		env.per_io = true;
 }
 
 static const struct tool_option options[] = {
 	{ 'B', "bdevs", NULL, "print a histogram per bdev" },
 	{ 'O', "types", NULL,
 	  "print a histogram per I/O type (read, write, ...)" },
+	{ OPT_PER_IO, "per-io", NULL,
+	  "from io__submit, one hit per I/O, not io__batch\n"
+	  "(one hit per up to 64 I/Os)" },
 	{ 0 }
 };
 
 static const struct tool_cli cli = {
 	.synopsis =
 "usage: probekit-iosize -p PID [-h] [-T] [-B] [-O] [-d SECS] [-j]\n"
-"                       [interval [count]]\n"
+"                       [--per-io] [interval [count]]\n"
 "\n"
 "Summarize blktgt block I/O sizes as a histogram (libbpf CO-RE).\n",
 	.options = options,
@@ -51,7 +60,8 @@ static const struct tool_cli cli = {
 "    probekit-iosize -p 1234 1 10        # print 1 second summaries, 10 times\n"
 "    probekit-iosize -p 1234 -BO         # a histogram per bdev and I/O type\n"
 "    probekit-iosize -p 1234 -T -d 60 10 # 10s summaries, timestamps, for 60s\n"
-"    probekit-iosize -p 1234 -j          # print JSON\n",
+"    probekit-iosize -p 1234 -j          # print JSON\n"
+"    probekit-iosize -p 1234 --per-io    # from the per-I/O probe\n",
 	.option = option,
 };
 
@@ -83,13 +93,17 @@ int main(int argc, char **argv)
 	skel->rodata->per_bdev = env.per_bdev;
 	skel->rodata->per_type = env.per_type;
 	skel->rodata->count_hits = env.c.max_rate > 0;
+	bpf_program__set_autoload(skel->progs.io_batch, !env.per_io);
+	bpf_program__set_autoload(skel->progs.io_submit, env.per_io);
 	err = iosize_bpf__load(skel);
 	if (err) {
 		report_load_error(&t, err);
 		goto out;
 	}
-	if (attach_usdt(skel->progs.io_submit, &t, "blktgt", "io__submit",
-			&skel->links.io_submit))
+	if (env.per_io ? attach_usdt(skel->progs.io_submit, &t, "blktgt", "io__submit",
+				     &skel->links.io_submit)
+		       : attach_usdt(skel->progs.io_batch, &t, "blktgt", "io__batch",
+				     &skel->links.io_batch))
 		goto out;
 
 	env.c.hits = skel->maps.hits;

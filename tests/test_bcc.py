@@ -116,7 +116,7 @@ def test_with_bpftrace_on_the_same_probes(bpf, bdevs):
         'usdt::blktgt:io__submit { @submits = count(); } '
         f'uprobe:{bdevs.binary}:bdev_execute {{ @calls = count(); }}')
     try:
-        size = Tool("iosize", bdevs.pid).start()
+        size = Tool("iosize", bdevs.pid, "--per-io").start()   # io__submit
         func = Tool("funclat", bdevs.pid).start()
         workload(bdevs, "Malloc0", "read", 4096, 2, 23)
         (h,) = parse(size.stop())
@@ -380,7 +380,7 @@ def test_target_exits(bpf, blktgt_bin, tmp_path, tool):
 def test_nousdt_build_has_no_probes(bpf, build, tmp_path):
     rc, lines = run_on_nousdt_target(build, tmp_path,
                                      lambda pid: run_tool("iosize", pid))
-    one_error_line(rc, lines, "iosize", "no USDT probe blktgt:io__submit")
+    one_error_line(rc, lines, "iosize", "no USDT probe blktgt:io__batch")
 
 
 # --- semaphores ---------------------------------------------------------------
@@ -419,7 +419,7 @@ class Semaphores:
         return out
 
 
-IO_SEMS = ("io__submit", "io__done")
+IO_SEMS = ("io__batch",)       # iolatency's probe by default
 
 
 def wait_raised(sems, proc):
@@ -448,7 +448,7 @@ def where(pid):
     (signal.SIGKILL, "attaching"), (signal.SIGKILL, "tracing"),
     (signal.SIGINT, "attaching"), (signal.SIGINT, "tracing")])
 def test_semaphores_back_to_zero(bpf, target, sig, when):
-    """However iolatency ends, io__submit and io__done return to 0: only the
+    """However iolatency ends, io__batch's semaphore returns to 0: only the
     kernel counts (ref_ctr_offset), one per attached tool, and undoes its
     count when the tool's fds close.  "attaching" signals the tool once it
     has raised a semaphore, before its "Tracing" line; "tracing" right

@@ -94,7 +94,8 @@ def compile_check(pid, scripts, tmp_path):
 
 
 def test_collection_is_complete():
-    assert SCRIPTS == sorted(["exports.bt", "funcs.bt", "iolat.bt", "iops.bt", "iosize.bt", "lifecycle.bt",
+    assert SCRIPTS == sorted(["exports.bt", "funcs.bt", "iolat.bt", "iolat_batch.bt", "iops.bt",
+                              "iops_batch.bt", "iosize.bt", "iosize_batch.bt", "lifecycle.bt",
                               "msgs.bt", "nbd.bt", "nbdtime.bt", "rpc.bt", "states.bt",
                               "syscalls.bt"])
 

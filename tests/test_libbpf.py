@@ -377,8 +377,9 @@ def test_pid_without_probes(bpf, tool):
     rc, lines = run_on_process_without_probes(
         lambda pid: run_tool(tool, "-p", pid))
     want = {"funclat": "no function bdev_execute in ",
-            "rpclat": "has no USDT probe blktgt:rpc__request"}.get(
-                tool, "has no USDT probe blktgt:io__submit")
+            "rpclat": "has no USDT probe blktgt:rpc__request",
+            "qdepth": "has no USDT probe blktgt:io__submit"}.get(
+                tool, "has no USDT probe blktgt:io__batch")
     one_error_line(rc, lines, tool, want, 1)
 
 
@@ -448,7 +449,8 @@ def lacks(what, tool, pid, *missing, whom=None, bpf_perfmon=False):
 def first_attach(tool, pid):
     if tool == "funclat":
         return f"cannot attach a uprobe to bdev_execute of PID {pid}"
-    probe = "rpc__request" if tool == "rpclat" else "io__submit"
+    probe = {"rpclat": "rpc__request", "iolatency": "io__batch",
+             "iosize": "io__batch"}.get(tool, "io__submit")
     return f"cannot attach to USDT probe blktgt:{probe} of PID {pid}"
 
 
@@ -514,4 +516,4 @@ def test_nousdt_build_has_no_probes(bpf, build, tmp_path):
     rc, lines = run_on_nousdt_target(
         build, tmp_path, lambda pid: run_tool("iolatency", "-p", pid))
     one_error_line(rc, lines, "iolatency",
-                   "no USDT probe blktgt:io__submit", 1)
+                   "no USDT probe blktgt:io__batch", 1)

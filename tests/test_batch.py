@@ -1,0 +1,253 @@
+# SPDX-License-Identifier: BSD-2-Clause
+"""io__batch: every tool that reads it, and its per-I/O twin, counts a known
+workload exactly.
+
+Each reader (a libbpf or bcc/ tool, or a bt/ script through the wrapper) is
+attached to one blktgt with four reactors and four bdevs, then sees:
+  - two workload_run jobs at once, each on its own reactor (so batches of
+    two reactors interleave): Malloc0 and Malloc1;
+  - fio over NBD on Malloc2's export, counted against blktgt's own
+    completion counter;
+  - last, one lone I/O on Malloc3, after which its reactor sleeps: its
+    record must still reach the tool, which is stopped right after.
+Counts are per bdev, exact, in both modes.  On a delay bdev both modes,
+attached at once to the same I/Os, put the median latency in one bucket.
+"""
+
+import json
+import os
+import re
+import subprocess
+import threading
+
+import pytest
+
+import histtools
+import probekit
+from histtools import Tool, by_key, parse, total
+from probekit import ROOT, Trace
+from test_bcc import Semaphores
+
+pytestmark = pytest.mark.needs("fio", "py:bcc")
+
+N0, N1, LONE = 997, 499, 1
+FIO_IOS = 211
+
+
+# --- readers -------------------------------------------------------------------
+
+class HistTool:
+    """A libbpf or bcc/ histogram tool split per bdev (-B)."""
+
+    def __init__(self, kind, name, per_io, *opts):
+        self.args = (kind, name, "-B", *opts) + (("--per-io",) if per_io else ())
+
+    def start(self, pid):
+        kind, name, *opts = self.args
+        self.tool = Tool(kind, name, pid, *opts).start()
+        return self
+
+    def stop(self):
+        self.lines = self.tool.stop()
+        return {k[0]: total(h)
+                for k, h in by_key(parse(self.lines), "bdev").items()}
+
+
+BT_HEAD = re.compile(r"^@(\w+)\[([^,\]]*)(?:, [^\]]*)?\]:\s*$")
+BT_BUCKET = re.compile(r"^\[[^\]]*[\])]\s+(\d+) \|")
+BT_VALUE = re.compile(r"^@(\w+)\[([^,\]]*)(?:, [^\]]*)?\]: (\d+)$")
+
+
+class BtScript:
+    """A bt/ script; its histograms (or, for iops, its @iops_total
+    counters) summed per bdev, the first key."""
+
+    def __init__(self, script):
+        self.script = script
+
+    def start(self, pid):
+        self.trace = Trace(pid, [os.path.join(ROOT, "bt", self.script)]).start()
+        return self
+
+    def stop(self):
+        lines = self.trace.stop()
+        assert self.trace.proc.returncode == 0, "\n".join(lines)
+        assert not any("ERROR" in l or "WARNING" in l for l in lines), \
+            "\n".join(lines)
+        self.lines = lines
+        out, key = {}, None
+        for line in lines:
+            m = BT_VALUE.match(line)
+            if m and m.group(1) == "iops_total":
+                out[m.group(2)] = out.get(m.group(2), 0) + int(m.group(3))
+                continue
+            m = BT_HEAD.match(line)
+            if m:
+                key = m.group(2)
+                continue
+            b = BT_BUCKET.match(line)
+            if b and key is not None:
+                out[key] = out.get(key, 0) + int(b.group(1))
+            elif not b:
+                key = None
+        return out
+
+
+READERS = {}
+for _kind in ("libbpf", "bcc"):
+    for _name in ("iolatency", "iosize"):
+        for _per_io in (False, True):
+            READERS[f"{_kind}-{_name}-{'per-io' if _per_io else 'batch'}"] = \
+                (lambda k=_kind, n=_name, p=_per_io: HistTool(k, n, p))
+for _per_io, _batch in (("iolat.bt", "iolat_batch.bt"),
+                        ("iosize.bt", "iosize_batch.bt"),
+                        ("iops.bt", "iops_batch.bt")):
+    READERS[_per_io] = lambda s=_per_io: BtScript(s)
+    READERS[_batch] = lambda s=_batch: BtScript(s)
+
+
+# --- the target and its workload ------------------------------------------------
+
+@pytest.fixture
+def four(blktgt_bin, tmp_path):
+    """blktgt with four reactors, Malloc0..3, Malloc2 exported as e2."""
+    t = probekit.Target(blktgt_bin, tmp_path, threads=4).start()
+    try:
+        for i in range(4):
+            t.rpc("bdev_malloc_create", name=f"Malloc{i}", size_mb=16,
+                  block_size=512)
+        t.rpc("export_create", name="e2", bdev="Malloc2")
+        yield t
+    finally:
+        t.stop()
+
+
+def workloads_at_once(target, jobs):
+    """Run workload_run jobs [(bdev, pattern, qd, count)] at the same time
+    (blktgt gives each its own reactor, in turn); wait for them all."""
+    results, errors = {}, []
+
+    def run(bdev, pattern, qd, count):
+        try:
+            results[bdev] = histtools.workload(target, bdev, pattern, 4096, qd,
+                                               count)
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+    threads = [threading.Thread(target=run, args=j) for j in jobs]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(probekit.TIMEOUT)
+    assert not errors and len(results) == len(jobs), errors
+    return results
+
+
+def fio_writes(target, tmp_path, count):
+    """fio writes count 4 KiB blocks over NBD to e2; the I/Os blktgt
+    completed meanwhile (from its own counter)."""
+    before = target.rpc("target_stats")["io_completed"]
+    out = tmp_path / "fio.json"
+    p = subprocess.run(
+        ["fio", "--name=batch", "--ioengine=nbd", f"--uri={target.nbd_uri('e2')}",
+         "--rw=write", "--bs=4k", f"--size={count * 4096}", "--iodepth=8",
+         "--output-format=json", f"--output={out}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=probekit.TIMEOUT)
+    assert p.returncode == 0, p.stdout.decode(errors="replace")
+    text = out.read_text()
+    job = json.loads(text[text.index("{"):])["jobs"][0]
+    assert job["error"] == 0 and job["write"]["total_ios"] == count, job
+    return target.rpc("target_stats")["io_completed"] - before
+
+
+IO_SEMS = ("io__batch", "io__submit", "io__done")
+
+
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_exact_counts(bpf, four, tmp_path, reader):
+    r = READERS[reader]().start(four.pid)
+    # A reader in batch mode raises io__batch's semaphore and no other I/O
+    # probe's; one in per-I/O mode, the other way round.
+    up = {n for n, v in Semaphores(four.pid, IO_SEMS).read().items() if v}
+    batch = "batch" in reader
+    assert ("io__batch" in up) == batch and (up - {"io__batch"} == set()) == batch, up
+    workloads_at_once(four, [("Malloc0", "randrw", 8, N0),
+                             ("Malloc1", "randwrite", 32, N1)])
+    nbd = fio_writes(four, tmp_path, FIO_IOS)
+    workloads_at_once(four, [("Malloc3", "read", 1, LONE)])
+    got = r.stop()
+    assert got == {"Malloc0": N0, "Malloc1": N1, "Malloc2": nbd,
+                   "Malloc3": LONE}, "\n".join(r.lines)
+    assert nbd >= FIO_IOS
+
+
+# --- the median on a delay bdev ---------------------------------------------------
+
+# Reads complete no sooner than this after submission (the delay bdev's
+# lower bound), and the bucket it falls in, [128, 255] ms (and bpftrace's
+# [128K, 256K) us), leaves over 100 ms for a loaded machine's scheduling.
+DELAY_US = 150000
+
+
+def median_bucket(h):
+    """The (low, high) bucket that holds the median of histogram h."""
+    half, seen = (total(h) + 1) // 2, 0
+    for low, high, count in h["rows"]:
+        seen += count
+        if seen >= half:
+            return low, high
+    raise AssertionError(h)
+
+
+def bt_median_bucket(lines):
+    rows = []
+    for line in lines:
+        m = re.match(r"^\[(\d+)K?, (\d+)K?\)\s+(\d+) \|", line)
+        if m:
+            scale = 1024 if "K" in line.split(")")[0] else 1
+            rows.append((int(m.group(1)) * scale, int(m.group(2)) * scale,
+                         int(m.group(3))))
+    return median_bucket({"rows": rows})
+
+
+@pytest.mark.parametrize("kind", ["libbpf", "bcc", "bt"])
+def test_delay_median_same_bucket(bpf, target, kind):
+    """Both modes at once on the same 31 reads of a delay bdev."""
+    target.rpc("bdev_malloc_create", name="M0", size_mb=16, block_size=512)
+    target.rpc("bdev_delay_create", name="D0", base="M0", read_us=DELAY_US,
+               write_us=DELAY_US)
+    if kind == "bt":
+        batch = BtScript("iolat_batch.bt").start(target.pid)
+        per_io = BtScript("iolat.bt").start(target.pid)
+    else:
+        batch = HistTool(kind, "iolatency", False, "-m").start(target.pid)
+        per_io = HistTool(kind, "iolatency", True, "-m").start(target.pid)
+    histtools.workload(target, "D0", "randread", 4096, 4, 31)
+    assert per_io.stop() == {"D0": 31}
+    assert batch.stop() == {"D0": 31}
+    if kind == "bt":
+        got = bt_median_bucket(batch.lines), bt_median_bucket(per_io.lines)
+        assert got[0] == (128 * 1024, 256 * 1024), batch.lines
+    else:
+        got = (median_bucket(parse(batch.lines)[0]),
+               median_bucket(parse(per_io.lines)[0]))
+        assert got[0] == (128, 255), batch.lines
+    assert got[0] == got[1], (batch.lines, per_io.lines)
+
+
+# --- bdev names ----------------------------------------------------------------------
+
+def test_names_after_delete_and_reuse(bpf, target):
+    """A tool attached after the bdevs were made names them all; a deleted
+    bdev's index, once reused, names the new bdev; a long name is cut to
+    31 characters in batch mode."""
+    long = "L" * 40
+    for name in ("a0", "a1", long):
+        target.rpc("bdev_malloc_create", name=name, size_mb=16, block_size=512)
+    histtools.workload(target, "a0", "read", 4096, 2, 3)   # batches made
+    assert target.rpc("bdev_delete", name="a0") is not None
+    target.rpc("bdev_malloc_create", name="b0", size_mb=16, block_size=512)
+    t = HistTool("libbpf", "iolatency", False).start(target.pid)
+    histtools.workload(target, "b0", "read", 4096, 2, 7)
+    histtools.workload(target, "a1", "read", 4096, 2, 11)
+    histtools.workload(target, long, "read", 4096, 2, 13)
+    assert t.stop() == {"b0": 7, "a1": 11, "L" * 31: 13}
