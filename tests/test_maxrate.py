@@ -2,12 +2,12 @@
 """--max-rate HITS_PER_S, the cost guard of every histogram tool.
 
 A libbpf tool, its bcc/ twin and a .bt script through the wrapper, each
-given a budget of 1000 probe hits per second, watch a workload_run of
+in both modes (the batch probe and the per-I/O one), given a budget of 1000 probe hits per second, watch a workload_run of
 200,003 I/Os that exceeds it many times over.  Each must stop by itself,
 exit 0 with its histogram printed and one line saying why, leave no
 process behind and the probe's semaphore at 0.  libbpf and bcc read the
-hit counter after detaching, so the histogram holds exactly the hits the
-line names.  Under a budget the workload never reaches, the same tools
+hit counter after detaching, so per I/O the histogram holds exactly the
+hits the line names (a batch hit carries 1..IO_BATCH_MAX records).  Under a budget the workload never reaches, the same tools
 count a known workload exactly and run until Ctrl-C.
 """
 
@@ -42,16 +42,27 @@ def malloc0(target):
 class BtTool(Tool):
     """bt/iosize.bt through the wrapper, run like a histogram tool."""
 
-    def __init__(self, pid, *opts):
-        self.cmd = [os.path.join(probekit.ROOT, "wrapper", "bpftrace.sh"), *map(str, opts),
-                    str(pid), os.path.join(probekit.ROOT, "bt", "iosize.bt")]
+    def __init__(self, pid, mode, *opts):
+        script = "iosize.bt" if mode == "per-io" else "iosize_batch.bt"
+        self.cmd = [probekit.WRAPPER, *map(str, opts),
+                    str(pid), os.path.join(probekit.ROOT, "bt", script)]
         self.env = dict(os.environ)
         self.tidy = False
 
 
-def start(kind, pid, *opts):
+# Each tool in both modes: the batch probe (the default; a hit carries up
+# to IO_BATCH_MAX records) and the per-I/O probe (--per-io, iosize.bt).
+MODES = [("libbpf", "batch"), ("libbpf", "per-io"), ("bcc", "batch"),
+         ("bcc", "per-io"), ("bt", "batch"), ("bt", "per-io")]
+SEMAPHORE = {"batch": "io__batch", "per-io": "io__submit"}
+IO_BATCH_MAX = 64
+
+
+def start(kind, mode, pid, *opts):
     if kind == "bt":
-        return BtTool(pid, *opts).start()
+        return BtTool(pid, mode, *opts).start()
+    if mode == "per-io":
+        opts = ("--per-io",) + opts
     return Tool(kind, "iosize", pid, *opts).start()
 
 
@@ -59,16 +70,17 @@ def bt_total(lines):
     return sum(int(m.group(1)) for m in map(BT_ROW.match, lines) if m)
 
 
-@pytest.mark.parametrize("kind", ["libbpf", "bcc", "bt"])
-def test_over_budget_stops_prints_and_detaches(bpf, malloc0, kind):
-    sems = Semaphores(malloc0.pid, ("io__submit",))
-    assert sems.read() == {"io__submit": 0}
-    t = start(kind, malloc0.pid, "--max-rate", BUDGET)
-    assert sems.read() == {"io__submit": 1}
+@pytest.mark.parametrize("kind,mode", MODES)
+def test_over_budget_stops_prints_and_detaches(bpf, malloc0, kind, mode):
+    sem = SEMAPHORE[mode]
+    sems = Semaphores(malloc0.pid, (sem,))
+    assert sems.read() == {sem: 0}
+    t = start(kind, mode, malloc0.pid, "--max-rate", BUDGET)
+    assert sems.read() == {sem: 1}
     workload(malloc0, "Malloc0", "read", 4096, 8, IOS)
     lines = t.wait()            # exit 0, by itself: no signal was sent
     assert t.proc.poll() == 0
-    assert sems.read() == {"io__submit": 0}
+    assert sems.read() == {sem: 0}
     if kind == "bt":
         stops = [m for m in map(BT_STOP.match, lines) if m]
         assert len(stops) == 1, lines
@@ -81,12 +93,17 @@ def test_over_budget_stops_prints_and_detaches(bpf, malloc0, kind):
     rate, hits = int(stops[0].group(2)), int(stops[0].group(3))
     assert rate > BUDGET and 0 < hits <= IOS
     (h,) = parse(lines)
-    assert total(h) == hits, lines
+    if mode == "per-io":
+        assert total(h) == hits, lines
+    else:
+        # A hit is one batch: the budget bounds traps, each carrying
+        # 1..IO_BATCH_MAX records, and every record of them is binned.
+        assert hits <= total(h) <= min(IOS, hits * IO_BATCH_MAX), lines
 
 
-@pytest.mark.parametrize("kind", ["libbpf", "bcc", "bt"])
-def test_under_budget_counts_exactly(bpf, malloc0, kind):
-    t = start(kind, malloc0.pid, "--max-rate", 1000000000)
+@pytest.mark.parametrize("kind,mode", MODES)
+def test_under_budget_counts_exactly(bpf, malloc0, kind, mode):
+    t = start(kind, mode, malloc0.pid, "--max-rate", 1000000000)
     workload(malloc0, "Malloc0", "read", 4096, 2, SMALL)
     lines = t.stop()
     assert not any("max-rate" in ln for ln in lines), lines
@@ -106,7 +123,7 @@ def test_bad_budget_is_one_line(kind, value):
 
 @pytest.mark.parametrize("value", ["0", "12x", "1000000001"])
 def test_bad_budget_is_one_line_bt(value):
-    r = subprocess.run([os.path.join(probekit.ROOT, "wrapper", "bpftrace.sh"),
+    r = subprocess.run([probekit.WRAPPER,
                         "--max-rate", value, "1", os.path.join(probekit.ROOT, "bt", "iosize.bt")],
                        capture_output=True, text=True, timeout=probekit.TIMEOUT)
     assert r.returncode == 1 and r.stdout == ""
