@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define NT_STAPSDT 3
@@ -54,6 +55,39 @@ int usdt_file_offset(Elf *elf, unsigned long long addr, unsigned long long *off)
 		}
 	}
 	return -1;
+}
+
+int usdt_elf_check(Elf *elf, unsigned long long file_size, char *err, size_t errlen)
+{
+	GElf_Ehdr eh;
+	GElf_Shdr sh;
+	Elf_Scn *scn = NULL;
+	size_t nsec, i = 0;
+
+	if (elf_kind(elf) != ELF_K_ELF)
+		return fail(err, errlen, "not an ELF file");
+	if (!gelf_getehdr(elf, &eh))
+		return fail(err, errlen, "truncated or corrupt ELF header (%s)", elf_errmsg(-1));
+	if (eh.e_shoff > file_size ||
+	    (unsigned long long)eh.e_shnum * eh.e_shentsize > file_size - eh.e_shoff)
+		return fail(err, errlen, "truncated: its section headers run past the end of the file (%llu bytes)",
+			    file_size);
+	if (eh.e_phoff > file_size ||
+	    (unsigned long long)eh.e_phnum * eh.e_phentsize > file_size - eh.e_phoff)
+		return fail(err, errlen, "truncated: its program headers run past the end of the file (%llu bytes)",
+			    file_size);
+	if (elf_getshdrnum(elf, &nsec))
+		return fail(err, errlen, "corrupt section headers (%s)", elf_errmsg(-1));
+	while ((scn = elf_nextscn(elf, scn))) {
+		i++;
+		if (!gelf_getshdr(scn, &sh))
+			return fail(err, errlen, "corrupt section header %zu (%s)", i, elf_errmsg(-1));
+		if (sh.sh_type != SHT_NOBITS &&
+		    (sh.sh_offset > file_size || sh.sh_size > file_size - sh.sh_offset))
+			return fail(err, errlen, "truncated: section %zu runs past the end of the file (%llu bytes)",
+				    i, file_size);
+	}
+	return 0;
 }
 
 static unsigned long long read_word(const unsigned char *p, int size, bool msb)
@@ -158,8 +192,8 @@ static int read_section(Elf *elf, Elf_Scn *scn, bool have_base,
 	return 0;
 }
 
-static int read_notes(Elf *elf, struct usdt_note **out, size_t *n,
-		      char *err, size_t errlen)
+int usdt_notes_read_elf(Elf *elf, unsigned long long file_size,
+			struct usdt_note **out, size_t *n, char *err, size_t errlen)
 {
 	size_t shstrndx, cap = 0;
 	Elf_Scn *scn = NULL;
@@ -168,8 +202,10 @@ static int read_notes(Elf *elf, struct usdt_note **out, size_t *n,
 	unsigned long long base_addr = 0;
 	const char *name;
 
-	if (elf_kind(elf) != ELF_K_ELF)
-		return fail(err, errlen, "not an ELF file");
+	*out = NULL;
+	*n = 0;
+	if (usdt_elf_check(elf, file_size, err, errlen))
+		return -1;
 	if (gelf_getclass(elf) == ELFCLASSNONE || elf_getshdrstrndx(elf, &shstrndx))
 		return fail(err, errlen, "corrupt ELF header (%s)", elf_errmsg(-1));
 	while ((scn = elf_nextscn(elf, scn))) {
@@ -187,8 +223,12 @@ static int read_notes(Elf *elf, struct usdt_note **out, size_t *n,
 		name = elf_strptr(elf, shstrndx, sh.sh_name);
 		if (!name || strcmp(name, ".note.stapsdt"))
 			continue;
-		if (read_section(elf, scn, have_base, base_addr, out, n, &cap, err, errlen))
+		if (read_section(elf, scn, have_base, base_addr, out, n, &cap, err, errlen)) {
+			free(*out);
+			*out = NULL;
+			*n = 0;
 			return -1;
+		}
 	}
 	return 0;
 }
@@ -198,6 +238,7 @@ int usdt_notes_read(const char *path, struct usdt_note **out, size_t *n,
 {
 	Elf *elf;
 	int fd, rc;
+	struct stat st;
 
 	*out = NULL;
 	*n = 0;
@@ -206,23 +247,23 @@ int usdt_notes_read(const char *path, struct usdt_note **out, size_t *n,
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return fail(err, errlen, "%s: %s", path, strerror(errno));
+	if (fstat(fd, &st)) {
+		rc = fail(err, errlen, "%s: %s", path, strerror(errno));
+		close(fd);
+		return rc;
+	}
 	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	if (!elf) {
 		rc = fail(err, errlen, "%s: not a readable ELF file (%s)", path, elf_errmsg(-1));
 	} else {
 		char why[256];
 
-		rc = read_notes(elf, out, n, why, sizeof(why));
+		rc = usdt_notes_read_elf(elf, (unsigned long long)st.st_size, out, n, why, sizeof(why));
 		if (rc)
 			fail(err, errlen, "%s: %s", path, why);
 		elf_end(elf);
 	}
 	close(fd);
-	if (rc) {
-		free(*out);
-		*out = NULL;
-		*n = 0;
-	}
 	return rc;
 }
 
@@ -276,6 +317,19 @@ static bool take_reg(const char **p, char reg[8])
 	return true;
 }
 
+/* Whether the displacement op[0, end) is more than a number: it names a
+ * symbol ("sym", "40+sym"). */
+static bool names_symbol(const char *op, const char *end)
+{
+	char *num_end;
+
+	if (op == end)
+		return false;
+	errno = 0;
+	(void)strtoll(op, &num_end, 0);
+	return num_end != end;
+}
+
 static void classify(const char *op, struct usdt_arg *a)
 {
 	const char *p, *paren = strchr(op, '(');
@@ -302,7 +356,8 @@ static void classify(const char *op, struct usdt_arg *a)
 	}
 	if (!paren || op[strlen(op) - 1] != ')')
 		return;
-	if (strstr(paren, "(%rip)") == paren) {
+	/* A symbol in the displacement: the linker's, relative to %rip. */
+	if (!strcmp(paren, "(%rip)") && names_symbol(op, paren)) {
 		a->kind = USDT_ARG_RIP_SYM;
 		strcpy(a->reg, "rip");
 		return;

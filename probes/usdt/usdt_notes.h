@@ -41,7 +41,7 @@ struct usdt_note {
 	char provider[USDT_NAME_MAX];
 	char name[USDT_NAME_MAX];
 	unsigned long long pc;		/* site address (after the .stapsdt.base adjustment) */
-	unsigned long long pc_off;	/* its file offset: where a uprobe attaches */
+	unsigned long long pc_off;	/* its file offset: where a uprobe attaches (0: none) */
 	unsigned long long sema;	/* semaphore address, 0 when the probe has none */
 	unsigned long long sema_off;	/* its file offset: the uprobe's ref_ctr_offset */
 	char spec[USDT_SPEC_MAX];	/* the argument spec text */
@@ -53,6 +53,11 @@ struct usdt_note {
 int usdt_notes_read(const char *path, struct usdt_note **out, size_t *n,
 		    char *err, size_t errlen);
 void usdt_notes_free(struct usdt_note *notes);
+/* The same from an ELF handle the caller opened on a file of file_size
+ * bytes (for a reader that also reads other sections: one open). */
+struct Elf;
+int usdt_notes_read_elf(struct Elf *elf, unsigned long long file_size,
+			struct usdt_note **out, size_t *n, char *err, size_t errlen);
 
 /* Parse a spec into at most max args: the count, or -1 with a reason in
  * err. */
@@ -66,10 +71,15 @@ int usdt_args_parse(const char *spec, struct usdt_arg *out, int max,
 bool usdt_arg_readable_bpftrace(const struct usdt_arg *a);
 bool usdt_arg_readable_libbpf(const struct usdt_arg *a);
 
+/* Whether elf, read from a file of file_size bytes, is an ELF file whose
+ * headers and sections all lie inside it: 0, or -1 with a reason in err.
+ * usdt_notes_read checks it; a reader of other sections should too. */
+int usdt_elf_check(struct Elf *elf, unsigned long long file_size,
+		   char *err, size_t errlen);
+
 /* The file offset of virtual address addr, from the PT_LOAD segment that
  * maps it from the file: 0 and the offset in *off, or -1 when no segment
  * does (an address in .bss has none). */
-struct Elf;
 int usdt_file_offset(struct Elf *elf, unsigned long long addr,
 		     unsigned long long *off);
 
