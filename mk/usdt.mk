@@ -28,3 +28,10 @@ $(USDT_LIB): $(USDT_OBJ)/usdt_notes.o | $(O)/lib
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
 -include $(wildcard $(USDT_OBJ)/*.d)
+
+all: $(USDT_SCAN)
+
+$(USDT_SCAN): $(USDT_OBJ)/probekit_scan.o $(USDT_LIB)
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(USDT_LDLIBS)
