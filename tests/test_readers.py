@@ -163,7 +163,7 @@ def test_not_elf(tmp_path):
 
 
 def c_refs(path):
-    out = scan("join", 1, "READY", "", path).stdout.decode()
+    out = scan("join", 1, "READY", "", "", path).stdout.decode()
     refs = out.split("\002")[0]
     return [ln.split("\t")[1:] for ln in refs.splitlines()]
 

@@ -523,7 +523,7 @@ def test_process_exits_while_the_wrapper_reads_it(bpf, sem_prog, tmp_path):
     bindir = tmp_path / "bin"
     bindir.mkdir()
     scan = hook(bindir, "probekit-scan",
-                f'[ "$1" = has ] && kill -9 {p.pid}\nexec {SCAN} "$@"\n')
+                f'[ "$1" = join ] && kill -9 {p.pid}\nexec {SCAN} "$@"\n')
     env = dict(os.environ, PROBEKIT_SCAN=str(scan))
     try:
         r = wrapper(p.pid, s, env=env)
@@ -874,9 +874,9 @@ def test_help():
 
 def exec_calls(*args, read=None):
     """The programs a dry run of the wrapper executes (strace -f), as argv
-    lists, after the wrapper itself.  With a list read, the files that each
-    "probekit-scan has" opened (from its first file on: not the loader's
-    opens) are appended to it."""
+    lists, after the wrapper itself.  With a list read, the ELF files that
+    each probekit-scan opened (from the first ELF file it was given on: not
+    the loader's opens, nor the scripts) are appended to it."""
     if not shutil.which("strace"):
         pytest.fail("strace is missing (apt-get install strace)")
     with tempfile.TemporaryDirectory() as d:
@@ -895,6 +895,8 @@ def exec_calls(*args, read=None):
                 calls.append(argv)
                 if len(argv) > 2 and argv[1] == "has":
                     has[pid] = (argv[2], [])
+                elif len(argv) > 5 and argv[1] == "join":
+                    has[pid] = (argv[5], [])
                 continue
             m = re.search(r'openat\(AT_FDCWD, "([^"]*)", [^)]*\) = \d', ln)
             if m and pid in has:
@@ -909,10 +911,11 @@ def exec_calls(*args, read=None):
 
 
 def test_dry_run_reads_each_file_once(prog, sdt_build, count_bt, tmp_path):
-    """Each ELF file is read by one probekit-scan (its notes and symbols at
-    once), never readelf or nm; the libraries only for probes the
-    executable lacks, and only until every probe is found; no program runs
-    per probe or per library."""
+    """Each ELF file is read once, by probekit-scan (its notes and symbols
+    at once), never readelf or nm: the executable by the run that joins the
+    scripts, the libraries by one more run only for probes the executable
+    lacks, and only until every probe is found; no program runs per probe
+    or per library."""
     s = tmp_path / "exe_only.bt"
     s.write_text("usdt:__EXE__:pkexe:tick { @a = count(); }\n"
                  "usdt:__EXE__:pkexe:t*k { @b = count(); }\n"
@@ -920,15 +923,14 @@ def test_dry_run_reads_each_file_once(prog, sdt_build, count_bt, tmp_path):
                  "uretprobe:__EXE__:pk_exe_work { @d = count(); }\n")
     calls = exec_calls("-n", prog.pid, s)
     names = [os.path.basename(c[0]) for c in calls]
-    assert names == ["readlink", "probekit-scan", "probekit-scan"], calls
-    assert [c[1:] for c in calls if c[1] == "has"] == \
-        [["has", f"/proc/{prog.pid}/exe"]], calls
+    assert names == ["readlink", "probekit-scan"], calls
+    assert calls[1][1] == "join" and calls[1][5] == f"/proc/{prog.pid}/exe", calls
 
     read = []
     calls = exec_calls("-n", prog.pid, count_bt, read=read)
     names = [os.path.basename(c[0]) for c in calls]
     assert "nm" not in names and "readelf" not in names, calls
-    assert names.count("probekit-scan") == 3, calls
+    assert names.count("probekit-scan") == 2, calls
     assert len(read) == len(set(read)), read
     assert read[0] == f"/proc/{prog.pid}/exe", read
     # libpk.so has the missing probes; ld.so, mapped after it, is not read.

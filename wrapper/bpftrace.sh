@@ -291,20 +291,25 @@ fi
 # hoists C definitions, replaces each __EXE__ of an attach point with a
 # marker \001N\001 for reference N and __PID__ elsewhere with PID (so never
 # in a path inserted later).  It prints one "N<TAB>KIND<TAB>SPEC" line for
-# each reference, a \002, the line map, a \002, then the program.  The line
+# each reference, a \002, "N 0" for each one the executable has (the same
+# run reads it; see find_refs), a \002, the line map, a \002, then the
+# program.  The line
 # map ("PROGRAM_LINE F LINE" where a run of one script's lines starts; F 0
 # for the wrapper's own lines) lets bpftrace's "stdin:LINE:..." errors name
 # the user's FILE:LINE (see stderr_filter).
 
-joined=$("$scan" join "$pid" "$READY_TEXT" "$duration" "${scripts[@]}") || exit 1
+joined=$("$scan" join "$pid" "$READY_TEXT" "$duration" "/proc/$pid/exe" "${scripts[@]}") ||
+	exit 1
 
 # --- resolve each __EXE__ probe to a file ------------------------------------------
 #
-# Everything here runs in this shell but for one probekit-scan for the
-# executable and, only for the probes it lacks, one for the libraries.
+# The join above read the executable; only for the probes it lacks does one
+# more probekit-scan read the libraries.
 
 reflist=${joined%%$'\002'*}
 joined=${joined:${#reflist}+1}
+in_exe=${joined%%$'\002'*}
+joined=${joined:${#in_exe}+1}
 linemap=${joined%%$'\002'*}
 marked=${joined:${#linemap}+1}
 ref_kind=() ref_spec=() ref_type=() ref_where=() ref_q=()
@@ -327,17 +332,16 @@ while [ -n "$reflist" ]; do
 	want+="$n"$'\t'"${ref_type[n]}"$'\t'"${ref_spec[n]}"$'\n'
 done
 
-# Set ref_where[N] to WHERE[I] for each reference N in $want that the I-th
-# of the ELF files given after the WHERE list has, and drop it from $want.
-# probekit-scan reads the files in order until every reference is found:
-# USDT probes from their stapsdt notes, symbols as nm --defined-only (and
-# -D) would list them with type T, t, W, i or u (functions and anything
-# else in a code section), without a @VERSION suffix.  A SPEC is a bpftrace
-# wildcard (* and ?); a usdt SPEC without a provider matches any provider.
-find_refs() {
-	local where=($1) found n i rest line
-	shift
-	found=$("$scan" has "$@" <<< "$want") || exit 1
+# Set ref_where[N] to WHERE[I] for each line "N I" of FOUND, and drop N
+# from $want.  probekit-scan finds them by reading ELF files in order until
+# every reference is found: USDT probes from their stapsdt notes, symbols as
+# nm --defined-only (and -D) would list them with type T, t, W, i or u
+# (functions and anything else in a code section), without a @VERSION
+# suffix.  A SPEC is a bpftrace wildcard (* and ?); a usdt SPEC without a
+# provider matches any provider.
+take_found() {
+	local where=($1) found=$2 n i rest line
+	[ -n "$found" ] || return 0
 	while read -r n i; do
 		ref_where[n]=${where[i]}
 	done <<< "$found"
@@ -387,11 +391,12 @@ list_libs() {
 }
 
 # ref_where[N]: "exe", or the index in libs of the first library that has it.
+take_found exe "$in_exe"
 if [ -n "$want" ]; then
-	find_refs exe "/proc/$pid/exe"
-	if [ -n "$want" ]; then
-		list_libs
-		[ ${#libs[@]} = 0 ] || find_refs "${!libs[*]}" "${libs[@]}"
+	list_libs
+	if [ ${#libs[@]} -gt 0 ]; then
+		found=$("$scan" has "${libs[@]}" <<< "$want") || exit 1
+		take_found "${!libs[*]}" "$found"
 	fi
 fi
 

@@ -3,10 +3,13 @@
  * (wrapper/bpftrace.sh), in one quick process instead of awk over readelf.
  * Not a user command: its output formats are the wrapper's.
  *
- *   probekit-scan join PID READY DURATION SCRIPT...
- *	Join bpftrace scripts into one program (see join_scripts).  Prints
- *	the references "N<TAB>KIND<TAB>SPEC\n"..., \002, the line map
- *	"PROGRAM_LINE FILE LINE\n"..., \002, then the program.
+ *   probekit-scan join PID READY DURATION EXE SCRIPT...
+ *	Join bpftrace scripts into one program (see "joining scripts").
+ *	Prints the references "N<TAB>KIND<TAB>SPEC\n"..., \002, those of
+ *	them that the ELF file EXE has ("N 0\n"..., as has prints them; none
+ *	when EXE is ""), \002, the line map "PROGRAM_LINE FILE LINE\n"...,
+ *	\002, then the program.  One run does what the wrapper needs when
+ *	the executable holds every probe.
  *   probekit-scan has FILE...
  *	Read the want-list "N<TAB>usdt|syms<TAB>SPEC\n"... on stdin; print
  *	"N I\n" for each reference, with I the index of the first FILE that
@@ -106,6 +109,10 @@ static void buf_cat(struct buf *b, const struct buf *s)
 	if (s->len)
 		buf_add(b, s->p, s->len);
 }
+
+struct want;
+static void find_in_files(struct want *w, int nw, char **files, int nfiles);
+static struct want *wants_from_refs(const struct buf *refs, int *nw);
 
 /* --- joining scripts ------------------------------------------------------------ *
  *
@@ -444,8 +451,8 @@ static void put_pids(struct buf *out, const struct buf *in, const char *pid)
 	buf_add(out, p, (size_t)(end - p));
 }
 
-/* Take the marks out of the joined text, print refs \002 map \002 program. */
-static void emit(struct joiner *j, const struct buf *text)
+/* Take the marks out of the joined text, print map \002 program. */
+static void emit(const struct buf *text)
 {
 	struct buf map = {0}, prog = {0};
 	const char *p = text->p, *end = text->p + text->len, *nl, *q, *m;
@@ -480,9 +487,6 @@ static void emit(struct joiner *j, const struct buf *text)
 		p = nl + 1;
 	}
 	buf_printf(&map, "%ld 0 0\n", line + 1);
-	if (j->refs.len)
-		fwrite(j->refs.p, 1, j->refs.len, stdout);
-	putchar('\002');
 	fwrite(map.p, 1, map.len, stdout);
 	putchar('\002');
 	if (prog.len)
@@ -496,22 +500,25 @@ static int cmd_join(int argc, char **argv)
 	struct joiner j = {0};
 	struct buf text = {0}, begin = {0}, out = {0}, pids = {0};
 	const char *base, *tok;
-	int i, key;
+	char *exe;
+	struct want *w;
+	int i, key, nw;
 	size_t k;
 
-	if (argc < 4)
-		die("probekit-scan join PID READY DURATION SCRIPT...");
+	if (argc < 5)
+		die("probekit-scan join PID READY DURATION EXE SCRIPT...");
 	j.pid = argv[0];
 	j.ready = argv[1];
 	j.duration = argv[2];
-	for (i = 3; i < argc; i++) {
+	exe = argv[3];
+	for (i = 4; i < argc; i++) {
 		read_script(argv[i], &text);
 		if (!text.len)
 			continue;
 		j.s = text.p;
 		j.n = text.len;
 		j.path = argv[i];
-		j.fidx = i - 2;
+		j.fidx = i - 3;
 		base = strrchr(argv[i], '/');
 		base = base ? base + 1 : argv[i];
 		snprintf(j.name, sizeof(j.name), "%s", base);
@@ -557,7 +564,15 @@ static int cmd_join(int argc, char **argv)
 		tok = strchr(hit + 1, '\002') + 1;
 	}
 	put_pids(&pids, &out, j.pid);
-	emit(&j, &pids);
+	if (j.refs.len)
+		fwrite(j.refs.p, 1, j.refs.len, stdout);
+	putchar('\002');
+	if (exe[0] && j.refs.len) {
+		w = wants_from_refs(&j.refs, &nw);
+		find_in_files(w, nw, &exe, 1);
+	}
+	putchar('\002');
+	emit(&pids);
 	free(text.p);
 	return fflush(stdout) ? 1 : 0;
 }
@@ -733,12 +748,13 @@ static Elf *open_elf(const char *path, int *fd, unsigned long long *size)
 
 /* A file that is not ELF (or cannot be opened: it went away) has nothing;
  * an ELF file whose notes are corrupt is an error worth a line. */
-static int cmd_has(int argc, char **argv)
+/* Print "N I" for each want that files[I] has, the first I that has it;
+ * stop reading files once every want is found.  Frees the wants. */
+static void find_in_files(struct want *w, int nw, char **files, int nfiles)
 {
-	struct want *w;
 	struct usdt_note *notes;
 	size_t nn, i;
-	int nw = read_wants(&w), left = nw, f, k, fd;
+	int left = nw, f, k, fd;
 	unsigned long long size;
 	bool any_usdt = false, any_syms = false;
 	char err[512];
@@ -748,15 +764,15 @@ static int cmd_has(int argc, char **argv)
 		any_usdt |= w[k].usdt;
 		any_syms |= !w[k].usdt;
 	}
-	for (f = 0; f < argc && left > 0; f++) {
-		elf = open_elf(argv[f], &fd, &size);
+	for (f = 0; f < nfiles && left > 0; f++) {
+		elf = open_elf(files[f], &fd, &size);
 		if (!elf)
 			continue;
 		if (any_syms)
 			left -= match_symbols(elf, w, nw);
 		if (any_usdt) {
 			if (usdt_notes_read_elf(elf, size, &notes, &nn, err, sizeof(err)))
-				die("%s: %s", argv[f], err);
+				die("%s: %s", files[f], err);
 			for (k = 0; k < nw; k++) {
 				for (i = 0; i < nn && !w[k].found && w[k].usdt; i++) {
 					if (usdt_matches(&w[k], &notes[i])) {
@@ -780,6 +796,54 @@ static int cmd_has(int argc, char **argv)
 	for (k = 0; k < nw; k++)
 		free(w[k].spec);
 	free(w);
+}
+
+static int j_nrefs_max(const struct buf *refs)
+{
+	const char *p = refs->p;
+	int n = 0;
+
+	while (p && (p = strchr(p, '\n'))) {
+		n++;
+		p++;
+	}
+	return n;
+}
+
+/* The wants of the references "N<TAB>KIND<TAB>SPEC\n"... that join found:
+ * usdt and U name probes, the others symbols; an address
+ * (uprobe:__EXE__:0x...) needs no lookup. */
+static struct want *wants_from_refs(const struct buf *refs, int *nw)
+{
+	struct want *w = calloc((size_t)j_nrefs_max(refs) + 1, sizeof(*w));
+	const char *p = refs->p, *nl, *kind, *spec;
+	int n = 0;
+
+	if (!w)
+		die("out of memory");
+	for (; p && *p; p = nl + 1) {
+		nl = strchr(p, '\n');
+		kind = strchr(p, '\t') + 1;
+		spec = strchr(kind, '\t') + 1;
+		w[n].id = strtol(p, NULL, 10);
+		w[n].usdt = !strncmp(kind, "usdt\t", 5) || !strncmp(kind, "U\t", 2);
+		if (!w[n].usdt && *spec >= '0' && *spec <= '9')
+			continue;
+		w[n].spec = strndup(spec, (size_t)(nl - spec));
+		if (!w[n].spec)
+			die("out of memory");
+		n++;
+	}
+	*nw = n;
+	return w;
+}
+
+static int cmd_has(int argc, char **argv)
+{
+	struct want *w;
+	int nw = read_wants(&w);
+
+	find_in_files(w, nw, argv, argc);
 	return fflush(stdout) ? 1 : 0;
 }
 
