@@ -209,23 +209,32 @@ target_gone() {
 read_stat || die "no process with PID $pid is running"
 pid_start=${stat_fields[19]}
 
-# readlink's output ends in exactly one newline; keep any others, so a path
-# that ends in a newline is seen as such (and refused below).
-exe=$(readlink -- "/proc/$pid/exe" && printf x) ||
-	die "cannot read /proc/$pid/exe (the process exited, is a zombie or kernel thread, or belongs to another user: run as root)"
-exe=${exe%x}
-exe=${exe%$'\n'}
-[ -n "$exe" ] || die "cannot read /proc/$pid/exe"
-shown_exe=${exe//$'\n'/?}
-
-exe_deleted=0
-case $exe in
-*' (deleted)')
-	if [ "$(stat -L -c %d:%i -- "/proc/$pid/exe" 2>/dev/null)" != \
-	     "$(stat -c %d:%i -- "$exe" 2>/dev/null)" ]; then
-		exe_deleted=1
-	fi ;;
-esac
+# The executable's path, from probekit-scan's reading of /proc/PID/exe at
+# the start of $1: "LEN:PATH" (PATH may hold any byte, a newline too, which
+# is refused below), or "-" when it could not be read; the rest, after a
+# \002, goes to scanned.  Sets exe, shown_exe and exe_deleted.  It comes
+# from a run of probekit-scan the wrapper makes anyway (no readlink).
+exe=
+take_exe() {
+	local t=$1 len
+	[ "${t:0:1}" != - ] ||
+		die "cannot read /proc/$pid/exe (the process exited, is a zombie or kernel thread, or belongs to another user: run as root)"
+	len=${t%%:*}
+	[[ $len =~ ^[0-9]{1,4}$ ]] || die "probekit-scan gave no executable path; is it the one built with this wrapper?"
+	scanned=${t:${#len}+1+len+1}
+	[ -z "$exe" ] || return 0
+	exe=${t:${#len}+1:len}
+	[ -n "$exe" ] || die "cannot read /proc/$pid/exe"
+	shown_exe=${exe//$'\n'/?}
+	exe_deleted=0
+	case $exe in
+	*' (deleted)')
+		if [ "$(stat -L -c %d:%i -- "/proc/$pid/exe" 2>/dev/null)" != \
+		     "$(stat -c %d:%i -- "$exe" 2>/dev/null)" ]; then
+			exe_deleted=1
+		fi ;;
+	esac
+}
 
 # The one way a path goes into the program: inside double quotes, where
 # bpftrace 0.17 unescapes twice (a backslash is written as four).  A double
@@ -265,12 +274,13 @@ for s in "${scripts[@]}"; do
 	done <<< "$text"
 done
 if [ -n "$asked" ]; then
+	take_exe "$("$scan" build-id "/proc/$pid/exe" 2>/dev/null)"
+	want_id=$scanned
 	exe_name=${exe% (deleted)}
 	sfile=${PROBEKIT_STRUCTS:-${0%/*}/../share/probekit/structs/${exe_name##*/}.bt}
 	[ -f "$sfile" ] && [ -r "$sfile" ] ||
 		die "the script asks for struct definitions (// probekit: structs), but '$sfile' does not exist; build it (make), or write it with probekit-structs BINARY TYPE... and name it in PROBEKIT_STRUCTS"
 	header=$(grep -h -E '^// (build-id|provides):' -- "$sfile")
-	want_id=$("$scan" build-id "/proc/$pid/exe" 2>/dev/null)
 	[[ $header == *"// build-id: ${want_id:-none}"* ]] ||
 		die "'$sfile' was made from another build than PID $pid's executable (build-id ${want_id:-none}); rebuild it (make), or restart the process from the binary it was made from"
 	provided=" ${header//$'\n'/ } "
@@ -290,9 +300,10 @@ fi
 # and comments: it finds the top-level blocks, merges BEGIN and END bodies,
 # hoists C definitions, replaces each __EXE__ of an attach point with a
 # marker \001N\001 for reference N and __PID__ elsewhere with PID (so never
-# in a path inserted later).  It prints one "N<TAB>KIND<TAB>SPEC" line for
-# each reference, a \002, "N 0" for each one the executable has (the same
-# run reads it; see find_refs), a \002, the line map, a \002, then the
+# in a path inserted later).  It prints the executable's path (see
+# take_exe), a \002, one "N<TAB>KIND<TAB>SPEC" line for each reference, a
+# \002, "N 0" for each one the executable has (the same
+# run reads it; see take_found), a \002, the line map, a \002, then the
 # program.  The line
 # map ("PROGRAM_LINE F LINE" where a run of one script's lines starts; F 0
 # for the wrapper's own lines) lets bpftrace's "stdin:LINE:..." errors name
@@ -300,6 +311,8 @@ fi
 
 joined=$("$scan" join "$pid" "$READY_TEXT" "$duration" "/proc/$pid/exe" "${scripts[@]}") ||
 	exit 1
+take_exe "$joined"
+joined=$scanned
 
 # --- resolve each __EXE__ probe to a file ------------------------------------------
 #

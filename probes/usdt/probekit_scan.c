@@ -5,7 +5,9 @@
  *
  *   probekit-scan join PID READY DURATION EXE SCRIPT...
  *	Join bpftrace scripts into one program (see "joining scripts").
- *	Prints the references "N<TAB>KIND<TAB>SPEC\n"..., \002, those of
+ *	Prints the target of the link EXE (/proc/PID/exe) as "LEN:TARGET",
+ *	or "-" when it cannot be read, and \002 (neither when EXE is ""),
+ *	the references "N<TAB>KIND<TAB>SPEC\n"..., \002, those of
  *	them that the ELF file EXE has ("N 0\n"..., as has prints them; none
  *	when EXE is ""), \002, the line map "PROGRAM_LINE FILE LINE\n"...,
  *	\002, then the program.  One run does what the wrapper needs when
@@ -15,7 +17,8 @@
  *	"N I\n" for each reference, with I the index of the first FILE that
  *	has it.  Files are read in order until every reference is found.
  *   probekit-scan build-id FILE
- *	The GNU build-id of FILE in hex; nothing when it has none.
+ *	The target of the link FILE as join prints it, \002, then FILE's
+ *	GNU build-id in hex (nothing when it has none or is not ELF).
  *   probekit-scan notes FILE
  *	Its USDT notes, one a line: provider, name, pc, pc_off, sema,
  *	sema_off (hex) and spec, tab-separated.
@@ -29,6 +32,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
+#include <limits.h>
 #include <libelf.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -495,6 +499,19 @@ static void emit(const struct buf *text)
 	free(prog.p);
 }
 
+/* The target of the link at path as "LEN:TARGET", or "-" when it cannot be
+ * read: a target may hold any byte but NUL, so its length delimits it. */
+static void print_link(const char *path)
+{
+	char target[PATH_MAX + 1];
+	ssize_t len = readlink(path, target, sizeof(target));
+
+	if (len < 0 || len > PATH_MAX)
+		fputs("-", stdout);
+	else
+		printf("%zd:%.*s", len, (int)len, target);
+}
+
 static int cmd_join(int argc, char **argv)
 {
 	struct joiner j = {0};
@@ -564,6 +581,10 @@ static int cmd_join(int argc, char **argv)
 		tok = strchr(hit + 1, '\002') + 1;
 	}
 	put_pids(&pids, &out, j.pid);
+	if (exe[0]) {
+		print_link(exe);
+		putchar('\002');
+	}
 	if (j.refs.len)
 		fwrite(j.refs.p, 1, j.refs.len, stdout);
 	putchar('\002');
@@ -858,8 +879,10 @@ static int cmd_build_id(const char *path)
 	unsigned long long size;
 	Elf *elf = open_elf(path, &fd, &size);
 
+	print_link(path);
+	putchar('\002');
 	if (!elf)
-		die("%s: cannot read it as an ELF file", path);
+		goto done;
 	while ((scn = elf_nextscn(elf, scn))) {
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE ||
 		    !(data = elf_getdata(scn, NULL)))
@@ -878,6 +901,7 @@ static int cmd_build_id(const char *path)
 out:
 	elf_end(elf);
 	close(fd);
+done:
 	return fflush(stdout) ? 1 : 0;
 }
 
