@@ -595,6 +595,14 @@ static int cmd_join(int argc, char **argv)
 	putchar('\002');
 	emit(&pids);
 	free(text.p);
+	free(begin.p);
+	free(out.p);
+	free(pids.p);
+	free(j.defs.p);
+	free(j.body.p);
+	free(j.merged[0].p);
+	free(j.merged[1].p);
+	free(j.refs.p);
 	return fflush(stdout) ? 1 : 0;
 }
 
