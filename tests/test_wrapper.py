@@ -26,6 +26,9 @@ import probekit
 pytestmark = pytest.mark.needs("strace", "setpriv", "readelf")
 from probekit import WRAPPER, LineReader, Trace
 
+SCAN = os.path.join(os.path.dirname(os.path.dirname(WRAPPER)), "libexec",
+                    "probekit", "probekit-scan")
+
 N = 23
 READY_RE = r"^probekit: tracing PID=(\d+) \(Ctrl-C to end\)$"
 
@@ -512,15 +515,16 @@ def assert_gone_and_clean(r, pid, token, sem_prog):
 
 def test_process_exits_while_the_wrapper_reads_it(bpf, sem_prog, tmp_path):
     """The process exits after the wrapper found it, while it reads the
-    executable's probes (a readelf on PATH that kills it first)."""
+    executable's probes (a probekit-scan that kills it first)."""
     token = f"pk_token_{os.getpid()}_{time.monotonic_ns()}"
     s = tmp_path / "gone.bt"
     s.write_text(GONE_BT.format(token=token))
     p = Prog([sem_prog])
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    hook(bindir, "readelf", f'kill -9 {p.pid}\nexec /usr/bin/readelf "$@"\n')
-    env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}")
+    scan = hook(bindir, "probekit-scan",
+                f'[ "$1" = join ] && kill -9 {p.pid}\nexec {SCAN} "$@"\n')
+    env = dict(os.environ, PROBEKIT_SCAN=str(scan))
     try:
         r = wrapper(p.pid, s, env=env)
     finally:
@@ -868,27 +872,50 @@ def test_help():
 
 # --- cost: the programs the wrapper runs ------------------------------------------
 
-def exec_calls(*args):
+def exec_calls(*args, read=None):
     """The programs a dry run of the wrapper executes (strace -f), as argv
-    lists, after the wrapper itself."""
+    lists, after the wrapper itself.  With a list read, the ELF files that
+    each probekit-scan opened (from the first ELF file it was given on: not
+    the loader's opens, nor the scripts) are appended to it."""
     if not shutil.which("strace"):
         pytest.fail("strace is missing (apt-get install strace)")
     with tempfile.TemporaryDirectory() as d:
         log = os.path.join(d, "exec.log")
-        r = subprocess.run(["strace", "-f", "-qq", "-s", "4096", "-e", "trace=execve",
-                            "-e", "signal=none", "-o", log, WRAPPER, *map(str, args)],
+        r = subprocess.run(["strace", "-f", "-qq", "-s", "4096",
+                            "-e", "trace=execve,openat", "-e", "signal=none",
+                            "-o", log, WRAPPER, *map(str, args)],
                            capture_output=True, text=True, timeout=probekit.TIMEOUT)
         assert r.returncode == 0, r.stderr
-        calls = [m.group(1) for m in
-                 (re.search(r'execve\("[^"]*", \[(.*?)\]', l) for l in open(log)) if m]
+        calls, has = [], {}
+        for ln in open(log):
+            pid = ln.split()[0]
+            m = re.search(r'execve\("[^"]*", \[(.*?)\]', ln)
+            if m:
+                argv = re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(1))
+                calls.append(argv)
+                if len(argv) > 2 and argv[1] == "has":
+                    has[pid] = (argv[2], [])
+                elif len(argv) > 5 and argv[1] == "join":
+                    has[pid] = (argv[5], [])
+                continue
+            m = re.search(r'openat\(AT_FDCWD, "([^"]*)", [^)]*\) = \d', ln)
+            if m and pid in has:
+                first, files = has[pid]
+                if files or m.group(1) == first:
+                    files.append(m.group(1))
     assert calls and WRAPPER in calls[0], calls
-    return [re.findall(r'"((?:[^"\\]|\\.)*)"', c) for c in calls[1:]]
+    if read is not None:
+        for _, files in has.values():
+            read += files
+    return calls[1:]
 
 
 def test_dry_run_reads_each_file_once(prog, sdt_build, count_bt, tmp_path):
-    """Each ELF file is read by one readelf (its notes and symbols at once),
-    never nm; the libraries only for probes the executable lacks, and only
-    until every probe is found; no program runs per probe."""
+    """Each ELF file is read once, by probekit-scan (its notes and symbols
+    at once), never readelf or nm: the executable by the run that joins the
+    scripts (and reads /proc/PID/exe: no readlink), the libraries by one
+    more run only for probes the executable lacks, and only until every
+    probe is found; no program runs per probe or per library."""
     s = tmp_path / "exe_only.bt"
     s.write_text("usdt:__EXE__:pkexe:tick { @a = count(); }\n"
                  "usdt:__EXE__:pkexe:t*k { @b = count(); }\n"
@@ -896,16 +923,14 @@ def test_dry_run_reads_each_file_once(prog, sdt_build, count_bt, tmp_path):
                  "uretprobe:__EXE__:pk_exe_work { @d = count(); }\n")
     calls = exec_calls("-n", prog.pid, s)
     names = [os.path.basename(c[0]) for c in calls]
-    # readelf and its awk run as one pipeline, so strace may see either
-    # exec first: compare the programs run, not their order.
-    assert sorted(names) == ["awk", "awk", "readelf", "readlink"], calls
-    assert [c[-1] for c in calls if os.path.basename(c[0]) == "readelf"] == \
-        [f"/proc/{prog.pid}/exe"], calls
+    assert names == ["probekit-scan"], calls
+    assert calls[0][1] == "join" and calls[0][5] == f"/proc/{prog.pid}/exe", calls
 
-    calls = exec_calls("-n", prog.pid, count_bt)
+    read = []
+    calls = exec_calls("-n", prog.pid, count_bt, read=read)
     names = [os.path.basename(c[0]) for c in calls]
-    assert "nm" not in names and "grep" not in names, calls
-    read = [c[-1] for c in calls if os.path.basename(c[0]) == "readelf"]
+    assert "nm" not in names and "readelf" not in names, calls
+    assert names.count("probekit-scan") == 2, calls
     assert len(read) == len(set(read)), read
     assert read[0] == f"/proc/{prog.pid}/exe", read
     # libpk.so has the missing probes; ld.so, mapped after it, is not read.

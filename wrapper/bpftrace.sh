@@ -61,7 +61,9 @@
 #
 # Environment: BPF_OUTFILE (see -o); BPFTRACE, the bpftrace to run (default:
 # bpftrace from PATH); PROBEKIT_STRUCTS, the file of generated definitions
-# (default: ../share/probekit/structs/EXE.bt from this command's directory).
+# (default: ../share/probekit/structs/EXE.bt from this command's directory);
+# PROBEKIT_SCAN, the helper that reads ELF files and joins scripts (default:
+# ../libexec/probekit/probekit-scan from this command's directory).
 #
 # A deleted or replaced executable (/proc/PID/exe ends in " (deleted)") is
 # traced through /proc/PID/exe for uprobes; its USDT probes are refused,
@@ -189,6 +191,12 @@ if [ $dry_run = 0 ]; then
 		die "tracing needs root (bpftrace 0.17 runs only as root); run it with sudo"
 fi
 
+# The helper that reads ELF files and joins the scripts: built beside this
+# command, in ../libexec/probekit/ (PROBEKIT_SCAN names another).
+scan=${PROBEKIT_SCAN:-${0%/*}/../libexec/probekit/probekit-scan}
+[ -x "$scan" ] ||
+	die "its helper '$scan' is missing; build it (make), or run the probekit-bpftrace that make puts in build/bin"
+
 # --- the process ---------------------------------------------------------------
 
 [ -d "/proc/$pid" ] || die "no process with PID $pid is running"
@@ -228,23 +236,32 @@ target_gone() {
 read_stat || die "no process with PID $pid is running"
 pid_start=${stat_fields[19]}
 
-# readlink's output ends in exactly one newline; keep any others, so a path
-# that ends in a newline is seen as such (and refused below).
-exe=$(readlink -- "/proc/$pid/exe" && printf x) ||
-	die "cannot read /proc/$pid/exe (the process exited, is a zombie or kernel thread, or belongs to another user: run as root)"
-exe=${exe%x}
-exe=${exe%$'\n'}
-[ -n "$exe" ] || die "cannot read /proc/$pid/exe"
-shown_exe=${exe//$'\n'/?}
-
-exe_deleted=0
-case $exe in
-*' (deleted)')
-	if [ "$(stat -L -c %d:%i -- "/proc/$pid/exe" 2>/dev/null)" != \
-	     "$(stat -c %d:%i -- "$exe" 2>/dev/null)" ]; then
-		exe_deleted=1
-	fi ;;
-esac
+# The executable's path, from probekit-scan's reading of /proc/PID/exe at
+# the start of $1: "LEN:PATH" (PATH may hold any byte, a newline too, which
+# is refused below), or "-" when it could not be read; the rest, after a
+# \002, goes to scanned.  Sets exe, shown_exe and exe_deleted.  It comes
+# from a run of probekit-scan the wrapper makes anyway (no readlink).
+exe=
+take_exe() {
+	local t=$1 len
+	[ "${t:0:1}" != - ] ||
+		die "cannot read /proc/$pid/exe (the process exited, is a zombie or kernel thread, or belongs to another user: run as root)"
+	len=${t%%:*}
+	[[ $len =~ ^[0-9]{1,4}$ ]] || die "probekit-scan gave no executable path; is it the one built with this wrapper?"
+	scanned=${t:${#len}+1+len+1}
+	[ -z "$exe" ] || return 0
+	exe=${t:${#len}+1:len}
+	[ -n "$exe" ] || die "cannot read /proc/$pid/exe"
+	shown_exe=${exe//$'\n'/?}
+	exe_deleted=0
+	case $exe in
+	*' (deleted)')
+		if [ "$(stat -L -c %d:%i -- "/proc/$pid/exe" 2>/dev/null)" != \
+		     "$(stat -c %d:%i -- "$exe" 2>/dev/null)" ]; then
+			exe_deleted=1
+		fi ;;
+	esac
+}
 
 # The one way a path goes into the program: inside double quotes, where
 # bpftrace 0.17 unescapes twice (a backslash is written as four).  A double
@@ -284,12 +301,13 @@ for s in "${scripts[@]}"; do
 	done <<< "$text"
 done
 if [ -n "$asked" ]; then
+	take_exe "$("$scan" build-id "/proc/$pid/exe" 2>/dev/null)"
+	want_id=$scanned
 	exe_name=${exe% (deleted)}
 	sfile=${PROBEKIT_STRUCTS:-${0%/*}/../share/probekit/structs/${exe_name##*/}.bt}
 	[ -f "$sfile" ] && [ -r "$sfile" ] ||
 		die "the script asks for struct definitions (// probekit: structs), but '$sfile' does not exist; build it (make), or write it with probekit-structs BINARY TYPE... and name it in PROBEKIT_STRUCTS"
 	header=$(grep -h -E '^// (build-id|provides):' -- "$sfile")
-	want_id=$(readelf -n -W -- "/proc/$pid/exe" 2>/dev/null | awk '{ for (k = 1; k < NF - 1; k++) if ($k == "Build" && $(k + 1) == "ID:") { print $(k + 2); exit } }')
 	[[ $header == *"// build-id: ${want_id:-none}"* ]] ||
 		die "'$sfile' was made from another build than PID $pid's executable (build-id ${want_id:-none}); rebuild it (make), or restart the process from the binary it was made from"
 	provided=" ${header//$'\n'/ } "
@@ -305,253 +323,33 @@ fi
 
 # --- join the scripts ----------------------------------------------------------
 #
-# One pass over each script's text that knows strings and comments: it finds
-# the top-level blocks, merges BEGIN and END bodies, hoists C definitions,
-# and replaces each __EXE__ of an attach point with a marker \001N\001 for
-# reference N, and __PID__ elsewhere with PID (so never in a path inserted
-# later).  It prints one "N<TAB>KIND<TAB>SPEC" line for each reference, a
-# \002, the line map, a \002, then the program.  awk reads paths given as
-# arguments, so relative ones get a ./ (never an assignment).
-#
-# The line map lets bpftrace's "stdin:LINE:..." errors name the user's
-# FILE:LINE (see stderr_filter).  While joining, each piece of a script
-# carries a mark \003F:L\003 at each of its line starts (F: the script's
-# index, from 1; L: its line); a piece moved out of its line (a BEGIN or
-# END body, a struct) starts on a line of its own, indented so that
-# bpftrace's columns stay those of the script.  At the end the marks are
-# taken out, and each run of program lines that follow one script's lines
-# in order becomes one map line "PROGRAM_LINE F LINE" (F 0: lines the
-# wrapper wrote).
+# probekit-scan joins them in one pass over each script that knows strings
+# and comments: it finds the top-level blocks, merges BEGIN and END bodies,
+# hoists C definitions, replaces each __EXE__ of an attach point with a
+# marker \001N\001 for reference N and __PID__ elsewhere with PID (so never
+# in a path inserted later).  It prints the executable's path (see
+# take_exe), a \002, one "N<TAB>KIND<TAB>SPEC" line for each reference, a
+# \002, "N 0" for each one the executable has (the same
+# run reads it; see take_found), a \002, the line map, a \002, then the
+# program.  The line
+# map ("PROGRAM_LINE F LINE" where a run of one script's lines starts; F 0
+# for the wrapper's own lines) lets bpftrace's "stdin:LINE:..." errors name
+# the user's FILE:LINE (see stderr_filter).
 
-awk_files=()
-for s in "${scripts[@]}"; do
-	case $s in /*) awk_files+=("$s") ;; *) awk_files+=("./$s") ;; esac
-done
-
-joined=$(awk -v pid="$pid" -v ready="$READY_TEXT" -v duration="$duration" \
-	-v max_rate="$max_rate" -v max_cpu="$max_cpu" '
-function fail(msg) { print "probekit-bpftrace: " msg > "/dev/stderr"; failed = 1; exit 2 }
-
-# Skip a string, comment or character at i of s; return the index after it.
-function skip(s, i, n,   c, j) {
-	c = substr(s, i, 1)
-	if (c == "\"") {
-		for (j = i + 1; j <= n; j++) {
-			c = substr(s, j, 1)
-			if (c == "\\") { j++; continue }
-			if (c == "\"") return j + 1
-		}
-		return n + 1
-	}
-	if (substr(s, i, 2) == "//") {
-		j = index(substr(s, i), "\n")
-		return j ? i + j : n + 1
-	}
-	if (substr(s, i, 2) == "/*") {
-		j = index(substr(s, i + 2), "*/")
-		return j ? i + 2 + j + 1 : n + 1
-	}
-	return i + 1
-}
-
-# s without its comments, for recognising a block header.
-function uncomment(s,   out, i, j, n, c) {
-	n = length(s); out = ""; i = 1
-	while (i <= n) {
-		c = substr(s, i, 1)
-		if (substr(s, i, 2) == "//" || substr(s, i, 2) == "/*") {
-			i = skip(s, i, n); out = out " "; continue
-		}
-		j = skip(s, i, n); out = out substr(s, i, j - i); i = j
-	}
-	return out
-}
-
-function trim(s) { gsub(/^[ \t\r\n]+|[ \t\r\n]+$/, "", s); return s }
-
-function pids(t,   o, i) {
-	o = ""
-	while ((i = index(t, "__PID__")) > 0) {
-		o = o substr(t, 1, i - 1) pid
-		t = substr(t, i + 7)
-	}
-	return o t
-}
-
-# The line of s that position p is on (the scan mostly moves forward, so
-# newlines are counted from the last position asked for).
-function lineat(s, p,   t) {
-	if (p < lp) { lp = 1; ll = 1 }
-	t = substr(s, lp, p - lp)
-	ll += gsub(/\n/, "", t)
-	lp = p
-	return ll
-}
-
-function mk(l) { return "\003" fidx ":" l "\003" }
-
-# s from a to b (exclusive), with a line mark at each line start in it.
-function copy(s, a, b,   t, out, k, l) {
-	if (b <= a) return ""
-	t = substr(s, a, b - a); l = lineat(s, a); out = ""
-	if (a == 1 || substr(s, a - 1, 1) == "\n") out = mk(l)
-	while ((k = index(t, "\n")) > 0 && k < length(t)) {
-		out = out substr(t, 1, k) mk(++l)
-		t = substr(t, k + 1)
-	}
-	return out t
-}
-
-# What starts a piece copied from p onto a new line: the mark of its line
-# and blanks as wide as the text before p (tabs kept, for the columns).
-function at(s, p,   b, pre) {
-	if (p == 1 || substr(s, p - 1, 1) == "\n") return ""
-	b = p
-	while (b > 1 && substr(s, b - 1, 1) != "\n") b--
-	pre = substr(s, b, p - b)
-	gsub(/[^\t]/, " ", pre)
-	return mk(lineat(s, p)) pre
-}
-
-# Replace __EXE__ in the attach points of header h by markers.
-function mark(h,   out, kind, spec, rest, k) {
-	out = ""
-	while (match(h, /(usdt|uprobe|uretprobe|U|u|ur):__EXE__/)) {
-		kind = substr(h, RSTART, RLENGTH - 8)
-		out = out substr(h, 1, RSTART - 1)
-		rest = substr(h, RSTART + RLENGTH)
-		spec = ""
-		if (substr(rest, 1, 1) == ":" && match(rest, /^:[^ \t\r\n,{\/]+/))
-			spec = substr(rest, 2, RLENGTH - 1)
-		if (spec == "")
-			fail("attach point " kind ":__EXE__ names no probe or function")
-		nrefs++
-		reflist = reflist nrefs "\t" kind "\t" spec "\n"
-		out = out kind ":\001" nrefs "\001"
-		h = rest
-	}
-	return out h
-}
-
-function process(s,   n, i, j, c, start, depth, hdr, key, bol) {
-	if (index(s, "\001") || index(s, "\002") || index(s, "\003"))
-		fail("script " cur " contains control characters \\001, \\002 or \\003, which the wrapper uses as markers")
-	n = length(s)
-	i = 1
-	lp = 1; ll = 1
-	if (substr(s, 1, 2) == "#!") {            # a shebang line, valid only first
-		j = index(s, "\n"); i = j ? j : n + 1
-	}
-	while (i <= n) {
-		c = substr(s, i, 1)
-		bol = (i == 1 || substr(s, i - 1, 1) == "\n")
-		if (c ~ /[ \t\r\n;]/) { body_out = body_out copy(s, i, i + 1); i++; continue }
-		if (c == "#" && bol) {                   # preprocessor line
-			j = index(substr(s, i), "\n"); j = j ? i + j : n + 1
-			defs = defs copy(s, i, j); i = j; continue
-		}
-		if (substr(s, i, 2) == "//" || substr(s, i, 2) == "/*") {
-			j = skip(s, i, n); body_out = body_out copy(s, i, j); i = j; continue
-		}
-		# A block: header up to the first top-level "{", then its body.
-		start = i
-		while (i <= n && substr(s, i, 1) != "{") i = skip(s, i, n)
-		if (i > n) { body_out = body_out copy(s, start, n + 1); break }
-		hdr = substr(s, start, i - start)
-		depth = 1; j = i + 1
-		while (j <= n && depth > 0) {
-			c = substr(s, j, 1)
-			if (c == "{") depth++
-			else if (c == "}") depth--
-			if (depth == 0) break
-			j = skip(s, j, n)
-		}
-		if (depth > 0) fail("script " cur ": a block starting at \"" substr(trim(hdr), 1, 40) "\" has no closing brace")
-		key = trim(uncomment(hdr))
-		if (key == "BEGIN" || key == "END") {
-			if (!(key in seen)) { seen[key] = 1; body_out = body_out "\002" key "\002" }
-			merged[key] = merged[key] "\t// from " curname "\n" at(s, i + 1) copy(s, i + 1, j) "\n"
-			i = j + 1
-		} else if (key ~ /^(struct|union|enum)[ \t\r\n]/) {
-			defs = defs at(s, start) copy(s, start, j + 1)
-			i = j + 1
-			if (substr(s, i, 1) == ";") { defs = defs ";"; i++ }
-			defs = defs "\n"
-		} else {
-			body_out = body_out mark(copy(s, start, i)) copy(s, i, i + 1)
-			if (max_rate != "" && key ~ /(^|[ \t\r\n,])(usdt|uprobe|uretprobe|U|u|ur):/)
-				body_out = body_out " @__probekit_hits[cpu]++;"
-			body_out = body_out copy(s, i + 1, j + 1)
-			i = j + 1
-		}
-	}
-}
-
-# The index of each script in the command line (an empty file has no
-# FNR == 1, so count by name).
-FNR == 1 && NR > 1 { process(text) }
-FNR == 1 {
-	text = ""; cur = FILENAME
-	while (++argi < ARGC && ARGV[argi] != FILENAME) ;
-	fidx = argi
-	curname = FILENAME; sub(/.*\//, "", curname); gsub(/[^A-Za-z0-9_.+-]/, "?", curname)
-}
-{ text = text $0 "\n" }
-
-END {
-	if (failed) exit 2
-	if (NR > 0) process(text)
-	if (failed) exit 2
-	# The readiness line is the last thing BEGIN prints: bpftrace 0.17
-	# drops every event it reads after a SIGINT, and BEGIN output is
-	# read in order, so whatever the scripts print in BEGIN is out before
-	# a caller that saw this line can stop the trace.
-	begin = "BEGIN\n{\n" merged["BEGIN"] "\tprintf(\"" ready "\\n\", __PID__);\n}"
-	if (!("BEGIN" in seen)) body_out = body_out "\n" begin "\n"
-	if (duration != "") body_out = body_out "\ninterval:s:" duration "\n{\n\texit();\n}\n"
-	if (max_rate != "") {
-		sum = "@__probekit_hits[0]"
-		for (k = 1; k <= max_cpu; k++) sum = sum " + @__probekit_hits[" k "]"
-		body_out = body_out "\ninterval:s:1\n{\n\t$n = " sum ";\n" \
-			"\tif ($n - @__probekit_last > " max_rate ") {\n" \
-			"\t\tprintf(\"probekit-bpftrace: %d probe hits/s is over --max-rate " max_rate \
-			"; detaching\\n\", $n - @__probekit_last);\n" \
-			"\t\texit();\n\t}\n\t@__probekit_last = $n;\n}\n"
-		if (!("END" in seen)) { seen["END"] = 1; body_out = body_out "\n\002END\002\n" }
-		merged["END"] = merged["END"] "\tclear(@__probekit_hits);\n\tdelete(@__probekit_last);\n"
-	}
-	out = defs body_out
-	while (match(out, /\002(BEGIN|END)\002/)) {
-		key = substr(out, RSTART + 1, RLENGTH - 2)
-		out = substr(out, 1, RSTART - 1) (key == "BEGIN" ? begin : "END\n{\n" merged["END"] "}") substr(out, RSTART + RLENGTH)
-	}
-	out = pids(out)
-	nl = split(out, lines, "\n")
-	map = ""; prog = ""; pf = -1; pl = 0
-	for (k = 1; k <= nl; k++) {
-		t = lines[k]; f = 0; l = 0
-		if (substr(t, 1, 1) == "\003") {
-			e = index(substr(t, 2), "\003")
-			split(substr(t, 2, e - 1), fl, ":"); f = fl[1]; l = fl[2]
-			t = substr(t, e + 2)
-		}
-		gsub(/\003[^\003]*\003/, "", t)
-		if (f != pf || (f && l != pl + 1)) map = map k " " f " " l "\n"
-		pf = f; pl = l
-		prog = prog t (k < nl ? "\n" : "")
-	}
-	map = map (nl + 1) " 0 0\n"
-	printf "%s\002%s\002%s", reflist, map, prog
-}' "${awk_files[@]}") || exit 1
+joined=$(PROBEKIT_MAX_RATE=$max_rate PROBEKIT_MAX_CPU=$max_cpu "$scan" join "$pid" "$READY_TEXT" "$duration" "/proc/$pid/exe" "${scripts[@]}") ||
+	exit 1
+take_exe "$joined"
+joined=$scanned
 
 # --- resolve each __EXE__ probe to a file ------------------------------------------
 #
-# Everything here runs in this shell but for one readelf and one awk per ELF
-# file read: the executable's, then, only for the probes it lacks, each
-# library's in map order until every probe is found.
+# The join above read the executable; only for the probes it lacks does one
+# more probekit-scan read the libraries.
 
 reflist=${joined%%$'\002'*}
 joined=${joined:${#reflist}+1}
+in_exe=${joined%%$'\002'*}
+joined=${joined:${#in_exe}+1}
 linemap=${joined%%$'\002'*}
 marked=${joined:${#linemap}+1}
 ref_kind=() ref_spec=() ref_type=() ref_where=() ref_q=()
@@ -574,72 +372,23 @@ while [ -n "$reflist" ]; do
 	want+="$n"$'\t'"${ref_type[n]}"$'\t'"${ref_spec[n]}"$'\n'
 done
 
-# The probes and symbols of an ELF file, from one readelf: USDT probes as
-# "provider:name" (its stapsdt notes), symbols as nm --defined-only (and -D)
-# would list them with type T, t, W, i or u, that is functions and anything
-# else that lives in a code section, without a @VERSION suffix.  Reads the
-# references "N<TAB>usdt|syms<TAB>SPEC" in PK_WANT and prints " N" for
-# each one the file has.  A SPEC is a bpftrace wildcard (* and ?); a usdt
-# SPEC without a provider matches any provider.
-ELF_HAS='
-function glob_re(g,   out, i, c) {
-	out = ""
-	for (i = 1; i <= length(g); i++) {
-		c = substr(g, i, 1)
-		if (c == "*") out = out ".*"
-		else if (c == "?") out = out "."
-		else if (c ~ /[A-Za-z0-9_]/) out = out c
-		else if (c == "\\") out = out "\\\\"
-		else if (c == "^") out = out "\\^"
-		else out = out "[" c "]"
-	}
-	return out
-}
-/^[^ ]/ { mode = $0 ~ /^Section Headers:/ ? "sec" : $0 ~ /^Symbol table / ? "sym" : "" }
-# readelf -W puts "Provider: P" at the end of the note line.
-{ for (k = 1; k < NF; k++) if ($k == "Provider:") { p = $(k + 1); break } }
-$1 == "Name:" && p != "" { has["usdt", p ":" $2] = 1; p = "" }
-mode == "sec" && /^ *\[ *[0-9]+\]/ {
-	s = $0; sub(/^ *\[ */, "", s); i = s + 0; sub(/^[0-9]+\]/, "", s)
-	nf = split(s, f); code[i] = nf >= 4 && f[nf - 3] ~ /X/
-}
-mode == "sym" && $1 ~ /^[0-9]+:$/ {
-	# "<OS specific>: 10" is STB_GNU_UNIQUE or STT_GNU_IFUNC.
-	s = $0; gsub(/<[^>]*>: /, "OS_", s); gsub(/ \[[^\]]*\]/, "", s)
-	if (split(s, f) < 8) next
-	t = f[4]; b = f[5]; x = f[7]; name = f[8]
-	if (x == "UND" || x == "COM" || t == "SECTION" || t == "FILE") next
-	if (t == "IFUNC" || t == "OS_10" || b == "UNIQUE" || b == "OS_10") k = 1
-	else if (b == "WEAK") k = t != "OBJECT" && t != "COMMON"
-	else k = (b == "GLOBAL" || b == "LOCAL") && x != "ABS" && code[x + 0]
-	if (k) { sub(/@.*/, "", name); if (name != "") has["syms", name] = 1 }
-}
-END {
-	n = split(ENVIRON["PK_WANT"], w, "\n")
-	for (i = 1; i <= n; i++) {
-		if (split(w[i], f, "\t") < 3) continue
-		spec = f[3]
-		if (f[2] == "syms" || index(spec, ":")) {
-			if (spec !~ /[*?]/) {
-				if ((f[2], spec) in has) printf " %s", f[1]
-				continue
-			}
-			re = "^" glob_re(spec) "$"
-		} else
-			re = "^[^:]*:" glob_re(spec) "$"
-		for (key in has) {
-			split(key, kv, SUBSEP)
-			if (kv[1] == f[2] && kv[2] ~ re) { printf " %s", f[1]; break }
-		}
-	}
-}'
-
-# " N" for each reference in $want that ELF file $1 has.
-elf_has() {
-	local opts=()
-	[[ $want == *$'\t'usdt$'\t'* ]] && opts+=(-n)
-	[[ $want == *$'\t'syms$'\t'* ]] && opts+=(-S -s)
-	readelf "${opts[@]}" -W -- "$1" 2>/dev/null | PK_WANT=$want awk "$ELF_HAS"
+# Set ref_where[N] to WHERE[I] for each line "N I" of FOUND, and drop N
+# from $want.  probekit-scan finds them by reading ELF files in order until
+# every reference is found: USDT probes from their stapsdt notes, symbols as
+# nm --defined-only (and -D) would list them with type T, t, W, i or u
+# (functions and anything else in a code section), without a @VERSION
+# suffix.  A SPEC is a bpftrace wildcard (* and ?); a usdt SPEC without a
+# provider matches any provider.
+take_found() {
+	local where=($1) found=$2 n i rest line
+	[ -n "$found" ] || return 0
+	while read -r n i; do
+		ref_where[n]=${where[i]}
+	done <<< "$found"
+	rest=$want want=
+	while IFS= read -r line; do
+		[ -z "${ref_where[${line%%$'\t'*}]-}" ] && want+=$line$'\n'
+	done <<< "${rest%$'\n'}"
 }
 
 # Files PID maps, other than its executable, into libs: in map order, only
@@ -682,24 +431,12 @@ list_libs() {
 }
 
 # ref_where[N]: "exe", or the index in libs of the first library that has it.
+take_found exe "$in_exe"
 if [ -n "$want" ]; then
-	for n in $(elf_has "/proc/$pid/exe"); do ref_where[n]=exe; done
-	rest=$want want=
-	while IFS= read -r line; do
-		[ -z "${ref_where[${line%%$'\t'*}]-}" ] && want+=$line$'\n'
-	done <<< "${rest%$'\n'}"
-	if [ -n "$want" ]; then
-		list_libs
-		for i in "${!libs[@]}"; do
-			found=$(elf_has "${libs[i]}")
-			[ -n "$found" ] || continue
-			for n in $found; do ref_where[n]=$i; done
-			rest=$want want=
-			while IFS= read -r line; do
-				[ -z "${ref_where[${line%%$'\t'*}]-}" ] && want+=$line$'\n'
-			done <<< "${rest%$'\n'}"
-			[ -n "$want" ] || break
-		done
+	list_libs
+	if [ ${#libs[@]} -gt 0 ]; then
+		found=$("$scan" has "${libs[@]}" <<< "$want") || exit 1
+		take_found "${!libs[*]}" "$found"
 	fi
 fi
 
@@ -739,7 +476,7 @@ if [ -n "$missing" ]; then
 	# attach to that library.  (Only here, on the way to an error, are
 	# such libraries read.)
 	for i in "${!gone_libs[@]}"; do
-		[ -n "$(elf_has "/proc/$pid/map_files/${gone_maps[i]}")" ] || continue
+		[ -n "$(printf '%s' "$want" | "$scan" has "/proc/$pid/map_files/${gone_maps[i]}")" ] || continue
 		die "the library ${gone_libs[i]} that PID $pid loaded was deleted or replaced since, and it holds probes the script names; bpftrace 0.17 cannot attach to a deleted file (it finds probes by path): restart the process to trace it"
 	done
 	if [ $usdt_refs -gt 0 ] && [ $usdt_found = 0 ]; then

@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/* probekit's one C reader of systemtap USDT notes (.note.stapsdt) and of
+ * their argument specs, through libelf.  The Python twin is
+ * probes/probelib/notes.py and argspec.py; tests/test_readers.py holds both
+ * to the same fixtures.
+ *
+ * Every length read from the file is bounded: a note whose strings do not
+ * fit the fields below, or do not end inside the note, makes the read fail
+ * with a reason, as does a truncated or corrupt file. */
+#ifndef PROBEKIT_USDT_NOTES_H
+#define PROBEKIT_USDT_NOTES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define USDT_NAME_MAX 128
+#define USDT_SPEC_MAX 512
+#define USDT_ARGC_MAX 12
+/* More notes than any real binary holds (libjvm has about 900). */
+#define USDT_NOTES_MAX 65536
+
+enum usdt_arg_kind {
+	USDT_ARG_CONST,		/* $N */
+	USDT_ARG_REG,		/* %reg */
+	USDT_ARG_REG_DEREF,	/* disp(%reg) */
+	USDT_ARG_RIP_SYM,	/* anything relative to %rip: sym(%rip), sym+N(%rip) */
+	USDT_ARG_SIB,		/* disp(%base,%index[,scale]) */
+	USDT_ARG_OTHER,
+};
+
+struct usdt_arg {
+	enum usdt_arg_kind kind;
+	int size;		/* bytes, 1/2/4/8 */
+	bool is_signed;
+	long long val;		/* constant, or the displacement of a deref */
+	char reg[8];		/* "rax", "rbp", ... ("" for CONST) */
+	char text[64];		/* the item as written, e.g. "-4@40+CheckpointStats(%rip)" */
+};
+
+struct usdt_note {
+	char provider[USDT_NAME_MAX];
+	char name[USDT_NAME_MAX];
+	unsigned long long pc;		/* site address (after the .stapsdt.base adjustment) */
+	unsigned long long pc_off;	/* its file offset: where a uprobe attaches (0: none) */
+	unsigned long long sema;	/* semaphore address, 0 when the probe has none */
+	unsigned long long sema_off;	/* its file offset: the uprobe's ref_ctr_offset */
+	char spec[USDT_SPEC_MAX];	/* the argument spec text */
+};
+
+/* Every stapsdt note of the ELF file at path, in file order.  0 and a
+ * malloc'd array (free with usdt_notes_free; NULL when *n is 0), or -1 with
+ * a one-line reason in err. */
+int usdt_notes_read(const char *path, struct usdt_note **out, size_t *n,
+		    char *err, size_t errlen);
+void usdt_notes_free(struct usdt_note *notes);
+/* The same from an ELF handle the caller opened on a file of file_size
+ * bytes (for a reader that also reads other sections: one open). */
+struct Elf;
+int usdt_notes_read_elf(struct Elf *elf, unsigned long long file_size,
+			struct usdt_note **out, size_t *n, char *err, size_t errlen);
+
+/* Parse a spec into at most max args: the count, or -1 with a reason in
+ * err. */
+int usdt_args_parse(const char *spec, struct usdt_arg *out, int max,
+		    char *err, size_t errlen);
+
+/* Whether a reader can use an operand: bpftrace 0.17 reads REG and
+ * REG_DEREF (not immediates); libbpf 1.1 reads CONST (decimal), REG and
+ * REG_DEREF; neither reads RIP_SYM or SIB.  Only general-purpose registers
+ * other than %rip count. */
+bool usdt_arg_readable_bpftrace(const struct usdt_arg *a);
+bool usdt_arg_readable_libbpf(const struct usdt_arg *a);
+
+/* Whether elf, read from a file of file_size bytes, is an ELF file whose
+ * headers and sections all lie inside it: 0, or -1 with a reason in err.
+ * usdt_notes_read checks it; a reader of other sections should too. */
+int usdt_elf_check(struct Elf *elf, unsigned long long file_size,
+		   char *err, size_t errlen);
+
+/* The file offset of virtual address addr, from the PT_LOAD segment that
+ * maps it from the file: 0 and the offset in *off, or -1 when no segment
+ * does (an address in .bss has none). */
+int usdt_file_offset(struct Elf *elf, unsigned long long addr,
+		     unsigned long long *off);
+
+#endif

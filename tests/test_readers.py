@@ -1,0 +1,263 @@
+# SPDX-License-Identifier: BSD-2-Clause
+"""One reader per format and per language, held to the same fixtures.
+
+probekit reads stapsdt notes and bpftrace scripts twice: in Python
+(probes/probelib, for probekit-check and the bcc/ tools) and in C
+(probes/usdt, for the wrapper through probekit-scan, and for the C tools).
+Each pair is run here on the same inputs and must give the same answer,
+which for notes is also readelf's:
+
+  - notes of tests/probelib/sites.c + sites_nosem.c, and of blktgt;
+  - the __EXE__ attach points of the scripts in tests/fixtures/bt/, whose
+    expected references are in refs.json;
+  - argument operands, by kind, size, displacement and register.
+
+The C reader must also refuse a corrupt or truncated ELF file in one line."""
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+
+import pytest
+
+import probekit
+from test_probelib import check_against_readelf, readelf_notes
+
+sys.path.insert(0, os.path.join(probekit.ROOT, "probes"))
+from probelib import argspec, bpftrace, notes  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIX_BT = os.path.join(HERE, "fixtures", "bt")
+SCAN = os.path.join(probekit.BUILD, "libexec", "probekit", "probekit-scan")
+
+
+def scan(*args, check=True, stdin=None):
+    r = subprocess.run([SCAN, *map(str, args)], capture_output=True,
+                       input=stdin, timeout=probekit.TIMEOUT)
+    if check:
+        assert r.returncode == 0, r.stderr
+    return r
+
+
+def c_notes(path):
+    out = []
+    for ln in scan("notes", path).stdout.decode().splitlines():
+        prov, name, pc, pc_off, sem, sem_off, spec = ln.split("\t")
+        out.append((prov, name, int(pc, 16), int(pc_off, 16), int(sem, 16),
+                    int(sem_off, 16), spec))
+    return out
+
+
+def py_notes(path):
+    # The C reader says 0 where an address has no file offset.
+    return [(p.provider, p.name, p.pc, p.offset or 0, p.semaphore,
+             p.semaphore_offset, p.spec) for p in notes.read_probes(path)]
+
+
+@pytest.fixture(scope="module")
+def sites(tmp_path_factory):
+    from test_probelib import FIX
+    out = str(tmp_path_factory.mktemp("readers") / "sites")
+    subprocess.run(["cc", "-O2", "-g", "-Wall", "-Werror", "-o", out,
+                    os.path.join(FIX, "sites.c"),
+                    os.path.join(FIX, "sites_nosem.c")], check=True)
+    return out
+
+
+@pytest.mark.needs("readelf")
+def test_notes_fixture(sites):
+    """Both readers give readelf's notes, with the same file offsets."""
+    check_against_readelf(sites)
+    got = c_notes(sites)
+    assert got == py_notes(sites)
+    assert [(n[0], n[1]) for n in got] == [
+        ("fix", "hit"), ("fix", "twice"), ("fix", "twice"), ("fix", "konst")]
+    hit, konst = got[0], got[3]
+    assert hit[5] not in (0, hit[4])        # semaphore offset != address
+    assert konst[4] == konst[5] == 0 and konst[6] == "-4@$42"
+
+
+@pytest.mark.needs("readelf")
+def test_notes_blktgt(blktgt_bin):
+    got = c_notes(blktgt_bin)
+    assert len(got) == len(readelf_notes(blktgt_bin)) > 0
+    assert got == py_notes(blktgt_bin)
+
+
+def test_notes_prelinked(sites, tmp_path):
+    """A note whose recorded .stapsdt.base differs from the section's
+    address moves its site and semaphore by the difference, in both."""
+    moved = str(tmp_path / "moved")
+    shutil.copy(sites, moved)
+    _, _, pc, base, sem, _ = readelf_notes(sites)[0]
+    with open(moved, "r+b") as f:
+        data = f.read()
+        at = data.index(struct.pack("<3Q", pc, base, sem))
+        f.seek(at)
+        f.write(struct.pack("<3Q", pc, base - 0x1000, sem))
+    got = c_notes(moved)
+    assert (got[0][2], got[0][4]) == (pc + 0x1000, sem + 0x1000)
+    assert got == py_notes(moved)
+
+
+def one_error_line(r, path):
+    err = r.stderr.decode()
+    assert r.returncode == 1 and r.stdout == b"", r
+    assert err.count("\n") == 1 and err.startswith("probekit-bpftrace: "), err
+    assert path in err, err
+
+
+@pytest.mark.parametrize("keep", [16, 64, 0.5, -64])
+def test_notes_truncated(sites, tmp_path, keep):
+    """A truncated file: one line, exit 1, whatever is cut."""
+    data = open(sites, "rb").read()
+    n = int(len(data) * keep) if isinstance(keep, float) else keep
+    cut = str(tmp_path / "cut")
+    with open(cut, "wb") as f:
+        f.write(data[:n])
+    one_error_line(scan("notes", cut, check=False), cut)
+
+
+def test_notes_corrupt(sites, tmp_path):
+    """A note whose strings do not end inside it, or whose description is
+    too short for its addresses, or a provider name longer than the field:
+    one line, exit 1."""
+    data = open(sites, "rb").read()
+    _, _, pc, base, sem, _ = readelf_notes(sites)[0]
+    at = data.index(struct.pack("<3Q", pc, base, sem))
+    # The note header sits just before its "stapsdt\0" name and the desc.
+    hdr = at - 8 - 12
+    namesz, descsz, typ = struct.unpack_from("<3I", data, hdr)
+    assert (namesz, typ) == (8, 3)
+    cases = {
+        # The description ends before its three strings end.
+        "short_strings": struct.pack("<3I", namesz, 3 * 8 + 5, typ),
+        # Too short for the three addresses.
+        "short_desc": struct.pack("<3I", namesz, 8, typ),
+    }
+    for name, new in cases.items():
+        bad = str(tmp_path / name)
+        with open(bad, "wb") as f:
+            f.write(data[:hdr] + new + data[hdr + 12:])
+        one_error_line(scan("notes", bad, check=False), bad)
+    # A provider of 200 bytes: longer than USDT_NAME_MAX, and still inside
+    # the section (the strings run on into the next notes).
+    bad = str(tmp_path / "long_provider")
+    strings = at + 24
+    with open(bad, "wb") as f:
+        f.write(data[:strings] + b"p" * (descsz - 24) + data[strings + descsz - 24:])
+    r = scan("notes", bad, check=False)
+    one_error_line(r, bad)
+
+
+def test_not_elf(tmp_path):
+    p = tmp_path / "text"
+    p.write_text("not an ELF file\n")
+    one_error_line(scan("notes", p, check=False), str(p))
+    # The wrapper's lookup skips a file that is not ELF (a mapped data
+    # file): it has nothing.
+    assert scan("has", p, stdin=b"1\tusdt\tblktgt:io__submit\n").stdout == b""
+
+
+def c_refs(path):
+    out = scan("join", 1, "READY", "", "", path).stdout.decode()
+    refs = out.split("\002")[0]
+    return [ln.split("\t")[1:] for ln in refs.splitlines()]
+
+
+def py_refs(path):
+    with open(path) as f:
+        script = bpftrace.parse(f.read())
+    return [[ap.parts[0], ":".join(ap.parts[2:])]
+            for b in script.blocks for ap in b.points
+            if ap.kind and len(ap.parts) > 2 and ap.parts[1] == "__EXE__"]
+
+
+with open(os.path.join(FIX_BT, "refs.json")) as _f:
+    REFS = json.load(_f)
+
+
+@pytest.mark.parametrize("name", sorted(REFS))
+def test_script_refs(name):
+    """Both parsers find the same __EXE__ attach points, and only those:
+    none in a comment or a string, in a header or outside one."""
+    path = os.path.join(FIX_BT, name)
+    assert py_refs(path) == REFS[name]
+    assert c_refs(path) == REFS[name]
+
+
+def test_script_fixtures_through_wrapper(target):
+    """The fixtures resolve against blktgt as the wrapper runs them: each
+    reference is replaced by the executable's path, the comments and
+    strings that mention __EXE__ are left as they are."""
+    paths = [os.path.join(FIX_BT, n) for n in sorted(REFS)]
+    r = subprocess.run([probekit.WRAPPER, "-n", str(target.pid), *paths],
+                       capture_output=True, timeout=probekit.TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    prog = r.stdout.decode()
+    exe = os.path.realpath(f"/proc/{target.pid}/exe")
+    for refs in REFS.values():
+        for kind, spec in refs:
+            assert f'{kind}:"{exe}":{spec}' in prog
+    for text in ("/* usdt:__EXE__:blktgt:in_a_comment */",
+                 "/* usdt:__EXE__:blktgt:after_a_point */",
+                 '"usdt:__EXE__:blktgt:nothing { in a string }\\n"'):
+        assert text in prog
+
+
+# Operands both argument parsers read alike: (operand, kind, disp or
+# value, register).
+OPERANDS = [
+    ("$42", "const", 42, ""),
+    ("$-1", "const", -1, ""),
+    ("%edi", "reg", 0, "edi"),
+    ("%r9d", "reg", 0, "r9d"),
+    ("(%rdx)", "mem", 0, "rdx"),
+    ("-16(%rbp)", "mem", -16, "rbp"),
+    ("8(%rax,%rbx,4)", "index", 8, "rax"),
+    ("NBuffers(%rip)", "sym", 0, "rip"),
+    ("%xmm0", "reg", 0, "xmm0"),
+]
+
+
+@pytest.mark.parametrize("op,kind,val,reg", OPERANDS)
+def test_operands(op, kind, val, reg):
+    spec = f"-4@{op}"
+    c = scan("args", spec).stdout.decode().rstrip("\n").split("\t")
+    assert c[:5] == [kind, "4", "1", str(val), reg]
+    py = argspec.parse_operand(op)
+    assert py.kind == kind
+    assert (py.value if kind == "const" else py.disp) == val
+    assert py.base == reg
+    # A readable operand is one the Python checker finds no problem in,
+    # for the kinds every reader takes.
+    if kind in ("reg", "mem"):
+        assert c[5:] == (["1", "1"] if argspec.operand_problem(op) is None
+                         else ["0", "0"])
+
+
+def test_fixture_args(sites):
+    """Every operand of the fixture, through both parsers."""
+    for n in c_notes(sites):
+        c = [ln.split("\t") for ln in
+             scan("args", n[6]).stdout.decode().splitlines()]
+        py = notes.parse_argspec(n[6])
+        assert [(int(a[1]), a[2] == "1") for a in c] == \
+            [(a.size, a.signed) for a in py]
+        assert [a[0] for a in c] == \
+            [argspec.parse_operand(a.operand).kind for a in py]
+
+
+@pytest.mark.parametrize("spec,why", [
+    ("3@%eax", "size must be 1, 2, 4 or 8"),
+    ("%eax", "is not SIZE@OPERAND"),
+    ("4@", "is not SIZE@OPERAND"),
+    (" ".join(["4@%eax"] * 13), "more than 12 arguments"),
+    ("8@" + "x" * 80, "longer than 63 bytes"),
+])
+def test_bad_specs(spec, why):
+    r = scan("args", spec, check=False)
+    assert r.returncode == 1 and why in r.stderr.decode(), r.stderr
