@@ -515,6 +515,56 @@ int target_open(struct target *t, pid_t pid)
 	return 0;
 }
 
+/*
+ * path made absolute and normal as Python's os.path.abspath() makes it
+ * (no "." or ".." components, no repeated '/'), but with its symbolic
+ * links kept: the name the user gave is the name the output shows.  -1
+ * when it does not fit in len bytes.
+ */
+static int abs_path(const char *path, char *out, size_t len)
+{
+	char *buf = malloc(2 * PATH_MAX + 2), *save, *c;
+	size_t n = 0;
+	int err = 0;
+
+	if (!buf)
+		return -1;
+	if (path[0] == '/' || !getcwd(buf, PATH_MAX))
+		buf[0] = '\0';
+	if (path[0] != '/' && !buf[0]) {
+		free(buf);
+		return -1;
+	}
+	strcat(buf, "/");
+	strncat(buf, path, PATH_MAX);
+	out[0] = '\0';
+	for (c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		size_t cl = strlen(c);
+
+		if (!strcmp(c, "."))
+			continue;
+		if (!strcmp(c, "..")) {
+			while (n && out[n - 1] != '/')
+				n--;
+			if (n)
+				n--;
+			out[n] = '\0';
+			continue;
+		}
+		if (n + 1 + cl + 1 > len) {
+			err = -1;
+			break;
+		}
+		out[n++] = '/';
+		memcpy(out + n, c, cl + 1);
+		n += cl;
+	}
+	if (!n && len > 1)
+		strcpy(out, "/");
+	free(buf);
+	return err;
+}
+
 int target_open_path(struct target *t, const char *path)
 {
 	struct stat st;
@@ -523,11 +573,15 @@ int target_open_path(struct target *t, const char *path)
 	memset(t, 0, sizeof(*t));
 	t->pid = -1;
 	t->pidfd = -1;
-	if (!realpath(path, t->exe)) {
-		tool_err("cannot trace %s: %s", path, strerror(errno));
+	if (strlen(path) >= PATH_MAX || abs_path(path, t->exe, sizeof(t->exe))) {
+		tool_err("cannot trace %.64s...: the path is too long", path);
+		return -ENAMETOOLONG;
+	}
+	if (stat(t->exe, &st)) {
+		tool_err("cannot trace %s: %s", t->exe, strerror(errno));
 		return -errno;
 	}
-	if (stat(t->exe, &st) || !S_ISREG(st.st_mode)) {
+	if (!S_ISREG(st.st_mode)) {
 		tool_err("cannot trace %s: not a regular file (give the path of "
 			 "an executable or a shared library)", path);
 		return -EINVAL;

@@ -19,7 +19,7 @@
 const volatile __u32 mode = USDTCOUNT_COUNT;	/* enum usdtcount_mode */
 
 __u64 counts[USDTCOUNT_PROBES_MAX];
-/* -H: negative values of a signed argument are counted, not bucketed. */
+/* -H: negative values are counted, not bucketed. */
 __u64 negative[USDTCOUNT_PROBES_MAX];
 __u64 hists[USDTCOUNT_PROBES_MAX][HIST_LOG2_SLOTS];
 
@@ -73,7 +73,9 @@ int hit(struct pt_regs *ctx)
 		count_str(p, v);
 		return 0;
 	}
-	if (site->arg.is_signed && (__s64)v < 0) {
+	/* As the bcc/ twin sees it: a value with its top bit set, widened
+	 * from the operand's size and sign, is negative. */
+	if ((__s64)v < 0) {
 		__sync_fetch_and_add(&negative[p], 1);
 		return 0;
 	}

@@ -59,7 +59,8 @@ static long arg_option(const char *opt, const char *arg)
 {
 	long n;
 
-	if (strncmp(arg, "arg", 3) || parse_long(arg + 3, 1, USDT_ARGC_MAX, &n))
+	if (strncmp(arg, "arg", 3) || arg[3] == '0' ||
+	    parse_long(arg + 3, 1, USDT_ARGC_MAX, &n))
 		usage_error("argument %s: invalid choice: '%.64s' (choose arg1 "
 			    "to arg%d)", opt, arg, USDT_ARGC_MAX);
 	return n;
@@ -456,6 +457,33 @@ static int cmp_str(const void *a, const void *b)
 	return strncmp(x->key.s, y->key.s, sizeof(x->key.s));
 }
 
+/* A -S value in JSON: its bytes as Latin-1 characters, as the bcc/ twin
+ * decodes them, so that no byte is lost; escaped as Python's
+ * json.dumps() escapes them. */
+static void print_json_latin1(const char *s, size_t len)
+{
+	putchar('"');
+	for (size_t i = 0; i < len && s[i]; i++) {
+		unsigned char c = s[i];
+
+		switch (c) {
+		case '"': fputs("\\\"", stdout); break;
+		case '\\': fputs("\\\\", stdout); break;
+		case '\n': fputs("\\n", stdout); break;
+		case '\r': fputs("\\r", stdout); break;
+		case '\t': fputs("\\t", stdout); break;
+		case '\b': fputs("\\b", stdout); break;
+		case '\f': fputs("\\f", stdout); break;
+		default:
+			if (c < 0x20 || c >= 0x80)
+				printf("\\u%04x", c);
+			else
+				putchar(c);
+		}
+	}
+	putchar('"');
+}
+
 /* A -S value as the text shows it: quoted, printable ASCII as is but
  * '"' and '\', which are escaped, and any other byte as \xHH. */
 static void print_quoted(const char *s, size_t len)
@@ -514,7 +542,7 @@ static int print_strs(struct output *o, struct usdtcount_bpf *skel)
 			fputs(any ? ", {\"probe\": " : "{\"probe\": ", stdout);
 			output_json_string(probes[probe]);
 			fputs(", \"value\": ", stdout);
-			output_json_string(s);
+			print_json_latin1(s, USDTCOUNT_STR_LEN);
 			printf(", \"count\": %llu}", (unsigned long long)v[i].count);
 		} else {
 			printf("%10llu  ", (unsigned long long)v[i].count);
