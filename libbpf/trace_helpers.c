@@ -434,7 +434,9 @@ static bool privilege_error(const char *what, pid_t pid, bool ptrace)
 	if (!nlack)
 		return false;
 	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
-	if (ptrace && !stat(path, &st) && st.st_uid != geteuid())
+	if (pid <= 0)
+		snprintf(whom, sizeof(whom), "every process running a file");
+	else if (ptrace && !stat(path, &st) && st.st_uid != geteuid())
 		snprintf(whom, sizeof(whom), "another user's process");
 	else
 		snprintf(whom, sizeof(whom), "PID %d", (int)pid);

@@ -10,7 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/user.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
 
 #include <bpf/libbpf.h>
 
@@ -124,7 +128,11 @@ void usdt_sites_close(struct usdt_sites *s)
 {
 	for (size_t i = 0; i < s->nlinks; i++)
 		bpf_link__destroy(s->links[i]);
+	for (size_t i = 0; i < s->nfds; i++)
+		close(s->fds[i]);
 	free(s->links);
+	free(s->fds);
+	free(s->pending);
 	for (size_t i = 0; i < s->nbins; i++)
 		usdt_notes_free(s->bins[i].notes);
 	free(s->bins);
@@ -262,39 +270,205 @@ int usdt_site_arg_of(const struct usdt_bin *b, const struct usdt_note *n,
 
 /* --- attaching ------------------------------------------------------------ */
 
-int usdt_sites_attach(struct usdt_sites *s, struct bpf_program *prog,
-		      const struct target *t, const struct usdt_bin *b,
-		      const struct usdt_note *n, __u64 cookie)
-{
-	LIBBPF_OPTS(bpf_uprobe_opts, opts, .ref_ctr_offset = n->sema_off,
-		    .bpf_cookie = cookie);
-	char probe[USDT_PROBE_MAX];
-	struct bpf_link *link, **links;
-	int err;
+/* Linux 6.6's multi-uprobe link, which libbpf 1.1 predates: its attach
+ * type and BPF_LINK_CREATE's arguments for it, as the kernel's UAPI
+ * (union bpf_attr) lays them out. */
+#define PK_BPF_TRACE_UPROBE_MULTI 48
+struct pk_uprobe_multi_attr {
+	__u32 prog_fd;
+	__u32 target_fd;
+	__u32 attach_type;
+	__u32 flags;
+	__u64 path;
+	__u64 offsets;
+	__u64 ref_ctr_offsets;
+	__u64 cookies;
+	__u32 cnt;
+	__u32 multi_flags;
+	__u32 pid;
+	__u32 pad;
+};
 
-	links = realloc(s->links, (s->nlinks + 1) * sizeof(*links));
-	if (!links) {
+static int uprobe_multi_create(int prog_fd, const char *path,
+			       const __u64 *offsets, const __u64 *ref_ctr,
+			       const __u64 *cookies, __u32 cnt, __u32 pid)
+{
+	struct pk_uprobe_multi_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.prog_fd = prog_fd;
+	a.attach_type = PK_BPF_TRACE_UPROBE_MULTI;
+	a.path = (__u64)(unsigned long)path;
+	a.offsets = (__u64)(unsigned long)offsets;
+	a.ref_ctr_offsets = (__u64)(unsigned long)ref_ctr;
+	a.cookies = (__u64)(unsigned long)cookies;
+	a.cnt = cnt;
+	a.pid = pid;
+	return syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
+}
+
+/*
+ * Whether multi-uprobe links work, and filter by process: a link on the
+ * directory "/" fails with EBADF where they exist, and one for PID -1
+ * with EINVAL only once the PID filter was fixed (Linux 6.9; it filtered
+ * by thread before).  libbpf 1.3 probes the same way.
+ */
+static bool uprobe_multi_works(void)
+{
+	const struct bpf_insn insns[] = {
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0 },
+		{ .code = BPF_JMP | BPF_EXIT },
+	};
+	LIBBPF_OPTS(bpf_prog_load_opts, opts,
+		    .expected_attach_type = PK_BPF_TRACE_UPROBE_MULTI);
+	__u64 offset = 0;
+	int prog, link, err1, err2;
+
+	prog = bpf_prog_load(BPF_PROG_TYPE_KPROBE, NULL, "GPL", insns, 2, &opts);
+	if (prog < 0)
+		return false;
+	link = uprobe_multi_create(prog, "/", &offset, NULL, NULL, 1, 0);
+	err1 = link < 0 ? errno : 0;
+	if (link >= 0)
+		close(link);
+	link = uprobe_multi_create(prog, "/", &offset, NULL, NULL, 1, -1);
+	err2 = link < 0 ? errno : 0;
+	if (link >= 0)
+		close(link);
+	close(prog);
+	return err1 == EBADF && err2 == EINVAL;
+}
+
+void usdt_sites_prepare(struct usdt_sites *s, struct bpf_program *prog)
+{
+	static int works = -1;
+
+	if (works < 0)
+		works = uprobe_multi_works();
+	s->multi = works;
+	if (s->multi)
+		bpf_program__set_expected_attach_type(prog,
+			(enum bpf_attach_type)PK_BPF_TRACE_UPROBE_MULTI);
+}
+
+int usdt_sites_add(struct usdt_sites *s, struct bpf_program *prog,
+		   const struct usdt_bin *b, const struct usdt_note *n,
+		   __u64 cookie)
+{
+	struct usdt_pending *p;
+
+	p = realloc(s->pending, (s->npending + 1) * sizeof(*p));
+	if (!p) {
 		tool_err("cannot attach: %s", strerror(ENOMEM));
 		return -ENOMEM;
 	}
-	s->links = links;
-	link = bpf_program__attach_uprobe_opts(prog, t->pid > 0 ? t->pid : -1,
-					       b->path, n->pc_off, &opts);
-	if (link) {
-		s->links[s->nlinks++] = link;
-		return 0;
+	s->pending = p;
+	s->pending[s->npending++] = (struct usdt_pending){
+		.prog = prog, .bin = b - s->bins, .note = n, .cookie = cookie,
+	};
+	return 0;
+}
+
+static void attach_error(const struct usdt_bin *b, const struct usdt_note *n,
+			 size_t nsites, int err)
+{
+	char probe[USDT_PROBE_MAX], what[USDT_PROBE_MAX + 64];
+
+	if (n) {
+		usdt_probe_name(n, probe, sizeof(probe));
+		snprintf(what, sizeof(what), "%s at 0x%llx", probe, n->pc);
+	} else {
+		snprintf(what, sizeof(what), "%zu probe site%s", nsites,
+			 nsites == 1 ? "" : "s");
 	}
-	err = -errno;
-	usdt_probe_name(n, probe, sizeof(probe));
-	if (err == -EINVAL && n->sema_off)
-		tool_err("cannot attach to %s at 0x%llx in %s: %s (is another "
-			 "tracer attached there with another semaphore "
-			 "offset?)", probe, n->pc, b->shown, strerror(-err));
+	if (err == -EINVAL)
+		tool_err("cannot attach to %s in %s: %s (is another tracer "
+			 "attached there with another semaphore offset?)", what,
+			 b->shown, strerror(-err));
 	else
-		tool_err("cannot attach to %s at 0x%llx in %s: %s%s", probe,
-			 n->pc, b->shown, strerror(-err),
-			 err == -EPERM || err == -EACCES ?
-			 " (tracing needs root, or CAP_SYS_ADMIN)" : "");
+		tool_err("cannot attach to %s in %s: %s%s", what, b->shown,
+			 strerror(-err), err == -EPERM || err == -EACCES ?
+			 " (a uprobe needs root, or CAP_SYS_ADMIN)" : "");
+}
+
+/* One site, one perf-event uprobe: kernels without multi-uprobe links. */
+static int attach_one(struct usdt_sites *s, const struct usdt_pending *p,
+		      const struct target *t)
+{
+	const struct usdt_bin *b = &s->bins[p->bin];
+	LIBBPF_OPTS(bpf_uprobe_opts, opts,
+		    .ref_ctr_offset = p->note->sema_off,
+		    .bpf_cookie = p->cookie);
+	struct bpf_link *link;
+
+	link = bpf_program__attach_uprobe_opts(p->prog,
+					       t->pid > 0 ? t->pid : -1,
+					       b->path, p->note->pc_off, &opts);
+	if (!link) {
+		int err = -errno;
+
+		attach_error(b, p->note, 1, err);
+		return err;
+	}
+	s->links[s->nlinks++] = link;
+	return 0;
+}
+
+/* The n queued sites from p on, all of one program and one file: one
+ * multi-uprobe link. */
+static int attach_multi(struct usdt_sites *s, const struct usdt_pending *p,
+			size_t n, const struct target *t)
+{
+	const struct usdt_bin *b = &s->bins[p->bin];
+	__u64 *arr = calloc(3 * n, sizeof(*arr));
+	int fd, err = 0;
+
+	if (!arr) {
+		tool_err("cannot attach: %s", strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		arr[i] = p[i].note->pc_off;
+		arr[n + i] = p[i].note->sema_off;
+		arr[2 * n + i] = p[i].cookie;
+	}
+	fd = uprobe_multi_create(bpf_program__fd(p->prog), b->path, arr,
+				 arr + n, arr + 2 * n, n,
+				 t->pid > 0 ? (__u32)t->pid : 0);
+	if (fd < 0) {
+		err = -errno;
+		attach_error(b, n == 1 ? p->note : NULL, n, err);
+	} else {
+		s->fds[s->nfds++] = fd;
+	}
+	free(arr);
+	return err;
+}
+
+int usdt_sites_commit(struct usdt_sites *s, const struct target *t)
+{
+	int err = 0;
+
+	s->links = calloc(s->npending + 1, sizeof(*s->links));
+	s->fds = calloc(s->npending + 1, sizeof(*s->fds));
+	if (!s->links || !s->fds) {
+		tool_err("cannot attach: %s", strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	for (size_t i = 0, n; !err && i < s->npending; i += n) {
+		const struct usdt_pending *p = &s->pending[i];
+
+		if (!s->multi) {
+			n = 1;
+			err = attach_one(s, p, t);
+			continue;
+		}
+		/* Sites are queued file by file for each program. */
+		for (n = 1; i + n < s->npending && p[n].prog == p->prog &&
+			    p[n].bin == p->bin; n++)
+			;
+		err = attach_multi(s, p, n, t);
+	}
 	return err;
 }
 

@@ -71,7 +71,9 @@ static void option(int key, const char *arg)
 	switch (key) {
 	case 'H':
 	case 'S':
-		if (env.mode != USDTCOUNT_COUNT)
+		/* Repeated, the last one counts, as in argparse. */
+		if (env.mode != USDTCOUNT_COUNT &&
+		    env.mode != (key == 'H' ? USDTCOUNT_HIST : USDTCOUNT_STR))
 			usage_error("argument -%c: not allowed with argument -%c",
 				    key, env.mode == USDTCOUNT_HIST ? 'H' : 'S');
 		env.mode = key == 'H' ? USDTCOUNT_HIST : USDTCOUNT_STR;
@@ -362,12 +364,12 @@ static int attach_all(struct usdtcount_bpf *skel, struct usdt_sites *s,
 						 "%s", strerror(-err));
 					return err;
 				}
-				err = usdt_sites_attach(s, skel->progs.hit, t,
-							bin, n, next++);
+				err = usdt_sites_add(s, skel->progs.hit, bin, n,
+						     next++);
 				if (err)
 					return err;
 			}
-	return 0;
+	return usdt_sites_commit(s, t);
 }
 
 /* --- output ----------------------------------------------------------------- */
@@ -656,6 +658,7 @@ int main(int argc, char **argv)
 		report_load_error(&t, -errno);
 		goto out;
 	}
+	usdt_sites_prepare(&sites, skel->progs.hit);
 	skel->rodata->mode = env.mode;
 	err = usdtcount_bpf__load(skel);
 	if (err) {

@@ -123,8 +123,8 @@ static int print(void *ctx, struct output *o)
 }
 
 /*
- * Attach prog at every site of probe (which = 0 START, 1 DONE), each site
- * first described in the sites map from *next on.  Nothing is attached
+ * Queue prog at every site of probe (which = 0 START, 1 DONE), each site
+ * first described in the sites map from *next on.  Nothing is queued
  * when check is set: every site is then only resolved, and its argument
  * checked, so that a bad DONE leaves START unattached.
  */
@@ -163,8 +163,7 @@ static int attach_probe(struct usdtlat_bpf *skel, struct usdt_sites *s,
 					 strerror(-err));
 				return err;
 			}
-			err = usdt_sites_attach(s, prog, t, b, &b->notes[k],
-						*next);
+			err = usdt_sites_add(s, prog, b, &b->notes[k], *next);
 			if (err)
 				return err;
 			(*next)++;
@@ -186,7 +185,7 @@ static int attach_all(struct usdtlat_bpf *skel, struct usdt_sites *s,
 		for (int which = 0; which < 2; which++)
 			if (attach_probe(skel, s, t, which, &next, check))
 				return -1;
-	return 0;
+	return usdt_sites_commit(s, t);
 }
 
 int main(int argc, char **argv)
@@ -210,6 +209,8 @@ int main(int argc, char **argv)
 		report_load_error(&t, -errno);
 		goto out;
 	}
+	usdt_sites_prepare(&sites, skel->progs.lat_start);
+	usdt_sites_prepare(&sites, skel->progs.lat_done);
 	skel->rodata->by_arg = env.key_arg > 0;
 	skel->rodata->unit_ns = env.c.unit_ns;
 	err = usdtlat_bpf__load(skel);
