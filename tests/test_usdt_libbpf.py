@@ -209,9 +209,18 @@ def test_usdtcount_catalog(bpf, bdevs):
         "blktgt:bdev__create": 1, "blktgt:bdev__delete": 1}
 
 
+def private_copy(path, tmp_path):
+    """A copy of the file at path: -b traces every process running a
+    file, so a test traces a copy that no other test runs."""
+    copy = tmp_path / os.path.basename(path)
+    shutil.copy2(path, copy)
+    return str(copy)
+
+
 def test_binary_traces_later_processes(bpf, blktgt_bin, tmp_path):
     """-b PATH: a blktgt started after the tool is traced, with its
     semaphores raised by the kernel."""
+    blktgt_bin = private_copy(blktgt_bin, tmp_path)
     c = Gen("libbpf", "usdtcount", "-b", blktgt_bin, "blktgt:io__submit",
             "-j").start()
     lat = Gen("libbpf", "usdtlat", "-b", blktgt_bin, "blktgt:io__submit",
@@ -375,30 +384,38 @@ class Psql:
 def postgres():
     """A PostgreSQL 15 cluster of its own on a unix socket, with no
     background process that runs transactions (autovacuum, the logical
-    replication launcher), so a test's queries are all there is.  Its
+    replication launcher), so a test's queries are all there is.
+
+    -b traces every process running a file, and other tests may run
+    PostgreSQL at the same time: so the server runs a copy of the
+    postgres binary, bind-mounted over its path in a mount namespace of
+    its own (it finds its share/ and lib/ from that path), and the tests
+    trace the copy.  Yields (socket directory, the copy's path).  Its
     directory is not under pytest's tmp_path, which user postgres cannot
     enter."""
     top = pathlib.Path(tempfile.mkdtemp(prefix="probekit-pg-"))
-    data, sock = top / "data", top / "sock"
+    data, sock, copy = top / "data", top / "sock", top / "postgres"
     os.chmod(top, 0o755)
     for d in (data, sock):
         d.mkdir()
         shutil.chown(d, "postgres", "postgres")
-    as_pg = ["setpriv", "--reuid=postgres", "--regid=postgres",
-             "--init-groups"]
+    shutil.copy2(f"{PG_BIN}/postgres", copy)
+    as_pg = "setpriv --reuid=postgres --regid=postgres --init-groups"
     srv = None
     try:
-        subprocess.run([*as_pg, f"{PG_BIN}/initdb", "-D", str(data), "-A",
-                        "trust", "-U", "postgres", "--no-sync"], check=True,
-                       stdout=subprocess.DEVNULL)
-        srv = subprocess.Popen(
-            [*as_pg, f"{PG_BIN}/postgres", "-D", str(data), "-k", str(sock),
-             "-c", "listen_addresses=", "-c", "autovacuum=off", "-c",
-             "max_logical_replication_workers=0", "-c", "fsync=off"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        subprocess.run([*as_pg.split(), f"{PG_BIN}/initdb", "-D", str(data),
+                        "-A", "trust", "-U", "postgres", "--no-sync"],
+                       check=True, stdout=subprocess.DEVNULL)
+        shell = (f"mount --bind {copy} {PG_BIN}/postgres && exec {as_pg} "
+                 f"{PG_BIN}/postgres -D {data} -k {sock} "
+                 "-c listen_addresses= -c autovacuum=off "
+                 "-c max_logical_replication_workers=0 -c fsync=off")
+        srv = subprocess.Popen(["unshare", "-m", "--propagation", "private",
+                                "sh", "-c", shell], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT)
         LineReader(srv.stdout).wait_for(
             "database system is ready to accept connections")
-        yield str(sock), srv.pid
+        yield str(sock), str(copy)
     finally:
         if srv:
             srv.send_signal(signal.SIGINT)     # a fast shutdown
@@ -406,19 +423,19 @@ def postgres():
         shutil.rmtree(top)
 
 
-@pytest.mark.needs("setpriv", "psql", f"{PG_BIN}/postgres")
+@pytest.mark.needs("setpriv", "unshare", "psql", f"{PG_BIN}/postgres")
 def test_postgres_two_backends_by_path(bpf, postgres):
     """N queries over two connections, traced by the server's path: both
     backends' queries are counted, and each transaction is timed."""
-    sock, _ = postgres
+    sock, server = postgres
     a, b = Psql(sock), Psql(sock)
     try:
         a.query(0)          # both backends are up before tracing starts
         b.query(0)
-        c = Gen("libbpf", "usdtcount", "-b", f"{PG_BIN}/postgres",
+        c = Gen("libbpf", "usdtcount", "-b", server,
                 "postgresql:query__start", "postgresql:query__done",
                 "transaction__commit").start()
-        lat = Gen("libbpf", "usdtlat", "-b", f"{PG_BIN}/postgres",
+        lat = Gen("libbpf", "usdtlat", "-b", server,
                   "postgresql:transaction__start",
                   "postgresql:transaction__commit", "-j").start()
         for i in range(1, 24):
@@ -549,10 +566,17 @@ def thrower(tmp_path):
 
 
 @pytest.mark.needs("g++")
-def test_libstdcxx_throws_by_library_path(bpf, thrower):
-    t = Gen("libbpf", "usdtcount", "-b", libstdcxx(), "libstdcxx:*").start()
+def test_libstdcxx_throws_by_library_path(bpf, thrower, tmp_path):
+    """The thrower loads a private copy of libstdc++ (private_copy() says
+    why), traced by its path."""
+    libdir = tmp_path / "lib"
+    libdir.mkdir()
+    lib = private_copy(libstdcxx(), libdir)
+    os.symlink(os.path.basename(lib), libdir / "libstdc++.so.6")
+    t = Gen("libbpf", "usdtcount", "-b", lib, "libstdcxx:*").start()
     r = subprocess.run([thrower, "31"], capture_output=True, text=True,
-                       timeout=TIMEOUT)
+                       timeout=TIMEOUT,
+                       env=dict(os.environ, LD_LIBRARY_PATH=str(libdir)))
     assert r.stdout == "caught 31\n"
     assert counts(t.stop()) == {"libstdcxx:throw": 31, "libstdcxx:catch": 31}
 
