@@ -310,8 +310,8 @@ static int uprobe_multi_create(int prog_fd, const char *path,
 /*
  * Whether multi-uprobe links work, and filter by process: a link on the
  * directory "/" fails with EBADF where they exist, and one for PID -1
- * with EINVAL only once the PID filter was fixed (Linux 6.9; it filtered
- * by thread before).  libbpf 1.3 probes the same way.
+ * with EINVAL only once the PID filter was fixed to filter by process
+ * (it filtered by thread before).  libbpf 1.3 probes the same way.
  */
 static bool uprobe_multi_works(void)
 {

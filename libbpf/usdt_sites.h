@@ -81,8 +81,8 @@ int usdt_site_arg_of(const struct usdt_bin *b, const struct usdt_note *n,
 
 /*
  * Before the skeleton is loaded: make prog attachable by a multi-uprobe
- * link when the kernel has them (Linux 6.6, with the PID filter fixed in
- * 6.9), one link for all of a file's sites.  Attaching is then one system
+ * link when the kernel has them (Linux 6.6) and filters them by process
+ * (a later fix), one link for all of a file's sites.  Attaching is then one system
  * call per file, and detaching waits for the kernel's grace periods once
  * per link, not once per site: PostgreSQL's 72 probes took 20 s to
  * detach one by one.
