@@ -288,6 +288,18 @@ def test_usage_errors(tool, args, pattern):
     histtools.one_error_line(rc, lines, tool, pattern, 2)
 
 
+@pytest.mark.parametrize("tool", ["usdtlat", "usdtcount"])
+def test_version_and_help(tool):
+    with open(os.path.join(probekit.ROOT, "VERSION")) as f:
+        version = f.read().strip()
+    assert run("libbpf", tool, "--version") == (
+        0, [f"probekit-{tool} (probekit) {version}"])
+    rc, lines = run("libbpf", tool, "--help")
+    assert rc == 0 and "examples:" in lines and "-b, --binary PATH" in \
+        "".join(lines)
+    assert all(len(ln) < 80 for ln in lines), lines
+
+
 def test_bad_binary(tmp_path):
     rc, lines = run("libbpf", "usdtcount", "-b", tmp_path / "none", "p:a")
     histtools.one_error_line(rc, lines, "usdtcount", "No such file", 1)
