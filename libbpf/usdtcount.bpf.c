@@ -73,9 +73,9 @@ int hit(struct pt_regs *ctx)
 		count_str(p, v);
 		return 0;
 	}
-	/* As the bcc/ twin sees it: a value with its top bit set, widened
-	 * from the operand's size and sign, is negative. */
-	if ((__s64)v < 0) {
+	/* Only an argument whose spec is signed ("-4@...") has negative
+	 * values: an unsigned one above 2^63 is large, not negative. */
+	if (site->arg.is_signed && (__s64)v < 0) {
 		__sync_fetch_and_add(&negative[p], 1);
 		return 0;
 	}

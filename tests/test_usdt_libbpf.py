@@ -161,6 +161,20 @@ def test_usdtcount_histogram(bpf, bdevs):
     assert all(h["unit"] == "arg5" for h in hists.values())
 
 
+def test_usdtcount_histogram_negative(bpf, bdevs):
+    """rpc__done's status is a signed int: a failed RPC's negative status
+    is counted apart, as "negative: N"."""
+    t = Gen("libbpf", "usdtcount", "-p", bdevs.pid, "-H", "arg3",
+            "blktgt:rpc__done").start()
+    for _ in range(7):
+        bdevs.rpc("bdev_list")
+    for _ in range(3):
+        with pytest.raises(probekit.RpcError):
+            bdevs.rpc("no_such_method")
+    (h,) = parse(t.stop())
+    assert nonzero(h) == {(0, 1): 7} and h["negative"] == 3
+
+
 def test_usdtcount_strings(bpf, bdevs):
     """-S arg2: the RPC methods, most frequent first."""
     t = Gen("libbpf", "usdtcount", "-p", bdevs.pid, "-S", "arg2",
