@@ -209,17 +209,19 @@ static int reg_offset(const char *name, __u32 *off)
 	return -ENOENT;
 }
 
-static const char *kind_name(enum usdt_arg_kind k)
+/* Why a reader cannot read an operand of kind k, worded as probelib's
+ * argspec.reader_problem() words it, so both tool families say the same. */
+static const char *kind_why(enum usdt_arg_kind k)
 {
 	switch (k) {
+	case USDT_ARG_CONST:
+		return "an immediate (constant) operand";
 	case USDT_ARG_RIP_SYM:
 		return "a symbol-relative %rip operand";
 	case USDT_ARG_SIB:
 		return "a scale-index-base operand";
-	case USDT_ARG_CONST:
-		return "an immediate";
 	default:
-		return "an operand of a form it does not know";
+		return "an operand it does not parse";
 	}
 }
 
@@ -228,6 +230,7 @@ int usdt_site_arg_of(const struct usdt_bin *b, const struct usdt_note *n,
 {
 	struct usdt_arg args[USDT_ARGC_MAX], *a;
 	char probe[USDT_PROBE_MAX], err[256];
+	const char *op;
 	int argc;
 
 	usdt_probe_name(n, probe, sizeof(probe));
@@ -246,12 +249,22 @@ int usdt_site_arg_of(const struct usdt_bin *b, const struct usdt_note *n,
 	out->size = a->size;
 	out->is_signed = a->is_signed;
 	out->val = a->val;
-	if (!usdt_arg_readable_libbpf(a) ||
-	    (a->kind != USDT_ARG_CONST && reg_offset(a->reg, &out->reg_off))) {
-		tool_err("cannot read arg%d of %s: %s (at 0x%llx in %s) is %s, "
-			 "which libbpf 1.1 cannot read; pass the value through "
-			 "a register at the probe", argn, probe, a->text, n->pc,
-			 b->shown, kind_name(a->kind));
+	/* The operand without its size: "40+CheckpointStats(%rip)". */
+	op = strchr(a->text, '@');
+	op = op ? op + 1 : a->text;
+	if ((a->kind == USDT_ARG_REG || a->kind == USDT_ARG_REG_DEREF) &&
+	    reg_offset(a->reg, &out->reg_off)) {
+		tool_err("cannot read arg%d of %s: %s cannot read %s: %%%s is not "
+			 "a general register", argn, probe, command_name(), op,
+			 a->reg);
+		return -EINVAL;
+	}
+	/* What this tool reads is what libbpf 1.1's own reader reads. */
+	if (!usdt_arg_readable_libbpf(a)) {
+		tool_err("cannot read arg%d of %s: %s cannot read %s: %s; pass "
+			 "the value through a register at the probe (at 0x%llx "
+			 "in %s)", argn, probe, command_name(), op,
+			 kind_why(a->kind), n->pc, b->shown);
 		return -EINVAL;
 	}
 	switch (a->kind) {
