@@ -106,7 +106,7 @@ static void print_text(const struct hist_entry *e, int first, int last)
 /* A JSON string as Python's json.dumps() writes it (ensure_ascii):
  * control characters and everything beyond ASCII escaped, bytes that are
  * not UTF-8 shown as U+FFFD, as bytes.decode(errors="replace") does. */
-static void print_json_string(const char *s)
+void output_json_string(const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s;
 
@@ -169,9 +169,9 @@ static void print_json(const struct hist_entry *e, int first, int last)
 	bool open;
 
 	fputs("{\"name\": ", stdout);
-	print_json_string(e->name);
+	output_json_string(e->name);
 	fputs(", \"unit\": ", stdout);
-	print_json_string(e->unit);
+	output_json_string(e->unit);
 	printf(", \"scale\": \"%s\"", e->linear ? "linear" : "log2");
 	if (e->linear)
 		printf(", \"width\": %llu", e->width);
@@ -179,9 +179,9 @@ static void print_json(const struct hist_entry *e, int first, int last)
 	for (int k = 0; k < e->nkeys; k++) {
 		if (k)
 			fputs(", ", stdout);
-		print_json_string(e->key_names[k]);
+		output_json_string(e->key_names[k]);
 		fputs(": ", stdout);
-		print_json_string(e->key_vals[k]);
+		output_json_string(e->key_vals[k]);
 	}
 	for (int i = first; i <= last; i++)
 		total += e->hist.slots[i];
@@ -200,7 +200,7 @@ static void print_json(const struct hist_entry *e, int first, int last)
 	putchar(']');
 	for (int k = 0; k < e->nextras; k++) {
 		fputs(", ", stdout);
-		print_json_string(e->extra_names[k]);
+		output_json_string(e->extra_names[k]);
 		printf(": %llu", e->extra_vals[k]);
 	}
 	putchar('}');
@@ -235,21 +235,65 @@ static bool shown(const struct hist_entry *e, int *first, int *last)
 	return rows;
 }
 
-void output_emit(struct output *o, const struct hist_entry *e, size_t n)
+void output_begin(struct output *o)
 {
 	char stamp[16];
 	time_t t = time(NULL);
 	struct tm tm;
-	size_t printed = 0;
-	int first, last;
 
 	localtime_r(&t, &tm);
 	strftime(stamp, sizeof(stamp), "%H:%M:%S", &tm);
-
 	if (o->json) {
-		printf("{\"tool\": \"%s\", \"pid\": %d, ", o->tool, (int)o->pid);
+		printf("{\"tool\": \"%s\", ", o->tool);
+		if (o->pid > 0) {
+			printf("\"pid\": %d, ", (int)o->pid);
+		} else {
+			fputs("\"pid\": null, \"binary\": ", stdout);
+			output_json_string(o->binary ? o->binary : "");
+			fputs(", ", stdout);
+		}
 		if (o->timestamp)
 			printf("\"time\": \"%s\", ", stamp);
+	} else {
+		/* A blank line between intervals, then -T's time. */
+		if (o->n)
+			putchar('\n');
+		if (o->timestamp)
+			printf("%-8s\n", stamp);
+	}
+	o->n++;
+}
+
+bool output_hist_json(const struct hist_entry *e)
+{
+	int first, last;
+
+	if (!shown(e, &first, &last))
+		return false;
+	print_json(e, first, last);
+	return true;
+}
+
+bool output_hist_text(const struct hist_entry *e)
+{
+	int first, last;
+
+	if (!shown(e, &first, &last))
+		return false;
+	if (first <= last && last >= 0)
+		print_text(e, first, last);
+	for (int k = 0; k < e->nextras; k++)
+		printf("%s: %llu\n", e->extra_names[k], e->extra_vals[k]);
+	return true;
+}
+
+void output_emit(struct output *o, const struct hist_entry *e, size_t n)
+{
+	size_t printed = 0;
+	int first, last;
+
+	output_begin(o);
+	if (o->json) {
 		fputs("\"histograms\": [", stdout);
 		for (size_t i = 0; i < n; i++) {
 			if (!shown(&e[i], &first, &last))
@@ -260,17 +304,11 @@ void output_emit(struct output *o, const struct hist_entry *e, size_t n)
 		}
 		fputs("]}\n", stdout);
 		fflush(stdout);
-		o->n++;
 		return;
 	}
 
-	/* Text: a blank line between intervals, then -T's time, then each
-	 * histogram shown, headed by its key when it has one, else
+	/* Each histogram shown, headed by its key when it has one, else
 	 * separated from the previous one by a blank line. */
-	if (o->n)
-		putchar('\n');
-	if (o->timestamp)
-		printf("%-8s\n", stamp);
 	for (size_t i = 0; i < n; i++) {
 		if (!shown(&e[i], &first, &last))
 			continue;
@@ -284,12 +322,7 @@ void output_emit(struct output *o, const struct hist_entry *e, size_t n)
 			putchar('\n');
 		}
 		printed++;
-		if (first <= last && last >= 0)
-			print_text(&e[i], first, last);
-		for (int k = 0; k < e[i].nextras; k++)
-			printf("%s: %llu\n", e[i].extra_names[k],
-			       e[i].extra_vals[k]);
+		output_hist_text(&e[i]);
 	}
-	o->n++;
 	fflush(stdout);
 }

@@ -48,7 +48,8 @@ void hist_sort(struct hist_entry *e, size_t n);
 /* How one run of a tool prints its intervals. */
 struct output {
 	const char *tool;
-	pid_t pid;
+	pid_t pid;			/* < 0: -b, every process running binary */
+	const char *binary;
 	bool json;			/* --json: one object per line */
 	bool timestamp;			/* -T */
 	unsigned long n;		/* intervals printed so far */
@@ -57,6 +58,21 @@ struct output {
 /* Print one interval's histograms (n entries, sorted) as text or JSON,
  * then flush stdout.  Empty histograms are left out. */
 void output_emit(struct output *o, const struct hist_entry *e, size_t n);
+
+/* For tools that print more than histograms: start one interval, as
+ * output_emit() does.  JSON: '{"tool": T, "pid": P, ' ('"pid": null,
+ * "binary": PATH, ' for -b), then '"time": "HH:MM:SS", ' with -T; text:
+ * a blank line after the first interval, then -T's time.  The caller
+ * prints the rest, the closing brace and newline included. */
+void output_begin(struct output *o);
+
+/* s as a JSON string, as Python's json.dumps() writes it. */
+void output_json_string(const char *s);
+
+/* One histogram's text (its rows and extras), as output_emit() prints
+ * it, or as a JSON object; false when it has nothing to show. */
+bool output_hist_text(const struct hist_entry *e);
+bool output_hist_json(const struct hist_entry *e);
 #endif
 
 #endif

@@ -97,6 +97,8 @@ long positive_arg(const char *what, const char *arg, long max)
 
 static const struct tool_option common_options[] = {
 	{ 'p', "pid", "PID", "trace this blktgt process (required)" },
+	{ 'b', "binary", "PATH", "trace every process running PATH (an\n"
+				 "executable or a library), also later ones" },
 	{ 'T', "timestamp", NULL, "include a timestamp on output" },
 	{ 'd', "duration", "SECS", "total duration of the trace, in seconds" },
 	{ 'j', "json", NULL, "print JSON, one object per interval (schema:\n"
@@ -109,6 +111,16 @@ static const struct tool_option common_options[] = {
 	{ OPT_VERSION, "version", NULL, "show probekit's version and exit" },
 	{ 0 }
 };
+
+/* -p as the tools on any USDT binary show it. */
+static const struct tool_option pid_any =
+	{ 'p', "pid", "PID", "trace this process (or -b)" };
+
+/* Whether a tool takes option o: -b only the tools on any binary. */
+static bool takes(const struct tool_cli *cli, const struct tool_option *o)
+{
+	return o->key != 'b' || cli->binary;
+}
 
 /* Key 0: a positional argument, shown in --help only. */
 static const struct tool_option positionals[] = {
@@ -170,7 +182,9 @@ static void print_help(const struct tool_cli *cli)
 {
 	printf("%s\noptions:\n", cli->synopsis);
 	for (const struct tool_option *o = common_options; o->name; o++)
-		print_option(o, "");
+		if (takes(cli, o))
+			print_option(o->key == 'p' && cli->binary ? &pid_any : o,
+				     "");
 	for (size_t i = 0; i < sizeof(positionals) / sizeof(positionals[0]);
 	     i++)
 		print_option(&positionals[i], "");
@@ -213,7 +227,8 @@ static void build_tables(const struct tool_cli *cli, struct getopt_tables *g)
 {
 	memset(g, 0, sizeof(*g));
 	for (const struct tool_option *o = common_options; o->name; o++)
-		add_option(g, o);
+		if (takes(cli, o))
+			add_option(g, o);
 	for (const struct tool_option *o = cli->options; o && o->name; o++)
 		add_option(g, o);
 	for (size_t i = 0; cli->unit && i < NUNITS; i++)
@@ -285,6 +300,11 @@ static bool common_option(const struct tool_cli *cli, struct common_args *a,
 			usage_error("-p/--pid: invalid PID '%s'", arg);
 		a->pid = v;
 		return true;
+	case 'b':
+		if (!*arg)
+			usage_error("-b/--binary: the path is empty");
+		a->path = arg;
+		return true;
 	case 'T':
 		a->timestamp = true;
 		return true;
@@ -330,13 +350,20 @@ void parse_options(const struct tool_cli *cli, struct common_args *a,
 			continue;
 		cli->option(c, optarg);
 	}
+	while (cli->operand && optind < argc && cli->operand(argv[optind]))
+		optind++;
 	if (optind < argc)
 		a->interval = positive_arg("interval", argv[optind++], INT_MAX);
 	if (optind < argc)
 		a->count = positive_arg("count", argv[optind++], INT_MAX);
 	if (optind < argc)
 		usage_error("unrecognized argument '%s'", argv[optind]);
-	if (!a->pid)
+	if (cli->binary && a->pid && a->path)
+		usage_error("-p/--pid and -b/--binary exclude each other");
+	if (cli->binary && !a->pid && !a->path)
+		usage_error("one of the arguments -p/--pid -b/--binary is "
+			    "required");
+	if (!a->pid && !a->path)
 		usage_error("the following arguments are required: -p/--pid");
 }
 
@@ -413,7 +440,9 @@ static bool privilege_error(const char *what, pid_t pid, bool ptrace)
 	if (!nlack)
 		return false;
 	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
-	if (ptrace && !stat(path, &st) && st.st_uid != geteuid())
+	if (pid <= 0)
+		snprintf(whom, sizeof(whom), "every process running a file");
+	else if (ptrace && !stat(path, &st) && st.st_uid != geteuid())
 		snprintf(whom, sizeof(whom), "another user's process");
 	else
 		snprintf(whom, sizeof(whom), "PID %d", (int)pid);
@@ -491,6 +520,86 @@ int target_open(struct target *t, pid_t pid)
 		tool_err("PID %d has exited", (int)pid);
 		return -ESRCH;
 	}
+	return 0;
+}
+
+/*
+ * path made absolute and normal as Python's os.path.abspath() makes it
+ * (no "." or ".." components, no repeated '/'), but with its symbolic
+ * links kept: the name the user gave is the name the output shows.  -1
+ * when it does not fit in len bytes.
+ */
+static int abs_path(const char *path, char *out, size_t len)
+{
+	char *buf = malloc(2 * PATH_MAX + 2), *save, *c;
+	size_t n = 0;
+	int err = 0;
+
+	if (!buf)
+		return -1;
+	if (path[0] == '/' || !getcwd(buf, PATH_MAX))
+		buf[0] = '\0';
+	if (path[0] != '/' && !buf[0]) {
+		free(buf);
+		return -1;
+	}
+	strcat(buf, "/");
+	strncat(buf, path, PATH_MAX);
+	out[0] = '\0';
+	for (c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		size_t cl = strlen(c);
+
+		if (!strcmp(c, "."))
+			continue;
+		if (!strcmp(c, "..")) {
+			while (n && out[n - 1] != '/')
+				n--;
+			if (n)
+				n--;
+			out[n] = '\0';
+			continue;
+		}
+		if (n + 1 + cl + 1 > len) {
+			err = -1;
+			break;
+		}
+		out[n++] = '/';
+		memcpy(out + n, c, cl + 1);
+		n += cl;
+	}
+	if (!n && len > 1)
+		strcpy(out, "/");
+	free(buf);
+	return err;
+}
+
+int target_open_path(struct target *t, const char *path)
+{
+	struct stat st;
+	const char *base;
+
+	memset(t, 0, sizeof(*t));
+	t->pid = -1;
+	t->pidfd = -1;
+	if (strlen(path) >= PATH_MAX || abs_path(path, t->exe, sizeof(t->exe))) {
+		tool_err("cannot trace %.64s...: the path is too long", path);
+		return -ENAMETOOLONG;
+	}
+	if (stat(t->exe, &st)) {
+		tool_err("cannot trace %s: %s", t->exe, strerror(errno));
+		return -errno;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		tool_err("cannot trace %s: not a regular file (give the path of "
+			 "an executable or a shared library)", path);
+		return -EINVAL;
+	}
+	if (access(t->exe, R_OK)) {
+		tool_err("cannot trace %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	base = strrchr(t->exe, '/');
+	snprintf(t->comm, sizeof(t->comm), "%.255s", base ? base + 1 : t->exe);
 	return 0;
 }
 
@@ -687,13 +796,15 @@ static enum wake wait_until(const struct target *t, const sigset_t *mask,
 
 		if (got_signal)
 			return WAKE_SIGNAL;
-		if (t->pidfd < 0 && kill(t->pid, 0) < 0 && errno == ESRCH)
+		if (t->pid > 0 && t->pidfd < 0 && kill(t->pid, 0) < 0 &&
+		    errno == ESRCH)
 			return WAKE_EXIT;
 		if (until_ns >= 0 && left <= 0)
 			return WAKE_TIME;
 		/* Without a pidfd (kernels before 5.3), look at the target
 		 * every 100 ms, as the bcc/ tools do. */
-		if (t->pidfd < 0 && (left < 0 || left > 100000000LL))
+		if (t->pid > 0 && t->pidfd < 0 &&
+		    (left < 0 || left > 100000000LL))
 			left = 100000000LL;
 		if (left >= 0) {
 			ts.tv_sec = left / 1000000000LL;
@@ -731,18 +842,41 @@ static long long hits_total(const struct bpf_map *map)
 	return err ? (err < 0 ? err : -err) : (long long)sum;
 }
 
-static int emit(struct output *out, collect_fn collect, void *ctx)
-{
-	struct hist_entry *e = NULL;
-	int n = collect(ctx, &e);
+struct collect_print {
+	collect_fn collect;
+	void *ctx;
+};
 
-	if (n < 0) {
-		tool_err("cannot read the histograms: %s", strerror(-n));
-		return 1;
-	}
+static int print_hists(void *ctx, struct output *out)
+{
+	struct collect_print *cp = ctx;
+	struct hist_entry *e = NULL;
+	int n = cp->collect(cp->ctx, &e);
+
+	if (n < 0)
+		return n;
 	output_emit(out, e, n);
 	free(e);
 	return 0;
+}
+
+static int emit(struct output *out, print_fn print, void *ctx)
+{
+	int err = print(ctx, out);
+
+	if (err < 0) {
+		tool_err("cannot read the histograms: %s", strerror(-err));
+		return 1;
+	}
+	return 0;
+}
+
+void target_where(const struct target *t, char *out, size_t len)
+{
+	if (t->pid > 0)
+		snprintf(out, len, "PID %d (%s)", (int)t->pid, t->comm);
+	else
+		snprintf(out, len, "%s (every process)", t->exe);
 }
 
 /*
@@ -752,13 +886,16 @@ static int emit(struct output *out, collect_fn collect, void *ctx)
  * the guard did what it was asked, and what was printed is valid.
  */
 static int stop_over_budget(const struct common_args *a, struct output *out,
-			    collect_fn collect, void *ctx, double rate)
+			    print_fn print, void *ctx, double rate)
 {
 	long long total;
 
-	bpf_object__detach_skeleton(a->skel);
+	if (a->detach)
+		a->detach(a->detach_ctx);
+	else
+		bpf_object__detach_skeleton(a->skel);
 	total = hits_total(a->hits);
-	if (emit(out, collect, ctx))
+	if (emit(out, print, ctx))
 		return 1;
 	fflush(stdout);
 	fprintf(stderr, "%s: %.0f probe hits/s is over --max-rate %ld; detached after %lld "
@@ -769,8 +906,24 @@ static int stop_over_budget(const struct common_args *a, struct output *out,
 int run_loop(const struct common_args *a, const struct target *t,
 	     const char *what, collect_fn collect, void *ctx)
 {
+	struct collect_print cp = { collect, ctx };
+	char ready[sizeof(t->exe) + 512];
+
+	if (t->pid > 0)
+		snprintf(ready, sizeof(ready), "Tracing %s of PID %d (%s)", what,
+			 (int)t->pid, t->comm);
+	else
+		snprintf(ready, sizeof(ready), "Tracing %s of %s (every "
+			 "process)", what, t->exe);
+	return run_loop_print(a, t, ready, print_hists, &cp);
+}
+
+int run_loop_print(const struct common_args *a, const struct target *t,
+		   const char *ready, print_fn print, void *ctx)
+{
 	struct output out = { .tool = tool_name, .pid = t->pid,
-			      .json = a->json, .timestamp = a->timestamp };
+			      .binary = t->exe, .json = a->json,
+			      .timestamp = a->timestamp };
 	struct sigaction sa = { .sa_handler = on_signal };
 	long long start, end = -1, next = -1, check = -1, last_check, hits, last_hits = 0;
 	double rate;
@@ -788,9 +941,7 @@ int run_loop(const struct common_args *a, const struct target *t,
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 
-	fprintf(a->json ? stderr : stdout,
-		"Tracing %s of PID %d (%s)... Hit Ctrl-C to end.\n",
-		what, (int)t->pid, t->comm);
+	fprintf(a->json ? stderr : stdout, "%s... Hit Ctrl-C to end.\n", ready);
 	fflush(a->json ? stderr : stdout);
 
 	start = now_ns();
@@ -820,7 +971,7 @@ int run_loop(const struct common_args *a, const struct target *t,
 			}
 			rate = (double)(hits - last_hits) * 1e9 / (double)(now - last_check);
 			if (rate > (double)a->max_rate)
-				return stop_over_budget(a, &out, collect, ctx, rate);
+				return stop_over_budget(a, &out, print, ctx, rate);
 			last_hits = hits;
 			last_check = now;
 			check = now + MAX_RATE_WINDOW_NS;
@@ -829,13 +980,13 @@ int run_loop(const struct common_args *a, const struct target *t,
 			break;
 		if (next < 0 || now < next)
 			continue;
-		if (emit(&out, collect, ctx))
+		if (emit(&out, print, ctx))
 			return 1;
 		next += a->interval * 1000000000LL;
 		if (left && --left == 0)
 			return 0;
 	}
-	if (emit(&out, collect, ctx))
+	if (emit(&out, print, ctx))
 		return 1;
 	if (why == WAKE_EXIT) {
 		fflush(stdout);

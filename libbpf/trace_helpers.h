@@ -46,7 +46,8 @@ int parse_long(const char *s, long min, long max, long *out);
 
 /* The options every tool takes. */
 struct common_args {
-	pid_t pid;		/* -p PID (required) */
+	pid_t pid;		/* -p PID (required, unless -b is taken) */
+	const char *path;	/* -b PATH: every process running PATH */
 	bool timestamp;		/* -T */
 	bool json;		/* -j, --json */
 	bool verbose;		/* -v: libbpf's own messages */
@@ -57,9 +58,12 @@ struct common_args {
 	unsigned long long unit_ns;	/* nanoseconds per unit */
 	long max_rate;		/* --max-rate HITS_PER_S, 0 = no limit */
 	/* For --max-rate, set by the tool before run_loop(): histogram.bpf.h's
-	 * hits map (count_hits set before load) and the skeleton to detach. */
+	 * hits map (count_hits set before load) and the skeleton to detach,
+	 * or, for links made outside the skeleton, detach(detach_ctx). */
 	const struct bpf_map *hits;
 	struct bpf_object_skeleton *skel;
+	void (*detach)(void *detach_ctx);
+	void *detach_ctx;
 };
 
 /* --max-rate: the largest budget taken, and the window the rate is
@@ -102,11 +106,19 @@ struct tool_cli {
 	/* Called for each of the tool's own options, with its argument
 	 * (NULL if it takes none); bad values are usage errors. */
 	void (*option)(int key, const char *arg);
+	/* Tools on any USDT binary: -b PATH may stand for -p PID, and the
+	 * help says "this process", not "this blktgt process". */
+	bool binary;
+	/* NULL, or offered each positional argument in turn before
+	 * [interval [count]]: true when the tool took it (usdtlat's START
+	 * and DONE).  The first one refused starts [interval [count]]. */
+	bool (*operand)(const char *arg);
 };
 
 /*
  * Parse argv: the common options into *a, the tool's own through
- * cli->option, then [interval [count]]; check that -p was given.  -h
+ * cli->option, its operands through cli->operand, then [interval
+ * [count]]; check that -p (or, for cli->binary, -b) was given.  -h
  * prints --help and exits 0, --version prints "TOOL (probekit) VERSION"
  * and exits 0; a bad option or value is a usage error.
  */
@@ -131,6 +143,10 @@ struct target {
 	char comm[256];		/* basename of exe, for messages */
 };
 int target_open(struct target *t, pid_t pid);
+/* -b PATH: every process that runs the executable or library at path,
+ * now or later.  pid is -1 and pidfd -1; exe is path made absolute.
+ * One line and -errno when path is not a readable regular file. */
+int target_open_path(struct target *t, const char *path);
 void target_close(struct target *t);
 
 /* One line for a failed skeleton open or load of a tool tracing t (err
@@ -171,7 +187,8 @@ typedef int (*collect_fn)(void *ctx, struct hist_entry **entries);
 
 /*
  * The output loop.  Prints "Tracing WHAT of PID N (comm)... Hit Ctrl-C to
- * end." (stdout, or stderr with --json): call it only once everything is
+ * end." ("of every process running PATH" for -b; stdout, or stderr with
+ * --json): call it only once everything is
  * attached, since that line is the tools' readiness signal.  Then prints
  * collect()'s histograms every interval; ends after count intervals,
  * after -d, on SIGINT or SIGTERM (printing what was collected), or when
@@ -182,5 +199,18 @@ typedef int (*collect_fn)(void *ctx, struct hist_entry **entries);
  */
 int run_loop(const struct common_args *a, const struct target *t,
 	     const char *what, collect_fn collect, void *ctx);
+
+/* One interval's output, for tools that print more than histograms
+ * (output_begin() starts it): 0, or -errno when reading the maps failed. */
+typedef int (*print_fn)(void *ctx, struct output *o);
+
+/* run_loop() for the generic tools: the readiness line is ready followed
+ * by "... Hit Ctrl-C to end.", and print() prints each interval. */
+int run_loop_print(const struct common_args *a, const struct target *t,
+		   const char *ready, print_fn print, void *ctx);
+
+/* "PID N (COMM)", or "PATH (every process)" for -b: where the generic
+ * tools say they trace. */
+void target_where(const struct target *t, char *out, size_t len);
 
 #endif

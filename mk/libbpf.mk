@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: BSD-2-Clause
-# libbpf CO-RE tools (libbpf/): iolatency, iosize, funclat, qdepth and rpclat, as
+# libbpf CO-RE tools (libbpf/): iolatency, iosize, funclat, qdepth, rpclat,
+# nbdtime, and the generic usdtlat and usdtcount, as
 # $(O)/bin/probekit-<tool>.  Each tool is three files, as in libbpf-tools:
 # <tool>.h (structs shared with BPF), <tool>.bpf.c (BPF programs and maps)
 # and <tool>.c (user space), plus the helpers every tool links.
@@ -12,7 +13,7 @@
 # are needed, at build time or at run time (libbpf/probekit.bpf.h says why
 # the tools do not even need BTF at run time).
 
-LIBBPF_TOOLS := iolatency iosize funclat qdepth rpclat nbdtime
+LIBBPF_TOOLS := iolatency iosize funclat qdepth rpclat nbdtime usdtlat usdtcount
 LIBBPF_HELPERS := histogram trace_helpers blktgt_io
 
 BPF_CLANG   ?= clang
@@ -80,9 +81,19 @@ $(LIBBPF_BINS): $(O)/bin/probekit-%: $(LIBBPF_OBJ)/%.o $(addprefix $(LIBBPF_OBJ)
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBBPF_LDLIBS)
 
+# The generic tools read any binary's notes through the one C reader,
+# mk/usdt.mk's archive (named here: that file is read after this one),
+# and share the site resolution and attach code.
+LIBBPF_USDT_TOOLS := usdtlat usdtcount
+$(LIBBPF_USDT_TOOLS:%=$(O)/bin/probekit-%): $(LIBBPF_OBJ)/usdt_sites.o \
+	$(O)/lib/libprobekit_usdt.a
+$(LIBBPF_OBJ)/usdt_sites.o $(LIBBPF_USDT_TOOLS:%=$(LIBBPF_OBJ)/%.o): \
+	LIBBPF_CFLAGS += -Iprobes/usdt
+
 # Keep the objects and skeletons between the pattern rules.
 .SECONDARY: $(LIBBPF_TOOLS:%=$(LIBBPF_OBJ)/%.bpf.o) \
 	$(LIBBPF_TOOLS:%=$(LIBBPF_GEN)/%.skel.h) \
-	$(LIBBPF_TOOLS:%=$(LIBBPF_OBJ)/%.o) $(LIBBPF_HELPERS:%=$(LIBBPF_OBJ)/%.o)
+	$(LIBBPF_TOOLS:%=$(LIBBPF_OBJ)/%.o) $(LIBBPF_HELPERS:%=$(LIBBPF_OBJ)/%.o) \
+	$(LIBBPF_OBJ)/usdt_sites.o
 
 -include $(wildcard $(LIBBPF_OBJ)/*.d)

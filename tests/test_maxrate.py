@@ -129,3 +129,26 @@ def test_bad_budget_is_one_line_bt(value):
     assert r.returncode == 1 and r.stdout == ""
     assert re.fullmatch(r"probekit-bpftrace: --max-rate '[^']*' is (out of range|not a whole)"
                         r"[^\n]*\n", r.stderr), r.stderr
+
+
+COUNT_STOP = re.compile(r"^probekit-usdtcount(-bcc)?: (\d+) probe hits/s is over "
+                        rf"--max-rate {BUDGET}; detached after (\d+) hits$")
+COUNT_ROW = re.compile(r"^blktgt:io__submit +(\d+)$")
+
+
+@pytest.mark.parametrize("kind", ["libbpf"])
+def test_usdtcount_over_budget(bpf, malloc0, kind):
+    """The generic counter takes the same budget: its count is the hits
+    the line names, exactly (it detaches its own uprobe links first)."""
+    sems = Semaphores(malloc0.pid, ("io__submit",))
+    t = Tool(kind, "usdtcount", malloc0.pid, "blktgt:io__submit",
+             "--max-rate", BUDGET).start()
+    assert sems.read() == {"io__submit": 1}
+    workload(malloc0, "Malloc0", "read", 4096, 8, IOS)
+    lines = t.wait()
+    assert sems.read() == {"io__submit": 0}
+    stops = [m for m in map(COUNT_STOP.match, lines) if m]
+    rows = [int(m.group(1)) for m in map(COUNT_ROW.match, lines) if m]
+    assert len(stops) == 1 and len(rows) == 1, lines
+    assert int(stops[0].group(2)) > BUDGET
+    assert rows[0] == int(stops[0].group(3)) and 0 < rows[0] <= IOS, lines

@@ -1,0 +1,565 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * usdt_sites.c: see usdt_sites.h.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+
+#include <bpf/libbpf.h>
+
+#include "usdt_sites.h"
+
+/* A line of /proc/PID/maps: an address range, perms, offset, device,
+ * inode, path (PATH_MAX at most). */
+#define MAPS_LINE_MAX (PATH_MAX + 128)
+
+/* Add the binary shown (a path in t's mount namespace) unless present. */
+static int add_bin(struct usdt_sites *s, const struct target *t,
+		   const char *shown, bool exe)
+{
+	struct usdt_bin *b;
+	char err[256];
+	struct usdt_note *notes;
+	size_t n;
+	int len;
+
+	for (size_t i = 0; i < s->nbins; i++)
+		if (!strcmp(s->bins[i].shown, shown))
+			return 0;
+	if (s->nbins == USDT_BINS_MAX) {
+		tool_err("PID %d maps more than %d executable files; tracing "
+			 "the first %d", (int)t->pid, USDT_BINS_MAX,
+			 USDT_BINS_MAX);
+		return -E2BIG;
+	}
+	b = &s->bins[s->nbins];
+	memset(b, 0, sizeof(*b));
+	if (t->pid > 0)
+		len = snprintf(b->path, sizeof(b->path), "/proc/%d/root%s",
+			       (int)t->pid, shown);
+	else
+		len = snprintf(b->path, sizeof(b->path), "%s", shown);
+	if (len < 0 || (size_t)len >= sizeof(b->path))
+		return exe ? (tool_err("%s: path too long", shown), -ENAMETOOLONG)
+			   : 0;
+	snprintf(b->shown, sizeof(b->shown), "%s", shown);
+	if (usdt_notes_read(b->path, &notes, &n, err, sizeof(err))) {
+		/* A library that is no ELF file (a mapped font, a JIT
+		 * cache) has no probes to offer; the executable must. */
+		if (!exe)
+			return 0;
+		tool_err("cannot read the USDT probes of %s: %s", shown, err);
+		return -EINVAL;
+	}
+	b->notes = notes;
+	b->n = n;
+	s->nbins++;
+	return 0;
+}
+
+/* The files t maps executable, in the order of their first mapping. */
+static int add_libs(struct usdt_sites *s, const struct target *t)
+{
+	char path[64], *line = malloc(MAPS_LINE_MAX);
+	FILE *f;
+	int err = 0;
+
+	if (!line)
+		return -ENOMEM;
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)t->pid);
+	f = fopen(path, "r");
+	if (!f) {
+		err = -errno;
+		tool_err("cannot read %s: %s", path, strerror(-err));
+		free(line);
+		return err;
+	}
+	while (!err && fgets(line, MAPS_LINE_MAX, f)) {
+		char perms[8], *file = strchr(line, '/');
+		size_t len;
+
+		if (sscanf(line, "%*s %7s", perms) != 1 || !strchr(perms, 'x') ||
+		    !file)
+			continue;
+		len = strlen(file);
+		if (len && file[len - 1] == '\n')
+			file[--len] = '\0';
+		/* A file replaced on disk since it was mapped: its probes
+		 * are no longer at any path. */
+		if (len > 10 && !strcmp(file + len - 10, " (deleted)"))
+			continue;
+		err = add_bin(s, t, file, false);
+	}
+	fclose(f);
+	free(line);
+	return err == -E2BIG ? 0 : err;
+}
+
+int usdt_sites_open(struct usdt_sites *s, const struct target *t)
+{
+	int err;
+
+	memset(s, 0, sizeof(*s));
+	s->bins = calloc(USDT_BINS_MAX, sizeof(*s->bins));
+	if (!s->bins) {
+		tool_err("cannot read the USDT probes: %s", strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	err = add_bin(s, t, t->exe, true);
+	if (!err && t->pid > 0)
+		err = add_libs(s, t);
+	if (err)
+		usdt_sites_close(s);
+	return err;
+}
+
+void usdt_sites_detach(void *sites)
+{
+	struct usdt_sites *s = sites;
+
+	for (size_t i = 0; i < s->nlinks; i++)
+		bpf_link__destroy(s->links[i]);
+	for (size_t i = 0; i < s->nfds; i++)
+		close(s->fds[i]);
+	free(s->links);
+	free(s->fds);
+	s->links = NULL;
+	s->fds = NULL;
+	s->nlinks = s->nfds = 0;
+}
+
+void usdt_sites_close(struct usdt_sites *s)
+{
+	usdt_sites_detach(s);
+	free(s->pending);
+	for (size_t i = 0; i < s->nbins; i++)
+		usdt_notes_free(s->bins[i].notes);
+	free(s->bins);
+	memset(s, 0, sizeof(*s));
+}
+
+void usdt_probe_name(const struct usdt_note *n, char *out, size_t len)
+{
+	snprintf(out, len, "%s:%s", n->provider, n->name);
+}
+
+bool usdt_probe_valid(const char *probe, bool glob)
+{
+	const char *colon = strchr(probe, ':');
+	size_t plen, nlen;
+
+	/* A pattern may be a bare name: of any provider. */
+	if (!colon && glob)
+		colon = probe - 1;
+	if (!colon || strchr(colon + 1, ':'))
+		return false;
+	plen = colon < probe ? 1 : (size_t)(colon - probe);
+	nlen = strlen(colon + 1);
+	if (!plen || !nlen || plen >= USDT_NAME_MAX || nlen >= USDT_NAME_MAX)
+		return false;
+	for (const char *p = probe; *p; p++) {
+		if (isalnum((unsigned char)*p) || *p == '_' || *p == ':' ||
+		    (glob && strchr("*?[]!-", *p)))
+			continue;
+		return false;
+	}
+	return true;
+}
+
+/* --- argument operands --------------------------------------------------- */
+
+/* x86-64 register names, every width, and where struct pt_regs keeps
+ * the register (its layout is user_regs_struct's first 21 fields). */
+static const struct {
+	const char *names[4];
+	size_t off;
+} regs[] = {
+#define R(a, b, c, d, f) { { a, b, c, d }, offsetof(struct user_regs_struct, f) }
+	R("rax", "eax", "ax", "al", rax),
+	R("rbx", "ebx", "bx", "bl", rbx),
+	R("rcx", "ecx", "cx", "cl", rcx),
+	R("rdx", "edx", "dx", "dl", rdx),
+	R("rsi", "esi", "si", "sil", rsi),
+	R("rdi", "edi", "di", "dil", rdi),
+	R("rbp", "ebp", "bp", "bpl", rbp),
+	R("rsp", "esp", "sp", "spl", rsp),
+	R("r8", "r8d", "r8w", "r8b", r8),
+	R("r9", "r9d", "r9w", "r9b", r9),
+	R("r10", "r10d", "r10w", "r10b", r10),
+	R("r11", "r11d", "r11w", "r11b", r11),
+	R("r12", "r12d", "r12w", "r12b", r12),
+	R("r13", "r13d", "r13w", "r13b", r13),
+	R("r14", "r14d", "r14w", "r14b", r14),
+	R("r15", "r15d", "r15w", "r15b", r15),
+	R("rip", "eip", NULL, NULL, rip),
+#undef R
+};
+
+static int reg_offset(const char *name, __u32 *off)
+{
+	if (*name == '%')
+		name++;
+	for (size_t i = 0; i < sizeof(regs) / sizeof(regs[0]); i++)
+		for (int w = 0; w < 4; w++)
+			if (regs[i].names[w] && !strcmp(regs[i].names[w], name)) {
+				*off = regs[i].off;
+				return 0;
+			}
+	return -ENOENT;
+}
+
+/* Why a reader cannot read an operand of kind k, worded as probelib's
+ * argspec.reader_problem() words it, so both tool families say the same. */
+static const char *kind_why(enum usdt_arg_kind k)
+{
+	switch (k) {
+	case USDT_ARG_CONST:
+		return "an immediate (constant) operand";
+	case USDT_ARG_RIP_SYM:
+		return "a symbol-relative %rip operand";
+	case USDT_ARG_SIB:
+		return "a scale-index-base operand";
+	default:
+		return "an operand it does not parse";
+	}
+}
+
+int usdt_site_arg_of(const struct usdt_bin *b, const struct usdt_note *n,
+		     int argn, struct usdt_site_arg *out)
+{
+	struct usdt_arg args[USDT_ARGC_MAX], *a;
+	char probe[USDT_PROBE_MAX], err[256];
+	const char *op;
+	int argc;
+
+	usdt_probe_name(n, probe, sizeof(probe));
+	argc = usdt_args_parse(n->spec, args, USDT_ARGC_MAX, err, sizeof(err));
+	if (argc < 0) {
+		tool_err("%s in %s: cannot parse its arguments \"%.64s\": %s",
+			 probe, b->shown, n->spec, err);
+		return -EINVAL;
+	}
+	if (argn > argc) {
+		tool_err("%s has no argument %d (it has %d)", probe, argn, argc);
+		return -EINVAL;
+	}
+	a = &args[argn - 1];
+	memset(out, 0, sizeof(*out));
+	out->size = a->size;
+	out->is_signed = a->is_signed;
+	out->val = a->val;
+	/* The operand without its size: "40+CheckpointStats(%rip)". */
+	op = strchr(a->text, '@');
+	op = op ? op + 1 : a->text;
+	if ((a->kind == USDT_ARG_REG || a->kind == USDT_ARG_REG_DEREF) &&
+	    reg_offset(a->reg, &out->reg_off)) {
+		tool_err("cannot read arg%d of %s: %s cannot read %s: %%%s is not "
+			 "a general register", argn, probe, command_name(), op,
+			 a->reg);
+		return -EINVAL;
+	}
+	/* What this tool reads is what libbpf 1.1's own reader reads. */
+	if (!usdt_arg_readable_libbpf(a)) {
+		tool_err("cannot read arg%d of %s: %s cannot read %s: %s; pass "
+			 "the value through a register at the probe (at 0x%llx "
+			 "in %s)", argn, probe, command_name(), op,
+			 kind_why(a->kind), n->pc, b->shown);
+		return -EINVAL;
+	}
+	switch (a->kind) {
+	case USDT_ARG_CONST:
+		out->kind = USDT_SITE_CONST;
+		break;
+	case USDT_ARG_REG:
+		out->kind = USDT_SITE_REG;
+		break;
+	default:
+		out->kind = USDT_SITE_DEREF;
+		break;
+	}
+	return 0;
+}
+
+/* --- attaching ------------------------------------------------------------ */
+
+/* Linux 6.6's multi-uprobe link, which libbpf 1.1 predates: its attach
+ * type and BPF_LINK_CREATE's arguments for it, as the kernel's UAPI
+ * (union bpf_attr) lays them out. */
+#define PK_BPF_TRACE_UPROBE_MULTI 48
+struct pk_uprobe_multi_attr {
+	__u32 prog_fd;
+	__u32 target_fd;
+	__u32 attach_type;
+	__u32 flags;
+	__u64 path;
+	__u64 offsets;
+	__u64 ref_ctr_offsets;
+	__u64 cookies;
+	__u32 cnt;
+	__u32 multi_flags;
+	__u32 pid;
+	__u32 pad;
+};
+
+static int uprobe_multi_create(int prog_fd, const char *path,
+			       const __u64 *offsets, const __u64 *ref_ctr,
+			       const __u64 *cookies, __u32 cnt, __u32 pid)
+{
+	struct pk_uprobe_multi_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.prog_fd = prog_fd;
+	a.attach_type = PK_BPF_TRACE_UPROBE_MULTI;
+	a.path = (__u64)(unsigned long)path;
+	a.offsets = (__u64)(unsigned long)offsets;
+	a.ref_ctr_offsets = (__u64)(unsigned long)ref_ctr;
+	a.cookies = (__u64)(unsigned long)cookies;
+	a.cnt = cnt;
+	a.pid = pid;
+	return syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
+}
+
+/*
+ * Whether multi-uprobe links work, and filter by process: a link on the
+ * directory "/" fails with EBADF where they exist, and one for PID -1
+ * with EINVAL only once the PID filter was fixed to filter by process
+ * (it filtered by thread before).  libbpf 1.3 probes the same way.
+ */
+static bool uprobe_multi_works(void)
+{
+	const struct bpf_insn insns[] = {
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0 },
+		{ .code = BPF_JMP | BPF_EXIT },
+	};
+	LIBBPF_OPTS(bpf_prog_load_opts, opts,
+		    .expected_attach_type = PK_BPF_TRACE_UPROBE_MULTI);
+	__u64 offset = 0;
+	int prog, link, err1, err2;
+
+	prog = bpf_prog_load(BPF_PROG_TYPE_KPROBE, NULL, "GPL", insns, 2, &opts);
+	if (prog < 0)
+		return false;
+	link = uprobe_multi_create(prog, "/", &offset, NULL, NULL, 1, 0);
+	err1 = link < 0 ? errno : 0;
+	if (link >= 0)
+		close(link);
+	link = uprobe_multi_create(prog, "/", &offset, NULL, NULL, 1, -1);
+	err2 = link < 0 ? errno : 0;
+	if (link >= 0)
+		close(link);
+	close(prog);
+	return err1 == EBADF && err2 == EINVAL;
+}
+
+void usdt_sites_prepare(struct usdt_sites *s, struct bpf_program *prog)
+{
+	static int works = -1;
+
+	if (works < 0)
+		works = uprobe_multi_works();
+	s->multi = works;
+	if (s->multi)
+		bpf_program__set_expected_attach_type(prog,
+			(enum bpf_attach_type)PK_BPF_TRACE_UPROBE_MULTI);
+}
+
+int usdt_sites_add(struct usdt_sites *s, struct bpf_program *prog,
+		   const struct usdt_bin *b, const struct usdt_note *n,
+		   __u64 cookie)
+{
+	struct usdt_pending *p;
+
+	p = realloc(s->pending, (s->npending + 1) * sizeof(*p));
+	if (!p) {
+		tool_err("cannot attach: %s", strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	s->pending = p;
+	s->pending[s->npending++] = (struct usdt_pending){
+		.prog = prog, .bin = b - s->bins, .note = n, .cookie = cookie,
+	};
+	return 0;
+}
+
+static void attach_error(const struct usdt_bin *b, const struct usdt_note *n,
+			 size_t nsites, int err)
+{
+	char probe[USDT_PROBE_MAX], what[USDT_PROBE_MAX + 64];
+
+	if (n) {
+		usdt_probe_name(n, probe, sizeof(probe));
+		snprintf(what, sizeof(what), "%s at 0x%llx", probe, n->pc);
+	} else {
+		snprintf(what, sizeof(what), "%zu probe site%s", nsites,
+			 nsites == 1 ? "" : "s");
+	}
+	if (err == -EINVAL)
+		tool_err("cannot attach to %s in %s: %s (is another tracer "
+			 "attached there with another semaphore offset?)", what,
+			 b->shown, strerror(-err));
+	else
+		tool_err("cannot attach to %s in %s: %s%s", what, b->shown,
+			 strerror(-err), err == -EPERM || err == -EACCES ?
+			 " (a uprobe needs root, or CAP_SYS_ADMIN)" : "");
+}
+
+/* One site, one perf-event uprobe: kernels without multi-uprobe links. */
+static int attach_one(struct usdt_sites *s, const struct usdt_pending *p,
+		      const struct target *t)
+{
+	const struct usdt_bin *b = &s->bins[p->bin];
+	LIBBPF_OPTS(bpf_uprobe_opts, opts,
+		    .ref_ctr_offset = p->note->sema_off,
+		    .bpf_cookie = p->cookie);
+	struct bpf_link *link;
+
+	link = bpf_program__attach_uprobe_opts(p->prog,
+					       t->pid > 0 ? t->pid : -1,
+					       b->path, p->note->pc_off, &opts);
+	if (!link) {
+		int err = -errno;
+
+		attach_error(b, p->note, 1, err);
+		return err;
+	}
+	s->links[s->nlinks++] = link;
+	return 0;
+}
+
+/* The n queued sites from p on, all of one program and one file: one
+ * multi-uprobe link. */
+static int attach_multi(struct usdt_sites *s, const struct usdt_pending *p,
+			size_t n, const struct target *t)
+{
+	const struct usdt_bin *b = &s->bins[p->bin];
+	__u64 *arr = calloc(3 * n, sizeof(*arr));
+	int fd, err = 0;
+
+	if (!arr) {
+		tool_err("cannot attach: %s", strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		arr[i] = p[i].note->pc_off;
+		arr[n + i] = p[i].note->sema_off;
+		arr[2 * n + i] = p[i].cookie;
+	}
+	fd = uprobe_multi_create(bpf_program__fd(p->prog), b->path, arr,
+				 arr + n, arr + 2 * n, n,
+				 t->pid > 0 ? (__u32)t->pid : 0);
+	if (fd < 0) {
+		err = -errno;
+		attach_error(b, n == 1 ? p->note : NULL, n, err);
+	} else {
+		s->fds[s->nfds++] = fd;
+	}
+	free(arr);
+	return err;
+}
+
+int usdt_sites_commit(struct usdt_sites *s, const struct target *t)
+{
+	int err = 0;
+
+	s->links = calloc(s->npending + 1, sizeof(*s->links));
+	s->fds = calloc(s->npending + 1, sizeof(*s->fds));
+	if (!s->links || !s->fds) {
+		tool_err("cannot attach: %s", strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	for (size_t i = 0, n; !err && i < s->npending; i += n) {
+		const struct usdt_pending *p = &s->pending[i];
+
+		if (!s->multi) {
+			n = 1;
+			err = attach_one(s, p, t);
+			continue;
+		}
+		/* Sites are queued file by file for each program. */
+		for (n = 1; i + n < s->npending && p[n].prog == p->prog &&
+			    p[n].bin == p->bin; n++)
+			;
+		err = attach_multi(s, p, n, t);
+	}
+	return err;
+}
+
+/* --- a probe that is not there -------------------------------------------- */
+
+/* Levenshtein distance between a and b, capped at their length bound. */
+static size_t distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	size_t row[USDT_PROBE_MAX + 1];
+
+	if (la > USDT_PROBE_MAX || lb > USDT_PROBE_MAX)
+		return SIZE_MAX;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0];
+
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			diag = up;
+			row[j] = best;
+		}
+	}
+	return row[lb];
+}
+
+void usdt_sites_missing(const struct usdt_sites *s, const struct target *t,
+			const char *pattern, bool glob)
+{
+	char where[PATH_MAX + 300], probe[USDT_PROBE_MAX], best[USDT_PROBE_MAX];
+	size_t dmin = SIZE_MAX;
+
+	if (t->pid > 0)
+		snprintf(where, sizeof(where), "PID %d (%s) or the files it maps",
+			 (int)t->pid, t->comm);
+	else
+		snprintf(where, sizeof(where), "%s", t->exe);
+	best[0] = '\0';
+	for (size_t i = 0; i < s->nbins; i++)
+		for (size_t k = 0; k < s->bins[i].n; k++) {
+			size_t d;
+
+			usdt_probe_name(&s->bins[i].notes[k], probe,
+					sizeof(probe));
+			d = distance(pattern, probe);
+			if (d < dmin) {
+				dmin = d;
+				snprintf(best, sizeof(best), "%s", probe);
+			}
+		}
+	tool_err("no USDT probe %s%s in %s%s%s", glob ? "matches " : "",
+		 pattern, where, best[0] ? "; nearest: " : " (it has none)",
+		 best);
+}
+
+bool usdt_probe_match(const char *pattern, const struct usdt_note *n)
+{
+	char probe[USDT_PROBE_MAX];
+
+	if (!strchr(pattern, ':'))
+		return !fnmatch(pattern, n->name, 0);
+	usdt_probe_name(n, probe, sizeof(probe));
+	return !fnmatch(pattern, probe, 0);
+}

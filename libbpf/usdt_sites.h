@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * usdt_sites.h: the USDT probes of any target, for the generic tools
+ * (usdtlat, usdtcount): the binaries a target runs, their probe sites as
+ * the one note reader (probes/usdt/usdt_notes.h) reads them, the
+ * argument operands a BPF program can read there, and one plain uprobe
+ * per site.
+ *
+ * Why plain uprobes and not bpf_program__attach_usdt(): libbpf 1.1 refuses
+ * a whole probe when one of its operands is one its parser lacks
+ * (PostgreSQL's "-4@40+CheckpointStats(%rip)"), though counting and
+ * pairing by thread read no argument.  Each uprobe carries the site's
+ * semaphore as its ref_ctr_offset, so the kernel raises the semaphore in
+ * every process it attaches to, and lowers it when the tool's links
+ * close, however the tool ends.
+ */
+#ifndef PROBEKIT_USDT_SITES_H
+#define PROBEKIT_USDT_SITES_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <linux/types.h>
+
+#include "usdt_notes.h"
+#include "usdt_site.h"
+#include "trace_helpers.h"
+
+#define USDT_BINS_MAX 1024	/* binaries of one target: exe and libraries */
+#define USDT_PROBE_MAX (2 * USDT_NAME_MAX + 2)	/* "provider:name" */
+
+struct usdt_bin {
+	char path[PATH_MAX];	/* as this tool opens it (/proc/PID/root/...) */
+	char shown[PATH_MAX];	/* as the target names it, for messages */
+	struct usdt_note *notes;
+	size_t n;
+};
+
+/* A site to attach at, queued until usdt_sites_commit(). */
+struct usdt_pending {
+	struct bpf_program *prog;
+	size_t bin;
+	const struct usdt_note *note;
+	__u64 cookie;
+};
+
+struct usdt_sites {
+	struct usdt_bin *bins;	/* the executable first, then libraries */
+	size_t nbins;
+	bool multi;		/* the kernel has multi-uprobe links */
+	struct usdt_pending *pending;
+	size_t npending;
+	struct bpf_link **links;	/* one per site, without multi */
+	size_t nlinks;
+	int *fds;		/* multi-uprobe links: one per program and file */
+	size_t nfds;
+};
+
+/*
+ * The binaries of t and their notes: for a PID its executable and every
+ * file it maps executable, each read through /proc/PID/root so that a
+ * library only in the process's mount namespace is found; for -b, the
+ * file itself.  0, or one line and -errno.
+ */
+int usdt_sites_open(struct usdt_sites *s, const struct target *t);
+
+/* Destroy the links (detaching every uprobe) and free the notes. */
+void usdt_sites_close(struct usdt_sites *s);
+
+/* Destroy the links only: the notes stay for printing names (--max-rate
+ * detaches before it prints).  A void * for common_args.detach. */
+void usdt_sites_detach(void *sites);
+
+/* "provider:name" of a note. */
+void usdt_probe_name(const struct usdt_note *n, char *out, size_t len);
+
+/*
+ * Describe argument argn (1-based, as BCC counts) of note n of b for
+ * usdt_site_arg() in BPF.  0, or one line ("... cannot read ...") and
+ * -EINVAL when the probe has no such argument or libbpf 1.1's reader
+ * could not read its operand either.
+ */
+int usdt_site_arg_of(const struct usdt_bin *b, const struct usdt_note *n,
+		     int argn, struct usdt_site_arg *out);
+
+/*
+ * Before the skeleton is loaded: make prog attachable by a multi-uprobe
+ * link when the kernel has them (Linux 6.6) and filters them by process
+ * (a later fix), one link for all of a file's sites.  Attaching is then one system
+ * call per file, and detaching waits for the kernel's grace periods once
+ * per link, not once per site: PostgreSQL's 72 probes took 20 s to
+ * detach one by one.
+ */
+void usdt_sites_prepare(struct usdt_sites *s, struct bpf_program *prog);
+
+/* Queue prog at note n of b with cookie as its BPF cookie; 0, or one
+ * line and -errno. */
+int usdt_sites_add(struct usdt_sites *s, struct bpf_program *prog,
+		   const struct usdt_bin *b, const struct usdt_note *n,
+		   __u64 cookie);
+
+/* Attach every queued site, for t's process (every one for -b).  0, or
+ * one line and -errno. */
+int usdt_sites_commit(struct usdt_sites *s, const struct target *t);
+
+/* One line for a probe (glob: a pattern) that matched nothing: "no USDT
+ * probe [matches] P in WHERE; nearest: Q", Q the probe of t nearest in
+ * edit distance, the misspelling it most likely is. */
+void usdt_sites_missing(const struct usdt_sites *s, const struct target *t,
+			const char *pattern, bool glob);
+
+/* Whether note n is one pattern names: "provider:name" with fnmatch
+ * wildcards in either half, or a bare name glob, of any provider. */
+bool usdt_probe_match(const char *pattern, const struct usdt_note *n);
+
+/* Whether "provider:name" is well formed: both parts 1..USDT_NAME_MAX-1
+ * bytes of [A-Za-z0-9_]; with glob, also wildcards, and a bare name. */
+bool usdt_probe_valid(const char *probe, bool glob);
+
+#endif

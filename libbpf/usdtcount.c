@@ -1,0 +1,690 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * usdtcount: how often each USDT probe of any binary fires, per interval;
+ * or the distribution of one argument of each probe.
+ *
+ * The libbpf CO-RE twin of bcc/usdtcount: same options, same output
+ * (bcc/README.md holds the contract).  PATTERNs are provider:name globs.
+ * With --catalog FILE.d it also names the catalog's probes that never
+ * fired, and --require-all makes that a failure: a service's probe smoke
+ * test, run under its own workload.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <search.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "usdtcount.h"
+#include "usdtcount.skel.h"
+#include "trace_helpers.h"
+#include "usdt_sites.h"
+
+const char *tool_name = "usdtcount";
+
+#define PATTERNS_MAX 64			/* PATTERN operands */
+#define CATALOG_SIZE_MAX (4 << 20)	/* bytes of a --catalog file */
+#define CATALOG_PROBES_MAX 4096
+#define STR_TOP 10			/* -S: values shown per probe */
+
+enum { OPT_CATALOG = OPT_LONG_ONLY, OPT_REQUIRE_ALL };
+
+static struct {
+	struct common_args c;
+	const char *patterns[PATTERNS_MAX];
+	int npatterns;
+	enum usdtcount_mode mode;
+	long argn;			/* -H/-S argN: N */
+	char arg_unit[8];		/* "arg2" */
+	const char *catalog;
+	bool require_all;
+} env;
+
+/* The probes counted, sorted by name: a probe's index is its place. */
+static char (*probes)[USDT_PROBE_MAX];
+static size_t nprobes;
+static bool fired[USDTCOUNT_PROBES_MAX];
+
+/* The catalog's probes that some PATTERN names, sorted. */
+static char (*catalog)[USDT_PROBE_MAX];
+static size_t ncatalog;
+
+static long arg_option(const char *opt, const char *arg)
+{
+	long n;
+
+	if (strncmp(arg, "arg", 3) || arg[3] == '0' ||
+	    parse_long(arg + 3, 1, USDT_ARGC_MAX, &n))
+		usage_error("argument %s: invalid choice: '%.64s' (choose arg1 "
+			    "to arg%d)", opt, arg, USDT_ARGC_MAX);
+	return n;
+}
+
+static void option(int key, const char *arg)
+{
+	switch (key) {
+	case 'H':
+	case 'S':
+		/* Repeated, the last one counts, as in argparse. */
+		if (env.mode != USDTCOUNT_COUNT &&
+		    env.mode != (key == 'H' ? USDTCOUNT_HIST : USDTCOUNT_STR))
+			usage_error("argument -%c: not allowed with argument -%c",
+				    key, env.mode == USDTCOUNT_HIST ? 'H' : 'S');
+		env.mode = key == 'H' ? USDTCOUNT_HIST : USDTCOUNT_STR;
+		env.argn = arg_option(key == 'H' ? "-H/--hist" : "-S/--strings",
+				      arg);
+		break;
+	case OPT_CATALOG:
+		env.catalog = arg;
+		break;
+	case OPT_REQUIRE_ALL:
+		env.require_all = true;
+		break;
+	}
+}
+
+/* PATTERNs: every operand before the decimal [interval [count]]. */
+static bool operand(const char *arg)
+{
+	const char *p = arg;
+
+	while (*p >= '0' && *p <= '9')
+		p++;
+	if (*arg && !*p)
+		return false;
+	if (!usdt_probe_valid(arg, true))
+		usage_error("'%.300s' is not a probe pattern: give provider:name "
+			    "or name, with * ? [...] wildcards", arg);
+	if (env.npatterns == PATTERNS_MAX)
+		usage_error("more than %d patterns", PATTERNS_MAX);
+	env.patterns[env.npatterns++] = arg;
+	return true;
+}
+
+static const struct tool_option options[] = {
+	{ 'H', "hist", "argN", "a log2 histogram of integer argument N per\n"
+			       "probe, instead of a count" },
+	{ 'S', "strings", "argN", "the most frequent values of string argument\n"
+				  "N per probe, instead of a count" },
+	{ OPT_CATALOG, "catalog", "FILE.d",
+	  "also list the catalog's probes that never fired" },
+	{ OPT_REQUIRE_ALL, "require-all", NULL,
+	  "with --catalog: exit 1 if any of them never fired" },
+	{ 0 }
+};
+
+static const struct tool_cli cli = {
+	.synopsis =
+"usage: probekit-usdtcount (-p PID | -b PATH) [-h] [-H argN | -S argN]\n"
+"                          [--catalog FILE.d [--require-all]] [-T] [-j]\n"
+"                          [-d SECS] PATTERN... [interval [count]]\n"
+"\n"
+"Count the hits of the USDT probes of any binary that match PATTERNs\n"
+"(provider:name globs), per interval (libbpf CO-RE).\n",
+	.options = options,
+	.examples =
+"    probekit-usdtcount -p 1234 'postgresql:*'       # every probe, at Ctrl-C\n"
+"    probekit-usdtcount -p 1234 'query__*' 1 10     # every second, 10 times\n"
+"    probekit-usdtcount -b /usr/bin/python3.11 -S arg2 python:function__entry\n"
+"                               # the functions called most, every process\n"
+"    probekit-usdtcount -p 1234 -H arg5 blktgt:io__submit\n"
+"                               # a histogram of I/O lengths\n"
+"    probekit-usdtcount -p 1234 --catalog probes.d --require-all -d 60 'app:*'\n"
+"                               # fail unless every catalog probe fired\n",
+	.option = option,
+	.binary = true,
+	.operand = operand,
+};
+
+static void parse_args(int argc, char **argv)
+{
+	parse_options(&cli, &env.c, argc, argv);
+	if (!env.npatterns)
+		usage_error("the following arguments are required: PATTERN");
+	if (env.require_all && !env.catalog)
+		usage_error("--require-all needs --catalog");
+	snprintf(env.arg_unit, sizeof(env.arg_unit), "arg%ld", env.argn);
+}
+
+static bool named(const char *probe)
+{
+	char provider[USDT_NAME_MAX];
+	const char *colon = strchr(probe, ':');
+	struct usdt_note n;
+
+	snprintf(provider, sizeof(provider), "%.*s", (int)(colon - probe),
+		 probe);
+	snprintf(n.provider, sizeof(n.provider), "%s", provider);
+	snprintf(n.name, sizeof(n.name), "%s", colon + 1);
+	for (int i = 0; i < env.npatterns; i++)
+		if (usdt_probe_match(env.patterns[i], &n))
+			return true;
+	return false;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+/* --- the catalog ------------------------------------------------------------ */
+
+/* The next identifier of a .d file at *p (comments skipped), or its next
+ * punctuation character; false at the end. */
+static bool next_token(const char **p, char *tok, size_t len)
+{
+	const char *s = *p;
+	size_t n = 0;
+
+	for (;;) {
+		while (isspace((unsigned char)*s))
+			s++;
+		if (s[0] == '/' && s[1] == '*') {
+			const char *e = strstr(s + 2, "*/");
+
+			s = e ? e + 2 : s + strlen(s);
+		} else if (s[0] == '/' && s[1] == '/') {
+			s += strcspn(s, "\n");
+		} else {
+			break;
+		}
+	}
+	if (!*s)
+		return false;
+	if (isalnum((unsigned char)*s) || *s == '_') {
+		while (isalnum((unsigned char)*s) || *s == '_') {
+			if (n + 1 < len)
+				tok[n++] = *s;
+			s++;
+		}
+	} else {
+		tok[n++] = *s++;
+	}
+	tok[n] = '\0';
+	*p = s;
+	return true;
+}
+
+/*
+ * The probes a DTrace provider file declares, as provider:name: each
+ * "probe NAME(" inside "provider NAME { ... }".  Only their names: the
+ * tool needs no types.  0, or one line and -errno.
+ */
+static int read_catalog(const char *path)
+{
+	char provider[USDT_NAME_MAX] = "", tok[USDT_NAME_MAX], name[USDT_NAME_MAX];
+	const char *p;
+	struct stat st;
+	char *text;
+	FILE *f;
+	size_t got;
+	int err = 0;
+
+	f = fopen(path, "r");
+	if (!f || fstat(fileno(f), &st)) {
+		err = -errno;
+		tool_err("--catalog: cannot read %s: %s", path, strerror(-err));
+		if (f)
+			fclose(f);
+		return err;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size > CATALOG_SIZE_MAX) {
+		tool_err("--catalog: %s is not a provider file (%s)", path,
+			 S_ISREG(st.st_mode) ? "larger than 4 MiB" :
+			 "not a regular file");
+		fclose(f);
+		return -EINVAL;
+	}
+	text = calloc(1, st.st_size + 1);
+	catalog = calloc(CATALOG_PROBES_MAX, sizeof(*catalog));
+	if (!text || !catalog) {
+		fclose(f);
+		free(text);
+		tool_err("--catalog: %s", strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	got = fread(text, 1, st.st_size, f);
+	fclose(f);
+	text[got] = '\0';
+	for (p = text; next_token(&p, tok, sizeof(tok));) {
+		if (!strcmp(tok, "provider") && next_token(&p, provider,
+							   sizeof(provider)))
+			continue;
+		if (strcmp(tok, "probe") || !provider[0] ||
+		    !next_token(&p, name, sizeof(name)) ||
+		    !next_token(&p, tok, sizeof(tok)) || strcmp(tok, "("))
+			continue;
+		if (ncatalog == CATALOG_PROBES_MAX) {
+			tool_err("--catalog: %s declares more than %d probes",
+				 path, CATALOG_PROBES_MAX);
+			err = -E2BIG;
+			break;
+		}
+		snprintf(catalog[ncatalog], USDT_PROBE_MAX, "%s:%s", provider,
+			 name);
+		if (named(catalog[ncatalog]))
+			ncatalog++;
+	}
+	free(text);
+	if (!err && !ncatalog) {
+		tool_err("--catalog: %s declares no probe that a PATTERN names",
+			 path);
+		err = -ENOENT;
+	}
+	qsort(catalog, ncatalog, sizeof(*catalog), cmp_name);
+	return err;
+}
+
+/* --- the probes ------------------------------------------------------------- */
+
+/* Every probe some PATTERN names, sorted; each PATTERN must name one. */
+static int find_probes(const struct usdt_sites *s, const struct target *t)
+{
+	char name[USDT_PROBE_MAX];
+
+	probes = calloc(USDTCOUNT_PROBES_MAX, sizeof(*probes));
+	if (!probes) {
+		tool_err("%s", strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	for (int i = 0; i < env.npatterns; i++) {
+		bool found = false;
+
+		for (size_t b = 0; b < s->nbins; b++)
+			for (size_t k = 0; k < s->bins[b].n; k++) {
+				const struct usdt_note *n = &s->bins[b].notes[k];
+
+				if (!usdt_probe_match(env.patterns[i], n))
+					continue;
+				found = true;
+				usdt_probe_name(n, name, sizeof(name));
+				if (lfind(name, probes, &nprobes, sizeof(*probes),
+					  cmp_name))
+					continue;
+				if (nprobes == USDTCOUNT_PROBES_MAX) {
+					tool_err("the patterns name more than %d "
+						 "probes; name fewer",
+						 USDTCOUNT_PROBES_MAX);
+					return -E2BIG;
+				}
+				memcpy(probes[nprobes++], name, sizeof(name));
+			}
+		if (!found) {
+			usdt_sites_missing(s, t, env.patterns[i], true);
+			return -ENOENT;
+		}
+	}
+	qsort(probes, nprobes, sizeof(*probes), cmp_name);
+	return 0;
+}
+
+/* Attach at every site of every probe counted; with -H/-S each site's
+ * operand is checked first, so that nothing is attached if one fails. */
+static int attach_all(struct usdtcount_bpf *skel, struct usdt_sites *s,
+		      const struct target *t)
+{
+	int fd = bpf_map__fd(skel->maps.sites), err;
+	char name[USDT_PROBE_MAX];
+	__u32 next = 0;
+
+	for (int check = 1; check >= 0; check--)
+		for (size_t b = 0; b < s->nbins; b++)
+			for (size_t k = 0; k < s->bins[b].n; k++) {
+				const struct usdt_bin *bin = &s->bins[b];
+				const struct usdt_note *n = &bin->notes[k];
+				struct usdt_site site = { 0 };
+				char (*p)[USDT_PROBE_MAX];
+
+				usdt_probe_name(n, name, sizeof(name));
+				p = bsearch(name, probes, nprobes,
+					    sizeof(*probes), cmp_name);
+				if (!p)
+					continue;
+				site.probe = p - probes;
+				if (env.mode != USDTCOUNT_COUNT &&
+				    usdt_site_arg_of(bin, n, env.argn, &site.arg))
+					return -EINVAL;
+				if (check)
+					continue;
+				if (next == USDT_SITES_MAX) {
+					tool_err("the patterns name more than %d "
+						 "probe sites; name fewer",
+						 USDT_SITES_MAX);
+					return -E2BIG;
+				}
+				if (bpf_map_update_elem(fd, &next, &site, BPF_ANY)) {
+					err = -errno;
+					tool_err("cannot describe a site to BPF: "
+						 "%s", strerror(-err));
+					return err;
+				}
+				err = usdt_sites_add(s, skel->progs.hit, bin, n,
+						     next++);
+				if (err)
+					return err;
+			}
+	return usdt_sites_commit(s, t);
+}
+
+/* --- output ----------------------------------------------------------------- */
+
+static __u64 take(__u64 *live)
+{
+	return __atomic_exchange_n(live, 0, __ATOMIC_SEQ_CST);
+}
+
+static void print_counts(struct output *o, const __u64 *counts)
+{
+	bool any = false;
+
+	for (size_t i = 0; i < nprobes; i++) {
+		if (!counts[i])
+			continue;
+		if (o->json) {
+			fputs(any ? ", {\"probe\": " : "{\"probe\": ", stdout);
+			output_json_string(probes[i]);
+			printf(", \"count\": %llu}", (unsigned long long)counts[i]);
+		} else {
+			if (!any)
+				printf("%-40s %12s\n", "PROBE", "COUNT");
+			printf("%-40s %12llu\n", probes[i],
+			       (unsigned long long)counts[i]);
+		}
+		any = true;
+	}
+}
+
+/* Whether a -H histogram has anything to show: a count or a negative. */
+static bool shown(const struct hist_entry *e)
+{
+	for (int s = 0; s < HIST_LOG2_SLOTS; s++)
+		if (e->hist.slots[s])
+			return true;
+	return e->nextras && e->extra_vals[0];
+}
+
+static void print_hists(struct output *o, struct usdtcount_bpf *skel)
+{
+	struct hist_entry *e = calloc(1, sizeof(*e));
+	bool any = false;
+
+	if (!e)
+		return;
+	for (size_t i = 0; i < nprobes; i++) {
+		memset(e, 0, sizeof(*e));
+		e->name = e->unit = env.arg_unit;
+		e->nkeys = 1;
+		e->key_names[0] = "probe";
+		snprintf(e->key_vals[0], sizeof(e->key_vals[0]), "%s", probes[i]);
+		for (int s = 0; s < HIST_LOG2_SLOTS; s++)
+			e->hist.slots[s] = take(&skel->bss->hists[i][s]);
+		e->extra_names[0] = "negative";
+		e->extra_vals[0] = take(&skel->bss->negative[i]);
+		/* The text shows "negative: N" only when N > 0. */
+		e->nextras = o->json || e->extra_vals[0];
+		if (o->json) {
+			if (any)
+				fputs(", ", stdout);
+			any |= output_hist_json(e);
+			continue;
+		}
+		if (!shown(e))
+			continue;
+		printf("\nprobe = %s\n", probes[i]);
+		output_hist_text(e);
+	}
+	free(e);
+}
+
+struct str_count {
+	struct usdtcount_str key;
+	__u64 count;
+};
+
+/* By probe, then count descending, then value in byte order. */
+static int cmp_str(const void *a, const void *b)
+{
+	const struct str_count *x = a, *y = b;
+
+	if (x->key.probe != y->key.probe)
+		return x->key.probe < y->key.probe ? -1 : 1;
+	if (x->count != y->count)
+		return x->count > y->count ? -1 : 1;
+	return strncmp(x->key.s, y->key.s, sizeof(x->key.s));
+}
+
+/* A -S value in JSON: its bytes as Latin-1 characters, as the bcc/ twin
+ * decodes them, so that no byte is lost; escaped as Python's
+ * json.dumps() escapes them. */
+static void print_json_latin1(const char *s, size_t len)
+{
+	putchar('"');
+	for (size_t i = 0; i < len && s[i]; i++) {
+		unsigned char c = s[i];
+
+		switch (c) {
+		case '"': fputs("\\\"", stdout); break;
+		case '\\': fputs("\\\\", stdout); break;
+		case '\n': fputs("\\n", stdout); break;
+		case '\r': fputs("\\r", stdout); break;
+		case '\t': fputs("\\t", stdout); break;
+		case '\b': fputs("\\b", stdout); break;
+		case '\f': fputs("\\f", stdout); break;
+		default:
+			if (c < 0x20 || c >= 0x80)
+				printf("\\u%04x", c);
+			else
+				putchar(c);
+		}
+	}
+	putchar('"');
+}
+
+/* A -S value as the text shows it: quoted, printable ASCII as is but
+ * '"' and '\', which are escaped, and any other byte as \xHH. */
+static void print_quoted(const char *s, size_t len)
+{
+	putchar('"');
+	for (size_t i = 0; i < len && s[i]; i++) {
+		unsigned char c = s[i];
+
+		if (c == '"' || c == '\\')
+			printf("\\%c", c);
+		else if (c >= 0x20 && c < 0x7f)
+			putchar(c);
+		else
+			printf("\\x%02x", c);
+	}
+	putchar('"');
+}
+
+static int print_strs(struct output *o, struct usdtcount_bpf *skel)
+{
+	int fd = bpf_map__fd(skel->maps.strs);
+	struct str_count *v = calloc(USDTCOUNT_STRS_MAX, sizeof(*v));
+	struct usdtcount_str *prev = NULL;
+	size_t n = 0, shown = 0;
+	__u32 probe = UINT32_MAX;
+	bool any = false;
+	char s[USDTCOUNT_STR_LEN + 1];
+
+	if (!v)
+		return -ENOMEM;
+	/* Keys first: deleting while walking would restart the walk. */
+	while (n < USDTCOUNT_STRS_MAX &&
+	       !bpf_map_get_next_key(fd, prev, &v[n].key)) {
+		prev = &v[n].key;
+		n++;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (bpf_map_lookup_and_delete_elem(fd, &v[i].key, &v[i].count))
+			v[i].count = 0;
+	qsort(v, n, sizeof(*v), cmp_str);
+	for (size_t i = 0; i < n; i++) {
+		if (!v[i].count || v[i].key.probe >= nprobes)
+			continue;
+		if (v[i].key.probe != probe) {
+			probe = v[i].key.probe;
+			shown = 0;
+			if (!o->json)
+				printf("\nprobe = %s\n%10s  %s\n", probes[probe],
+				       "COUNT", env.arg_unit);
+		}
+		if (shown++ == STR_TOP)
+			continue;
+		memcpy(s, v[i].key.s, USDTCOUNT_STR_LEN);
+		s[USDTCOUNT_STR_LEN] = '\0';
+		if (o->json) {
+			fputs(any ? ", {\"probe\": " : "{\"probe\": ", stdout);
+			output_json_string(probes[probe]);
+			fputs(", \"value\": ", stdout);
+			print_json_latin1(s, USDTCOUNT_STR_LEN);
+			printf(", \"count\": %llu}", (unsigned long long)v[i].count);
+		} else {
+			printf("%10llu  ", (unsigned long long)v[i].count);
+			print_quoted(s, USDTCOUNT_STR_LEN);
+			putchar('\n');
+		}
+		any = true;
+	}
+	free(v);
+	return 0;
+}
+
+static size_t never_fired(void)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < ncatalog; i++) {
+		char (*p)[USDT_PROBE_MAX] = bsearch(catalog[i], probes, nprobes,
+						    sizeof(*probes), cmp_name);
+
+		if (!p || !fired[p - probes])
+			k++;
+	}
+	return k;
+}
+
+static void print_never_fired(struct output *o)
+{
+	size_t k = never_fired();
+	bool first = true;
+
+	if (o->json)
+		fputs(", \"never_fired\": [", stdout);
+	else if (k)
+		printf("\nnever fired (%zu of %zu catalog probes):\n", k,
+		       ncatalog);
+	for (size_t i = 0; i < ncatalog; i++) {
+		char (*p)[USDT_PROBE_MAX] = bsearch(catalog[i], probes, nprobes,
+						    sizeof(*probes), cmp_name);
+
+		if (p && fired[p - probes])
+			continue;
+		if (!o->json) {
+			printf("    %s\n", catalog[i]);
+			continue;
+		}
+		if (!first)
+			fputs(", ", stdout);
+		output_json_string(catalog[i]);
+		first = false;
+	}
+	if (o->json)
+		putchar(']');
+}
+
+static int print(void *ctx, struct output *o)
+{
+	struct usdtcount_bpf *skel = ctx;
+	__u64 *counts = calloc(USDTCOUNT_PROBES_MAX, sizeof(*counts));
+	int err = 0;
+
+	if (!counts)
+		return -ENOMEM;
+	for (size_t i = 0; i < nprobes; i++) {
+		counts[i] = take(&skel->bss->counts[i]);
+		fired[i] |= counts[i] > 0;
+	}
+	output_begin(o);
+	if (o->json)
+		fputs(env.mode == USDTCOUNT_COUNT ? "\"counts\": [" :
+		      env.mode == USDTCOUNT_HIST ? "\"histograms\": [" :
+		      "\"values\": [", stdout);
+	if (env.mode == USDTCOUNT_COUNT)
+		print_counts(o, counts);
+	else if (env.mode == USDTCOUNT_HIST)
+		print_hists(o, skel);
+	else
+		err = print_strs(o, skel);
+	if (o->json)
+		putchar(']');
+	if (env.catalog)
+		print_never_fired(o);
+	if (o->json)
+		fputs("}\n", stdout);
+	fflush(stdout);
+	free(counts);
+	return err;
+}
+
+int main(int argc, char **argv)
+{
+	struct usdtcount_bpf *skel = NULL;
+	struct usdt_sites sites = { 0 };
+	char where[PATH_MAX + 64], ready[PATH_MAX + 128];
+	struct target t;
+	size_t k;
+	int err, rc = 1;
+
+	parse_args(argc, argv);
+	libbpf_quiet(env.c.verbose);
+	if (env.catalog && read_catalog(env.catalog))
+		return 1;
+	if (env.c.pid ? target_open(&t, env.c.pid) :
+	    target_open_path(&t, env.c.path))
+		return 1;
+	if (usdt_sites_open(&sites, &t) || find_probes(&sites, &t))
+		goto out;
+
+	skel = usdtcount_bpf__open();
+	if (!skel) {
+		report_load_error(&t, -errno);
+		goto out;
+	}
+	usdt_sites_prepare(&sites, skel->progs.hit);
+	skel->rodata->mode = env.mode;
+	skel->rodata->count_hits = env.c.max_rate > 0;
+	err = usdtcount_bpf__load(skel);
+	if (err) {
+		report_load_error(&t, err);
+		goto out;
+	}
+	if (attach_all(skel, &sites, &t))
+		goto out;
+
+	target_where(&t, where, sizeof(where));
+	snprintf(ready, sizeof(ready), "Tracing %zu USDT probe%s in %s",
+		 nprobes, nprobes == 1 ? "" : "s", where);
+	env.c.hits = skel->maps.hits;
+	env.c.detach = usdt_sites_detach;
+	env.c.detach_ctx = &sites;
+	rc = run_loop_print(&env.c, &t, ready, print, skel);
+	if (!rc && env.require_all && (k = never_fired())) {
+		tool_err("%zu of %zu catalog probes never fired", k, ncatalog);
+		rc = 1;
+	}
+out:
+	usdt_sites_close(&sites);
+	usdtcount_bpf__destroy(skel);
+	target_close(&t);
+	free(probes);
+	free(catalog);
+	return rc;
+}

@@ -1,0 +1,237 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * usdtlat: the time from one USDT probe to another, in any binary, as a
+ * histogram.
+ *
+ * The libbpf CO-RE twin of bcc/usdtlat: same options, same output
+ * (bcc/README.md holds the contract).  START and DONE are provider:name
+ * as tplist prints them, resolved in the executable and in every file the
+ * process maps (-p), or in one file for every process that runs it (-b).
+ * Pairs are matched by thread (-k tid) or by an argument (-k argN).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "usdtlat.h"
+#include "usdtlat.skel.h"
+#include "trace_helpers.h"
+#include "usdt_sites.h"
+
+const char *tool_name = "usdtlat";
+
+static struct {
+	struct common_args c;
+	const char *probes[2];	/* START, DONE */
+	int nprobes;
+	long key_arg;		/* -k argN: N; -k tid: 0 */
+} env;
+
+static void option(int key, const char *arg)
+{
+	if (key != 'k')
+		return;
+	if (!strcmp(arg, "tid")) {
+		env.key_arg = 0;
+		return;
+	}
+	if (strncmp(arg, "arg", 3) ||
+	    parse_long(arg + 3, 1, USDT_ARGC_MAX, &env.key_arg))
+		usage_error("argument -k/--key: invalid choice: '%.64s' "
+			    "(choose tid or arg1 to arg%d)", arg, USDT_ARGC_MAX);
+}
+
+/* START and DONE: the first two operands. */
+static bool operand(const char *arg)
+{
+	if (env.nprobes == 2)
+		return false;
+	if (!usdt_probe_valid(arg, false))
+		usage_error("%s: '%.300s' is not a probe: give provider:name, "
+			    "as tplist prints it", env.nprobes ? "DONE" :
+			    "START", arg);
+	env.probes[env.nprobes++] = arg;
+	return true;
+}
+
+static const struct tool_option options[] = {
+	{ 'k', "key", "KEY", "pair START and DONE by thread (tid, the\n"
+			     "default) or by an argument (argN, from 1)" },
+	{ 0 }
+};
+
+static const struct tool_cli cli = {
+	.synopsis =
+"usage: probekit-usdtlat (-p PID | -b PATH) [-h] [-k KEY] [-m|-u|-n] [-T]\n"
+"                        [-j] [-d SECS] START DONE [interval [count]]\n"
+"\n"
+"Time from one USDT probe (START) to another (DONE) in any binary, and\n"
+"show the times as a histogram (libbpf CO-RE).  START and DONE are\n"
+"provider:name, as tplist prints them.\n",
+	.options = options,
+	.unit = "usecs",
+	.examples =
+"    probekit-usdtlat -p 1234 blktgt:io__submit blktgt:io__done -k arg1\n"
+"                    # each I/O, paired by its id, whatever its thread\n"
+"    probekit-usdtlat -b /usr/lib/postgresql/15/bin/postgres \\\n"
+"        postgresql:transaction__start postgresql:transaction__commit\n"
+"                    # every backend, also those started later\n"
+"    probekit-usdtlat -p 1234 -m -T p:a__start p:a__done 1 10\n"
+"                    # msecs, every second, 10 times, with timestamps\n"
+"    probekit-usdtlat -p 1234 -j -d 10 p:a__start p:a__done\n"
+"                    # for 10 seconds, as JSON\n",
+	.option = option,
+	.binary = true,
+	.operand = operand,
+};
+
+static void parse_args(int argc, char **argv)
+{
+	parse_options(&cli, &env.c, argc, argv);
+	if (env.nprobes < 2)
+		usage_error("the following arguments are required: %s",
+			    env.nprobes ? "DONE" : "START, DONE");
+}
+
+/* Move the live histogram into out, slot by slot with an atomic
+ * exchange, so no count falls between two intervals. */
+static void take_hist(struct hist *live, struct hist *out)
+{
+	for (int i = 0; i < HIST_LOG2_SLOTS; i++)
+		out->slots[i] = __atomic_exchange_n(&live->slots[i], 0,
+						    __ATOMIC_SEQ_CST);
+}
+
+static int print(void *ctx, struct output *o)
+{
+	struct usdtlat_bpf *skel = ctx;
+	struct hist_entry *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return -ENOMEM;
+	e->name = "latency";
+	e->unit = env.c.unit;
+	take_hist(&skel->bss->hist, &e->hist);
+	output_emit(o, e, 1);
+	free(e);
+	return 0;
+}
+
+/*
+ * Queue prog at every site of probe (which = 0 START, 1 DONE), each site
+ * first described in the sites map from *next on.  Nothing is queued
+ * when check is set: every site is then only resolved, and its argument
+ * checked, so that a bad DONE leaves START unattached.
+ */
+static int attach_probe(struct usdtlat_bpf *skel, struct usdt_sites *s,
+			const struct target *t, int which, __u32 *next,
+			bool check)
+{
+	struct bpf_program *prog = which ? skel->progs.lat_done :
+					   skel->progs.lat_start;
+	int fd = bpf_map__fd(skel->maps.sites), found = 0, err;
+
+	for (size_t i = 0; i < s->nbins; i++) {
+		const struct usdt_bin *b = &s->bins[i];
+
+		for (size_t k = 0; k < b->n; k++) {
+			struct usdt_site site = { .probe = which };
+
+			if (!usdt_probe_match(env.probes[which], &b->notes[k]))
+				continue;
+			found++;
+			if (env.key_arg &&
+			    usdt_site_arg_of(b, &b->notes[k], env.key_arg,
+					     &site.arg))
+				return -EINVAL;
+			if (check)
+				continue;
+			if (*next == USDT_SITES_MAX) {
+				tool_err("%s has more than %d sites; cannot "
+					 "attach to them all", env.probes[which],
+					 USDT_SITES_MAX);
+				return -E2BIG;
+			}
+			if (bpf_map_update_elem(fd, next, &site, BPF_ANY)) {
+				err = -errno;
+				tool_err("cannot describe a site to BPF: %s",
+					 strerror(-err));
+				return err;
+			}
+			err = usdt_sites_add(s, prog, b, &b->notes[k], *next);
+			if (err)
+				return err;
+			(*next)++;
+		}
+	}
+	if (!found) {
+		usdt_sites_missing(s, t, env.probes[which], false);
+		return -ENOENT;
+	}
+	return 0;
+}
+
+static int attach_all(struct usdtlat_bpf *skel, struct usdt_sites *s,
+		      const struct target *t)
+{
+	__u32 next = 0;
+
+	for (int check = 1; check >= 0; check--)
+		for (int which = 0; which < 2; which++)
+			if (attach_probe(skel, s, t, which, &next, check))
+				return -1;
+	return usdt_sites_commit(s, t);
+}
+
+int main(int argc, char **argv)
+{
+	struct usdtlat_bpf *skel = NULL;
+	struct usdt_sites sites = { 0 };
+	char where[PATH_MAX + 64], ready[2 * PATH_MAX];
+	struct target t;
+	int err, rc = 1;
+
+	parse_args(argc, argv);
+	libbpf_quiet(env.c.verbose);
+	if (env.c.pid ? target_open(&t, env.c.pid) :
+	    target_open_path(&t, env.c.path))
+		return 1;
+	if (usdt_sites_open(&sites, &t))
+		goto out;
+
+	skel = usdtlat_bpf__open();
+	if (!skel) {
+		report_load_error(&t, -errno);
+		goto out;
+	}
+	usdt_sites_prepare(&sites, skel->progs.lat_start);
+	usdt_sites_prepare(&sites, skel->progs.lat_done);
+	skel->rodata->by_arg = env.key_arg > 0;
+	skel->rodata->unit_ns = env.c.unit_ns;
+	skel->rodata->count_hits = env.c.max_rate > 0;
+	err = usdtlat_bpf__load(skel);
+	if (err) {
+		report_load_error(&t, err);
+		goto out;
+	}
+	if (attach_all(skel, &sites, &t))
+		goto out;
+
+	target_where(&t, where, sizeof(where));
+	snprintf(ready, sizeof(ready), "Tracing latency of %s to %s in %s",
+		 env.probes[0], env.probes[1], where);
+	env.c.hits = skel->maps.hits;
+	env.c.detach = usdt_sites_detach;
+	env.c.detach_ctx = &sites;
+	rc = run_loop_print(&env.c, &t, ready, print, skel);
+out:
+	usdt_sites_close(&sites);
+	usdtlat_bpf__destroy(skel);
+	target_close(&t);
+	return rc;
+}
