@@ -37,6 +37,7 @@ PACKAGES = {
     "qemu-img": "qemu-utils", "nbdcopy": "libnbd-bin", "nbdinfo": "libnbd-bin",
     "fio": "fio", "nbdkit": "nbdkit", "gdb": "gdb", "valgrind": "valgrind",
     "py:bcc": "python3-bpfcc", "py:elftools": "python3-pyelftools",
+    "prometheus": "prometheus", "promtool": "prometheus",
 }
 
 
