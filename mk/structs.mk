@@ -9,8 +9,8 @@
 
 STRUCTS_DIR   := $(O)/share/probekit/structs
 STRUCTS_BT    := $(STRUCTS_DIR)/$(notdir $(TARGET)).bt
-STRUCTS_TYPES := export bdev
-STRUCTS_ENUMS := export_state
+STRUCTS_TYPES := export bdev io_rec
+STRUCTS_ENUMS := export_state bdev_io_type
 
 all: $(STRUCTS_BT)
 

@@ -83,6 +83,9 @@ provider blktgt {
 	/* An I/O completed; status is 0 or a negative errno. */
 	probe io__done(uint64_t id, char *bdev, uint32_t type, uint64_t len, int32_t status, char *type_name);
 
+	/* Up to 64 I/Os one reactor completed: count struct io_rec (target/io_batch.h) at recs, bdev names at bdev_names + index * 32. */
+	probe io__batch(int32_t thread, int32_t count, void *recs, char *bdev_names);
+
 	/* --- NBD server --------------------------------------------------- */
 
 	/* An NBD client connected; peer is its address. */

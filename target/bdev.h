@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "io_batch.h"    /* struct io_rec, the bdev name table's sizes */
 #include "states.h"      /* enum bdev_io_type: READ 0, WRITE 1, FLUSH 2, TRIM 3 */
 
 #define BDEV_NAME_MAX    63     /* longest bdev or export name */
@@ -84,6 +85,7 @@ struct bdev {
 	unsigned exports;       /* exports using it; delete refused while > 0 */
 	unsigned users;         /* running workloads and flushes: likewise */
 	unsigned stacked;       /* bdevs over it (delay): likewise */
+	uint16_t index;         /* its slot in io__batch's name table */
 	struct bdev *next;
 };
 

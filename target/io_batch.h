@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * io_batch.h: the record the io__batch probe carries, one per completed
+ * I/O, and the bdev name table it points to.
+ *
+ * This header is the one declaration of the layout.  blktgt fills it
+ * (bdev.c), the libbpf tools include it, and the bpftrace definition is
+ * made from blktgt's DWARF at build time (mk/structs.mk: struct pk_io_rec),
+ * so no reader copies it.  Fixed layout, no pointers: a BPF program copies
+ * a whole batch with one read.
+ *
+ *   io__batch(int32_t thread, int32_t count, struct io_rec *recs,
+ *             char *bdev_names)
+ *
+ * fires on reactor thread with count (1..IO_BATCH_MAX) records of the I/Os
+ * that reactor completed: when its batch is full, and at the end of every
+ * loop pass that completed one, so no record waits for more I/O.  Records
+ * are filled only while the probe's semaphore is up.
+ *
+ * bdev_names is char[BDEV_INDEX_MAX][BDEV_NAME_LEN]: the name of a record's
+ * bdev is the string at bdev_names + bdev * BDEV_NAME_LEN, readable at any
+ * time, so a tool attached after the bdevs were created still names them.
+ * A name longer than BDEV_NAME_LEN - 1 is cut to that length.  An index is
+ * given to a new bdev only once no batch can still hold a record of the
+ * bdev that had it before.  Past BDEV_INDEX_MAX - 1 live bdevs, the rest
+ * share BDEV_INDEX_OTHER, whose name is "(other)".
+ */
+#ifndef BLKTGT_IO_BATCH_H
+#define BLKTGT_IO_BATCH_H
+
+#ifndef __bpf__
+#include <stdint.h>
+#endif
+
+#define IO_BATCH_MAX      64    /* records per hit */
+#define BDEV_NAME_LEN     32    /* one slot of the bdev name table */
+#define BDEV_INDEX_MAX    256   /* slots in the table */
+#define BDEV_INDEX_OTHER  (BDEV_INDEX_MAX - 1)  /* shared by bdevs past the rest */
+
+struct io_rec {
+	uint64_t id;            /* the I/O's id, as io__submit/io__done pass it */
+	uint64_t offset;        /* bytes */
+	uint64_t submit_ns;     /* CLOCK_MONOTONIC, bpftrace's nsecs */
+	uint64_t done_ns;
+	uint32_t length;        /* bytes */
+	int32_t status;         /* 0 or -errno */
+	uint16_t bdev;          /* bdev index: bdev_names[bdev] */
+	uint8_t type;           /* enum bdev_io_type, as io__submit passes it */
+	uint8_t pad[5];
+};
+
+_Static_assert(sizeof(struct io_rec) == 48, "struct io_rec is 48 bytes: readers depend on it");
+
+#endif
