@@ -282,9 +282,26 @@ static int attach_blktgt(struct exporter_bpf *skel, const struct target *t)
 		struct bpf_program *prog =
 			*(struct bpf_program **)((char *)skel + probes[i].off);
 
-		err = attach_usdt(prog, t, "blktgt", probes[i].name, &l);
-		if (err)
-			return err;
+		if (t->pid > 0) {
+			err = attach_usdt(prog, t, "blktgt", probes[i].name, &l);
+			if (err)
+				return err;
+		} else {
+			l = bpf_program__attach_usdt(prog, -1, t->exe, "blktgt",
+						     probes[i].name, NULL);
+			if (!l) {
+				err = -errno;
+				if (err == -ENOENT)
+					tool_err("%s has no USDT probe blktgt:%s; "
+						 "is it blktgt built with USDT=1?",
+						 t->exe, probes[i].name);
+				else
+					tool_err("cannot attach to blktgt:%s of %s: "
+						 "%s", probes[i].name, t->exe,
+						 strerror(-err));
+				return err;
+			}
+		}
 		err = keep_link(l);
 		if (err)
 			return err;
@@ -506,7 +523,7 @@ int main(int argc, char **argv)
 	/* The port first: taken, it is the cheapest error to find. */
 	fd = http_listen(o.listen, shown, sizeof(shown));
 	if (fd < 0)
-		return 1;
+		return fd == -2 ? 2 : 1;
 	if (o.pid) {
 		if (target_open(&t, o.pid))
 			goto out;

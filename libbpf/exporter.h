@@ -144,7 +144,8 @@ struct MHD_Daemon;
 /*
  * Bind and listen on spec, "HOST:PORT" ("[ADDR]:PORT" for IPv6; port 0
  * picks a free one).  Returns the socket, with "HOST:PORT" as bound in
- * shown, or -1 after printing one line saying what is wrong.
+ * shown; after printing one line saying what is wrong, -2 for a spec
+ * that is not HOST:PORT, -1 when the socket fails (a port in use).
  */
 int http_listen(const char *spec, char *shown, size_t shownlen);
 

@@ -47,7 +47,7 @@ int http_listen(const char *spec, char *shown, size_t shownlen)
 	if (!colon || colon == spec) {
 		tool_err("bad --listen '%.80s': give HOST:PORT, such as "
 			 "127.0.0.1:9437", spec);
-		return -1;
+		return -2;
 	}
 	hlen = colon - spec;
 	if (hlen >= 2 && spec[0] == '[' && spec[hlen - 1] == ']') {
@@ -57,7 +57,7 @@ int http_listen(const char *spec, char *shown, size_t shownlen)
 	if (hlen > HTTP_HOST_MAX || parse_long(colon + 1, 0, 65535, &p)) {
 		tool_err("bad --listen '%.80s': the host is at most %d "
 			 "characters, the port 0..65535", spec, HTTP_HOST_MAX);
-		return -1;
+		return -2;
 	}
 	memcpy(host, h, hlen);
 	host[hlen] = '\0';
@@ -65,7 +65,7 @@ int http_listen(const char *spec, char *shown, size_t shownlen)
 	err = getaddrinfo(host, port, &hints, &ai);
 	if (err) {
 		tool_err("bad --listen '%.80s': %s", spec, gai_strerror(err));
-		return -1;
+		return -2;
 	}
 	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 ||
