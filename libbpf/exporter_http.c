@@ -120,6 +120,16 @@ static bool wants_openmetrics(struct MHD_Connection *c)
 	return accept && strstr(accept, "application/openmetrics-text");
 }
 
+static bool has_body(struct MHD_Connection *c)
+{
+	const char *len = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+				MHD_HTTP_HEADER_CONTENT_LENGTH);
+
+	return (len && strcmp(len, "0")) ||
+	       MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+					   MHD_HTTP_HEADER_TRANSFER_ENCODING);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 				  const char *url, const char *method,
 				  const char *version, const char *upload,
@@ -138,9 +148,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 	if (strcmp(url, "/metrics"))
 		return reply(c, MHD_HTTP_NOT_FOUND,
 			     "not found: metrics are at /metrics\n");
-	/* A GET has no body; one that sends one is refused before it is
-	 * read. */
-	if (*upload_size)
+	/* A GET has no body: one that announces one is refused before any
+	 * of it is read. */
+	if (has_body(c))
 		return reply(c, MHD_HTTP_BAD_REQUEST,
 			     "a GET of /metrics takes no body\n");
 	om = wants_openmetrics(c);
