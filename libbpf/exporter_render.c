@@ -26,7 +26,8 @@
 static const char *const io_type_names[] = { IO_TYPE_LIST(IO_TYPE_NAME) };
 
 #define SB_MAX (64u << 20)	/* a scrape larger than this fails: -E2BIG */
-#define LABELS_LEN 512		/* one series' labels, escaped */
+#define LABELS_LEN 1024	/* one series' labels, escaped: a probe name of
+				 * EXP_PROBE_LEN doubled, and a pid */
 
 struct sbuf {
 	char *p;

@@ -468,3 +468,18 @@ def test_postgres_query_pair_through_prometheus(bpf, postgres, exporter,
     prom.wait_value('pg_starts_total{probe="postgresql:query__start"}', 17)
     postgres.queries(6)
     prom.wait_value("pg_query_seconds_count", 23)
+
+
+def test_help_and_version(build):
+    with open(os.path.join(os.path.dirname(__file__), "..", "VERSION")) as f:
+        version = f.read().strip()
+    r = subprocess.run([exporter_bin(build), "--version"], capture_output=True,
+                       text=True, timeout=probekit.TIMEOUT)
+    assert (r.returncode, r.stdout, r.stderr) == (
+        0, f"probekit-exporter (probekit) {version}\n", "")
+    r = subprocess.run([exporter_bin(build), "-h"], capture_output=True,
+                       text=True, timeout=probekit.TIMEOUT)
+    assert r.returncode == 0 and r.stdout.startswith("usage: probekit-exporter")
+    assert "examples:" in r.stdout
+    rc, line = run_bad(build)
+    assert rc == 2 and "give exactly one of -p PID and -b PATH" in line
