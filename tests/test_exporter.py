@@ -154,13 +154,16 @@ class Prometheus:
         assert len(r) <= 1, r
         return next(iter(r.values())) if r else None
 
-    def wait_value(self, q, want):
+    def wait_value(self, q, want, stamp=None):
         """Wait until q reaches want (a scrape after the workload), then
-        check that it is exactly want and still is one scrape later."""
+        check that it is exactly want and still is one scrape later.
+        stamp is the query of q's scrape time: timestamp(q) for a
+        selector; an aggregation has none of its own, so it names one."""
+        stamp = stamp or f"timestamp({q})"
         end = time.monotonic() + probekit.TIMEOUT
         got = None
         while time.monotonic() < end:
-            got = self.one(f"timestamp({q})"), self.one(q)
+            got = self.one(stamp), self.one(q)
             if got[1] is not None and got[1][1] >= want:
                 break
             time.sleep(0.1)
@@ -168,7 +171,7 @@ class Prometheus:
             f"{q}: {got[1]}, expected {want}"
         ts = got[0][1]
         while time.monotonic() < end:
-            later = self.one(f"timestamp({q})")
+            later = self.one(stamp)
             if later[1] > ts:
                 break
             time.sleep(0.1)
@@ -427,13 +430,15 @@ class Postgres:
         assert r.returncode == 0, r.stdout + r.stderr
         return r.stdout
 
-    def queries(self, n):
-        """n queries over one connection: psql -c sends each as one
-        simple query."""
-        args = []
+    def session(self, n):
+        """One connection: select pg_backend_pid(), then n queries (psql -c
+        sends each as one simple query).  Returns the backend's PID."""
+        args = ["-c", "select pg_backend_pid()"]
         for i in range(n):
             args += ["-c", f"select {i}"]
-        self.pg("psql", "-X", "-q", "-h", self.dir, "-d", "postgres", *args)
+        out = self.pg("psql", "-X", "-q", "-A", "-t", "-h", self.dir,
+                      "-d", "postgres", *args)
+        return int(out.splitlines()[0])
 
     def stop(self):
         try:
@@ -457,29 +462,25 @@ def postgres():
 
 def test_postgres_query_pair_through_prometheus(bpf, postgres, exporter,
                                                 prometheus_for):
-    e = exporter("-b", f"{PG_BIN}/postgres", "--pair",
+    """-b traces every postgres on the machine, other clusters too: the
+    pid label picks this cluster's backends out of them."""
+    e = exporter("-b", f"{PG_BIN}/postgres", "--pid-label", "--pair",
                  "pg_query=postgresql:query__start,postgresql:query__done",
                  "--count", "pg_starts=postgresql:query__start")
     prom = prometheus_for(e.addr)
-    # Two connections, each its own backend process.
-    postgres.queries(13)
-    postgres.queries(4)
-    prom.wait_value("pg_query_seconds_count", 17)
-    prom.wait_value('pg_starts_total{probe="postgresql:query__start"}', 17)
-    postgres.queries(6)
-    prom.wait_value("pg_query_seconds_count", 23)
-
-
-def test_help_and_version(build):
-    with open(os.path.join(os.path.dirname(__file__), "..", "VERSION")) as f:
-        version = f.read().strip()
-    r = subprocess.run([exporter_bin(build), "--version"], capture_output=True,
-                       text=True, timeout=probekit.TIMEOUT)
-    assert (r.returncode, r.stdout, r.stderr) == (
-        0, f"probekit-exporter (probekit) {version}\n", "")
-    r = subprocess.run([exporter_bin(build), "-h"], capture_output=True,
-                       text=True, timeout=probekit.TIMEOUT)
-    assert r.returncode == 0 and r.stdout.startswith("usage: probekit-exporter")
-    assert "examples:" in r.stdout
-    rc, line = run_bad(build)
-    assert rc == 2 and "give exactly one of -p PID and -b PATH" in line
+    # Two connections, each its own backend process, each with one query
+    # more: the one that names its PID.
+    pids = [postgres.session(13), postgres.session(4)]
+    assert pids[0] != pids[1]
+    ours = '{pid=~"%s"}' % "|".join(map(str, pids))
+    prom.wait_value(f"sum(pg_query_seconds_count{ours})", 14 + 5,
+                    f"max(timestamp(pg_query_seconds_count{ours}))")
+    prom.wait_value(f"sum(pg_starts_total{ours})", 14 + 5,
+                    f"max(timestamp(pg_starts_total{ours}))")
+    assert set(prom.query(f"pg_starts_total{ours}")) == {
+        (("instance", e.addr), ("job", "probekit"), ("pid", str(p)),
+         ("probe", "postgresql:query__start")) for p in pids}
+    pids.append(postgres.session(6))
+    ours = '{pid=~"%s"}' % "|".join(map(str, pids))
+    prom.wait_value(f"sum(pg_query_seconds_count{ours})", 14 + 5 + 7,
+                    f"max(timestamp(pg_query_seconds_count{ours}))")
