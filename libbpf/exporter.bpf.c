@@ -32,9 +32,7 @@ const volatile bool per_pid = false;	/* --pid-label */
 		__type(value, v); \
 	} name SEC(".maps")
 
-HASH_MAP(io_latency, struct io_key, struct exp_hist, EXP_MAX_KEYS);
-HASH_MAP(io_size, struct io_key, struct exp_hist, EXP_MAX_KEYS);
-HASH_MAP(io_errors, struct io_key, __u64, EXP_MAX_KEYS);
+HASH_MAP(io_stats, struct io_key, struct io_stats, EXP_MAX_KEYS);
 HASH_MAP(rpc_latency, struct rpc_key, struct exp_hist, EXP_MAX_KEYS);
 HASH_MAP(rpc_start, __u64, __u64, EXP_MAX_INFLIGHT);	/* tgid << 32 ^ id */
 HASH_MAP(nbd_commands, struct cmd_key, __u64, EXP_MAX_KEYS);
@@ -44,6 +42,7 @@ HASH_MAP(pair_start, struct start_key, __u64, EXP_MAX_INFLIGHT);
 HASH_MAP(counts, struct idx_key, __u64, EXP_MAX_KEYS);
 
 static const struct exp_hist hist_zero;
+static const struct io_stats io_zero;
 static const __u64 count_zero;
 
 static __always_inline __u32 key_pid(void)
@@ -88,6 +87,15 @@ static __always_inline __u32 size_bucket(__u64 bytes)
 	return len < EXP_SIZE_FINITE ? len : EXP_BUCKETS - 1;
 }
 
+static __always_inline void hist_bump(struct exp_hist *h, __u32 bucket,
+				      __u64 v)
+{
+	if (bucket >= EXP_BUCKETS)
+		bucket = EXP_BUCKETS - 1;
+	__sync_fetch_and_add(&h->buckets[bucket], 1);
+	__sync_fetch_and_add(&h->sum, v);
+}
+
 static __always_inline void hist_add(void *map, const void *key,
 				     __u32 bucket, __u64 v)
 {
@@ -99,10 +107,7 @@ static __always_inline void hist_add(void *map, const void *key,
 		if (!h)
 			return;	/* map full: the count is dropped */
 	}
-	if (bucket >= EXP_BUCKETS)
-		bucket = EXP_BUCKETS - 1;
-	__sync_fetch_and_add(&h->buckets[bucket], 1);
-	__sync_fetch_and_add(&h->sum, v);
+	hist_bump(h, bucket, v);
 }
 
 static __always_inline void count_add(void *map, const void *key)
@@ -123,6 +128,8 @@ struct batch_ctx {
 	const char *names;
 	__u32 count;
 	__u32 pid;
+	__u32 name_of;		/* the bdev index name holds; -1: none yet */
+	char name[EXP_NAME_LEN];
 };
 
 static long batch_one(__u64 i, void *arg)
@@ -130,6 +137,7 @@ static long batch_one(__u64 i, void *arg)
 	struct batch_ctx *b = arg;
 	struct io_rec r;
 	struct io_key key = {};
+	struct io_stats *st;
 	__u64 lat;
 
 	if (i >= b->count)
@@ -138,15 +146,27 @@ static long batch_one(__u64 i, void *arg)
 		return 1;
 	if (r.bdev >= BDEV_INDEX_MAX)
 		return 0;
-	bpf_probe_read_user_str(key.bdev, sizeof(key.bdev),
-				b->names + (__u64)r.bdev * BDEV_NAME_LEN);
+	/* A batch is mostly one bdev's: read its name once. */
+	if (r.bdev != b->name_of) {
+		bpf_probe_read_user_str(b->name, sizeof(b->name),
+					b->names + (__u64)r.bdev * BDEV_NAME_LEN);
+		b->name_of = r.bdev;
+	}
+	__builtin_memcpy(key.bdev, b->name, sizeof(key.bdev));
 	key.pid = b->pid;
 	key.type = r.type;
+	st = bpf_map_lookup_elem(&io_stats, &key);
+	if (!st) {
+		bpf_map_update_elem(&io_stats, &key, &io_zero, BPF_NOEXIST);
+		st = bpf_map_lookup_elem(&io_stats, &key);
+		if (!st)
+			return 0;	/* map full: the record is dropped */
+	}
 	lat = r.done_ns > r.submit_ns ? r.done_ns - r.submit_ns : 0;
-	hist_add(&io_latency, &key, lat_bucket(lat), lat);
-	hist_add(&io_size, &key, size_bucket(r.length), r.length);
+	hist_bump(&st->latency, lat_bucket(lat), lat);
+	hist_bump(&st->size, size_bucket(r.length), r.length);
 	if (r.status)
-		count_add(&io_errors, &key);
+		__sync_fetch_and_add(&st->errors, 1);
 	return 0;
 }
 
@@ -157,7 +177,7 @@ int BPF_USDT(io_batch, __s32 thread, __s32 count, const struct io_rec *recs,
 	     const char *names)
 {
 	struct batch_ctx b = {
-		.recs = recs, .names = names, .pid = key_pid(),
+		.recs = recs, .names = names, .pid = key_pid(), .name_of = -1,
 		.count = count > 0 && count <= IO_BATCH_MAX ? count : 0,
 	};
 

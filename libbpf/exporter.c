@@ -555,9 +555,7 @@ int main(int argc, char **argv)
 	    attach_generic(skel, &o, o.pid, t.exe))
 		goto out;
 
-	state.io_latency = bpf_map__fd(skel->maps.io_latency);
-	state.io_size = bpf_map__fd(skel->maps.io_size);
-	state.io_errors = bpf_map__fd(skel->maps.io_errors);
+	state.io_stats = bpf_map__fd(skel->maps.io_stats);
 	state.rpc_latency = bpf_map__fd(skel->maps.rpc_latency);
 	state.nbd_commands = bpf_map__fd(skel->maps.nbd_commands);
 	state.nbd_conns = bpf_map__fd(skel->maps.nbd_conns);

@@ -48,6 +48,13 @@ struct io_key {
 	__u32 type;		/* enum bdev_io_type */
 };
 
+/* All of one key's I/O metrics in one value: one map lookup per record. */
+struct io_stats {
+	struct exp_hist latency;
+	struct exp_hist size;
+	__u64 errors;
+};
+
 struct rpc_key {
 	char method[EXP_METHOD_LEN];
 	__u32 pid;
@@ -119,7 +126,7 @@ enum { EXP_KEY_TID, EXP_KEY_REG, EXP_KEY_DEREF };
 struct exp_state {
 	bool per_pid;
 	bool blktgt;
-	int io_latency, io_size, io_errors, rpc_latency, nbd_commands,
+	int io_stats, rpc_latency, nbd_commands,
 	    nbd_conns, pair_latency, counts;
 	int npairs;
 	char pair_names[EXP_MAX_PAIRS][EXP_METRIC_LEN];

@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,6 +200,10 @@ struct family {
 	size_t key_size;
 	labels_fn labels;
 	int sel;
+	/* A value holding more than the family's metric (struct io_stats):
+	 * its size, and the metric's offset in it.  0, 0: the metric is the
+	 * whole value. */
+	size_t val_size, val_off;
 };
 
 struct series {
@@ -263,7 +268,8 @@ static void emit_hist(struct sbuf *b, const struct family *f,
 static int emit_family(struct sbuf *b, const struct exp_state *s,
 		       const struct family *f, bool om)
 {
-	size_t vsize = f->kind == FAM_COUNTER ? sizeof(__u64) :
+	size_t vsize = f->val_size ? f->val_size :
+		       f->kind == FAM_COUNTER ? sizeof(__u64) :
 						sizeof(struct exp_hist);
 	const char *suffix = f->kind == FAM_COUNTER && !om ? "_total" : "";
 	const char *type = f->kind == FAM_COUNTER ? "counter" : "histogram";
@@ -293,7 +299,7 @@ static int emit_family(struct sbuf *b, const struct exp_state *s,
 		if (bpf_map_lookup_elem(f->fd, k, vals + w * vsize))
 			continue;	/* cannot happen: keys stay */
 		ser[n].labels[0] = '\0';
-		ser[n].val = vals + w * vsize;
+		ser[n].val = vals + w * vsize + f->val_off;
 		if (f->labels(s, f->sel, k, ser[n].labels, LABELS_LEN))
 			n++;
 	}
@@ -324,44 +330,69 @@ long exp_render(const struct exp_state *s, bool om, char **out)
 
 	le_init();
 	if (s->blktgt) {
-		fams[nf++] = (struct family){ "probekit_io_latency_seconds",
-			"Block I/O latency, submission to completion, by bdev "
-			"and type.", FAM_SECONDS, s->io_latency,
-			sizeof(struct io_key), io_labels, 0 };
-		fams[nf++] = (struct family){ "probekit_io_size_bytes",
-			"Block I/O size, by bdev and type.", FAM_BYTES,
-			s->io_size, sizeof(struct io_key), io_labels, 0 };
-		fams[nf++] = (struct family){ "probekit_io_errors",
-			"Block I/Os completed with an error, by bdev and type.",
-			FAM_COUNTER, s->io_errors, sizeof(struct io_key),
-			io_labels, 0 };
-		fams[nf++] = (struct family){ "probekit_rpc_latency_seconds",
-			"JSON-RPC latency, request to reply, by method.",
-			FAM_SECONDS, s->rpc_latency, sizeof(struct rpc_key),
-			rpc_labels, 0 };
-		fams[nf++] = (struct family){ "probekit_nbd_commands",
-			"NBD commands received, by command.", FAM_COUNTER,
-			s->nbd_commands, sizeof(struct cmd_key), cmd_labels, 0 };
-		fams[nf++] = (struct family){ "probekit_nbd_connections",
-			"NBD connections accepted.", FAM_COUNTER, s->nbd_conns,
-			sizeof(struct idx_key), idx_labels, EXP_NBD_CONNECT };
-		fams[nf++] = (struct family){ "probekit_nbd_disconnections",
-			"NBD connections closed.", FAM_COUNTER, s->nbd_conns,
-			sizeof(struct idx_key), idx_labels, EXP_NBD_DISCONNECT };
+		fams[nf++] = (struct family){
+			.name = "probekit_io_latency_seconds",
+			.help = "Block I/O latency, submission to completion, by "
+				"bdev and type.",
+			.kind = FAM_SECONDS, .fd = s->io_stats,
+			.key_size = sizeof(struct io_key), .labels = io_labels,
+			.val_size = sizeof(struct io_stats),
+			.val_off = offsetof(struct io_stats, latency) };
+		fams[nf++] = (struct family){
+			.name = "probekit_io_size_bytes",
+			.help = "Block I/O size, by bdev and type.",
+			.kind = FAM_BYTES, .fd = s->io_stats,
+			.key_size = sizeof(struct io_key), .labels = io_labels,
+			.val_size = sizeof(struct io_stats),
+			.val_off = offsetof(struct io_stats, size) };
+		fams[nf++] = (struct family){
+			.name = "probekit_io_errors",
+			.help = "Block I/Os completed with an error, by bdev and "
+				"type.",
+			.kind = FAM_COUNTER, .fd = s->io_stats,
+			.key_size = sizeof(struct io_key), .labels = io_labels,
+			.val_size = sizeof(struct io_stats),
+			.val_off = offsetof(struct io_stats, errors) };
+		fams[nf++] = (struct family){
+			.name = "probekit_rpc_latency_seconds",
+			.help = "JSON-RPC latency, request to reply, by method.",
+			.kind = FAM_SECONDS, .fd = s->rpc_latency,
+			.key_size = sizeof(struct rpc_key), .labels = rpc_labels };
+		fams[nf++] = (struct family){
+			.name = "probekit_nbd_commands",
+			.help = "NBD commands received, by command.",
+			.kind = FAM_COUNTER, .fd = s->nbd_commands,
+			.key_size = sizeof(struct cmd_key), .labels = cmd_labels };
+		fams[nf++] = (struct family){
+			.name = "probekit_nbd_connections",
+			.help = "NBD connections accepted.",
+			.kind = FAM_COUNTER, .fd = s->nbd_conns,
+			.key_size = sizeof(struct idx_key), .labels = idx_labels,
+			.sel = EXP_NBD_CONNECT };
+		fams[nf++] = (struct family){
+			.name = "probekit_nbd_disconnections",
+			.help = "NBD connections closed.",
+			.kind = FAM_COUNTER, .fd = s->nbd_conns,
+			.key_size = sizeof(struct idx_key), .labels = idx_labels,
+			.sel = EXP_NBD_DISCONNECT };
 	}
 	for (i = 0; i < s->npairs; i++) {
 		snprintf(names[i], sizeof(names[i]), "%s_seconds",
 			 s->pair_names[i]);
-		fams[nf++] = (struct family){ names[i],
-			"Latency between a --pair's two probes.", FAM_SECONDS,
-			s->pair_latency, sizeof(struct idx_key), idx_labels, i };
+		fams[nf++] = (struct family){
+			.name = names[i],
+			.help = "Latency between a --pair's two probes.",
+			.kind = FAM_SECONDS, .fd = s->pair_latency,
+			.key_size = sizeof(struct idx_key), .labels = idx_labels,
+			.sel = i };
 	}
-	for (i = 0; i < s->nspecs; i++) {
-		fams[nf++] = (struct family){ s->count_names[i],
-			"Hits of the probes a --count matched, by probe.",
-			FAM_COUNTER, s->counts, sizeof(struct idx_key),
-			count_labels, i };
-	}
+	for (i = 0; i < s->nspecs; i++)
+		fams[nf++] = (struct family){
+			.name = s->count_names[i],
+			.help = "Hits of the probes a --count matched, by probe.",
+			.kind = FAM_COUNTER, .fd = s->counts,
+			.key_size = sizeof(struct idx_key),
+			.labels = count_labels, .sel = i };
 	for (i = 0; i < nf; i++) {
 		err = emit_family(&b, s, &fams[i], om);
 		if (err)
