@@ -208,8 +208,19 @@ struct family {
 
 struct series {
 	char labels[LABELS_LEN];
-	const void *val;
+	size_t idx;		/* its key's and value's place in the walk */
 };
+
+/* Grow *p to size bytes: 0, or -ENOMEM with *p unchanged. */
+static int grow(void *p, size_t size)
+{
+	void *q = realloc(*(void **)p, size);
+
+	if (!q)
+		return -ENOMEM;
+	*(void **)p = q;
+	return 0;
+}
 
 static int series_cmp(const void *a, const void *b)
 {
@@ -275,23 +286,26 @@ static int emit_family(struct sbuf *b, const struct exp_state *s,
 	const char *type = f->kind == FAM_COUNTER ? "counter" : "histogram";
 	char *keys = NULL, *vals = NULL, *k, *prev = NULL;
 	struct series *ser = NULL;
-	size_t n = 0, w, i;
+	size_t n = 0, cap = 0, w, i;
 	int err = 0;
 
 	sb_printf(b, "# HELP %s%s %s\n# TYPE %s%s %s\n", f->name, suffix,
 		  f->help, f->name, suffix, type);
 	if (f->fd < 0)
 		return 0;
-	keys = malloc((EXP_MAX_KEYS + 1) * f->key_size);
-	vals = malloc((EXP_MAX_KEYS + 1) * vsize);
-	ser = malloc((EXP_MAX_KEYS + 1) * sizeof(*ser));
-	if (!keys || !vals || !ser) {
-		err = -ENOMEM;
-		goto out;
-	}
 	/* Keys are only ever added, so the walk ends; the bound is for a
 	 * map that does not behave. */
 	for (w = 0; w <= EXP_MAX_KEYS; w++) {
+		if (w == cap) {
+			cap = cap ? cap * 2 : 16;
+			if (grow(&keys, cap * f->key_size) ||
+			    grow(&vals, cap * vsize) ||
+			    grow(&ser, cap * sizeof(*ser))) {
+				err = -ENOMEM;
+				goto out;
+			}
+			prev = w ? keys + (w - 1) * f->key_size : NULL;
+		}
 		k = keys + w * f->key_size;
 		if (bpf_map_get_next_key(f->fd, prev, k))
 			break;
@@ -299,20 +313,21 @@ static int emit_family(struct sbuf *b, const struct exp_state *s,
 		if (bpf_map_lookup_elem(f->fd, k, vals + w * vsize))
 			continue;	/* cannot happen: keys stay */
 		ser[n].labels[0] = '\0';
-		ser[n].val = vals + w * vsize + f->val_off;
+		ser[n].idx = w;
 		if (f->labels(s, f->sel, k, ser[n].labels, LABELS_LEN))
 			n++;
 	}
 	qsort(ser, n, sizeof(*ser), series_cmp);
 	for (i = 0; i < n; i++) {
 		const char *l = ser[i].labels;
+		const void *v = vals + ser[i].idx * vsize + f->val_off;
 
 		if (f->kind == FAM_COUNTER)
 			sb_printf(b, "%s_total%s%s%s %llu\n", f->name,
 				  l[0] ? "{" : "", l, l[0] ? "}" : "",
-				  *(const unsigned long long *)ser[i].val);
+				  *(const unsigned long long *)v);
 		else
-			emit_hist(b, f, l, ser[i].val);
+			emit_hist(b, f, l, v);
 	}
 out:
 	free(keys);
