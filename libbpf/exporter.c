@@ -49,6 +49,8 @@ static const char usage_text[] =
 "  -l, --listen HOST:PORT where to serve (127.0.0.1:9437; port 0: any)\n"
 "      --blktgt           blktgt's I/O, RPC and NBD metrics (the default\n"
 "                         without --pair and --count)\n"
+"      --nbd-commands     with them, NBD commands by command: one probe hit\n"
+"                         per command, where I/O costs one per batch\n"
 "      --pair SPEC        a histogram NAME_seconds of the time from START to\n"
 "                         DONE, paired by KEY: tid (default) or argN (N from 1)\n"
 "      --count SPEC       a counter NAME_total of hits per probe matching\n"
@@ -65,7 +67,7 @@ static const char usage_text[] =
 "      --pair pg_query=postgresql:query__start,postgresql:query__done \\\n"
 "      --count pg_txn='postgresql:transaction__*'\n";
 
-enum { OPT_BLKTGT = 256, OPT_PAIR, OPT_COUNT, OPT_PID_LABEL, OPT_VERS };
+enum { OPT_BLKTGT = 256, OPT_NBD_COMMANDS, OPT_PAIR, OPT_COUNT, OPT_PID_LABEL, OPT_VERS };
 
 struct pair_spec {
 	char start[2][USDT_NAME_MAX];	/* provider, name */
@@ -77,7 +79,7 @@ struct options {
 	pid_t pid;
 	const char *binary;
 	const char *listen;
-	bool blktgt, per_pid, verbose;
+	bool blktgt, nbd_commands, per_pid, verbose;
 	int npairs;
 	struct pair_spec pairs[EXP_MAX_PAIRS];
 	int nspecs;
@@ -200,6 +202,7 @@ static void parse_args(struct options *o, int argc, char **argv)
 		{ "binary", required_argument, NULL, 'b' },
 		{ "listen", required_argument, NULL, 'l' },
 		{ "blktgt", no_argument, NULL, OPT_BLKTGT },
+		{ "nbd-commands", no_argument, NULL, OPT_NBD_COMMANDS },
 		{ "pair", required_argument, NULL, OPT_PAIR },
 		{ "count", required_argument, NULL, OPT_COUNT },
 		{ "pid-label", no_argument, NULL, OPT_PID_LABEL },
@@ -227,6 +230,7 @@ static void parse_args(struct options *o, int argc, char **argv)
 			break;
 		case 'l': o->listen = optarg; break;
 		case OPT_BLKTGT: o->blktgt = true; break;
+		case OPT_NBD_COMMANDS: o->nbd_commands = true; break;
 		case OPT_PAIR: parse_pair(o, optarg); break;
 		case OPT_COUNT: parse_count(o, optarg); break;
 		case OPT_PID_LABEL: o->per_pid = true; break;
@@ -250,6 +254,9 @@ static void parse_args(struct options *o, int argc, char **argv)
 		usage_error("give exactly one of -p PID and -b PATH");
 	if (!o->npairs && !o->nspecs)
 		o->blktgt = true;
+	if (o->nbd_commands && !o->blktgt)
+		usage_error("--nbd-commands is one of blktgt's metrics: give "
+			    "--blktgt too");
 }
 
 static int keep_link(struct bpf_link *l)
@@ -264,7 +271,8 @@ static int keep_link(struct bpf_link *l)
 	return 0;
 }
 
-static int attach_blktgt(struct exporter_bpf *skel, const struct target *t)
+static int attach_blktgt(struct exporter_bpf *skel, const struct target *t,
+			 bool nbd_commands)
 {
 	static const struct { const char *name; int off; } probes[] = {
 		{ "io__batch", offsetof(struct exporter_bpf, progs.io_batch) },
@@ -282,6 +290,9 @@ static int attach_blktgt(struct exporter_bpf *skel, const struct target *t)
 		struct bpf_program *prog =
 			*(struct bpf_program **)((char *)skel + probes[i].off);
 
+		/* A hit per NBD command: only when asked for. */
+		if (!nbd_commands && !strcmp(probes[i].name, "nbd__request"))
+			continue;
 		if (t->pid > 0) {
 			err = attach_usdt(prog, t, "blktgt", probes[i].name, &l);
 			if (err)
@@ -511,6 +522,7 @@ int main(int argc, char **argv)
 	parse_args(&o, argc, argv);
 	state.per_pid = o.per_pid;
 	state.blktgt = o.blktgt;
+	state.nbd_cmds_on = o.nbd_commands;
 	libbpf_quiet(o.verbose);
 
 	/* Signals go to this thread only, so that sigwait() below sees them
@@ -549,7 +561,7 @@ int main(int argc, char **argv)
 		report_load_error(&t, err);
 		goto out;
 	}
-	if (o.blktgt && attach_blktgt(skel, &t))
+	if (o.blktgt && attach_blktgt(skel, &t, o.nbd_commands))
 		goto out;
 	if ((o.npairs || o.nspecs) &&
 	    attach_generic(skel, &o, o.pid, t.exe))

@@ -126,6 +126,7 @@ enum { EXP_KEY_TID, EXP_KEY_REG, EXP_KEY_DEREF };
 struct exp_state {
 	bool per_pid;
 	bool blktgt;
+	bool nbd_cmds_on;	/* --nbd-commands */
 	int io_stats, rpc_latency, nbd_commands,
 	    nbd_conns, pair_latency, counts;
 	int npairs;

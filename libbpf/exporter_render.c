@@ -373,11 +373,13 @@ long exp_render(const struct exp_state *s, bool om, char **out)
 			.help = "JSON-RPC latency, request to reply, by method.",
 			.kind = FAM_SECONDS, .fd = s->rpc_latency,
 			.key_size = sizeof(struct rpc_key), .labels = rpc_labels };
-		fams[nf++] = (struct family){
-			.name = "probekit_nbd_commands",
-			.help = "NBD commands received, by command.",
-			.kind = FAM_COUNTER, .fd = s->nbd_commands,
-			.key_size = sizeof(struct cmd_key), .labels = cmd_labels };
+		if (s->nbd_cmds_on)
+			fams[nf++] = (struct family){
+				.name = "probekit_nbd_commands",
+				.help = "NBD commands received, by command.",
+				.kind = FAM_COUNTER, .fd = s->nbd_commands,
+				.key_size = sizeof(struct cmd_key),
+				.labels = cmd_labels };
 		fams[nf++] = (struct family){
 			.name = "probekit_nbd_connections",
 			.help = "NBD connections accepted.",

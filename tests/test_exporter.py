@@ -267,7 +267,7 @@ def test_blktgt_latency_through_prometheus(bpf, target, exporter,
 def test_rpc_and_nbd_metrics(bpf, target, exporter):
     target.rpc("bdev_malloc_create", name="M0", size_mb=4, block_size=512)
     target.rpc("export_create", name="disk0", bdev="M0")
-    e = exporter("-p", str(target.pid))
+    e = exporter("-p", str(target.pid), "--nbd-commands")
     for _ in range(7):
         target.rpc("target_stats")
     # A method name from a client is a label value: escaped, not trusted.
@@ -316,6 +316,8 @@ def test_formats_and_http_errors(bpf, target, exporter):
     assert ctype == "text/plain; version=0.0.4; charset=utf-8"
     assert "# TYPE probekit_io_errors_total counter" in text
     assert "# EOF" not in text
+    # NBD commands cost a hit each: only with --nbd-commands.
+    assert "probekit_nbd_commands_total" not in text
 
     ctype, om = e.scrape(openmetrics=True)
     assert ctype == ("application/openmetrics-text; version=1.0.0; "
@@ -372,6 +374,7 @@ def run_bad(build, *args):
     (["--count", "n=nocolon"], "give NAME=PROVIDER:PROBE"),
     (["--pair", "q=" + "a" * 600 + ":b,c:d"], "longer than 512"),
     (["--listen", "nohost"], "give HOST:PORT"),
+    (["--count", "n=a:b", "--nbd-commands"], "give --blktgt too"),
 ])
 def test_bad_specs(build, spec, why):
     rc, line = run_bad(build, "-b", "/bin/true", *spec)
