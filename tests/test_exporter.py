@@ -163,19 +163,22 @@ class Prometheus:
         end = time.monotonic() + probekit.TIMEOUT
         got = None
         while time.monotonic() < end:
-            got = self.one(stamp), self.one(q)
-            if got[1] is not None and got[1][1] >= want:
+            # The value first: a series that appears between the two
+            # queries then has its stamp too, from that scrape or later.
+            got = self.one(q), self.one(stamp)
+            if got[0] is not None and got[0][1] >= want:
                 break
             time.sleep(0.1)
-        assert got[1] is not None and got[1][1] == want, \
-            f"{q}: {got[1]}, expected {want}"
-        ts = got[0][1]
+        assert got[0] is not None and got[0][1] == want, \
+            f"{q}: {got[0]}, expected {want}"
+        ts = got[1][1]
+        later = None
         while time.monotonic() < end:
             later = self.one(stamp)
             if later[1] > ts:
                 break
             time.sleep(0.1)
-        assert later[1] > ts, f"no scrape of {q} after {ts}"
+        assert later and later[1] > ts, f"no scrape of {q} after {ts}"
         assert self.one(q)[1] == want, f"{q} moved past {want}"
 
     def wait_up(self):
