@@ -106,6 +106,9 @@ static void check_name(const char *opt, const char *name, size_t len)
 			usage_error("bad %s NAME '%.*s': letters, digits and _ "
 				    "only, not starting with a digit", opt,
 				    (int)len, name);
+	if (len >= 9 && !strncmp(name, "probekit_", 9))
+		usage_error("bad %s NAME '%.*s': probekit_ names are the "
+			    "exporter's own", opt, (int)len, name);
 	for (j = 0; j < state.npairs; j++)
 		if (strlen(state.pair_names[j]) == len &&
 		    !strncmp(state.pair_names[j], name, len))

@@ -377,6 +377,7 @@ def run_bad(build, *args):
     (["--pair", "q=a:b,c:d,arg13"], "tid, or argN with N from 1 to 12"),
     (["--pair", "q=a:b,c:d", "--count", "q=a:*"], "is given twice"),
     (["--count", "n=nocolon"], "give NAME=PROVIDER:PROBE"),
+    (["--count", "probekit_io=a:b"], "probekit_ names are the exporter's"),
     (["--pair", "q=" + "a" * 600 + ":b,c:d"], "longer than 512"),
     (["--listen", "nohost"], "give HOST:PORT"),
     (["--count", "n=a:b", "--nbd-commands"], "give --blktgt too"),
