@@ -493,3 +493,20 @@ def test_postgres_query_pair_through_prometheus(bpf, postgres, exporter,
     ours = '{pid=~"%s"}' % "|".join(map(str, pids))
     prom.wait_value(f"sum(pg_query_seconds_count{ours})", 14 + 5 + 7,
                     f"max(timestamp(pg_query_seconds_count{ours}))")
+
+
+def test_pair_by_argument_and_count(bpf, target, exporter):
+    """--pair keyed by an argument read from its operand (the I/O id),
+    and --count over a glob, on blktgt's per-I/O probes."""
+    target.rpc("bdev_null_create", name="N0", size_mb=4, block_size=512)
+    e = exporter("-p", str(target.pid),
+                 "--pair", "io=blktgt:io__submit,blktgt:io__done,arg1",
+                 "--count", "io_events=blktgt:io__*")
+    run = target.rpc("workload_run", bdev="N0", pattern="randrw",
+                     io_size=4096, queue_depth=8, count=31)
+    assert run["ios"] == 31
+    _, body = e.scrape()
+    assert sample(body, "io_seconds_count") == 31
+    assert sample(body, 'io_events_total{probe="blktgt:io__submit"}') == 31
+    assert sample(body, 'io_events_total{probe="blktgt:io__done"}') == 31
+    assert 'probe="blktgt:io__batch"' in body
