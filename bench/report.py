@@ -78,7 +78,8 @@ def derive(raw):
     d["traced"] = {}
     # (traced config, its untraced base, whose probes/hits)
     for n, base, h in (("bt", "usdt1", "bt"), ("nop5_bt", "nop5", "bt"),
-                       ("bcc", "usdt1", "bcc"), ("libbpf", "usdt1", "libbpf")):
+                       ("bcc", "usdt1", "bcc"), ("libbpf", "usdt1", "libbpf"),
+                       ("exporter", "usdt1", "exporter")):
         if n not in fs:
             d["traced"][n] = None
             continue
@@ -113,15 +114,18 @@ def derive(raw):
                                           lambda x, y: y["ns_per_io"] / x["ns_per_io"])),
              "traced": {}}
         for n, base in (("bt", "usdt1"), ("nop5_bt", "nop5"), ("bcc", "usdt1"),
-                        ("libbpf", "usdt1")):
+                        ("libbpf", "usdt1"), ("exporter", "usdt1")):
             if n not in ws:
                 w["traced"][n] = None
                 continue
             w["traced"][n] = {
                 "ratio": summary(paired(ws[n], ws[base],
                                         lambda x, y: y["ns_per_io"] / x["ns_per_io"])),
+                # hpi counts io__submit and io__done; the exporter reads
+                # io__batch, whose hits per I/O this run does not count.
                 "per_hit": summary(paired(ws[n], ws[base],
-                                          lambda x, y: (x["ns_per_io"] - y["ns_per_io"]) / hpi)),
+                                          lambda x, y: (x["ns_per_io"] - y["ns_per_io"]) / hpi))
+                if n != "exporter" else None,
             }
         if w["traced"]["bt"] and w["traced"]["nop5_bt"]:
             w["nop5_bt_hit_ratio"] = summary(paired(
@@ -234,7 +238,7 @@ def plot(out, raw, d):
     add(0, "USDT=1\\n/USDT=0", d["usdt_ratio"])
     add(0, "NOP5\\n/USDT=1", d["nop5_untraced_ratio"])
     for n, label in (("bt", "iolat.bt"), ("nop5_bt", "iolat.bt\\nNOP5"), ("bcc", "bcc\\niolatency"),
-                     ("libbpf", "libbpf\\niolatency")):
+                     ("libbpf", "libbpf\\niolatency"), ("exporter", "exporter")):
         if d["traced"][n]:
             add(0, f"+{label}", d["traced"][n]["ratio"])
             if d["wl"] and d["wl"]["traced"][n]:
@@ -251,7 +255,8 @@ def plot(out, raw, d):
         add(1, "trace ring\\nevent", ring["enabled_ns_per_event"])
     labels = {"bpftrace": "bpftrace", "wrapper": "wrapper\\n+bpftrace",
               "bcc_first": "BCC\\npython", "bt_ready": "iolat.bt\\nready",
-              "bcc_ready": "bcc iolat.\\nready", "libbpf_ready": "libbpf\\nready"}
+              "bcc_ready": "bcc iolat.\\nready", "libbpf_ready": "libbpf\\nready",
+              "exporter_ready": "exporter\\nready"}
     for n, s in d["first"].items():
         add(2, labels.get(n, n), s)
     dat = os.path.join(out, "raw", "plot.dat")
@@ -383,10 +388,11 @@ def markdown(raw, d):
     w("")
     w("| tool | probes | hits per I/O | IOPS ratio traced / untraced | extra CPU ns per I/O | cost per hit, ns |")
     w("|---|---|---|---|---|---|")
-    for n in ("bt", "nop5_bt", "bcc", "libbpf"):
+    for n in ("bt", "nop5_bt", "bcc", "libbpf", "exporter"):
         t = d["traced"][n]
         name = {"bt": "bt/iolat.bt via wrapper", "nop5_bt": "bt/iolat.bt via wrapper, USDT_NOP5=1 build",
-                "bcc": "build/bin/probekit-iolatency-bcc", "libbpf": "libbpf iolatency"}[n]
+                "bcc": "build/bin/probekit-iolatency-bcc", "libbpf": "libbpf iolatency",
+                "exporter": "build/bin/probekit-exporter (blktgt metrics)"}[n]
         if t is None:
             w(f"| {name} | not available | | | | |")
             continue
@@ -425,7 +431,8 @@ def markdown(raw, d):
         for n, label, base in (("bt", "USDT=1 + bt/iolat.bt via wrapper", "USDT=1"),
                                ("nop5_bt", "USDT_NOP5=1 + bt/iolat.bt via wrapper", "USDT_NOP5=1"),
                                ("bcc", "USDT=1 + build/bin/probekit-iolatency-bcc", "USDT=1"),
-                               ("libbpf", "USDT=1 + libbpf iolatency", "USDT=1")):
+                               ("libbpf", "USDT=1 + libbpf iolatency", "USDT=1"),
+                               ("exporter", "USDT=1 + build/bin/probekit-exporter", "USDT=1")):
             t = wlr["traced"][n]
             if t is None:
                 w(f"| {label} | not available | | |")
@@ -477,7 +484,8 @@ def markdown(raw, d):
     missing = {"wrapper": "build/bin/probekit-bpftrace + bpftrace (first event)",
                "bt_ready": "bt/iolat.bt via wrapper (attached: readiness line)",
                "bcc_ready": "build/bin/probekit-iolatency-bcc (attached: readiness line)",
-               "libbpf_ready": "libbpf iolatency (attached: readiness line)"}
+               "libbpf_ready": "libbpf iolatency (attached: readiness line)",
+               "exporter_ready": "build/bin/probekit-exporter (attached: readiness line)"}
     for n, desc in names.items():
         w(f"| {desc or missing.get(n, n)} | "
           f"{fmt(d['first'].get(n), 1) if desc else 'not available'} |")

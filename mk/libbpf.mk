@@ -24,6 +24,7 @@ VMLINUX_BTF ?= /sys/kernel/btf/vmlinux
 LIBBPF_GEN := $(O)/gen/libbpf
 LIBBPF_OBJ := $(O)/obj/libbpf
 LIBBPF_BINS := $(addprefix $(O)/bin/probekit-,$(LIBBPF_TOOLS))
+EXPORTER := $(O)/bin/probekit-exporter
 
 BPF_ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/' \
 	-e 's/ppc64le/powerpc/' -e 's/s390x/s390/' -e 's/riscv64/riscv/')
@@ -40,11 +41,11 @@ LIBBPF_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -I$(LIBBPF_GEN) \
 LIBBPF_LDLIBS := -lbpf -lelf -lz
 
 .PHONY: libbpf
-libbpf: $(LIBBPF_BINS)
+libbpf: $(LIBBPF_BINS) $(EXPORTER)
 # A kernel without BTF cannot build them; blktgt and the rest still build,
 # and the libbpf tests then fail saying the tools are not built.
 ifneq ($(wildcard $(VMLINUX_BTF)),)
-all: $(LIBBPF_BINS)
+all: $(LIBBPF_BINS) $(EXPORTER)
 else
 $(info libbpf: no $(VMLINUX_BTF) (CONFIG_DEBUG_INFO_BTF); the libbpf tools are not built)
 endif
@@ -90,9 +91,26 @@ $(LIBBPF_USDT_TOOLS:%=$(O)/bin/probekit-%): $(LIBBPF_OBJ)/usdt_sites.o \
 $(LIBBPF_OBJ)/usdt_sites.o $(LIBBPF_USDT_TOOLS:%=$(LIBBPF_OBJ)/%.o): \
 	LIBBPF_CFLAGS += -Iprobes/usdt
 
+# probekit-exporter: three files of user space (main and attach, the
+# scrape's text, HTTP), linked with libmicrohttpd and the USDT note reader
+# (mk/usdt.mk's archive, named here in full: that file is read after
+# this one).  It reads target/io_batch.h (the io__batch
+# record) and target/states.h (the I/O type names).
+EXPORTER_OBJS := $(addprefix $(LIBBPF_OBJ)/,exporter.o exporter_render.o \
+	exporter_http.o)
+$(EXPORTER_OBJS): LIBBPF_CFLAGS += -Itarget -Iprobes/usdt
+$(LIBBPF_OBJ)/exporter.bpf.o: BPF_CFLAGS += -Itarget
+$(LIBBPF_OBJ)/exporter.o: $(LIBBPF_GEN)/exporter.skel.h
+$(EXPORTER): $(EXPORTER_OBJS) $(addprefix $(LIBBPF_OBJ)/,$(addsuffix .o,$(LIBBPF_HELPERS))) \
+		$(O)/lib/libprobekit_usdt.a | $(O)/bin
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBBPF_LDLIBS) -lmicrohttpd -lm
+
 # Keep the objects and skeletons between the pattern rules.
 .SECONDARY: $(LIBBPF_TOOLS:%=$(LIBBPF_OBJ)/%.bpf.o) \
 	$(LIBBPF_TOOLS:%=$(LIBBPF_GEN)/%.skel.h) \
+	$(LIBBPF_OBJ)/exporter.bpf.o $(LIBBPF_GEN)/exporter.skel.h \
+	$(EXPORTER_OBJS) \
 	$(LIBBPF_TOOLS:%=$(LIBBPF_OBJ)/%.o) $(LIBBPF_HELPERS:%=$(LIBBPF_OBJ)/%.o) \
 	$(LIBBPF_OBJ)/usdt_sites.o
 

@@ -41,6 +41,7 @@ PACKAGES = {
     "py:bcc": "python3-bpfcc", "py:elftools": "python3-pyelftools",
     "dpkg-buildpackage": "dpkg-dev", "dh": "debhelper", "lintian": "lintian",
     "man": "man-db",
+    "prometheus": "prometheus", "promtool": "prometheus",
 }
 
 

@@ -1,0 +1,311 @@
+// SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
+/*
+ * exporter.bpf.c: the counters and histograms probekit-exporter serves.
+ *
+ * blktgt's metrics come from its own probes, which libbpf's USDT support
+ * reads: I/O from io__batch (one hit per up to IO_BATCH_MAX completed
+ * I/Os, so the exporter can stay attached at full rate), RPC latency from
+ * rpc__request/rpc__done keyed by RPC id, NBD commands and connections.
+ *
+ * --pair and --count probes of any binary hit one program, usdt_hit,
+ * attached as a plain uprobe at each note location; its attach cookie
+ * (exporter.h) says which pair or probe a hit belongs to and where a
+ * pair's key argument lives, so no operand libbpf cannot parse stops an
+ * attach.
+ *
+ * Maps only grow: user space reads them and never clears them.
+ */
+#include "probekit.bpf.h"
+#include <bpf/usdt.bpf.h>
+
+#include "exporter.h"
+#include "io_batch.h"
+
+/* Options, set by user space before load. */
+const volatile bool per_pid = false;	/* --pid-label */
+
+#define HASH_MAP(name, k, v, n) \
+	struct { \
+		__uint(type, BPF_MAP_TYPE_HASH); \
+		__uint(max_entries, n); \
+		__type(key, k); \
+		__type(value, v); \
+	} name SEC(".maps")
+
+HASH_MAP(io_stats, struct io_key, struct io_stats, EXP_MAX_KEYS);
+HASH_MAP(rpc_latency, struct rpc_key, struct exp_hist, EXP_MAX_KEYS);
+HASH_MAP(rpc_start, __u64, __u64, EXP_MAX_INFLIGHT);	/* tgid << 32 ^ id */
+HASH_MAP(nbd_commands, struct cmd_key, __u64, EXP_MAX_KEYS);
+HASH_MAP(nbd_conns, struct idx_key, __u64, EXP_MAX_KEYS);
+HASH_MAP(pair_latency, struct idx_key, struct exp_hist, EXP_MAX_KEYS);
+HASH_MAP(pair_start, struct start_key, __u64, EXP_MAX_INFLIGHT);
+HASH_MAP(counts, struct idx_key, __u64, EXP_MAX_KEYS);
+
+static const struct exp_hist hist_zero;
+static const struct io_stats io_zero;
+static const __u64 count_zero;
+
+static __always_inline __u32 key_pid(void)
+{
+	return per_pid ? bpf_get_current_pid_tgid() >> 32 : 0;
+}
+
+/* The latency bucket of ns: the first i whose bound, floor(2^k * 1e9)
+ * with k = EXP_LAT_MIN_EXP + i, is at least ns (exporter.h says why that
+ * is exact).  A binary search over the monotonic bounds. */
+static __always_inline __u32 lat_bucket(__u64 ns)
+{
+	__u32 lo = 0, hi = EXP_LAT_FINITE, mid, i;
+	__s32 k;
+	__u64 bound;
+
+	for (i = 0; i < 6 && lo < hi; i++) {
+		mid = (lo + hi) / 2;
+		k = EXP_LAT_MIN_EXP + (__s32)mid;
+		bound = k < 0 ? 1000000000ULL >> -k : 1000000000ULL << k;
+		if (ns <= bound)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo < EXP_BUCKETS ? lo : EXP_BUCKETS - 1;
+}
+
+/* The size bucket of bytes: the smallest i with bytes <= 2^i, or +Inf. */
+static __always_inline __u32 size_bucket(__u64 bytes)
+{
+	__u64 v = bytes ? bytes - 1 : 0;
+	__u32 len;
+
+	v |= v >> 1;
+	v |= v >> 2;
+	v |= v >> 4;
+	v |= v >> 8;
+	v |= v >> 16;
+	v |= v >> 32;
+	len = __builtin_popcountll(v);	/* bit length of bytes - 1 */
+	return len < EXP_SIZE_FINITE ? len : EXP_BUCKETS - 1;
+}
+
+static __always_inline void hist_bump(struct exp_hist *h, __u32 bucket,
+				      __u64 v)
+{
+	if (bucket >= EXP_BUCKETS)
+		bucket = EXP_BUCKETS - 1;
+	__sync_fetch_and_add(&h->buckets[bucket], 1);
+	__sync_fetch_and_add(&h->sum, v);
+}
+
+static __always_inline void hist_add(void *map, const void *key,
+				     __u32 bucket, __u64 v)
+{
+	struct exp_hist *h = bpf_map_lookup_elem(map, key);
+
+	if (!h) {
+		bpf_map_update_elem(map, key, &hist_zero, BPF_NOEXIST);
+		h = bpf_map_lookup_elem(map, key);
+		if (!h)
+			return;	/* map full: the count is dropped */
+	}
+	hist_bump(h, bucket, v);
+}
+
+static __always_inline void count_add(void *map, const void *key)
+{
+	__u64 *c = bpf_map_lookup_elem(map, key);
+
+	if (!c) {
+		bpf_map_update_elem(map, key, &count_zero, BPF_NOEXIST);
+		c = bpf_map_lookup_elem(map, key);
+		if (!c)
+			return;
+	}
+	__sync_fetch_and_add(c, 1);
+}
+
+struct batch_ctx {
+	const struct io_rec *recs;
+	const char *names;
+	__u32 count;
+	__u32 pid;
+	__u32 name_of;		/* the bdev index name holds; -1: none yet */
+	char name[EXP_NAME_LEN];
+};
+
+static long batch_one(__u64 i, void *arg)
+{
+	struct batch_ctx *b = arg;
+	struct io_rec r;
+	struct io_key key = {};
+	struct io_stats *st;
+	__u64 lat;
+
+	if (i >= b->count)
+		return 1;
+	if (bpf_probe_read_user(&r, sizeof(r), &b->recs[i]))
+		return 1;
+	if (r.bdev >= BDEV_INDEX_MAX)
+		return 0;
+	/* A batch is mostly one bdev's: read its name once. */
+	if (r.bdev != b->name_of) {
+		bpf_probe_read_user_str(b->name, sizeof(b->name),
+					b->names + (__u64)r.bdev * BDEV_NAME_LEN);
+		b->name_of = r.bdev;
+	}
+	__builtin_memcpy(key.bdev, b->name, sizeof(key.bdev));
+	key.pid = b->pid;
+	key.type = r.type;
+	st = bpf_map_lookup_elem(&io_stats, &key);
+	if (!st) {
+		bpf_map_update_elem(&io_stats, &key, &io_zero, BPF_NOEXIST);
+		st = bpf_map_lookup_elem(&io_stats, &key);
+		if (!st)
+			return 0;	/* map full: the record is dropped */
+	}
+	lat = r.done_ns > r.submit_ns ? r.done_ns - r.submit_ns : 0;
+	hist_bump(&st->latency, lat_bucket(lat), lat);
+	hist_bump(&st->size, size_bucket(r.length), r.length);
+	if (r.status)
+		__sync_fetch_and_add(&st->errors, 1);
+	return 0;
+}
+
+/* blktgt:io__batch(s32 thread, s32 count, struct io_rec *recs,
+ *                  char *bdev_names) */
+SEC("usdt")
+int BPF_USDT(io_batch, __s32 thread, __s32 count, const struct io_rec *recs,
+	     const char *names)
+{
+	struct batch_ctx b = {
+		.recs = recs, .names = names, .pid = key_pid(), .name_of = -1,
+		.count = count > 0 && count <= IO_BATCH_MAX ? count : 0,
+	};
+
+	bpf_loop(IO_BATCH_MAX, batch_one, &b, 0);
+	return 0;
+}
+
+static __always_inline __u64 rpc_key_of(__u64 id)
+{
+	return (bpf_get_current_pid_tgid() >> 32) << 32 ^ id;
+}
+
+/* blktgt:rpc__request(u64 id, char *method) */
+SEC("usdt")
+int BPF_USDT(rpc_request, __u64 id)
+{
+	__u64 k = rpc_key_of(id), ts = bpf_ktime_get_ns();
+
+	bpf_map_update_elem(&rpc_start, &k, &ts, BPF_ANY);
+	return 0;
+}
+
+/* blktgt:rpc__done(u64 id, char *method, s32 status) */
+SEC("usdt")
+int BPF_USDT(rpc_done, __u64 id, const char *method)
+{
+	struct rpc_key key = {};
+	__u64 k = rpc_key_of(id), *tsp, lat;
+
+	tsp = bpf_map_lookup_elem(&rpc_start, &k);
+	if (!tsp)
+		return 0;	/* requested before the exporter attached */
+	lat = bpf_ktime_get_ns() - *tsp;
+	bpf_map_delete_elem(&rpc_start, &k);
+	bpf_probe_read_user_str(key.method, sizeof(key.method), method);
+	key.pid = key_pid();
+	hist_add(&rpc_latency, &key, lat_bucket(lat), lat);
+	return 0;
+}
+
+/* blktgt:nbd__request(u64 conn, u64 handle, u32 cmd, u64 offset, u32 len,
+ *                     char *cmd_name, u32 flags) */
+SEC("usdt")
+int BPF_USDT(nbd_request, __u64 conn, __u64 handle, __u32 cmd, __u64 offset,
+	     __u32 len, const char *cmd_name)
+{
+	struct cmd_key key = {};
+
+	bpf_probe_read_user_str(key.cmd, sizeof(key.cmd), cmd_name);
+	key.pid = key_pid();
+	count_add(&nbd_commands, &key);
+	return 0;
+}
+
+/* blktgt:nbd__connect(u64 conn, char *peer) */
+SEC("usdt")
+int BPF_USDT(nbd_connect)
+{
+	struct idx_key key = { .pid = key_pid(), .idx = EXP_NBD_CONNECT };
+
+	count_add(&nbd_conns, &key);
+	return 0;
+}
+
+/* blktgt:nbd__disconnect(u64 conn, char *peer, u64 requests) */
+SEC("usdt")
+int BPF_USDT(nbd_disconnect)
+{
+	struct idx_key key = { .pid = key_pid(), .idx = EXP_NBD_DISCONNECT };
+
+	count_add(&nbd_conns, &key);
+	return 0;
+}
+
+/* The key argument of a pair hit, as the cookie describes it. */
+static __always_inline __u64 cookie_arg(struct pt_regs *ctx, __u64 c)
+{
+	__u32 size = EXP_COOKIE_SIZE(c), off = EXP_COOKIE_REGOFF(c);
+	__u64 v = 0;
+
+	if (off > sizeof(struct pt_regs) - sizeof(v))
+		return 0;
+	bpf_probe_read_kernel(&v, sizeof(v), (void *)ctx + off);
+	if (EXP_COOKIE_KEY(c) == EXP_KEY_DEREF) {
+		__u64 addr = v + (__s64)EXP_COOKIE_DISP(c);
+
+		v = 0;
+		bpf_probe_read_user(&v, size <= 8 ? size : 8, (void *)addr);
+	}
+	if (size < 8) {
+		__u32 shift = 64 - size * 8;
+
+		v <<= shift;
+		v = EXP_COOKIE_SIGNED(c) ? (__u64)((__s64)v >> shift) : v >> shift;
+	}
+	return v;
+}
+
+/* Every --pair and --count location. */
+SEC("uprobe")
+int usdt_hit(struct pt_regs *ctx)
+{
+	__u64 c = bpf_get_attach_cookie(ctx), pid_tgid, *tsp, lat;
+	struct start_key sk = {};
+	struct idx_key key = { .pid = key_pid(), .idx = EXP_COOKIE_IDX(c) };
+
+	if (EXP_COOKIE_ROLE(c) == EXP_ROLE_COUNT) {
+		count_add(&counts, &key);
+		return 0;
+	}
+	pid_tgid = bpf_get_current_pid_tgid();
+	sk.idx = key.idx;
+	sk.tgid = pid_tgid >> 32;
+	sk.key = EXP_COOKIE_KEY(c) == EXP_KEY_TID ? (__u32)pid_tgid :
+						     cookie_arg(ctx, c);
+	if (EXP_COOKIE_ROLE(c) == EXP_ROLE_START) {
+		lat = bpf_ktime_get_ns();
+		bpf_map_update_elem(&pair_start, &sk, &lat, BPF_ANY);
+		return 0;
+	}
+	tsp = bpf_map_lookup_elem(&pair_start, &sk);
+	if (!tsp)
+		return 0;	/* started before the exporter attached */
+	lat = bpf_ktime_get_ns() - *tsp;
+	bpf_map_delete_elem(&pair_start, &sk);
+	hist_add(&pair_latency, &key, lat_bucket(lat), lat);
+	return 0;
+}
+
+/* bpf_probe_read_user_str() needs a GPL-compatible program. */
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

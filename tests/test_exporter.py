@@ -1,0 +1,530 @@
+# SPDX-License-Identifier: BSD-2-Clause
+"""probekit-exporter, scraped directly and by a real Prometheus.
+
+Counts are asserted exactly, from known workloads, as raw _count values
+read through Prometheus' HTTP API, never through increase(), which
+extrapolates.  A value read from Prometheus is waited for (a scrape comes
+every SCRAPE), then checked to be exact and to stay so over a later
+scrape, so an overcount cannot hide behind the wait.
+
+The latency test runs on a delay bdev whose reads take READ_US longer:
+every read's latency then lies in one power-of-two bucket (checked from
+the workload's own min and max), so the median does too, and
+histogram_quantile(0.5, ...) must fall inside it.  The delay is large
+against the scheduling noise of a loaded machine, as in
+test_bdev_delay.py.
+"""
+
+import http.client
+import json
+import math
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.parse
+
+import pytest
+
+import probekit
+
+pytestmark = pytest.mark.needs("prometheus", "promtool")
+
+READ_US = 140000		# 140 ms: in (0.125, 0.25] seconds
+SCRAPE = "1s"
+PG_BIN = "/usr/lib/postgresql/15/bin"
+
+
+def exporter_bin(build):
+    path = os.path.join(build, "bin", "probekit-exporter")
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"{path} is not built; run the suite with 'make test'")
+    return path
+
+
+class Exporter:
+    """A probekit-exporter on an ephemeral loopback port."""
+
+    def __init__(self, build, args):
+        self.proc = subprocess.Popen(
+            [exporter_bin(build), "--listen", "127.0.0.1:0"] + list(args),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.out = probekit.LineReader(self.proc.stdout)
+        m = self.out.wait_for(r"at http://127\.0\.0\.1:(\d+)/metrics\.\.\. "
+                              r"Hit Ctrl-C to end\.")
+        self.port = int(m.group(1))
+        self.addr = f"127.0.0.1:{self.port}"
+
+    def request(self, method="GET", path="/metrics", headers=None, body=None):
+        c = http.client.HTTPConnection("127.0.0.1", self.port,
+                                       timeout=probekit.TIMEOUT)
+        try:
+            c.request(method, path, body=body, headers=headers or {})
+            r = c.getresponse()
+            return r.status, r.getheader("Content-Type"), r.read().decode()
+        finally:
+            c.close()
+
+    def scrape(self, openmetrics=False):
+        headers = {"Accept": "application/openmetrics-text;version=1.0.0,"
+                   "text/plain;version=0.0.4;q=0.5"} if openmetrics else {}
+        status, ctype, body = self.request(headers=headers)
+        assert status == 200, body
+        return ctype, body
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        rc = self.proc.wait(timeout=probekit.TIMEOUT)
+        lines = self.out.drain(5)
+        assert rc == 0, "exporter exited %d:\n%s" % (rc, "\n".join(lines))
+
+
+def sample(body, series):
+    """The value of one series line ('name{labels}') of a scrape."""
+    for line in body.splitlines():
+        if line.startswith(series + " "):
+            return float(line.split()[-1])
+    return None
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Prometheus:
+    """Debian's prometheus, scraping one target every SCRAPE, with its
+    storage in the test's tmpdir."""
+
+    def __init__(self, tmp_path, target):
+        self.dir = tmp_path / "prometheus"
+        self.dir.mkdir()
+        cfg = self.dir / "prometheus.yml"
+        cfg.write_text(
+            "global:\n"
+            f"  scrape_interval: {SCRAPE}\n"
+            f"  scrape_timeout: {SCRAPE}\n"
+            "scrape_configs:\n"
+            "  - job_name: probekit\n"
+            "    static_configs:\n"
+            f"      - targets: ['{target}']\n")
+        # Its port is picked free, then bound by prometheus: on the rare
+        # lost race it exits, and another port is tried.
+        for _ in range(5):
+            self.port = free_port()
+            self.proc = subprocess.Popen(
+                ["prometheus", f"--config.file={cfg}",
+                 f"--storage.tsdb.path={self.dir / 'data'}",
+                 f"--web.listen-address=127.0.0.1:{self.port}",
+                 "--web.console.templates=", "--web.console.libraries="],
+                cwd=self.dir, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT)
+            self.out = probekit.LineReader(self.proc.stdout)
+            m = self.out.wait_for(r"Server is ready to receive web requests"
+                                  r"|address already in use")
+            if "ready" in m.group(0):
+                return
+            self.proc.wait(timeout=probekit.TIMEOUT)
+        pytest.fail("prometheus found no free port in 5 tries")
+
+    def query(self, q):
+        """The instant vector of q: {labels-without-__name__: (ts, value)}."""
+        c = http.client.HTTPConnection("127.0.0.1", self.port,
+                                       timeout=probekit.TIMEOUT)
+        try:
+            c.request("GET", "/api/v1/query?" +
+                      urllib.parse.urlencode({"query": q}))
+            resp = json.loads(c.getresponse().read())
+        finally:
+            c.close()
+        assert resp["status"] == "success", resp
+        return {tuple(sorted((k, v) for k, v in e["metric"].items()
+                             if k != "__name__")):
+                (float(e["value"][0]), float(e["value"][1]))
+                for e in resp["data"]["result"]}
+
+    def one(self, q):
+        """q's single (timestamp, value), or None while it has none."""
+        r = self.query(q)
+        assert len(r) <= 1, r
+        return next(iter(r.values())) if r else None
+
+    def value(self, q):
+        """q's value, waited for: a scrape that times out on a loaded
+        machine marks every series of the target stale until the next
+        one, and a stale series has no value."""
+        end = time.monotonic() + probekit.TIMEOUT
+        while time.monotonic() < end:
+            v = self.one(q)
+            if v is not None:
+                return v[1]
+            time.sleep(0.1)
+        pytest.fail(f"{q} has no value")
+
+    def wait_value(self, q, want, stamp=None):
+        """Wait until q reaches want (a scrape after the workload), then
+        check that it is exactly want and still is one scrape later.
+        stamp is the query of q's scrape time: timestamp(q) for a
+        selector; an aggregation has none of its own, so it names one."""
+        stamp = stamp or f"timestamp({q})"
+        end = time.monotonic() + probekit.TIMEOUT
+        got = None
+        while time.monotonic() < end:
+            # The value first: a series that appears between the two
+            # queries then has its stamp too, from that scrape or later.
+            got = self.one(q), self.one(stamp)
+            if got[0] is not None and got[0][1] >= want:
+                break
+            time.sleep(0.1)
+        assert got[0] is not None and got[0][1] == want, \
+            f"{q}: {got[0]}, expected {want}"
+        ts = got[1][1] if got[1] else 0
+        later = None
+        while time.monotonic() < end:
+            later = self.one(stamp)
+            if later and later[1] > ts:
+                break
+            time.sleep(0.1)
+        assert later and later[1] > ts, f"no scrape of {q} after {ts}"
+        assert self.value(q) == want, f"{q} moved past {want}"
+
+    def wait_up(self):
+        end = time.monotonic() + probekit.TIMEOUT
+        while time.monotonic() < end:
+            v = self.one('up{job="probekit"}')
+            if v and v[1] == 1:
+                return
+            time.sleep(0.1)
+        pytest.fail("prometheus never scraped the exporter:\n" +
+                    "\n".join(self.out.lines[-20:]))
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(timeout=probekit.TIMEOUT)
+        assert rc == 0, "prometheus exited %d" % rc
+
+
+def lat_bucket(ns):
+    """The exporter's latency bucket of ns: (lower, upper] seconds."""
+    k = math.ceil(math.log2(ns / 1e9))
+    while ns > math.floor(2.0 ** k * 1e9):
+        k += 1
+    while ns <= math.floor(2.0 ** (k - 1) * 1e9):
+        k -= 1
+    return 2.0 ** (k - 1), 2.0 ** k
+
+
+@pytest.fixture
+def prometheus_for(tmp_path):
+    started = []
+
+    def start(target):
+        p = Prometheus(tmp_path, target)
+        started.append(p)
+        p.wait_up()
+        return p
+    yield start
+    for p in started:
+        p.stop()
+
+
+@pytest.fixture
+def exporter(build):
+    started = []
+
+    def start(*args):
+        e = Exporter(build, args)
+        started.append(e)
+        return e
+    yield start
+    for e in started:
+        e.stop()
+
+
+def test_blktgt_latency_through_prometheus(bpf, target, exporter,
+                                           prometheus_for):
+    target.rpc("bdev_malloc_create", name="M0", size_mb=16, block_size=512)
+    target.rpc("bdev_delay_create", name="D0", base="M0", read_us=READ_US,
+               write_us=READ_US)
+    e = exporter("-p", str(target.pid))
+    prom = prometheus_for(e.addr)
+    count = 'probekit_io_latency_seconds_count{bdev="D0",type="read"}'
+    size = 'probekit_io_size_bytes_count{bdev="D0",type="read"}'
+    size_sum = 'probekit_io_size_bytes_sum{bdev="D0",type="read"}'
+
+    first = target.rpc("workload_run", bdev="D0", pattern="randread",
+                       io_size=4096, queue_depth=4, count=11)
+    assert first["ios"] == 11
+    prom.wait_value(count, 11)
+
+    run = target.rpc("workload_run", bdev="D0", pattern="randread",
+                     io_size=4096, queue_depth=4, count=23)
+    assert run["ios"] == 23 and run["errors"] == 0
+    prom.wait_value(count, 11 + 23)
+    assert prom.value(size) == 34
+    assert prom.value(size_sum) == 34 * 4096
+
+    # Every read of both runs lies in one bucket, so the median does.
+    lo, hi = lat_bucket(min(first["lat_min_ns"], run["lat_min_ns"]))
+    assert (lo, hi) == lat_bucket(max(first["lat_max_ns"],
+                                      run["lat_max_ns"])), (first, run)
+    assert (lo, hi) == (0.125, 0.25)
+    q = prom.value('histogram_quantile(0.5, sum by (le) '
+                   '(probekit_io_latency_seconds_bucket{bdev="D0",type="read"}))')
+    assert lo < q <= hi, f"median {q} outside ({lo}, {hi}]"
+
+
+def test_rpc_and_nbd_metrics(bpf, target, exporter):
+    target.rpc("bdev_malloc_create", name="M0", size_mb=4, block_size=512)
+    target.rpc("export_create", name="disk0", bdev="M0")
+    e = exporter("-p", str(target.pid), "--nbd-commands")
+    for _ in range(7):
+        target.rpc("target_stats")
+    # A method name from a client is a label value: escaped, not trusted.
+    with pytest.raises(probekit.RpcError):
+        target.rpc('we"ird\\name\nx')
+    subprocess.run(["qemu-io", "-f", "raw", "-r", "-c", "read 0 4096",
+                    "-c", "read 4096 4096", "-c", "read 0 512",
+                    target.nbd_uri("disk0")], check=True,
+                   capture_output=True, timeout=probekit.TIMEOUT)
+    _, body = e.scrape()
+    assert sample(body, 'probekit_rpc_latency_seconds_count'
+                  '{method="target_stats"}') == 7
+    assert sample(body, 'probekit_rpc_latency_seconds_count'
+                  '{method="we\\"ird\\\\name\\nx"}') == 1
+    assert sample(body, 'probekit_nbd_commands_total{command="READ"}') == 3
+    assert sample(body, "probekit_nbd_connections_total") == 1
+    # qemu-io has returned, but blktgt may still be closing its side.
+    end = time.monotonic() + probekit.TIMEOUT
+    while sample(body, "probekit_nbd_disconnections_total") != 1 and \
+            time.monotonic() < end:
+        time.sleep(0.05)
+        _, body = e.scrape()
+    assert sample(body, "probekit_nbd_disconnections_total") == 1
+    # qemu-io's last command, sent as it leaves: counted by the time the
+    # connection is closed.
+    assert sample(body, 'probekit_nbd_commands_total{command="DISC"}') == 1
+    # The same bytes parse as Prometheus' own checker wants them.
+    chk = subprocess.run(["promtool", "check", "metrics"], input=body,
+                         text=True, capture_output=True)
+    assert chk.returncode == 0, chk.stdout + chk.stderr
+
+
+def test_formats_and_http_errors(bpf, target, exporter):
+    target.rpc("bdev_null_create", name="N0", size_mb=4, block_size=512)
+    e = exporter("-p", str(target.pid), "--pid-label")
+    run = target.rpc("workload_run", bdev="N0", pattern="randread",
+                     io_size=4096, queue_depth=8, count=29)
+    assert run["ios"] == 29
+    pid = f'pid="{target.pid}"'
+    series = f'probekit_io_latency_seconds_count{{bdev="N0",type="read",{pid}}}'
+    end = time.monotonic() + probekit.TIMEOUT
+    while True:
+        ctype, text = e.scrape()
+        if sample(text, series) == 29 or time.monotonic() > end:
+            break
+        time.sleep(0.05)
+    assert sample(text, series) == 29
+    assert ctype == "text/plain; version=0.0.4; charset=utf-8"
+    assert "# TYPE probekit_io_errors_total counter" in text
+    assert "# EOF" not in text
+    # NBD commands cost a hit each: only with --nbd-commands.
+    assert "probekit_nbd_commands_total" not in text
+
+    ctype, om = e.scrape(openmetrics=True)
+    assert ctype == ("application/openmetrics-text; version=1.0.0; "
+                     "charset=utf-8")
+    assert om.endswith("\n# EOF\n")
+    assert "# TYPE probekit_io_errors counter" in om
+    assert sample(om, series) == 29
+    # The le strings are the same in every scrape.
+    les = [ln.split("le=")[1].split("}")[0] for ln in text.splitlines()
+           if ln.startswith("probekit_io_latency_seconds_bucket")]
+    _, again = e.scrape()
+    assert les == [ln.split("le=")[1].split("}")[0]
+                   for ln in again.splitlines()
+                   if ln.startswith("probekit_io_latency_seconds_bucket")]
+    assert les[0] == '"1.4901161193847656e-08"' and les[-1] == '"+Inf"'
+
+    # Anything but GET /metrics is an HTTP error, and serving goes on.
+    assert e.request("POST", body="x")[0] == 405
+    assert e.request("HEAD")[0] == 405
+    assert e.request("GET", "/")[0] == 404
+    assert e.request("GET", "/metrics/../x")[0] == 404
+    assert e.request("GET", "/metrics", headers={"X-Big": "a" * 65536})[0] \
+        in (413, 431)
+    for raw, status in [
+            (b"GET /metrics HTTP/1.1\r\nHost: x\r\nno colon\r\n\r\n", 400),
+            (b"GET /metrics HTTP/9.9\r\n\r\n", 505),
+            (b"GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+             b"\r\nhello", 400)]:
+        with socket.create_connection(("127.0.0.1", e.port)) as s:
+            s.settimeout(probekit.TIMEOUT)
+            s.sendall(raw)
+            assert s.recv(64).startswith(b"HTTP/1.1 %d" % status), raw
+    assert e.scrape()[1].count("\n") > 10
+
+
+def run_bad(build, *args):
+    r = subprocess.run([exporter_bin(build), "--listen", "127.0.0.1:0"] +
+                       list(args), capture_output=True, text=True,
+                       timeout=probekit.TIMEOUT)
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("probekit-exporter: "), \
+        r.stderr
+    assert r.stdout == ""
+    return r.returncode, lines[0]
+
+
+@pytest.mark.parametrize("spec,why", [
+    (["--pair", "q"], "give NAME=PROVIDER:START,PROVIDER:DONE"),
+    (["--pair", "9q=a:b,c:d"], "letters, digits and _ only"),
+    (["--pair", "q=a:b"], "give NAME=PROVIDER:START,PROVIDER:DONE"),
+    (["--pair", "q=a:b,c:d,arg0"], "tid, or argN with N from 1 to 12"),
+    (["--pair", "q=a:b,c:d,arg13"], "tid, or argN with N from 1 to 12"),
+    (["--pair", "q=a:b,c:d", "--count", "q=a:*"], "is given twice"),
+    (["--count", "n=nocolon"], "give NAME=PROVIDER:PROBE"),
+    (["--count", "probekit_io=a:b"], "probekit_ names are the exporter's"),
+    (["--pair", "q=" + "a" * 600 + ":b,c:d"], "longer than 512"),
+    (["--listen", "nohost"], "give HOST:PORT"),
+    (["--count", "n=a:b", "--nbd-commands"], "give --blktgt too"),
+])
+def test_bad_specs(build, spec, why):
+    rc, line = run_bad(build, "-b", "/bin/true", *spec)
+    assert rc == 2 and why in line, line
+
+
+def test_bad_targets(build, bpf, tmp_path):
+    sleeper = subprocess.Popen(["sleep", "600"])
+    try:
+        rc, line = run_bad(build, "-p", str(sleeper.pid))
+        assert rc == 1 and "has no USDT probe blktgt:io__batch" in line
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    rc, line = run_bad(build, "-b", f"{PG_BIN}/postgres",
+                       "--count", "x=postgresql:nope*")
+    assert rc == 1 and "no probe matches 'postgresql:nope*'" in line
+    # An argument only a symbol names: the exporter cannot pair by it.
+    rc, line = run_bad(build, "-b", f"{PG_BIN}/postgres", "--pair",
+                       "c=postgresql:checkpoint__start,"
+                       "postgresql:checkpoint__done,arg1")
+    assert rc == 1 and "cannot read" in line and "pair by tid" in line
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        r = subprocess.run([exporter_bin(build), "-b", "/bin/true",
+                            "--listen", f"127.0.0.1:{port}"],
+                           capture_output=True, text=True,
+                           timeout=probekit.TIMEOUT)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1
+    assert "Address already in use; pick another port" in r.stderr
+
+
+class Postgres:
+    """A private PostgreSQL 15 cluster, run as the postgres user, with a
+    unix socket only.  The postgres user cannot enter root's pytest
+    tmpdirs, so its directory is made under /tmp and removed at stop()."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="probekit-pg-")
+        shutil.chown(self.dir, "postgres", "postgres")
+        self.data = os.path.join(self.dir, "data")
+        self.pg("initdb", "-D", self.data, "-A", "trust", "-U", "postgres",
+                "--no-sync")
+        self.pg("pg_ctl", "-D", self.data, "-l",
+                os.path.join(self.dir, "log"), "-w", "-o",
+                f"-c listen_addresses='' -c unix_socket_directories={self.dir}"
+                " -c fsync=off", "start")
+
+    def pg(self, tool, *args):
+        r = subprocess.run(["runuser", "-u", "postgres", "--",
+                            f"{PG_BIN}/{tool}"] + list(args),
+                           capture_output=True, text=True,
+                           timeout=probekit.TIMEOUT * 2)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r.stdout
+
+    def session(self, n):
+        """One connection: select pg_backend_pid(), then n queries (psql -c
+        sends each as one simple query).  Returns the backend's PID."""
+        args = ["-c", "select pg_backend_pid()"]
+        for i in range(n):
+            args += ["-c", f"select {i}"]
+        out = self.pg("psql", "-X", "-q", "-A", "-t", "-h", self.dir,
+                      "-d", "postgres", *args)
+        return int(out.splitlines()[0])
+
+    def stop(self):
+        try:
+            self.pg("pg_ctl", "-D", self.data, "-m", "fast", "-w", "stop")
+        finally:
+            shutil.rmtree(self.dir)
+
+
+@pytest.fixture
+def postgres():
+    if not os.access(f"{PG_BIN}/postgres", os.X_OK):
+        why = "needs postgres (Debian package postgresql-15); run 'make deps'"
+        if os.environ.get("CI") == "true":
+            pytest.fail(why)
+        pytest.skip(why)
+    pg = Postgres()
+    yield pg
+    pg.stop()
+    assert not os.path.exists(pg.dir)
+
+
+def test_postgres_query_pair_through_prometheus(bpf, postgres, exporter,
+                                                prometheus_for):
+    """-b traces every postgres on the machine, other clusters too: the
+    pid label picks this cluster's backends out of them."""
+    e = exporter("-b", f"{PG_BIN}/postgres", "--pid-label", "--pair",
+                 "pg_query=postgresql:query__start,postgresql:query__done",
+                 "--count", "pg_starts=postgresql:query__start")
+    prom = prometheus_for(e.addr)
+    # Two connections, each its own backend process, each with one query
+    # more: the one that names its PID.
+    pids = [postgres.session(13), postgres.session(4)]
+    assert pids[0] != pids[1]
+    ours = '{pid=~"%s"}' % "|".join(map(str, pids))
+    prom.wait_value(f"sum(pg_query_seconds_count{ours})", 14 + 5,
+                    f"max(timestamp(pg_query_seconds_count{ours}))")
+    prom.wait_value(f"sum(pg_starts_total{ours})", 14 + 5,
+                    f"max(timestamp(pg_starts_total{ours}))")
+    want = {(("instance", e.addr), ("job", "probekit"), ("pid", str(p)),
+             ("probe", "postgresql:query__start")) for p in pids}
+    end = time.monotonic() + probekit.TIMEOUT
+    while True:  # empty while a timed-out scrape has it stale
+        got = set(prom.query(f"pg_starts_total{ours}"))
+        if got or time.monotonic() > end:
+            break
+        time.sleep(0.1)
+    assert got == want
+    pids.append(postgres.session(6))
+    ours = '{pid=~"%s"}' % "|".join(map(str, pids))
+    prom.wait_value(f"sum(pg_query_seconds_count{ours})", 14 + 5 + 7,
+                    f"max(timestamp(pg_query_seconds_count{ours}))")
+
+
+def test_pair_by_argument_and_count(bpf, target, exporter):
+    """--pair keyed by an argument read from its operand (the I/O id),
+    and --count over a glob, on blktgt's per-I/O probes."""
+    target.rpc("bdev_null_create", name="N0", size_mb=4, block_size=512)
+    e = exporter("-p", str(target.pid),
+                 "--pair", "io=blktgt:io__submit,blktgt:io__done,arg1",
+                 "--count", "io_events=blktgt:io__*")
+    run = target.rpc("workload_run", bdev="N0", pattern="randrw",
+                     io_size=4096, queue_depth=8, count=31)
+    assert run["ios"] == 31
+    _, body = e.scrape()
+    assert sample(body, "io_seconds_count") == 31
+    assert sample(body, 'io_events_total{probe="blktgt:io__submit"}') == 31
+    assert sample(body, 'io_events_total{probe="blktgt:io__done"}') == 31
+    assert 'probe="blktgt:io__batch"' in body
