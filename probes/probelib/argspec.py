@@ -32,7 +32,8 @@ _OP_REG = re.compile(r"^%(\w+)$")
 _OP_CONST = re.compile(r"^\$(-?\w+)$")
 _OP_MEM = re.compile(r"^(-?\d*)\(%(\w+)\)$")
 _OP_INDEX = re.compile(r"^(-?\w*)\(%(\w+),%(\w+)(?:,(\d+))?\)$")
-_OP_SYM = re.compile(r"^([A-Za-z_.][\w.]*)(?:[+-]\d+)?\(%(\w+)\)$")
+# sym(%rip), sym+8(%rip), and GCC's 40+sym(%rip) (an offset into a struct).
+_OP_SYM = re.compile(r"^(?:-?\d+\+)?([A-Za-z_.][\w.]*)(?:[+-]\d+)?\(%(\w+)\)$")
 
 
 @dataclass
@@ -134,3 +135,34 @@ def spec_problems(spec):
         if why:
             out.append((i, why))
     return out
+
+
+# The readers probekit names, and the operand kinds each can read (checked
+# on this machine for bpftrace 0.17's immediates and symbol-relative
+# operands; libbpf 1.1 from its x86 parser, which knows only off(%reg),
+# %reg and $imm; BCC 0.26 from its usdt_args.cc).  bpftrace and libbpf
+# need a general-purpose base register other than %rip.
+READERS = {
+    "bpftrace 0.17": ("reg", "mem"),
+    "libbpf 1.1": ("const", "reg", "mem"),
+    "BCC 0.26": ("const", "reg", "mem", "sym", "index"),
+}
+_KIND_WHY = {
+    "const": "an immediate (constant) operand",
+    "sym": "a symbol-relative %rip operand",
+    "index": "a scale-index-base operand",
+    "unknown": "an operand it does not parse",
+}
+
+
+def reader_problem(op, reader, kinds=None):
+    """Why reader (a key of READERS, or any name with the kinds it reads)
+    cannot read operand op, as "READER cannot read OPERAND: a ...
+    operand", or None when it can."""
+    o = parse_operand(op)
+    kinds = kinds or READERS[reader]
+    if o.kind in ("reg", "mem") and (o.base not in GPR or o.base == "rip"):
+        return f"{reader} cannot read {op}: %{o.base} is not a general register"
+    if o.kind in kinds:
+        return None
+    return f"{reader} cannot read {op}: {_KIND_WHY.get(o.kind, 'an operand it does not parse')}"
