@@ -24,8 +24,6 @@ import probekit_bcc_target as proc
 from probekit_bcc_args import command, die
 from probekit_bcc_probes import UsdtSite, UsdtProbes, _probelib, _read_operand
 
-ELF_MAGIC = b"\x7fELF"
-MAX_FILES = 4096        # distinct files of a process whose notes are read
 # The operand kinds probekit_bcc_probes._read_operand() reads.
 READ_KINDS = ("const", "reg", "mem", "index")
 
@@ -41,7 +39,7 @@ class Scope:
             self.pid, self.comm = pid, self.target.comm
             self.where = "PID %d (%s)" % (pid, self.comm)
             self.head = {"pid": pid}
-            self.files = _process_files(tool, pid, self.target.exe)
+            self.files = _process_files(tool, pid)
             return
         self.target = None
         path = os.path.abspath(path)
@@ -66,36 +64,20 @@ class Scope:
 
 
 def _is_elf(path):
-    try:
-        with open(path, "rb") as f:
-            return f.read(4) == ELF_MAGIC
-    except OSError:
-        return False
+    _probelib()
+    from probelib import process
+    return process.is_elf(path)
 
 
-def _process_files(tool, pid, exe):
+def _process_files(tool, pid):
     """[(name, openable path)] of the executable, then each other
     file-backed ELF mapping of process pid, as /proc/PID/root/NAME."""
-    root = "/proc/%d/root" % pid
-    names = [exe]
+    _probelib()
+    from probelib import process
     try:
-        with open("/proc/%d/maps" % pid) as f:
-            for n, line in enumerate(f):
-                if n >= proc.MAX_MAPS:
-                    break
-                fields = line.rstrip("\n").split(None, 5)
-                if len(fields) == 6 and fields[5].startswith("/") \
-                        and not fields[5].endswith(" (deleted)") \
-                        and fields[5] not in names:
-                    names.append(fields[5])
-    except OSError as e:
-        die(tool, "cannot read /proc/%d/maps: %s" % (pid, e.strerror))
-    out = []
-    for name in names[:MAX_FILES]:
-        path = root + name
-        if _is_elf(path):
-            out.append((name, path))
-    return out
+        return process.files(pid)
+    except process.ProcessError as e:
+        die(tool, str(e))
 
 
 class Probe:
