@@ -353,3 +353,81 @@ def test_library_only_in_mount_namespace(bpf, kind, tmp_path):
             p.kill()
             p.wait()
     assert counts(t.wait()) == {"libstdcxx:throw": K}
+
+
+# --- probekit-list -------------------------------------------------------------
+
+def probekit_list(*args):
+    return histtools.run([os.path.join(probekit.BUILD, "bin",
+                                       "probekit-list"), *map(str, args)])
+
+
+@PG
+def test_list_traced_now(bpf, pg):
+    """The semaphore a tracer raised through the kernel's reference
+    counter shows as "traced now" in a backend, and falls back to 0 once
+    the tracer is gone."""
+    a = pg.connect()
+    try:
+        pid = int(a.value("pg_backend_pid()"))
+        probe = ["  postgresql:transaction__start  1 site  semaphore: %s",
+                 "      arg0/arg1  4@%ebx  bpftrace: yes  libbpf: yes"]
+
+        def listed(sem):
+            rc, lines = probekit_list("-p", pid,
+                                      "postgresql:transaction__start")
+            assert rc == 0, lines
+            assert lines == [pg.postgres, probe[0] % sem, probe[1]], lines
+        listed("0 (not traced)")
+        t = Tool("bcc", "usdtcount", "-b", pg.postgres,
+                 "postgresql:transaction__start").start()
+        listed("1 (traced now)")
+        t.stop()
+        listed("0 (not traced)")
+    finally:
+        a.close()
+
+
+def test_list_path_with_catalog(tmp_path):
+    """A file by its path, a third-party catalog's names, types and docs,
+    and each reader's verdict with its reason."""
+    cat = tmp_path / "pg.d"
+    cat.write_text("provider postgresql {\n"
+                   "\t/* A checkpoint finished. */\n"
+                   "\tprobe checkpoint__done(int, int, int, int, int);\n"
+                   "\tprobe transaction__start(LocalTransactionId);\n"
+                   "};\n")
+    rc, lines = probekit_list(f"{thirdparty.PG_BIN}/postgres",
+                              "postgresql:checkpoint__done",
+                              "--catalog", cat)
+    assert rc == 0, lines
+    why = "{} cannot read {}: a symbol-relative %rip operand"
+    assert lines[:7] == [
+        f"{thirdparty.PG_BIN}/postgres",
+        "  postgresql:checkpoint__done  1 site  semaphore: yes",
+        "      doc: A checkpoint finished.",
+        "      arg0/arg1  -4@40+CheckpointStats(%rip)  bpftrace: no  "
+        "libbpf: no  int",
+        "        " + why.format("bpftrace 0.17", "40+CheckpointStats(%rip)"),
+        "        " + why.format("libbpf 1.1", "40+CheckpointStats(%rip)"),
+        "      arg1/arg2  -4@NBuffers(%rip)  bpftrace: no  libbpf: no  int",
+    ], lines
+    assert len(lines) == 1 + 1 + 1 + 5 * 3, lines
+
+
+def test_list_errors(tmp_path):
+    rc, lines = probekit_list(f"{thirdparty.PG_BIN}/postgres",
+                              "postgresql:query__begin")
+    assert (rc, lines) == (1, [
+        "probekit-list: no USDT probe matches postgresql:query__begin in "
+        f"{thirdparty.PG_BIN}/postgres"]), lines
+    rc, lines = probekit_list("-p", histtools.unused_pid())
+    assert rc == 1 and len(lines) == 1 and \
+        lines[0].startswith("probekit-list: no process with PID"), lines
+    notelf = tmp_path / "x"
+    notelf.write_text("not an ELF file\n")
+    rc, lines = probekit_list(notelf)
+    assert (rc, lines) == (1, [f"probekit-list: {notelf} is not an ELF "
+                               "file (or cannot be read)"]), lines
+    rc, lines = probekit_list()
+    assert rc == 2 and len(lines) == 1, lines
