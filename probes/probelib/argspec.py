@@ -3,12 +3,13 @@
 syntax): parsed into their parts, and judged against what bpftrace 0.17,
 BCC 0.26 and libbpf 1.1 can read.
 
-All three read the general-purpose registers in every width, constants
-($N) and memory at disp(%reg).  BCC's parser also takes xmm registers but
-reads them as 0; bpftrace has no pt_regs offset for them and aborts.
-Symbol-relative operands (sym(%rip)) are read by BCC only; an index
-register (disp(%b,%i,s)) by bpftrace and BCC but not libbpf 1.1, whose
-parser also reads constants and displacements in decimal only.
+All three read the general-purpose registers in every width and memory at
+disp(%reg).  Constants ($N) are read by BCC and libbpf 1.1 (in decimal
+only), not by bpftrace 0.17 ("couldn't get argument", checked here).  BCC's
+parser also takes xmm registers but reads them as 0; bpftrace has no
+pt_regs offset for them and aborts.  Symbol-relative operands (sym(%rip),
+GCC's off+sym(%rip)) and scale-index-base ones (disp(%b,%i,s)) are read by
+BCC only.
 """
 
 import re
@@ -88,7 +89,8 @@ def operand_problem(op):
     if m:
         if not re.fullmatch(r"-?\d+", m.group(1)):
             return f"constant {op} is not decimal; libbpf 1.1 misreads it"
-        return None
+        return (f"immediate operand {op}: bpftrace 0.17 cannot read it "
+                "(BCC and libbpf can)")
     m = _OP_REG.match(op)
     if m:
         reg = m.group(1)
@@ -116,7 +118,8 @@ def operand_problem(op):
     if m:
         if m.group(2) not in GPR or m.group(3) not in GPR:
             return f"operand {op} uses a register that is not a general register"
-        return f"indexed operand {op}: libbpf 1.1 cannot read it"
+        return (f"scale-index-base operand {op}: bpftrace 0.17 and "
+                "libbpf 1.1 cannot read it (only BCC can)")
     return f"operand '{op}' is not one bpftrace, BCC and libbpf parse"
 
 
