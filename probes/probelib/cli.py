@@ -53,8 +53,9 @@ argument read whose operand the reader cannot take is an error that names
 the reader: bpftrace 0.17 reads no immediate ($N), symbol-relative
 (sym(%rip), 40+sym(%rip)) or scale-index-base (disp(%b,%i,s)) operand;
 libbpf 1.1 refuses to attach a probe with any symbol-relative or
-scale-index-base operand, read or not.  Without a catalog, the binary's
-operands that bpftrace or libbpf cannot read are also listed as notes.
+scale-index-base operand, read or not.  Given a binary alone (no catalog,
+no FILE), it lists as notes the operands that bpftrace or libbpf cannot
+read.
 
 A script's __EXE__ probes may live in a shared library: --lib PATH names
 one, and --pid PID takes the files a running process maps (through
@@ -206,7 +207,7 @@ def main(argv=None):
     if loaded is None:
         return 1
     catalog, binary, libs = loaded
-    if binary is not None and binary.elf and not catalog:
+    if binary is not None and binary.elf and not catalog and not a.files:
         unreadable_notices(report, binary)
     ck = Checker(report, binary, catalog, libs)
     checked = 0
