@@ -130,11 +130,18 @@ def test_postgres_transaction_latency(bpf, pg, kind, key):
     j = Tool(kind, "usdtlat", "-b", pg.postgres, "-j",
              "postgresql:transaction__start",
              "postgresql:transaction__commit").start()
+    h = Tool(kind, "usdtcount", "-b", pg.postgres, "-H", "arg1",
+             "postgresql:transaction__start").start()
     try:
         two_sessions_run(a, b)
     finally:
         a.close()
         b.close()
+    # -H arg1: the N local transaction ids (unsigned, so none negative).
+    hists = parse(h.stop())
+    assert [(x["key"], total(x)) for x in hists] == [
+        ({"probe": "postgresql:transaction__start"}, N)], hists
+    assert "negative" not in hists[0], hists
     hists = parse(t.stop())
     assert len(hists) == 1 and hists[0]["unit"] == "nsecs", hists
     assert total(hists[0]) == N, hists
