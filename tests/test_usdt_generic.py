@@ -155,10 +155,9 @@ def test_postgres_transaction_latency(bpf, pg, kind, key):
 
 @PG
 @pytest.mark.parametrize("kind", KINDS)
-def test_postgres_by_pid_resolves_libraries(bpf, pg, kind):
-    """-p PID of a backend: its probes and those of the libraries it
-    maps (libc has none the backend fires here, so only PostgreSQL's
-    count), for that process alone."""
+def test_postgres_by_pid_one_backend(bpf, pg, kind):
+    """-p PID of one backend counts that backend's queries alone: the
+    uprobes are for that process only, not for its sibling backend."""
     a, b = pg.connect(), pg.connect()
     pid = int(a.value("pg_backend_pid()"))
     t = Tool(kind, "usdtcount", "-p", pid, "postgresql:query__start").start()
