@@ -29,6 +29,22 @@ N = 23                  # queries, over two connections: 12 + 11
 K = 29                  # calls and throws
 
 
+_started = []
+
+
+@pytest.fixture(autouse=True)
+def no_tool_left():
+    """A tool traced with -b never sees its target exit: when a test
+    fails before it stops one, the tool is killed here, not left
+    running."""
+    yield
+    while _started:
+        t = _started.pop()
+        if getattr(t, "proc", None) is not None and t.proc.poll() is None:
+            os.killpg(t.proc.pid, signal.SIGKILL)
+            t.proc.wait()
+
+
 class Tool(histtools.Tool):
     """A generic tool started with its own target options (-p or -b).
     Its output must be tidy as the other tools' is, except that the lines
@@ -38,6 +54,12 @@ class Tool(histtools.Tool):
     def __init__(self, kind, name, *args):
         super().__init__(kind, name, 0)
         self.cmd = histtools.program(kind, name) + [*map(str, args)]
+
+    def start(self):
+        try:
+            return super().start()
+        finally:
+            _started.append(self)
 
     def wait(self):
         lines = super().wait()
