@@ -37,7 +37,7 @@ PACKAGES = {
     "qemu-img": "qemu-utils", "nbdcopy": "libnbd-bin", "nbdinfo": "libnbd-bin",
     "fio": "fio", "nbdkit": "nbdkit", "gdb": "gdb", "valgrind": "valgrind",
     "py:bcc": "python3-bpfcc", "py:elftools": "python3-pyelftools",
-    "g++": "g++", "/usr/bin/python3.11": "python3.11",
+    "g++": "g++", "gcc": "gcc", "/usr/bin/python3.11": "python3.11",
     "/usr/lib/postgresql/15/bin/postgres": "postgresql-15",
     "/usr/lib/postgresql/15/bin/psql": "postgresql-client-15",
 }

@@ -39,8 +39,9 @@ class Postgres:
     """A private PostgreSQL cluster: a copy of postgres, initdb and pg_ctl
     under DIR/usr/lib/postgresql/15/bin (PostgreSQL finds its share and
     lib directories relative to its binary, so they are links to
-    Debian's), the data in DIR/data, the socket in DIR.  Autovacuum is
-    off, so that no transaction runs that a test did not send."""
+    Debian's), the data in DIR/data, the socket in DIR.  Autovacuum and
+    the logical replication launcher are off, so that no transaction runs
+    that a test did not send."""
 
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="probekit-pg-")
@@ -68,7 +69,7 @@ class Postgres:
         self._run(f"{self.bindir}/initdb", "-D", self.data, "-A", "trust",
                   "-U", PG_USER, "--no-sync")
         opts = (f"-k {self.dir} -c listen_addresses= -c autovacuum=off "
-                "-c fsync=off")
+                "-c max_logical_replication_workers=0 -c fsync=off")
         # -w waits until the server accepts connections.
         self._run(f"{self.bindir}/pg_ctl", "-D", self.data, "-o", opts,
                   "-l", os.path.join(self.dir, "log"), "-w", "-t",
