@@ -150,8 +150,12 @@ probes-doc:
 	$(Q)$(PYTHON) $(GENCAT) --update-doc probes/README.md $(CATALOG)
 
 # Everything that names a probe: checked against the catalog and binary.
+# The generic tools (usdtlat, usdtcount) attach what their command line
+# names, for any binary: they name no probe to check.
+LINT_GENERIC = libbpf/usdtlat.bpf.c libbpf/usdtcount.bpf.c
 LINT_FILES = $(wildcard bt/*.bt) $(filter-out %.txt %.md %.py,$(wildcard bcc/*)) \
-             $(wildcard libbpf/*.bpf.c) $(wildcard bench/*.bt bench/*_bcc.py)
+             $(filter-out $(LINT_GENERIC),$(wildcard libbpf/*.bpf.c)) \
+             $(wildcard bench/*.bt bench/*_bcc.py)
 
 lint: $(TARGET)
 	$(Q)$(PYTHON) probes/probecheck --binary $(TARGET) --catalog $(CATALOG) $(LINT_FILES)

@@ -223,26 +223,44 @@ class Output:
     """Prints one interval's histograms as text or JSON (see the top of
     this file for both formats)."""
 
-    def __init__(self, tool, pid, args):
-        self.tool, self.pid = tool, pid
+    def __init__(self, tool, pid, args, head=None):
+        self.tool = tool
+        self.head = head if head is not None else {"pid": pid}
         self.json, self.timestamp = args.json, args.timestamp
         self.n = 0
 
-    def emit(self, hists):
-        hists = [h for h in hists if h.shown()]
+    def start(self):
+        """The JSON object's leading fields, or the text's leading lines,
+        of one interval."""
         stamp = time.strftime("%H:%M:%S")
         if self.json:
-            obj = {"tool": self.tool, "pid": self.pid}
+            obj = {"tool": self.tool}
+            obj.update(self.head)
             if self.timestamp:
                 obj["time"] = stamp
-            obj["histograms"] = [h.json() for h in hists]
-            print(json.dumps(obj), flush=True)
-            return
+            return obj
         lines = []
         if self.n:
             lines.append("")
         if self.timestamp:
             lines.append("%-8s" % stamp)
+        self.n += 1
+        return lines
+
+    def finish(self, obj_or_lines):
+        if self.json:
+            print(json.dumps(obj_or_lines), flush=True)
+        elif obj_or_lines:
+            print("\n".join(obj_or_lines), flush=True)
+
+    def emit(self, hists):
+        hists = [h for h in hists if h.shown()]
+        if self.json:
+            obj = self.start()
+            obj["histograms"] = [h.json() for h in hists]
+            self.finish(obj)
+            return
+        lines = self.start()
         for i, h in enumerate(hists):
             if h.key:
                 lines.append("")
@@ -252,16 +270,15 @@ class Output:
             lines += h.text()
             for k, v in h.extra.items():
                 lines.append("%s: %s" % (k, v))
-        self.n += 1
-        if lines:
-            print("\n".join(lines), flush=True)
+        self.finish(lines)
 
 
-def run(tool, target, args, collect, what, bpf=None):
+def run(tool, target, args, collect, what, bpf=None, out=None, ready=None):
     """The tool's main loop.  Prints "Tracing ... Hit Ctrl-C to end." (the
-    readiness line: the caller has loaded and attached everything), then
-    every interval calls collect() -> [Hist] (which clears the maps) and
-    prints it.  Ends after count intervals, after -d seconds, on Ctrl-C
+    readiness line: the caller has loaded and attached everything; ready
+    replaces its text), then every interval calls collect() (which clears
+    the maps) and prints what it returns through out.emit() (by default
+    an Output, printing [Hist]).  Ends after count intervals, after -d seconds, on Ctrl-C
     or SIGTERM (printing what was collected, exit 0), or when the target
     exits (the same, plus a line on stderr saying so).  With --max-rate,
     bpf (loaded with count_hits) is checked every MAX_RATE_WINDOW seconds;
@@ -277,8 +294,9 @@ def run(tool, target, args, collect, what, bpf=None):
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
 
-    out = Output(tool, target.pid, args)
-    msg = "Tracing %s of PID %d (%s)... Hit Ctrl-C to end." % (
+    if out is None:
+        out = Output(tool, target.pid, args)
+    msg = ready or "Tracing %s of PID %d (%s)... Hit Ctrl-C to end." % (
         what, target.pid, target.comm)
     if args.json:
         sys.stderr.write(msg + "\n")

@@ -96,14 +96,18 @@ class VersionAction(argparse.Action):
         parser.exit(0)
 
 
-def parser(prog, description, examples):
+def parser(prog, description, examples, target=True):
+    """The shared options.  target=False leaves out -p and the positional
+    [interval [count]], for a tool that selects its target itself and has
+    positionals of its own before them (add_interval())."""
     p = Parser(prog=command(prog), description=description,
                formatter_class=argparse.RawDescriptionHelpFormatter,
                epilog=examples)
     p.add_argument("--version", action=VersionAction,
                    help="print probekit's version and exit")
-    p.add_argument("-p", "--pid", type=pid_type, required=True,
-                   help="trace this blktgt process")
+    if target:
+        p.add_argument("-p", "--pid", type=pid_type, required=True,
+                       help="trace this blktgt process")
     p.add_argument("-T", "--timestamp", action="store_true",
                    help="include a timestamp on output")
     p.add_argument("-d", "--duration", type=positive_int, metavar="SECS",
@@ -111,15 +115,21 @@ def parser(prog, description, examples):
     p.add_argument("-j", "--json", action="store_true",
                    help="print JSON, one object per interval (schema: "
                         "bcc/probekit_bcc.py)")
+    p.add_argument("--max-rate", type=max_rate, metavar="HITS_PER_S",
+                   help="a cost guard: past this many probe hits per "
+                        "second, detach, print what was collected and exit 0")
+    if target:
+        add_interval(p)
+    p.add_argument("--ebpf", action="store_true", help=argparse.SUPPRESS)
+    return p
+
+
+def add_interval(p):
+    """The positional [interval [count]]."""
     p.add_argument("interval", nargs="?", type=positive_int,
                    help="output interval, in seconds")
     p.add_argument("count", nargs="?", type=positive_int,
                    help="number of outputs")
-    p.add_argument("--max-rate", type=max_rate, metavar="HITS_PER_S",
-                   help="a cost guard: past this many probe hits per "
-                        "second, detach, print what was collected and exit 0")
-    p.add_argument("--ebpf", action="store_true", help=argparse.SUPPRESS)
-    return p
 
 
 def add_units(p, default):

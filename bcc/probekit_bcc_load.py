@@ -80,7 +80,8 @@ def load(tool, text, cflags=(), usdt=None, count_hits=False):
         os.close(saved[1])
     if err is None:
         for s in usdt.sites if usdt else ():
-            attach(tool, "USDT probe %s of PID %d" % (s.probe, usdt.pid),
+            attach(tool, "USDT probe %s of %s" % (s.probe, getattr(
+                       usdt, "where", "PID %d" % usdt.pid)),
                    compat.attach_usdt_site, b, s.fn, s.path, s.addr,
                    s.offset, usdt.pid, s.ref_ctr)
         return b

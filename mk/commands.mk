@@ -2,7 +2,7 @@
 # Every command probekit builds or ships is in $(O)/bin under the name it
 # is installed as (README.md, "Names"): probekit-TOOL for the libbpf tools
 # (mk/libbpf.mk builds them there), probekit-TOOL-bcc for their BCC twins,
-# probekit-bpftrace, probekit-check, probekit-gencatalog and
+# probekit-bpftrace, probekit-check, probekit-list, probekit-gencatalog and
 # probekit-structs, and blktgt, blktgt-rpc and blktgt-trace for the demo
 # target.  The scripts are linked,
 # not copied, so an edit in the checkout shows at once; each finds what it
@@ -11,6 +11,7 @@
 BCC_TOOLS := $(patsubst bcc/%,%,$(filter-out %.txt %.md %.py,$(wildcard bcc/*)))
 SCRIPT_LINKS := $(O)/bin/probekit-bpftrace:wrapper/bpftrace.sh \
 	$(O)/bin/probekit-check:probes/probecheck \
+	$(O)/bin/probekit-list:probes/list \
 	$(O)/bin/probekit-gencatalog:probes/gencatalog \
 	$(O)/bin/probekit-structs:probes/structs \
 	$(O)/bin/blktgt-rpc:target/rpc.py \

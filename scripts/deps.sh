@@ -12,7 +12,8 @@ python3-pyelftools systemtap-sdt-dev bpftrace bpfcc-tools python3-bpfcc
 libbpf-dev bpftool libelf-dev zlib1g-dev libnbd-bin qemu-utils fio nbdkit
 gnuplot-nox libclang-rt-14-dev linux-headers-amd64 procps strace binutils
 util-linux gdb liblttng-ust-dev lttng-tools libbabeltrace1 linux-perf
-debhelper lintian dpkg-dev man-db libmicrohttpd-dev prometheus"
+debhelper lintian dpkg-dev man-db libmicrohttpd-dev prometheus postgresql-15
+postgresql-client-15 python3.11 g++"
 
 say() { printf 'deps: %s\n' "$*"; }
 die() { printf 'deps: %s\n' "$*" >&2; exit 1; }

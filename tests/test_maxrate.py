@@ -136,7 +136,7 @@ COUNT_STOP = re.compile(r"^probekit-usdtcount(-bcc)?: (\d+) probe hits/s is over
 COUNT_ROW = re.compile(r"^blktgt:io__submit +(\d+)$")
 
 
-@pytest.mark.parametrize("kind", ["libbpf"])
+@pytest.mark.parametrize("kind", ["libbpf", "bcc"])
 def test_usdtcount_over_budget(bpf, malloc0, kind):
     """The generic counter takes the same budget: its count is the hits
     the line names, exactly (it detaches its own uprobe links first)."""

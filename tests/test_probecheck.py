@@ -230,13 +230,15 @@ def test_symbol_relative_operands_are_refused(tmp_path):
 
 
 def test_argspec_operands():
-    ok = ["8@%rax", "-4@%r9d", "1@%sil", "8@-16(%rbp)", "4@(%rsp)", "-4@$-5",
+    ok = ["8@%rax", "-4@%r9d", "1@%sil", "8@-16(%rbp)", "4@(%rsp)",
           "8@40(%r12)"]
     for spec in ok:
         assert argspec.spec_problems(spec) == [], spec
     bad = {"8@%xmm1": "bpftrace 0.17 cannot read it",
            "8@counter(%rip)": "symbol-relative operand",
-           "8@8(%rax,%rbx,8)": "libbpf 1.1 cannot read it",
+           "8@8(%rax,%rbx,8)": "bpftrace 0.17 and libbpf 1.1 cannot read it",
+           "-4@$-5": "bpftrace 0.17 cannot read it",
+           "-4@40+CheckpointStats(%rip)": "symbol-relative operand",
            "3@%eax": "size must be 1, 2, 4 or 8",
            "8%rax": "not SIZE@OPERAND",
            "4@$0x10": "not decimal"}

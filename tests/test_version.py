@@ -37,6 +37,9 @@ COMMANDS = [
     ("blktgt-trace", [built("blktgt-trace")]),
     ("blktgt-rpc", [built("blktgt-rpc")]),
     ("probekit-check", [built("probekit-check")]),
+    ("probekit-list", [built("probekit-list")]),
+    *[(f"probekit-{t}-bcc", [built(f"probekit-{t}-bcc")])
+      for t in ("usdtlat", "usdtcount")],
     ("probekit-gencatalog", [built("probekit-gencatalog")]),
     ("probekit-structs", [built("probekit-structs")]),
     ("probekit-bpftrace", [built("probekit-bpftrace")]),

@@ -3,12 +3,13 @@
 syntax): parsed into their parts, and judged against what bpftrace 0.17,
 BCC 0.26 and libbpf 1.1 can read.
 
-All three read the general-purpose registers in every width, constants
-($N) and memory at disp(%reg).  BCC's parser also takes xmm registers but
-reads them as 0; bpftrace has no pt_regs offset for them and aborts.
-Symbol-relative operands (sym(%rip)) are read by BCC only; an index
-register (disp(%b,%i,s)) by bpftrace and BCC but not libbpf 1.1, whose
-parser also reads constants and displacements in decimal only.
+All three read the general-purpose registers in every width and memory at
+disp(%reg).  Constants ($N) are read by BCC and libbpf 1.1 (in decimal
+only), not by bpftrace 0.17 ("couldn't get argument", checked here).  BCC's
+parser also takes xmm registers but reads them as 0; bpftrace has no
+pt_regs offset for them and aborts.  Symbol-relative operands (sym(%rip),
+GCC's off+sym(%rip)) and scale-index-base ones (disp(%b,%i,s)) are read by
+BCC only.
 """
 
 import re
@@ -32,7 +33,8 @@ _OP_REG = re.compile(r"^%(\w+)$")
 _OP_CONST = re.compile(r"^\$(-?\w+)$")
 _OP_MEM = re.compile(r"^(-?\d*)\(%(\w+)\)$")
 _OP_INDEX = re.compile(r"^(-?\w*)\(%(\w+),%(\w+)(?:,(\d+))?\)$")
-_OP_SYM = re.compile(r"^([A-Za-z_.][\w.]*)(?:[+-]\d+)?\(%(\w+)\)$")
+# sym(%rip), sym+8(%rip), and GCC's 40+sym(%rip) (an offset into a struct).
+_OP_SYM = re.compile(r"^(?:-?\d+\+)?([A-Za-z_.][\w.]*)(?:[+-]\d+)?\(%(\w+)\)$")
 
 
 @dataclass
@@ -87,7 +89,8 @@ def operand_problem(op):
     if m:
         if not re.fullmatch(r"-?\d+", m.group(1)):
             return f"constant {op} is not decimal; libbpf 1.1 misreads it"
-        return None
+        return (f"immediate operand {op}: bpftrace 0.17 cannot read it "
+                "(BCC and libbpf can)")
     m = _OP_REG.match(op)
     if m:
         reg = m.group(1)
@@ -115,7 +118,8 @@ def operand_problem(op):
     if m:
         if m.group(2) not in GPR or m.group(3) not in GPR:
             return f"operand {op} uses a register that is not a general register"
-        return f"indexed operand {op}: libbpf 1.1 cannot read it"
+        return (f"scale-index-base operand {op}: bpftrace 0.17 and "
+                "libbpf 1.1 cannot read it (only BCC can)")
     return f"operand '{op}' is not one bpftrace, BCC and libbpf parse"
 
 
@@ -134,3 +138,34 @@ def spec_problems(spec):
         if why:
             out.append((i, why))
     return out
+
+
+# The readers probekit names, and the operand kinds each can read (checked
+# on this machine for bpftrace 0.17's immediates and symbol-relative
+# operands; libbpf 1.1 from its x86 parser, which knows only off(%reg),
+# %reg and $imm; BCC 0.26 from its usdt_args.cc).  bpftrace and libbpf
+# need a general-purpose base register other than %rip.
+READERS = {
+    "bpftrace 0.17": ("reg", "mem"),
+    "libbpf 1.1": ("const", "reg", "mem"),
+    "BCC 0.26": ("const", "reg", "mem", "sym", "index"),
+}
+_KIND_WHY = {
+    "const": "an immediate (constant) operand",
+    "sym": "a symbol-relative %rip operand",
+    "index": "a scale-index-base operand",
+    "unknown": "an operand it does not parse",
+}
+
+
+def reader_problem(op, reader, kinds=None):
+    """Why reader (a key of READERS, or any name with the kinds it reads)
+    cannot read operand op, as "READER cannot read OPERAND: a ...
+    operand", or None when it can."""
+    o = parse_operand(op)
+    kinds = kinds or READERS[reader]
+    if o.kind in ("reg", "mem") and (o.base not in GPR or o.base == "rip"):
+        return f"{reader} cannot read {op}: %{o.base} is not a general register"
+    if o.kind in kinds:
+        return None
+    return f"{reader} cannot read {op}: {_KIND_WHY.get(o.kind, 'an operand it does not parse')}"

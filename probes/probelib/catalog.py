@@ -24,6 +24,11 @@ _PROBE = re.compile(r"\bprobe\s+([A-Za-z_]\w*)\s*\(([^)]*)\)\s*;")
 _COMMENT = re.compile(r"/\*(.*?)\*/", re.S)
 
 
+# Words that end a C type, not name an argument ("unsigned int").
+_C_TYPE_WORDS = {"int", "long", "short", "char", "signed", "unsigned",
+                 "bool", "float", "double", "void"}
+
+
 class CatalogError(Exception):
     pass
 
@@ -35,9 +40,13 @@ def _norm_type(t):
     return t
 
 
-def parse_catalog(path):
+def parse_catalog(path, strict=True):
     """Return {"provider": str, "probes": [{name, doc, line, args:[{name,
-    type, size, pointer}]}]}.  Raises CatalogError with file:line."""
+    type, size, pointer}]}]}.  Raises CatalogError with file:line.
+    strict=False reads another project's provider file (PostgreSQL's
+    probes.d: its own type names, arguments without names): an argument
+    probekit's rules refuse keeps its text as its type, its name if it
+    has one, and size and pointer None."""
     with open(path, encoding="utf-8") as f:
         text = f.read()
     m = _PROVIDER.search(text)
@@ -67,6 +76,15 @@ def parse_catalog(path):
         if raw and raw != "void":
             for i, a in enumerate(raw.split(",")):
                 am = re.match(r"^(.*?)([A-Za-z_]\w*)\s*$", a.strip())
+                if not strict and (not am or not am.group(1).strip() or
+                                   _norm_type(am.group(1)) not in TYPES):
+                    named = am and am.group(1).strip() and \
+                        am.group(2) not in _C_TYPE_WORDS
+                    args.append({"name": am.group(2) if named else "",
+                                 "type": _norm_type(am.group(1) if named
+                                                    else a),
+                                 "size": None, "pointer": None})
+                    continue
                 if not am or not am.group(1).strip():
                     raise CatalogError(
                         f"{path}:{line}: probe {name}: argument {i} "

@@ -121,6 +121,9 @@ def _usdt_reads(ck, path, script, block, probe):
     str() and printf %s only of pointers, printf %d not of strings."""
     for r in block.reads:
         line = script.line(r.off)
+        if 0 <= r.index < len(probe.args):
+            ck.readable(path, line, probe, probe.args[r.index],
+                        "bpftrace 0.17", r.form)
         if not r.string:
             if ck.arg_in_range(path, line, probe, r.index, r.form, 0, "arg") \
                     and r.index > MAX_ARG:

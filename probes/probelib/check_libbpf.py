@@ -139,6 +139,12 @@ def _usdt_program(ck, path, masked, ct, line, sec, fname, attached):
     for rpath, rline, tgt, prov, name in refs:
         _, found = ck.probes(rpath, rline, tgt, prov, name, f"{prov}:{name}")
         probes += found
+        # libbpf 1.1 parses every argument spec at attach time and refuses
+        # the whole probe when one does not parse, read or not.
+        for p in found:
+            for i, a in enumerate(p.args):
+                ck.readable(rpath, rline, p, a, "libbpf 1.1",
+                            f"attaching fails: arg{i}")
     _libbpf_usdt(ck, path, masked, ct, fname, ct.funcs[fname], probes)
 
 

@@ -12,11 +12,15 @@ from .target import Target
 
 
 class Checker:
-    def __init__(self, report, binary, catalog):
+    def __init__(self, report, binary, catalog, libs=()):
         self.report = report
         self.binary = binary            # Target or None
         self.catalog = catalog
         self.foreign = {}               # path -> Target
+        # Targets where the binary's own probes may also live: --lib, or
+        # the files a --pid process maps.  A script's __EXE__ probe that
+        # the binary lacks is looked up in them, in order.
+        self.libs = list(libs)
 
     # -- resolving a probe's or a uprobe's target file ---------------------
 
@@ -60,14 +64,24 @@ class Checker:
             return None, []
         found = t.match(provider, name)
         shown = f"{provider}:{name}" if provider else name
+        if not found and t is self.binary:
+            for lib in self.libs:
+                found = lib.match(provider, name)
+                if found:
+                    return lib, found
         if not found:
-            hint = near(name, [n for (p, n) in t.probes
-                                if provider is None or p == provider])
+            names = [n for tt in [t] + (self.libs if t is self.binary else [])
+                     for (p, n) in tt.probes
+                     if provider is None or p == provider]
+            hint = near(name, names)
             if any(ch in name + (provider or "") for ch in "*?["):
                 what = f"no probe matches '{form}'"
             else:
                 what = f"no such probe '{form}'"
-            self.report.error(path, line, shown, f"{what} in {t.path}{hint}")
+            where = t.path
+            if t is self.binary and self.libs:
+                where += " or " + ", ".join(lib.path for lib in self.libs)
+            self.report.error(path, line, shown, f"{what} in {where}{hint}")
         if t is self.binary:
             for p in found:
                 self.report.used.add((p.provider, p.name))
@@ -138,6 +152,13 @@ class Checker:
         self.report.error(path, line, probe.full,
                           f"{form} out of range: {have}")
         return None
+
+    def readable(self, path, line, probe, arg, reader, form):
+        """An error for each operand of arg (at any site of the probe)
+        that reader ("bpftrace 0.17", "libbpf 1.1") cannot read: it would
+        read garbage or refuse the probe."""
+        for why in arg.unreadable(reader):
+            self.report.error(path, line, probe.full, f"{form}: {why}")
 
     def string_read(self, path, line, probe, arg, idx, form):
         if not arg.may_be_pointer():

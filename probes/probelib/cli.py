@@ -5,6 +5,7 @@ each file by its kind, report errors and coverage."""
 import argparse
 import sys
 
+from . import argspec, process
 from .catalog import CatalogError, parse_catalog
 from .check_bcc import check_bcc
 from .check_bt import check_bpftrace
@@ -19,7 +20,8 @@ from .version import VersionAction
 DESCRIPTION = """probekit-check: check that a binary's USDT probes, the probe catalog and the
 scripts and tools that read them agree.
 
-  probecheck [--binary PATH] [--catalog FILE] [-v] FILE...
+  probecheck [--binary PATH] [--catalog FILE] [--lib PATH]... [--pid PID]
+             [-v] FILE...
 
 FILE is a bpftrace script (*.bt, or a bpftrace #! line), a BCC tool (Python:
 *.py, or a python #! line) or a libbpf BPF program (*.bpf.c, read with the
@@ -46,7 +48,19 @@ Checks:
 
 Without --catalog (a binary that is not ours) files are checked against the
 binary's stapsdt notes alone: an argument is taken as a possible pointer
-only when it is 8 bytes and unsigned.
+only when it is 8 bytes and unsigned.  With or without a catalog, an
+argument read whose operand the reader cannot take is an error that names
+the reader: bpftrace 0.17 reads no immediate ($N), symbol-relative
+(sym(%rip), 40+sym(%rip)) or scale-index-base (disp(%b,%i,s)) operand;
+libbpf 1.1 refuses to attach a probe with any symbol-relative or
+scale-index-base operand, read or not.  Given a binary alone (no catalog,
+no FILE), it lists as notes the operands that bpftrace or libbpf cannot
+read.
+
+A script's __EXE__ probes may live in a shared library: --lib PATH names
+one, and --pid PID takes the files a running process maps (through
+/proc/PID/root, so a container's library is found), its executable being
+the binary unless --binary says otherwise.
 
 Each error is one line, "file:line: probe: what is wrong", on stderr.  Exit
 status: 0 when all is well, 1 on any error.
@@ -96,14 +110,36 @@ def _arguments(argv):
                                      "symbols the files are checked against")
     ap.add_argument("--catalog", help="the probe catalog (a DTrace provider "
                                       "file), checked against --binary")
+    ap.add_argument("--lib", action="append", default=[], metavar="PATH",
+                    help="a shared library where the script's __EXE__ "
+                         "probes may live (repeatable)")
+    ap.add_argument("--pid", type=int, metavar="PID",
+                    help="a running process: its executable is the binary "
+                         "(unless --binary), and the files it maps are "
+                         "searched like --lib")
     ap.add_argument("-v", "--verbose", action="store_true",
                     help="also say what could not be checked")
     ap.add_argument("--version", action=VersionAction)
     ap.add_argument("files", nargs="*", metavar="FILE")
     a = ap.parse_args(argv)
-    if not a.binary and not a.catalog:
-        ap.error("give --binary, --catalog or both")
+    if not a.binary and not a.catalog and a.pid is None:
+        ap.error("give --binary, --catalog or both (or --pid)")
+    if a.pid is not None and a.pid <= 0:
+        ap.error(f"invalid PID {a.pid}")
     return a
+
+
+def _libraries(a):
+    """[(name, openable path)] of --lib, then of the --pid process's mapped
+    files; with --pid and no --binary, a.binary becomes its executable.
+    Raises ProcessError."""
+    libs = [(p, p) for p in a.lib]
+    if a.pid is not None:
+        files = process.files(a.pid)
+        if not a.binary:
+            a.binary = files[0][1]
+        libs += files[1:]
+    return libs
 
 
 def _load(a, report):
@@ -120,6 +156,11 @@ def _load(a, report):
         except CatalogError as e:
             print(f"{e}".replace(": probe ", ": ", 1), file=sys.stderr)
             return None
+    try:
+        libs = _libraries(a)
+    except process.ProcessError as e:
+        print(f"probekit-check: {e}", file=sys.stderr)
+        return None
     binary = None
     if a.binary:
         try:
@@ -133,7 +174,30 @@ def _load(a, report):
     elif catalog:
         # No binary: check the files against the catalog's declarations.
         binary = catalog_target(catalog, a.catalog)
-    return catalog, binary
+    targets = []
+    for name, path in libs:
+        try:
+            t = Target(path)
+        except Exception as e:  # OSError, ELFError and friends
+            if path in a.lib:
+                print(f"probekit-check: {path}: cannot read as ELF: {e}",
+                      file=sys.stderr)
+                return None
+            continue
+        if t.probes or path in a.lib:
+            targets.append(t)
+    return catalog, binary, targets
+
+
+def unreadable_notices(report, binary):
+    """Without a catalog, the operands of the binary that a reader cannot
+    read, one notice per argument: a script reading one gets an error."""
+    for (prov, name), p in binary.probes.items():
+        for i, arg in enumerate(p.args):
+            whys = [w for r in argspec.READERS if r != "BCC 0.26"
+                    for w in arg.unreadable(r)]
+            if whys:
+                report.notice(f"{prov}:{name}: arg{i}: " + "; ".join(whys))
 
 
 def main(argv=None):
@@ -142,8 +206,10 @@ def main(argv=None):
     loaded = _load(a, report)
     if loaded is None:
         return 1
-    catalog, binary = loaded
-    ck = Checker(report, binary, catalog)
+    catalog, binary, libs = loaded
+    if binary is not None and binary.elf and not catalog and not a.files:
+        unreadable_notices(report, binary)
+    ck = Checker(report, binary, catalog, libs)
     checked = 0
     for path in a.files:
         try:

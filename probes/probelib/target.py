@@ -5,7 +5,7 @@ the catalog's types; the file's symbols and DWARF, read when first asked."""
 
 import fnmatch
 
-from . import dwarf, elf, notes
+from . import argspec, dwarf, elf, notes
 from .catalog import ctype_name
 
 
@@ -16,6 +16,12 @@ class Arg:
         self.ctype = ctype          # catalog type, when there is a catalog
         self.pointer = pointer      # True/False from the catalog, else None
         self.spec = spec            # e.g. "-4@%eax"
+        self.operands = []          # each site's operand, once: "%eax", ...
+
+    def unreadable(self, reader):
+        """[why] for each operand of this argument reader cannot read."""
+        return [w for w in (argspec.reader_problem(op, reader)
+                            for op in self.operands) if w]
 
     def may_be_pointer(self):
         if self.pointer is not None:
@@ -63,6 +69,9 @@ class Target:
         for n in self.notes:
             key = (n.provider, n.name)
             if key in self.probes:
+                for a, sa in zip(self.probes[key].args, n.args):
+                    if sa.operand not in a.operands:
+                        a.operands.append(sa.operand)
                 continue
             args = []
             c = cat.get(key)
@@ -72,6 +81,7 @@ class Target:
                                 ctype_name(ca) if ca else None,
                                 ca["pointer"] if ca else None,
                                 n.spec.split()[i] if i < len(n.spec.split()) else ""))
+                args[-1].operands.append(a.operand)
             self.probes[key] = Probe(n.provider, n.name, args)
 
     def symbols(self):

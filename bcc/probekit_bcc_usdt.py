@@ -1,0 +1,168 @@
+# SPDX-License-Identifier: BSD-2-Clause
+"""probekit_bcc_usdt: the USDT probes of any binary, for the generic tools
+(usdtlat, usdtcount).  What they trace is a Scope: -p PID (the process's
+executable and every ELF file it maps, for that process only) or -b PATH
+(one file, in every process that runs or maps it, now or later).
+
+Files of a process are opened as /proc/PID/root/FILE, so a library that
+exists only in the process's mount namespace (a container's) is read and
+attached as the process sees it.  Every site is attached as a plain
+uprobe at its file offset with the semaphore's file offset
+(ref_ctr_offset), so the kernel raises the semaphores, for every process
+with -b; see probekit_bcc_probes for why BCC's enable_probe() is not used.
+
+A site's argument is read by C generated per operand, so the sites of a
+probe whose operands differ get a BPF function each: this needs no
+PT_REGS_IP() switch, whose addresses would differ between the processes
+of -b.
+"""
+
+import fnmatch
+import os
+
+import probekit_bcc_target as proc
+from probekit_bcc_args import command, die
+from probekit_bcc_probes import UsdtSite, UsdtProbes, _probelib, _read_operand
+
+# The operand kinds probekit_bcc_probes._read_operand() reads.
+READ_KINDS = ("const", "reg", "mem", "index")
+
+
+class Scope:
+    """What -p PID or -b PATH selects: the files to read, the PID the
+    uprobes are for (-1: every process), and how the output names it."""
+
+    def __init__(self, tool, pid=None, path=None):
+        self.tool = tool
+        if pid is not None:
+            self.target = proc.Target(tool, pid)
+            self.pid, self.comm = pid, self.target.comm
+            self.where = "PID %d (%s)" % (pid, self.comm)
+            self.head = {"pid": pid}
+            self.files = _process_files(tool, pid)
+            return
+        self.target = None
+        path = os.path.abspath(path)
+        if not os.path.exists(path):
+            die(tool, "no file %s" % path)
+        if not os.path.isfile(path) or not _is_elf(path):
+            die(tool, "%s is not an ELF executable or library" % path)
+        proc.check_privilege(tool, os.getpid())
+        self.pid, self.comm = -1, os.path.basename(path)
+        self.where = "%s (every process)" % path
+        self.head = {"pid": None, "binary": path}
+        self.files = [(path, path)]
+
+    def alive(self):
+        return self.target.alive() if self.target else True
+
+    def missing(self):
+        """The tail of a "no probe" error: where it was looked for."""
+        if self.target:
+            return "in %s or the files it maps" % self.where
+        return "in %s" % self.head["binary"]
+
+
+def _is_elf(path):
+    _probelib()
+    from probelib import process
+    return process.is_elf(path)
+
+
+def _process_files(tool, pid):
+    """[(name, openable path)] of the executable, then each other
+    file-backed ELF mapping of process pid, as /proc/PID/root/NAME."""
+    _probelib()
+    from probelib import process
+    try:
+        return process.files(pid)
+    except process.ProcessError as e:
+        die(tool, str(e))
+
+
+class Probe:
+    """One probe, by provider:name, with its sites: [(openable path,
+    SdtProbe note)], over every file of the scope."""
+
+    def __init__(self, full):
+        self.full, self.sites = full, []
+
+    def nargs(self):
+        return min(len(n.args) for _, n in self.sites)
+
+
+def find_probes(tool, scope):
+    """{provider:name: Probe} of every file of the scope, in file order."""
+    notes = _probelib()[2]
+    found = {}
+    for name, path in scope.files:
+        try:
+            sites = notes.read_probes(path)
+        except Exception:   # OSError, ELFError and what a corrupt file raises
+            if scope.target is None:
+                die(tool, "cannot read the USDT probes of %s" % path)
+            continue
+        for n in sites:
+            if n.offset is None:
+                continue
+            found.setdefault(n.full, Probe(n.full)).sites.append((path, n))
+    return found
+
+
+def match(pattern, full):
+    """Whether provider:name full matches a PATTERN: provider:name with
+    fnmatch wildcards in either half, or a bare name glob."""
+    provider, _, name = full.partition(":")
+    if ":" not in pattern:
+        return fnmatch.fnmatchcase(name, pattern)
+    pp, _, pn = pattern.partition(":")
+    return fnmatch.fnmatchcase(provider, pp) and fnmatch.fnmatchcase(name, pn)
+
+
+def arg_index(s):
+    """N of "argN" (N from 1, as BCC counts), or None."""
+    if not s.startswith("arg") or not s[3:].isdigit() or s[3:4] == "0":
+        return None
+    n = int(s[3:])
+    notes = _probelib()[2]
+    return n if n <= notes.MAX_ARGS else None
+
+
+def check_arg(tool, probe, n):
+    """Die in one line unless every site of probe has an argument n that
+    the generated reader can read."""
+    argspec = _probelib()[0]
+    if probe.nargs() < n:
+        die(tool, "%s has no argument %d (it has %d)"
+            % (probe.full, n, probe.nargs()))
+    for _, note in probe.sites:
+        a = note.args[n - 1]
+        if _read_operand(a, "v") is None:
+            why = argspec.reader_problem(a.operand, command(tool),
+                                         READ_KINDS)
+            die(tool, "cannot read arg%d of %s: %s" % (n, probe.full, why))
+
+
+def functions(probe, prefix, n):
+    """Group probe's sites by the C that reads argument n (n None: no
+    argument): [(function name, C statement setting s64 v, [sites])]."""
+    groups = {}
+    for path, note in probe.sites:
+        read = _read_operand(note.args[n - 1], "v") if n else ""
+        groups.setdefault(read, []).append((path, note))
+    return [("%s_%d" % (prefix, i), read, sites)
+            for i, (read, sites) in enumerate(groups.items())]
+
+
+def usdt_sites(scope, fn, sites):
+    """UsdtSite items attaching BPF function fn at each of sites."""
+    return [UsdtSite(note.full, fn, path, note.pc, note.offset,
+                     note.semaphore_offset) for path, note in sites]
+
+
+def usdt_probes(scope, sites):
+    """The UsdtProbes that probekit_bcc_load.load() attaches: no argument
+    readers of BCC's kind, since each function reads its own."""
+    u = UsdtProbes(scope.pid, "#include <uapi/linux/ptrace.h>\n", sites)
+    u.where = scope.where
+    return u
