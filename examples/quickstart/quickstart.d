@@ -9,6 +9,6 @@ provider quickstart {
 	/* A request started; size is how many units of work it does. */
 	probe request__start(uint64_t id, uint32_t size);
 
-	/* A request finished; status is 0, sum is its result (computed only while traced). */
-	probe request__done(uint64_t id, int32_t status, uint64_t sum);
+	/* A request finished; sum is its result (computed only while traced). */
+	probe request__done(uint64_t id, uint64_t sum);
 };
