@@ -108,7 +108,7 @@ static bool operand(const char *arg)
 }
 
 static const struct tool_option options[] = {
-	{ 'H', "hist", "argN", "a log2 histogram of integer argument N per\n"
+	{ 'H', "histogram", "argN", "a log2 histogram of integer argument N per\n"
 			       "probe, instead of a count" },
 	{ 'S', "strings", "argN", "the most frequent values of string argument\n"
 				  "N per probe, instead of a count" },
