@@ -82,12 +82,13 @@ Behaviour shared by the tools:
 """
 
 import json
+import os
 import signal
 import sys
 import time
 
 import probekit_bcc_load as loader
-from probekit_bcc_args import command
+from probekit_bcc_args import EARLY_SIGINT, command
 
 LINEAR_SLOTS = 1000     # buckets of a linear histogram; the last is open
 TICK = 0.1              # how often the loop checks for Ctrl-C and the target
@@ -293,6 +294,9 @@ def run(tool, target, args, collect, what, bpf=None, out=None, ready=None):
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    if EARLY_SIGINT:            # Ctrl-C came before tracing started
+        sys.stdout.flush()
+        os._exit(130)
 
     if out is None:
         out = Output(tool, target.pid, args)

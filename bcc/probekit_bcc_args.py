@@ -11,6 +11,7 @@ else; Ctrl-C before tracing starts exits 130.
 
 import argparse
 import os
+import signal
 import sys
 
 UNITS = {"nsecs": 1, "usecs": 1000, "msecs": 1000000}
@@ -150,9 +151,22 @@ def defines(cflags):
                    for f in cflags)
 
 
+# Ctrl-C before tracing starts: recorded here, acted on by
+# probekit_bcc.run() before it says "Tracing".  Not a KeyboardInterrupt:
+# one raised while Python runs a finalizer (BCC's and pyelftools' objects
+# have them) is printed and dropped, and the tool then traced on, deaf to
+# the Ctrl-C it had already been sent.
+EARLY_SIGINT = []
+
+
+def _early_sigint(signum, frame):
+    EARLY_SIGINT.append(signum)
+
+
 def main(fn):
     """Run a tool's main(): Ctrl-C before tracing starts exits 130 and a
     closed stdout (| head) exits quietly, neither with a traceback."""
+    signal.signal(signal.SIGINT, _early_sigint)
     try:
         code = fn()
         sys.stdout.flush()
