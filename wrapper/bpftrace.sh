@@ -110,6 +110,7 @@ print_version() {
 # --- command line -----------------------------------------------------------
 
 dry_run=0
+format=
 outfile=${BPF_OUTFILE-}
 duration=
 max_rate=
@@ -122,6 +123,13 @@ while [ $# -gt 0 ]; do
 	-h|--help) usage; exit 0 ;;
 	--version) print_version ;;
 	-n|--dry-run) dry_run=1 ;;
+	-f|--format)
+		[ $# -ge 2 ] || die "$1 needs an output format, text or json (try -h)"
+		case $2 in
+		text|json) format=$2 ;;
+		*) die "output format '$2' is not one bpftrace 0.17 prints; give text or json" ;;
+		esac
+		shift ;;
 	-o|--output)
 		[ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a file name (try -h)"
 		outfile=$2; shift ;;
@@ -139,13 +147,28 @@ while [ $# -gt 0 ]; do
 	shift
 done
 
-[ -n "$pid" ] || die "no PID given; usage: $PROG [options] PID SCRIPT... [-- ARG...] (try -h)"
+[ -n "$pid" ] || die "no PID or PATH given; usage: $PROG [options] PID|PATH SCRIPT... [-- ARG...] (try -h)"
+# The first operand: digits are a PID; anything else is the PATH of a file
+# whose every process is traced (target_file; pid is then empty).
+target_file=
 case $pid in
-*[!0-9]*) die "PID '$pid' is not a number; give the process id of the program to trace" ;;
+*[!0-9]*)
+	target_file=$pid pid=
+	[ -e "$target_file" ] ||
+		die "'$target_file' is neither a PID nor an existing file; give the process id, or the path of an executable or shared library"
+	[ -f "$target_file" ] ||
+		die "'$target_file' is not a regular file; give the path of an executable or shared library"
+	[ -r "$target_file" ] || die "'$target_file' is not readable (check its permissions)"
+	target_file=$(realpath -e -- "$target_file") ||
+		die "cannot resolve the path '$target_file'"
+	case $target_file in
+	*%*) die "the path '$target_file' contains '%', which the readiness line cannot print; copy or link the binary to a plain path and run it from there" ;;
+	esac ;;
+*)
+	[ ${#pid} -le 9 ] && [ $((10#$pid)) -gt 0 ] ||
+		die "PID '$pid' is out of range; give the process id of the program to trace"
+	pid=$((10#$pid)) ;;
 esac
-[ ${#pid} -le 9 ] && [ $((10#$pid)) -gt 0 ] ||
-	die "PID '$pid' is out of range; give the process id of the program to trace"
-pid=$((10#$pid))
 
 if [ -n "$duration" ]; then
 	case $duration in
@@ -174,7 +197,7 @@ if [ -n "$max_rate" ]; then
 	case $max_cpu in ''|*[!0-9]*) die "cannot read the CPU count from '$possible'" ;; esac
 fi
 
-[ ${#scripts[@]} -gt 0 ] || die "no script given after PID $pid; usage: $PROG [options] PID SCRIPT... (try -h)"
+[ ${#scripts[@]} -gt 0 ] || die "no script given after ${pid:+PID }${pid:-$target_file}; usage: $PROG [options] PID|PATH SCRIPT... (try -h)"
 for s in "${scripts[@]}"; do
 	[ -e "$s" ] || die "script '$s' does not exist"
 	[ -f "$s" ] || die "script '$s' is not a regular file"
@@ -199,6 +222,8 @@ scan=${PROBEKIT_SCAN:-${0%/*}/../libexec/probekit/probekit-scan}
 
 # --- the process ---------------------------------------------------------------
 
+# Checks of the process, skipped when a file is traced (up to pid_start).
+if [ -n "$pid" ]; then
 [ -d "/proc/$pid" ] || die "no process with PID $pid is running"
 # Read status whole, in one go: bash's `read` takes a seekable file in
 # chunks and seeks back after each line, and /proc regenerates the text on
@@ -235,6 +260,7 @@ target_gone() {
 
 read_stat || die "no process with PID $pid is running"
 pid_start=${stat_fields[19]}
+fi
 
 # The executable's path, from probekit-scan's reading of /proc/PID/exe at
 # the start of $1: "LEN:PATH" (PATH may hold any byte, a newline too, which
@@ -254,6 +280,7 @@ take_exe() {
 	[ -n "$exe" ] || die "cannot read /proc/$pid/exe"
 	shown_exe=${exe//$'\n'/?}
 	exe_deleted=0
+	[ -n "$pid" ] || return 0
 	case $exe in
 	*' (deleted)')
 		if [ "$(stat -L -c %d:%i -- "/proc/$pid/exe" 2>/dev/null)" != \
@@ -301,7 +328,7 @@ for s in "${scripts[@]}"; do
 	done <<< "$text"
 done
 if [ -n "$asked" ]; then
-	take_exe "$("$scan" build-id "/proc/$pid/exe" 2>/dev/null)"
+	take_exe "$("$scan" build-id "${target_file:-/proc/$pid/exe}" 2>/dev/null)"
 	want_id=$scanned
 	exe_name=${exe% (deleted)}
 	sfile=${PROBEKIT_STRUCTS:-${0%/*}/../share/probekit/structs/${exe_name##*/}.bt}
@@ -309,7 +336,7 @@ if [ -n "$asked" ]; then
 		die "the script asks for struct definitions (// probekit: structs), but '$sfile' does not exist; build it (make), or write it with probekit-structs BINARY TYPE... and name it in PROBEKIT_STRUCTS"
 	header=$(grep -h -E '^// (build-id|provides):' -- "$sfile")
 	[[ $header == *"// build-id: ${want_id:-none}"* ]] ||
-		die "'$sfile' was made from another build than PID $pid's executable (build-id ${want_id:-none}); rebuild it (make), or restart the process from the binary it was made from"
+		die "'$sfile' was made from another build than ${pid:+PID $pid\'s executable}${target_file} (build-id ${want_id:-none}); rebuild it (make), or restart the process from the binary it was made from"
 	provided=" ${header//$'\n'/ } "
 	read -r -a asked_names <<< "$asked"
 	for name in "${asked_names[@]}"; do
@@ -336,7 +363,13 @@ fi
 # for the wrapper's own lines) lets bpftrace's "stdin:LINE:..." errors name
 # the user's FILE:LINE (see stderr_filter).
 
-joined=$(PROBEKIT_MAX_RATE=$max_rate PROBEKIT_MAX_CPU=$max_cpu "$scan" join "$pid" "$READY_TEXT" "$duration" "/proc/$pid/exe" "${scripts[@]}") ||
+# A file's readiness line names it, in a bpftrace format: a backslash
+# doubled, '%' refused above, the rest as quote_path allows.
+if [ -n "$target_file" ]; then
+	quote_path "$target_file" "the path"
+	READY_TEXT="probekit: tracing PATH=${target_file//\\/\\\\} (Ctrl-C to end)"
+fi
+joined=$(PROBEKIT_MAX_RATE=$max_rate PROBEKIT_MAX_CPU=$max_cpu "$scan" join "$pid" "$READY_TEXT" "$duration" "${target_file:-/proc/$pid/exe}" "${scripts[@]}") ||
 	exit 1
 take_exe "$joined"
 joined=$scanned
@@ -412,6 +445,9 @@ list_libs() {
 			gone_libs+=("${path% (deleted)}"); gone_maps+=("$range")
 			continue ;;
 		esac
+		# A file seen only in the process's mount namespace (a
+		# container's) is read, and traced, through /proc/PID/root.
+		[ "$path" -ef "/proc/$pid/root$path" ] || path=/proc/$pid/root$path
 		[ -f "$path" ] || continue
 		cand+=("$path"); inos+=("$ino"); ranges+=("$range")
 	done
@@ -432,7 +468,7 @@ list_libs() {
 
 # ref_where[N]: "exe", or the index in libs of the first library that has it.
 take_found exe "$in_exe"
-if [ -n "$want" ]; then
+if [ -n "$want" ] && [ -n "$pid" ]; then
 	list_libs
 	if [ ${#libs[@]} -gt 0 ]; then
 		found=$("$scan" has "${libs[@]}" <<< "$want") || exit 1
@@ -441,7 +477,7 @@ if [ -n "$want" ]; then
 fi
 
 # In reference order, so that the first problem is the one reported.
-usdt_refs=0 usdt_found=0 missing=
+usdt_refs=0 usdt_found=0 missing= missing_n=
 for ((n = 1; n <= nrefs; n++)); do
 	kind=${ref_kind[n]} spec=${ref_spec[n]} type=${ref_type[n]}
 	[ $type = usdt ] && usdt_refs=$((usdt_refs + 1))
@@ -462,7 +498,7 @@ for ((n = 1; n <= nrefs; n++)); do
 	elif [ -n "$where" ]; then
 		path=${libs[where]}
 	else
-		[ -n "$missing" ] || missing="$kind:__EXE__:$spec"
+		[ -n "$missing" ] || missing="$kind:__EXE__:$spec" missing_n=$n
 		continue
 	fi
 	[ $type = usdt ] && usdt_found=$((usdt_found + 1))
@@ -479,9 +515,28 @@ if [ -n "$missing" ]; then
 		[ -n "$(printf '%s' "$want" | "$scan" has "/proc/$pid/map_files/${gone_maps[i]}")" ] || continue
 		die "the library ${gone_libs[i]} that PID $pid loaded was deleted or replaced since, and it holds probes the script names; bpftrace 0.17 cannot attach to a deleted file (it finds probes by path): restart the process to trace it"
 	done
-	if [ $usdt_refs -gt 0 ] && [ $usdt_found = 0 ]; then
-		die "PID $pid ($shown_exe) has none of the script's USDT probes, in its executable or its libraries (e.g. $missing); is it the right process, built with probes?"
+	# A USDT probe that no file has is named with the nearest one there
+	# is, in the file that has that one, whatever the other probes are.
+	if [ ${ref_type[missing_n]} = usdt ]; then
+		if [ -n "$pid" ]; then
+			files=("$exe" "${libs[@]}")
+			[ $exe_deleted = 1 ] && files[0]=/proc/$pid/exe
+		else
+			files=("$target_file")
+		fi
+		near=$("$scan" nearest "${ref_spec[missing_n]}" "${files[@]}") || exit 1
+		if [ -n "$near" ]; then
+			i=${near%%$'\t'*} near=${near#*$'\t'}
+			near_file=${files[i]}
+			[ "$i" = 0 ] && near_file=$shown_exe
+			die "no probe ${ref_spec[missing_n]} in $near_file; nearest: ${near%$'\n'}"
+		fi
+		[ -n "$pid" ] ||
+			die "$target_file has no USDT probes (no .note.stapsdt), so no ${ref_spec[missing_n]}; is it the binary built with probes?"
+		die "PID $pid ($shown_exe) has no USDT probes, in its executable or its libraries, so no ${ref_spec[missing_n]}; is it the right process, built with probes?"
 	fi
+	[ -n "$pid" ] ||
+		die "$target_file has no $missing (bpftrace would silently attach nothing); check the name with: nm -D $target_file"
 	die "PID $pid ($shown_exe) has no $missing, in its executable or its libraries (bpftrace would silently attach nothing); check the name with: bpftrace -p $pid -l 'usdt:*' or readelf -n"
 fi
 
@@ -516,6 +571,26 @@ if [ $dry_run = 1 ]; then
 	printf '%s' "$program"
 	exit 0
 fi
+
+# A PID is traced alone (bpftrace -p).  When children of it run its executable
+# (PostgreSQL's backends, a pre-forking server's workers), say so, once,
+# and how to trace them all.  Read from each thread's children list and
+# compared by inode (/proc/C/exe against /proc/PID/exe), without a fork.
+warn_children() {
+	local t c kids=() n=0
+	for t in "/proc/$pid/task/"*/children; do
+		c=
+		{ IFS= read -r -d '' c < "$t"; } 2>/dev/null
+		kids+=($c)
+	done
+	for c in "${kids[@]}"; do
+		[ "/proc/$c/exe" -ef "/proc/$pid/exe" ] && n=$((n + 1))
+	done
+	[ $n -gt 0 ] || return 0
+	printf '%s: PID %d has %d child process(es) running %s, which tracing PID %d does not see; to trace every process that runs it, later ones too, give its path instead of the PID: %s [options] %s SCRIPT...\n' \
+		"$PROG" "$pid" "$n" "$shown_exe" "$pid" "$PROG" "$shown_exe" >&2
+}
+[ -z "$pid" ] || warn_children
 
 # bpftrace's own -o buffers the file until it exits; a redirection keeps
 # it line-buffered, so the readiness line shows as soon as it is printed.
@@ -580,7 +655,7 @@ stderr_filter() {
 			continue
 		fi
 		[ $gone = 1 ] && continue
-		if target_gone; then
+		if [ -n "$pid" ] && target_gone; then
 			gone=1
 			printf '%s: PID %d exited while the trace was starting\n' "$PROG" "$pid"
 			continue
@@ -597,5 +672,8 @@ stderr_filter() {
 # Ctrl-C to the process group ends bpftrace while the filter reads on
 # until bpftrace closes stderr.
 
-exec "$bpftrace" -p "$pid" -e "$program" -- "${args[@]}" \
+bt_opts=()
+[ -n "$pid" ] && bt_opts+=(-p "$pid")
+[ -n "$format" ] && bt_opts+=(-f "$format")
+exec "$bpftrace" "${bt_opts[@]}" -e "$program" -- "${args[@]}" \
 	2> >(trap '' INT TERM; stderr_filter >&2)
