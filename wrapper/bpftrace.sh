@@ -287,6 +287,15 @@ take_exe() {
 		     "$(stat -c %d:%i -- "$exe" 2>/dev/null)" ]; then
 			exe_deleted=1
 		fi ;;
+	*)
+		# An executable seen only in the process's mount namespace
+		# (a container's, or another file there under the same path)
+		# is traced through /proc/PID/root, as its libraries are.
+		if ! [ "$exe" -ef "/proc/$pid/exe" ] &&
+		   [ "/proc/$pid/root$exe" -ef "/proc/$pid/exe" ]; then
+			exe=/proc/$pid/root$exe
+			shown_exe=${exe//$'\n'/?}
+		fi ;;
 	esac
 }
 
@@ -516,7 +525,8 @@ if [ -n "$missing" ]; then
 		die "the library ${gone_libs[i]} that PID $pid loaded was deleted or replaced since, and it holds probes the script names; bpftrace 0.17 cannot attach to a deleted file (it finds probes by path): restart the process to trace it"
 	done
 	# A USDT probe that no file has is named with the nearest one there
-	# is, in the file that has that one, whatever the other probes are.
+	# is, in the file that has that one, whatever the other probes are;
+	# with none near it, the script is likely for another program.
 	if [ ${ref_type[missing_n]} = usdt ]; then
 		if [ -n "$pid" ]; then
 			files=("$exe" "${libs[@]}")
@@ -532,8 +542,8 @@ if [ -n "$missing" ]; then
 			die "no probe ${ref_spec[missing_n]} in $near_file; nearest: ${near%$'\n'}"
 		fi
 		[ -n "$pid" ] ||
-			die "$target_file has no USDT probes (no .note.stapsdt), so no ${ref_spec[missing_n]}; is it the binary built with probes?"
-		die "PID $pid ($shown_exe) has no USDT probes, in its executable or its libraries, so no ${ref_spec[missing_n]}; is it the right process, built with probes?"
+			die "$target_file has no probe ${ref_spec[missing_n]}, nor one named like it; is it the right file, built with probes? (list them: readelf -n $target_file)"
+		die "PID $pid ($shown_exe) has none of the script's USDT probes, in its executable or its libraries, nor one named like ${ref_spec[missing_n]}; is it the right process, built with probes?"
 	fi
 	[ -n "$pid" ] ||
 		die "$target_file has no $missing (bpftrace would silently attach nothing); check the name with: nm -D $target_file"

@@ -21,7 +21,8 @@
  *	has it.  Files are read in order until every reference is found.
  *   probekit-scan nearest SPEC FILE...
  *	For a usdt SPEC none of the FILEs has: "I<TAB>PROVIDER:NAME", the
- *	nearest probe by edit distance and the index of its FILE.
+ *	nearest probe by edit distance and the index of its FILE, when it is
+ *	near enough to be what was meant.
  *   probekit-scan build-id FILE
  *	The target of the link FILE as join prints it, \002, then FILE's
  *	GNU build-id in hex (nothing when it has none or is not ELF).
@@ -981,7 +982,8 @@ static size_t distance(const char *a, const char *b)
 /* The probe of FILE... nearest to the usdt SPEC that none of them has, by
  * edit distance ("provider:name" against a spec with a provider, else the
  * name): "I<TAB>PROVIDER:NAME" with I its file's index, the first of
- * equals; nothing when no file has a probe. */
+ * equals.  Nothing when none is within a third of SPEC's length: that is
+ * not a misspelling but a script for another program. */
 static int cmd_nearest(int argc, char **argv)
 {
 	struct usdt_note *notes;
@@ -1018,7 +1020,7 @@ static int cmd_nearest(int argc, char **argv)
 		elf_end(elf);
 		close(fd);
 	}
-	if (at >= 0)
+	if (at >= 0 && best * 3 <= strlen(spec))
 		printf("%d\t%s\n", at, found);
 	return fflush(stdout) ? 1 : 0;
 }
