@@ -1,8 +1,9 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-2-Clause
-# probekit-bpftrace: run bpftrace scripts against one running process.
+# probekit-bpftrace: run bpftrace scripts against one running process, or
+# every process that runs a file.
 #
-# USAGE: probekit-bpftrace [-n] [-o FILE] [-d SECONDS] PID SCRIPT [SCRIPT...] [-- ARG...]
+# USAGE: probekit-bpftrace [-n] [-o FILE] [-d SECONDS] [-f text|json] PID|PATH SCRIPT [SCRIPT...] [-- ARG...]
 #
 # The command line of SPDK's scripts/bpftrace.sh (PID, then scripts;
 # BPF_OUTFILE names an output file), without its traps:
@@ -15,14 +16,28 @@
 #    __PID__ anywhere else becomes PID.  Substitution is literal: no path
 #    can inject bpftrace code.  A path with a double quote, a newline or a
 #    ':' cannot be written in a bpftrace 0.17 probe, and is refused.
+#    A library (or the executable) mapped from a path that only PID's
+#    mount namespace has, as in a container, is used as
+#    /proc/PID/root/PATH.
+#  - PATH instead of PID (an executable or a shared library): every
+#    process that runs that file is traced, those started later too
+#    (bpftrace without -p; the kernel raises the probes' semaphores).
+#    __EXE__ becomes PATH, and a script that uses __PID__ is refused.
+#    Given a PID whose child processes run its executable (a PostgreSQL
+#    postmaster and its backends), one line on stderr says so and names
+#    the PATH form, which traces them all.
 #  - Every __EXE__ probe must resolve.  bpftrace 0.17 silently attaches
 #    nothing for a usdt probe or uprobe symbol that does not exist, so a
-#    misspelt probe would trace nothing without a word; here it is an error.
+#    misspelt probe would trace nothing without a word; here it is an error,
+#    "no probe X in FILE; nearest: Y" with Y the probe nearest by edit
+#    distance (in FILE, the file that has Y), whatever the other probes.
 #  - Several scripts are joined into one program.  bpftrace accepts one BEGIN
 #    and one END, so their bodies are merged in script order; C definitions
 #    (struct, #include) are moved to the top.
 #  - Readiness: the last thing the program's BEGIN prints is exactly
 #        probekit: tracing PID=<pid> (Ctrl-C to end)
+#    (PATH=<path> for a PATH; with -f json, the "data" of a line
+#    {"type": "printf", "data": "probekit: tracing ...\n"})
 #    bpftrace prints BEGIN's output once every probe is attached, so a
 #    caller that waits for that line never needs a sleep, and whatever the
 #    scripts print in BEGIN comes before it (a BEGIN that calls exit()
@@ -48,6 +63,8 @@
 #                        root are not needed)
 #   -o, --output FILE    write bpftrace's output to FILE (as BPF_OUTFILE=FILE)
 #   -d, --duration SECS  end the trace (running END) after SECS seconds
+#   -f, --format FORMAT  bpftrace's output format, text (its default) or
+#                        json (one JSON object a line)
 #       --max-rate HITS_PER_S
 #                        a cost guard: every usdt/uprobe/uretprobe block
 #                        counts its hits (those that pass its predicate),
@@ -486,10 +503,9 @@ if [ -n "$want" ] && [ -n "$pid" ]; then
 fi
 
 # In reference order, so that the first problem is the one reported.
-usdt_refs=0 usdt_found=0 missing= missing_n=
+missing= missing_n=
 for ((n = 1; n <= nrefs; n++)); do
 	kind=${ref_kind[n]} spec=${ref_spec[n]} type=${ref_type[n]}
-	[ $type = usdt ] && usdt_refs=$((usdt_refs + 1))
 	if [ $type = syms ] && [[ $spec == [0-9]* ]]; then
 		quote_path "$exe" "the executable of PID $pid"
 		ref_q[n]=$quoted
@@ -510,7 +526,6 @@ for ((n = 1; n <= nrefs; n++)); do
 		[ -n "$missing" ] || missing="$kind:__EXE__:$spec" missing_n=$n
 		continue
 	fi
-	[ $type = usdt ] && usdt_found=$((usdt_found + 1))
 	quote_path "$path" "the file of $kind:__EXE__:$spec"
 	ref_q[n]=$quoted
 done
