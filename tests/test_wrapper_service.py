@@ -264,19 +264,25 @@ usdt:__EXE__:nslib:hit
 """
 
 
+def build_probe_program(tmp_path):
+    """The library and the program that dlopens it: (lib, main)."""
+    for name, src in (("lib.c", LIB_C), ("main.c", MAIN_C)):
+        (tmp_path / name).write_text(src)
+    lib, main = tmp_path / "libnsprobe.so", tmp_path / "nsmain"
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", lib,
+                    tmp_path / "lib.c"], check=True)
+    subprocess.run(["gcc", "-O2", "-o", main, tmp_path / "main.c", "-ldl"],
+                   check=True)
+    return lib, main
+
+
 class Hidden:
     """A process that dlopens a probe'd library from a tmpfs mounted, in a
     mount namespace of its own, over an empty directory: the library's
     path does not exist outside that namespace."""
 
     def __init__(self, tmp_path):
-        for name, src in (("lib.c", LIB_C), ("main.c", MAIN_C)):
-            (tmp_path / name).write_text(src)
-        lib, main = tmp_path / "libnsprobe.so", tmp_path / "nsmain"
-        subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", lib,
-                        tmp_path / "lib.c"], check=True)
-        subprocess.run(["gcc", "-O2", "-o", main, tmp_path / "main.c",
-                        "-ldl"], check=True)
+        lib, main = build_probe_program(tmp_path)
         hidden = tmp_path / "hidden"
         hidden.mkdir()
         self.lib = hidden / "libhidden.so"
@@ -321,6 +327,30 @@ def test_library_only_in_a_mount_namespace(bpf, hidden, tmp_path):
     assert t.proc.returncode == 0, lines
     assert f"@hits: {N_QUERIES}" in lines, lines
     assert not any("child process" in ln for ln in lines), lines
+
+
+@pytest.mark.needs("gcc")
+def test_library_path_traces_later_processes(bpf, tmp_path):
+    """A shared library's PATH: two processes that load it after the
+    trace started are both counted, their semaphores raised by the
+    kernel (the probe fires only while one is)."""
+    lib, main = build_probe_program(tmp_path)
+    script = write(tmp_path / "hit.bt", HIT_BT.replace(
+        "@hits = count();", "@hits[pid] = count();"))
+    t = Trace(lib, [script]).start(
+        re.escape(f"probekit: tracing PATH={lib} (Ctrl-C to end)"))
+    procs = []
+    try:
+        for n in (23, 7):
+            p = subprocess.Popen([main, lib], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True)
+            procs.append(p)
+            out, _ = p.communicate(f"{n}\n", timeout=TIMEOUT)
+            assert (p.returncode, out) == (0, f"ready\ndone {n}\n")
+    finally:
+        lines = t.stop()
+    assert t.proc.returncode == 0, lines
+    assert counts(lines, "hits") == {procs[0].pid: 23, procs[1].pid: 7}, lines
 
 
 @pytest.mark.needs("gcc", "unshare")
