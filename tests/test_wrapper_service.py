@@ -157,28 +157,34 @@ def test_postgres_by_path_counts_both_backends(bpf, postgres, tmp_path):
 def test_postmaster_pid_warns_of_its_children(bpf, postgres, tmp_path):
     """Given the postmaster's PID, the wrapper says, once, that its
     children run the same executable, and names the PATH form; the trace
-    still starts."""
+    still starts.  The path it names traces the backends."""
     sock, server, postmaster = postgres
-    a = Psql(sock)
-    try:
-        a.query(1)
-        script = write(tmp_path / "q.bt", QUERY_BT)
-        t = Trace(postmaster, [script]).start()
-        lines = t.stop()
-    finally:
-        a.close()
-    warn = [ln for ln in lines if "child process" in ln]
     # The executable is the copy, seen under its namespace's path.
     exe = f"/proc/{postmaster}/root{PG_BIN}/postgres"
-    assert len(warn) == 1, lines
-    assert re.fullmatch(
-        rf"probekit-bpftrace: PID {postmaster} has \d+ child process\(es\) "
-        rf"running {re.escape(exe)}, which tracing PID {postmaster} does not "
-        r"see; to trace every process that runs it, later ones too, give "
-        r"its path instead of the PID: probekit-bpftrace \[options\] "
-        rf"{re.escape(exe)} SCRIPT\.\.\.", warn[0]), warn
-    assert lines.index(warn[0]) < next(
-        i for i, ln in enumerate(lines) if ln.startswith("probekit: tracing"))
+    script = write(tmp_path / "q.bt", QUERY_BT)
+    a = Psql(sock)
+    try:
+        backend = a.backend_pid()
+        lines = Trace(postmaster, [script]).start().stop()
+        warn = [ln for ln in lines if "child process" in ln]
+        assert len(warn) == 1, lines
+        assert re.fullmatch(
+            rf"probekit-bpftrace: PID {postmaster} has \d+ child "
+            rf"process\(es\) running {re.escape(exe)}, which tracing PID "
+            rf"{postmaster} does not see; to trace every process that runs "
+            r"it, later ones too, give its path instead of the PID: "
+            rf"probekit-bpftrace \[options\] {re.escape(exe)} SCRIPT\.\.\.",
+            warn[0]), warn
+        assert lines.index(warn[0]) < next(
+            i for i, ln in enumerate(lines)
+            if ln.startswith("probekit: tracing"))
+        by_path = Trace(exe, [script]).start()
+        for i in range(5):
+            a.query(i)
+        counted = counts(by_path.stop(), "q")
+    finally:
+        a.close()
+    assert counted == {backend: 5}, counted
 
 
 @pytest.mark.needs(f"{PG_BIN}/postgres")

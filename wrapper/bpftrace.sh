@@ -176,8 +176,9 @@ case $pid in
 	[ -f "$target_file" ] ||
 		die "'$target_file' is not a regular file; give the path of an executable or shared library"
 	[ -r "$target_file" ] || die "'$target_file' is not readable (check its permissions)"
-	target_file=$(realpath -e -- "$target_file") ||
-		die "cannot resolve the path '$target_file'"
+	# Made absolute, not resolved: realpath would turn the
+	# /proc/PID/root/... of a container's file into the host's file.
+	case $target_file in /*) ;; *) target_file=$PWD/$target_file ;; esac
 	case $target_file in
 	*%*) die "the path '$target_file' contains '%', which the readiness line cannot print; copy or link the binary to a plain path and run it from there" ;;
 	esac ;;
