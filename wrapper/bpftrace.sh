@@ -363,7 +363,7 @@ if [ -n "$asked" ]; then
 		die "the script asks for struct definitions (// probekit: structs), but '$sfile' does not exist; build it (make), or write it with probekit-structs BINARY TYPE... and name it in PROBEKIT_STRUCTS"
 	header=$(grep -h -E '^// (build-id|provides):' -- "$sfile")
 	[[ $header == *"// build-id: ${want_id:-none}"* ]] ||
-		die "'$sfile' was made from another build than ${pid:+PID $pid\'s executable}${target_file} (build-id ${want_id:-none}); rebuild it (make), or restart the process from the binary it was made from"
+		die "'$sfile' was made from another build than $shown_exe (build-id ${want_id:-none}); rebuild it (make), or restart the process from the binary it was made from"
 	provided=" ${header//$'\n'/ } "
 	read -r -a asked_names <<< "$asked"
 	for name in "${asked_names[@]}"; do
@@ -508,7 +508,7 @@ missing= missing_n=
 for ((n = 1; n <= nrefs; n++)); do
 	kind=${ref_kind[n]} spec=${ref_spec[n]} type=${ref_type[n]}
 	if [ $type = syms ] && [[ $spec == [0-9]* ]]; then
-		quote_path "$exe" "the executable of PID $pid"
+		quote_path "$exe" "the executable${pid:+ of PID $pid}"
 		ref_q[n]=$quoted
 		continue
 	fi
