@@ -609,7 +609,8 @@ def test_deleted_library(bpf, sdt_build, count_bt, tmp_path):
         s = tmp_path / "typo.bt"
         s.write_text("usdt:__EXE__:pkexe:tick { @a = count(); }\n"
                      "usdt:__EXE__:pkexe:tock { @b = count(); }\n")
-        assert_one_line_error(wrapper("-n", p.pid, s), "has no usdt:__EXE__:pkexe:tock")
+        assert_one_line_error(wrapper("-n", p.pid, s), "no probe pkexe:tock in ",
+                              "nearest: pkexe:tick")
     finally:
         p.stop()
 
@@ -704,7 +705,7 @@ def test_deleted_binary(bpf, sdt_build, tmp_path):
 # --- errors before bpftrace runs --------------------------------------------------
 
 def test_error_no_pid():
-    assert_one_line_error(wrapper(), "no PID given")
+    assert_one_line_error(wrapper(), "no PID or PATH given")
 
 
 @pytest.mark.parametrize("pid", ["abc", "12x", "-5", "1.5", "+3", " 7"])
@@ -713,7 +714,7 @@ def test_error_non_numeric_pid(pid, count_bt):
     if pid == "-5":
         assert_one_line_error(r, "unknown option")
     else:
-        assert_one_line_error(r, "is not a number")
+        assert_one_line_error(r, "is neither a PID nor an existing file")
 
 
 def test_error_pid_out_of_range(count_bt):
@@ -844,7 +845,8 @@ def test_error_one_probe_misspelt(prog, tmp_path):
     s = tmp_path / "typo.bt"
     s.write_text("usdt:__EXE__:pkexe:tick { @a = count(); }\n"
                  "usdt:__EXE__:pkexe:tock { @b = count(); }\n")
-    assert_one_line_error(wrapper("-n", prog.pid, s), "has no usdt:__EXE__:pkexe:tock")
+    assert_one_line_error(wrapper("-n", prog.pid, s), "no probe pkexe:tock in ",
+                          "nearest: pkexe:tick")
     f = tmp_path / "fn.bt"
     f.write_text("uprobe:__EXE__:pk_no_such_fn { @a = count(); }\n")
     assert_one_line_error(wrapper("-n", prog.pid, f), "has no uprobe:__EXE__:pk_no_such_fn")

@@ -1,8 +1,9 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-2-Clause
-# probekit-bpftrace: run bpftrace scripts against one running process.
+# probekit-bpftrace: run bpftrace scripts against one running process, or
+# every process that runs a file.
 #
-# USAGE: probekit-bpftrace [-n] [-o FILE] [-d SECONDS] PID SCRIPT [SCRIPT...] [-- ARG...]
+# USAGE: probekit-bpftrace [-n] [-o FILE] [-d SECONDS] [-f text|json] PID|PATH SCRIPT [SCRIPT...] [-- ARG...]
 #
 # The command line of SPDK's scripts/bpftrace.sh (PID, then scripts;
 # BPF_OUTFILE names an output file), without its traps:
@@ -15,14 +16,28 @@
 #    __PID__ anywhere else becomes PID.  Substitution is literal: no path
 #    can inject bpftrace code.  A path with a double quote, a newline or a
 #    ':' cannot be written in a bpftrace 0.17 probe, and is refused.
+#    A library (or the executable) mapped from a path that only PID's
+#    mount namespace has, as in a container, is used as
+#    /proc/PID/root/PATH.
+#  - PATH instead of PID (an executable or a shared library): every
+#    process that runs that file is traced, those started later too
+#    (bpftrace without -p; the kernel raises the probes' semaphores).
+#    __EXE__ becomes PATH, and a script that uses __PID__ is refused.
+#    Given a PID whose child processes run its executable (a PostgreSQL
+#    postmaster and its backends), one line on stderr says so and names
+#    the PATH form, which traces them all.
 #  - Every __EXE__ probe must resolve.  bpftrace 0.17 silently attaches
 #    nothing for a usdt probe or uprobe symbol that does not exist, so a
-#    misspelt probe would trace nothing without a word; here it is an error.
+#    misspelt probe would trace nothing without a word; here it is an error,
+#    "no probe X in FILE; nearest: Y" with Y the probe nearest by edit
+#    distance (in FILE, the file that has Y), whatever the other probes.
 #  - Several scripts are joined into one program.  bpftrace accepts one BEGIN
 #    and one END, so their bodies are merged in script order; C definitions
 #    (struct, #include) are moved to the top.
 #  - Readiness: the last thing the program's BEGIN prints is exactly
 #        probekit: tracing PID=<pid> (Ctrl-C to end)
+#    (PATH=<path> for a PATH; with -f json, the "data" of a line
+#    {"type": "printf", "data": "probekit: tracing ...\n"})
 #    bpftrace prints BEGIN's output once every probe is attached, so a
 #    caller that waits for that line never needs a sleep, and whatever the
 #    scripts print in BEGIN comes before it (a BEGIN that calls exit()
@@ -48,6 +63,8 @@
 #                        root are not needed)
 #   -o, --output FILE    write bpftrace's output to FILE (as BPF_OUTFILE=FILE)
 #   -d, --duration SECS  end the trace (running END) after SECS seconds
+#   -f, --format FORMAT  bpftrace's output format, text (its default) or
+#                        json (one JSON object a line)
 #       --max-rate HITS_PER_S
 #                        a cost guard: every usdt/uprobe/uretprobe block
 #                        counts its hits (those that pass its predicate),
@@ -110,6 +127,7 @@ print_version() {
 # --- command line -----------------------------------------------------------
 
 dry_run=0
+format=
 outfile=${BPF_OUTFILE-}
 duration=
 max_rate=
@@ -122,6 +140,13 @@ while [ $# -gt 0 ]; do
 	-h|--help) usage; exit 0 ;;
 	--version) print_version ;;
 	-n|--dry-run) dry_run=1 ;;
+	-f|--format)
+		[ $# -ge 2 ] || die "$1 needs an output format, text or json (try -h)"
+		case $2 in
+		text|json) format=$2 ;;
+		*) die "output format '$2' is not one bpftrace 0.17 prints; give text or json" ;;
+		esac
+		shift ;;
 	-o|--output)
 		[ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a file name (try -h)"
 		outfile=$2; shift ;;
@@ -139,13 +164,29 @@ while [ $# -gt 0 ]; do
 	shift
 done
 
-[ -n "$pid" ] || die "no PID given; usage: $PROG [options] PID SCRIPT... [-- ARG...] (try -h)"
+[ -n "$pid" ] || die "no PID or PATH given; usage: $PROG [options] PID|PATH SCRIPT... [-- ARG...] (try -h)"
+# The first operand: digits are a PID; anything else is the PATH of a file
+# whose every process is traced (target_file; pid is then empty).
+target_file=
 case $pid in
-*[!0-9]*) die "PID '$pid' is not a number; give the process id of the program to trace" ;;
+*[!0-9]*)
+	target_file=$pid pid=
+	[ -e "$target_file" ] ||
+		die "'$target_file' is neither a PID nor an existing file; give the process id, or the path of an executable or shared library"
+	[ -f "$target_file" ] ||
+		die "'$target_file' is not a regular file; give the path of an executable or shared library"
+	[ -r "$target_file" ] || die "'$target_file' is not readable (check its permissions)"
+	# Made absolute, not resolved: realpath would turn the
+	# /proc/PID/root/... of a container's file into the host's file.
+	case $target_file in /*) ;; *) target_file=$PWD/$target_file ;; esac
+	case $target_file in
+	*%*) die "the path '$target_file' contains '%', which the readiness line cannot print; copy or link the binary to a plain path and run it from there" ;;
+	esac ;;
+*)
+	[ ${#pid} -le 9 ] && [ $((10#$pid)) -gt 0 ] ||
+		die "PID '$pid' is out of range; give the process id of the program to trace"
+	pid=$((10#$pid)) ;;
 esac
-[ ${#pid} -le 9 ] && [ $((10#$pid)) -gt 0 ] ||
-	die "PID '$pid' is out of range; give the process id of the program to trace"
-pid=$((10#$pid))
 
 if [ -n "$duration" ]; then
 	case $duration in
@@ -174,7 +215,7 @@ if [ -n "$max_rate" ]; then
 	case $max_cpu in ''|*[!0-9]*) die "cannot read the CPU count from '$possible'" ;; esac
 fi
 
-[ ${#scripts[@]} -gt 0 ] || die "no script given after PID $pid; usage: $PROG [options] PID SCRIPT... (try -h)"
+[ ${#scripts[@]} -gt 0 ] || die "no script given after ${pid:+PID }${pid:-$target_file}; usage: $PROG [options] PID|PATH SCRIPT... (try -h)"
 for s in "${scripts[@]}"; do
 	[ -e "$s" ] || die "script '$s' does not exist"
 	[ -f "$s" ] || die "script '$s' is not a regular file"
@@ -199,6 +240,8 @@ scan=${PROBEKIT_SCAN:-${0%/*}/../libexec/probekit/probekit-scan}
 
 # --- the process ---------------------------------------------------------------
 
+# Checks of the process, skipped when a file is traced (up to pid_start).
+if [ -n "$pid" ]; then
 [ -d "/proc/$pid" ] || die "no process with PID $pid is running"
 # Read status whole, in one go: bash's `read` takes a seekable file in
 # chunks and seeks back after each line, and /proc regenerates the text on
@@ -235,6 +278,7 @@ target_gone() {
 
 read_stat || die "no process with PID $pid is running"
 pid_start=${stat_fields[19]}
+fi
 
 # The executable's path, from probekit-scan's reading of /proc/PID/exe at
 # the start of $1: "LEN:PATH" (PATH may hold any byte, a newline too, which
@@ -254,11 +298,21 @@ take_exe() {
 	[ -n "$exe" ] || die "cannot read /proc/$pid/exe"
 	shown_exe=${exe//$'\n'/?}
 	exe_deleted=0
+	[ -n "$pid" ] || return 0
 	case $exe in
 	*' (deleted)')
 		if [ "$(stat -L -c %d:%i -- "/proc/$pid/exe" 2>/dev/null)" != \
 		     "$(stat -c %d:%i -- "$exe" 2>/dev/null)" ]; then
 			exe_deleted=1
+		fi ;;
+	*)
+		# An executable seen only in the process's mount namespace
+		# (a container's, or another file there under the same path)
+		# is traced through /proc/PID/root, as its libraries are.
+		if ! [ "$exe" -ef "/proc/$pid/exe" ] &&
+		   [ "/proc/$pid/root$exe" -ef "/proc/$pid/exe" ]; then
+			exe=/proc/$pid/root$exe
+			shown_exe=${exe//$'\n'/?}
 		fi ;;
 	esac
 }
@@ -301,7 +355,7 @@ for s in "${scripts[@]}"; do
 	done <<< "$text"
 done
 if [ -n "$asked" ]; then
-	take_exe "$("$scan" build-id "/proc/$pid/exe" 2>/dev/null)"
+	take_exe "$("$scan" build-id "${target_file:-/proc/$pid/exe}" 2>/dev/null)"
 	want_id=$scanned
 	exe_name=${exe% (deleted)}
 	sfile=${PROBEKIT_STRUCTS:-${0%/*}/../share/probekit/structs/${exe_name##*/}.bt}
@@ -309,7 +363,7 @@ if [ -n "$asked" ]; then
 		die "the script asks for struct definitions (// probekit: structs), but '$sfile' does not exist; build it (make), or write it with probekit-structs BINARY TYPE... and name it in PROBEKIT_STRUCTS"
 	header=$(grep -h -E '^// (build-id|provides):' -- "$sfile")
 	[[ $header == *"// build-id: ${want_id:-none}"* ]] ||
-		die "'$sfile' was made from another build than PID $pid's executable (build-id ${want_id:-none}); rebuild it (make), or restart the process from the binary it was made from"
+		die "'$sfile' was made from another build than $shown_exe (build-id ${want_id:-none}); rebuild it (make), or restart the process from the binary it was made from"
 	provided=" ${header//$'\n'/ } "
 	read -r -a asked_names <<< "$asked"
 	for name in "${asked_names[@]}"; do
@@ -336,7 +390,13 @@ fi
 # for the wrapper's own lines) lets bpftrace's "stdin:LINE:..." errors name
 # the user's FILE:LINE (see stderr_filter).
 
-joined=$(PROBEKIT_MAX_RATE=$max_rate PROBEKIT_MAX_CPU=$max_cpu "$scan" join "$pid" "$READY_TEXT" "$duration" "/proc/$pid/exe" "${scripts[@]}") ||
+# A file's readiness line names it, in a bpftrace format: a backslash
+# doubled, '%' refused above, the rest as quote_path allows.
+if [ -n "$target_file" ]; then
+	quote_path "$target_file" "the path"
+	READY_TEXT="probekit: tracing PATH=${target_file//\\/\\\\} (Ctrl-C to end)"
+fi
+joined=$(PROBEKIT_MAX_RATE=$max_rate PROBEKIT_MAX_CPU=$max_cpu "$scan" join "$pid" "$READY_TEXT" "$duration" "${target_file:-/proc/$pid/exe}" "${scripts[@]}") ||
 	exit 1
 take_exe "$joined"
 joined=$scanned
@@ -412,6 +472,9 @@ list_libs() {
 			gone_libs+=("${path% (deleted)}"); gone_maps+=("$range")
 			continue ;;
 		esac
+		# A file seen only in the process's mount namespace (a
+		# container's) is read, and traced, through /proc/PID/root.
+		[ "$path" -ef "/proc/$pid/root$path" ] || path=/proc/$pid/root$path
 		[ -f "$path" ] || continue
 		cand+=("$path"); inos+=("$ino"); ranges+=("$range")
 	done
@@ -432,7 +495,7 @@ list_libs() {
 
 # ref_where[N]: "exe", or the index in libs of the first library that has it.
 take_found exe "$in_exe"
-if [ -n "$want" ]; then
+if [ -n "$want" ] && [ -n "$pid" ]; then
 	list_libs
 	if [ ${#libs[@]} -gt 0 ]; then
 		found=$("$scan" has "${libs[@]}" <<< "$want") || exit 1
@@ -441,12 +504,11 @@ if [ -n "$want" ]; then
 fi
 
 # In reference order, so that the first problem is the one reported.
-usdt_refs=0 usdt_found=0 missing=
+missing= missing_n=
 for ((n = 1; n <= nrefs; n++)); do
 	kind=${ref_kind[n]} spec=${ref_spec[n]} type=${ref_type[n]}
-	[ $type = usdt ] && usdt_refs=$((usdt_refs + 1))
 	if [ $type = syms ] && [[ $spec == [0-9]* ]]; then
-		quote_path "$exe" "the executable of PID $pid"
+		quote_path "$exe" "the executable${pid:+ of PID $pid}"
 		ref_q[n]=$quoted
 		continue
 	fi
@@ -462,10 +524,9 @@ for ((n = 1; n <= nrefs; n++)); do
 	elif [ -n "$where" ]; then
 		path=${libs[where]}
 	else
-		[ -n "$missing" ] || missing="$kind:__EXE__:$spec"
+		[ -n "$missing" ] || missing="$kind:__EXE__:$spec" missing_n=$n
 		continue
 	fi
-	[ $type = usdt ] && usdt_found=$((usdt_found + 1))
 	quote_path "$path" "the file of $kind:__EXE__:$spec"
 	ref_q[n]=$quoted
 done
@@ -479,9 +540,29 @@ if [ -n "$missing" ]; then
 		[ -n "$(printf '%s' "$want" | "$scan" has "/proc/$pid/map_files/${gone_maps[i]}")" ] || continue
 		die "the library ${gone_libs[i]} that PID $pid loaded was deleted or replaced since, and it holds probes the script names; bpftrace 0.17 cannot attach to a deleted file (it finds probes by path): restart the process to trace it"
 	done
-	if [ $usdt_refs -gt 0 ] && [ $usdt_found = 0 ]; then
-		die "PID $pid ($shown_exe) has none of the script's USDT probes, in its executable or its libraries (e.g. $missing); is it the right process, built with probes?"
+	# A USDT probe that no file has is named with the nearest one there
+	# is, in the file that has that one, whatever the other probes are;
+	# with none near it, the script is likely for another program.
+	if [ ${ref_type[missing_n]} = usdt ]; then
+		if [ -n "$pid" ]; then
+			files=("$exe" "${libs[@]}")
+			[ $exe_deleted = 1 ] && files[0]=/proc/$pid/exe
+		else
+			files=("$target_file")
+		fi
+		near=$("$scan" nearest "${ref_spec[missing_n]}" "${files[@]}") || exit 1
+		if [ -n "$near" ]; then
+			i=${near%%$'\t'*} near=${near#*$'\t'}
+			near_file=${files[i]}
+			[ "$i" = 0 ] && near_file=$shown_exe
+			die "no probe ${ref_spec[missing_n]} in $near_file; nearest: ${near%$'\n'}"
+		fi
+		[ -n "$pid" ] ||
+			die "$target_file has no probe ${ref_spec[missing_n]}, nor one named like it; is it the right file, built with probes? (list them: readelf -n $target_file)"
+		die "PID $pid ($shown_exe) has none of the script's USDT probes, in its executable or its libraries, nor one named like ${ref_spec[missing_n]}; is it the right process, built with probes?"
 	fi
+	[ -n "$pid" ] ||
+		die "$target_file has no $missing (bpftrace would silently attach nothing); check the name with: nm -D $target_file"
 	die "PID $pid ($shown_exe) has no $missing, in its executable or its libraries (bpftrace would silently attach nothing); check the name with: bpftrace -p $pid -l 'usdt:*' or readelf -n"
 fi
 
@@ -516,6 +597,26 @@ if [ $dry_run = 1 ]; then
 	printf '%s' "$program"
 	exit 0
 fi
+
+# A PID is traced alone (bpftrace -p).  When children of it run its executable
+# (PostgreSQL's backends, a pre-forking server's workers), say so, once,
+# and how to trace them all.  Read from each thread's children list and
+# compared by inode (/proc/C/exe against /proc/PID/exe), without a fork.
+warn_children() {
+	local t c kids=() n=0
+	for t in "/proc/$pid/task/"*/children; do
+		c=
+		{ IFS= read -r -d '' c < "$t"; } 2>/dev/null
+		kids+=($c)
+	done
+	for c in "${kids[@]}"; do
+		[ "/proc/$c/exe" -ef "/proc/$pid/exe" ] && n=$((n + 1))
+	done
+	[ $n -gt 0 ] || return 0
+	printf '%s: PID %d has %d child process(es) running %s, which tracing PID %d does not see; to trace every process that runs it, later ones too, give its path instead of the PID: %s [options] %s SCRIPT...\n' \
+		"$PROG" "$pid" "$n" "$shown_exe" "$pid" "$PROG" "$shown_exe" >&2
+}
+[ -z "$pid" ] || warn_children
 
 # bpftrace's own -o buffers the file until it exits; a redirection keeps
 # it line-buffered, so the readiness line shows as soon as it is printed.
@@ -580,7 +681,7 @@ stderr_filter() {
 			continue
 		fi
 		[ $gone = 1 ] && continue
-		if target_gone; then
+		if [ -n "$pid" ] && target_gone; then
 			gone=1
 			printf '%s: PID %d exited while the trace was starting\n' "$PROG" "$pid"
 			continue
@@ -597,5 +698,8 @@ stderr_filter() {
 # Ctrl-C to the process group ends bpftrace while the filter reads on
 # until bpftrace closes stderr.
 
-exec "$bpftrace" -p "$pid" -e "$program" -- "${args[@]}" \
+bt_opts=()
+[ -n "$pid" ] && bt_opts+=(-p "$pid")
+[ -n "$format" ] && bt_opts+=(-f "$format")
+exec "$bpftrace" "${bt_opts[@]}" -e "$program" -- "${args[@]}" \
 	2> >(trap '' INT TERM; stderr_filter >&2)

@@ -5,6 +5,9 @@
  *
  *   probekit-scan join PID READY DURATION EXE SCRIPT...
  *	Join bpftrace scripts into one program (see "joining scripts").
+ *	An empty PID traces a file, not a process: READY is then the whole
+ *	readiness line and a script's __PID__ is an error.  EXE may be the
+ *	file itself rather than a link to it.
  *	Prints the target of the link EXE (/proc/PID/exe) as "LEN:TARGET",
  *	or "-" when it cannot be read, and \002 (neither when EXE is ""),
  *	the references "N<TAB>KIND<TAB>SPEC\n"..., \002, those of
@@ -16,6 +19,10 @@
  *	Read the want-list "N<TAB>usdt|syms<TAB>SPEC\n"... on stdin; print
  *	"N I\n" for each reference, with I the index of the first FILE that
  *	has it.  Files are read in order until every reference is found.
+ *   probekit-scan nearest SPEC FILE...
+ *	For a usdt SPEC none of the FILEs has: "I<TAB>PROVIDER:NAME", the
+ *	nearest probe by edit distance and the index of its FILE, when it is
+ *	near enough to be what was meant.
  *   probekit-scan build-id FILE
  *	The target of the link FILE as join prints it, \002, then FILE's
  *	GNU build-id in hex (nothing when it has none or is not ELF).
@@ -472,12 +479,14 @@ static void read_script(const char *path, struct buf *out)
 		buf_str(out, "\n");
 }
 
-/* Replace every __PID__ in b by the PID. */
+/* Replace every __PID__ in b by the PID; with no PID, any is an error. */
 static void put_pids(struct buf *out, const struct buf *in, const char *pid)
 {
 	const char *p = in->p, *end = in->p + in->len, *hit;
 
 	while ((hit = memmem(p, (size_t)(end - p), "__PID__", 7))) {
+		if (!*pid)
+			die("the script uses __PID__, but a PATH traces every process that runs it, so there is no one PID; give the PID instead of the path, or take __PID__ out of the script");
 		buf_add(out, p, (size_t)(hit - p));
 		buf_str(out, pid);
 		p = hit + 7;
@@ -536,7 +545,9 @@ static void print_link(const char *path)
 	char target[PATH_MAX + 1];
 	ssize_t len = readlink(path, target, sizeof(target));
 
-	if (len < 0 || len > PATH_MAX)
+	if (len < 0 && errno == EINVAL && strlen(path) <= PATH_MAX)
+		printf("%zu:%s", strlen(path), path);	/* a file, not a link */
+	else if (len < 0 || len > PATH_MAX)
 		fputs("-", stdout);
 	else
 		printf("%zd:%.*s", len, (int)len, target);
@@ -594,7 +605,12 @@ static int cmd_join(int argc, char **argv)
 	 * caller that saw this line can stop the trace. */
 	buf_str(&begin, "BEGIN\n{\n");
 	buf_cat(&begin, &j.merged[0]);
-	buf_printf(&begin, "\tprintf(\"%s\\n\", __PID__);\n}", j.ready);
+	/* Without a PID (a trace of every process that runs a file), READY
+	 * is the whole line, %-free: it may be longer than bpftrace's 64-byte
+	 * string arguments, but not than a format. */
+	buf_str(&begin, "\tprintf(\"");
+	buf_str(&begin, j.ready);
+	buf_str(&begin, j.pid[0] ? "\\n\", __PID__);\n}" : "\\n\");\n}");
 	if (!j.seen[0]) {
 		buf_str(&j.body, "\n");
 		buf_cat(&j.body, &begin);
@@ -939,6 +955,76 @@ static int cmd_has(int argc, char **argv)
 	return fflush(stdout) ? 1 : 0;
 }
 
+/* The edit distance (insert, delete, replace) between a and b, b at most
+ * SPEC_LEN_MAX bytes. */
+static size_t distance(const char *a, const char *b)
+{
+	size_t row[SPEC_LEN_MAX + 1], nb = strlen(b), i, k, diag, up;
+
+	for (k = 0; k <= nb; k++)
+		row[k] = k;
+	for (i = 1; a[i - 1]; i++) {
+		diag = row[0];
+		row[0] = i;
+		for (k = 1; k <= nb; k++) {
+			up = row[k];
+			row[k] = diag + (a[i - 1] != b[k - 1]);
+			if (up + 1 < row[k])
+				row[k] = up + 1;
+			if (row[k - 1] + 1 < row[k])
+				row[k] = row[k - 1] + 1;
+			diag = up;
+		}
+	}
+	return row[nb];
+}
+
+/* The probe of FILE... nearest to the usdt SPEC that none of them has, by
+ * edit distance ("provider:name" against a spec with a provider, else the
+ * name): "I<TAB>PROVIDER:NAME" with I its file's index, the first of
+ * equals.  Nothing when none is within a third of SPEC's length: that is
+ * not a misspelling but a script for another program. */
+static int cmd_nearest(int argc, char **argv)
+{
+	struct usdt_note *notes;
+	size_t nn, i, d, best = (size_t)-1;
+	unsigned long long size;
+	char full[2 * USDT_NAME_MAX + 1], err[512], found[sizeof(full)] = "";
+	const char *spec;
+	int f, fd, at = -1;
+	bool by_name;
+	Elf *elf;
+
+	if (argc < 2)
+		die("probekit-scan nearest SPEC FILE...");
+	spec = argv[0];
+	if (strlen(spec) > SPEC_LEN_MAX)
+		die("a probe name of more than %d bytes", SPEC_LEN_MAX);
+	by_name = !strchr(spec, ':');
+	for (f = 1; f < argc; f++) {
+		elf = open_elf(argv[f], &fd, &size);
+		if (!elf)
+			continue;
+		if (usdt_notes_read_elf(elf, size, &notes, &nn, err, sizeof(err)))
+			die("%s: %s", argv[f], err);
+		for (i = 0; i < nn; i++) {
+			snprintf(full, sizeof(full), "%s:%s", notes[i].provider, notes[i].name);
+			d = distance(by_name ? notes[i].name : full, spec);
+			if (d < best) {
+				best = d;
+				at = f - 1;
+				memcpy(found, full, sizeof(full));
+			}
+		}
+		usdt_notes_free(notes);
+		elf_end(elf);
+		close(fd);
+	}
+	if (at >= 0 && best * 3 <= strlen(spec))
+		printf("%d\t%s\n", at, found);
+	return fflush(stdout) ? 1 : 0;
+}
+
 static int cmd_build_id(const char *path)
 {
 	Elf_Scn *scn = NULL;
@@ -1017,11 +1103,13 @@ int main(int argc, char **argv)
 		return cmd_join(argc - 2, argv + 2);
 	if (argc >= 2 && !strcmp(argv[1], "has"))
 		return cmd_has(argc - 2, argv + 2);
+	if (argc >= 2 && !strcmp(argv[1], "nearest"))
+		return cmd_nearest(argc - 2, argv + 2);
 	if (argc == 3 && !strcmp(argv[1], "build-id"))
 		return cmd_build_id(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "notes"))
 		return cmd_notes(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "args"))
 		return cmd_args(argv[2]);
-	die("probekit-scan is probekit-bpftrace's helper; usage: probekit-scan join|has|build-id|notes|args ...");
+	die("probekit-scan is probekit-bpftrace's helper; usage: probekit-scan join|has|nearest|build-id|notes|args ...");
 }
