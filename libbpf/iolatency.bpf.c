@@ -110,19 +110,23 @@ int io_batch(struct pt_regs *ctx)
 	struct io_key key = {};
 	struct hist *h = NULL;
 	__u32 count = 0, last = BDEV_INDEX_MAX, last_type = 256;
-	__u32 unit_log2 = hist_log2_slot(unit_ns) - 1;
-	struct io_rec *r;
+	/* The options once, not per record (they are volatile to clang). */
+	const __u64 unit = unit_ns;
+	const bool lin = linear;
+	__u32 unit_log2 = hist_log2_slot(unit) - 1;
+	struct io_rec *r, *end;
 
 	hit_count();
 	r = io_batch_copy(ctx, &count);
 	if (!r)
 		return 0;
-	for (__u32 i = 0; i < IO_BATCH_MAX && i < count; i++, r++) {
+	end = r + count;
+	for (__u32 i = 0; i < IO_BATCH_MAX && r < end; i++, r++) {
 		__u64 ns = r->done_ns - r->submit_ns;
 		/* A 64-bit division is the dearest instruction here: the
 		 * log2 histogram goes without it. */
-		__u32 s = linear ? hist_slot(ns / unit_ns, true, width)
-				 : log2_slot_of_quotient(ns, unit_ns, unit_log2);
+		__u32 s = lin ? hist_slot(ns / unit, true, width)
+			      : log2_slot_of_quotient(ns, unit, unit_log2);
 
 		/* Records of one batch mostly share a key: look the
 		 * histogram up again only when the key may have changed. */
