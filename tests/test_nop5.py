@@ -214,7 +214,9 @@ def cu_producers(binary):
 
 def test_stock_blktgt_sites_are_1_byte_nops_but_io_batch(blktgt_bin):
     """The stock build keeps the int3 site everywhere but io__batch, whose
-    hit a whole batch pays: a 5-byte nop, in code with no red zone."""
+    hit a whole batch pays: a 5-byte nop, in code with no red zone, and
+    the count and the records' address in registers, so a reader takes
+    each with one register read, not also a read of blktgt's memory."""
     units = cu_producers(blktgt_bin)
     batch = 0
     for provider, name, pc in sites(blktgt_bin):
@@ -223,6 +225,11 @@ def test_stock_blktgt_sites_are_1_byte_nops_but_io_batch(blktgt_bin):
             assert got == NOP1, f"{provider}:{name} at {pc:#x} is {got.hex()}"
             continue
         batch += 1
+        probe = [p for p in _notes.read_probes(blktgt_bin) if p.pc == pc][0]
+        for i in (1, 2):
+            assert re.fullmatch(r"%\w+", probe.args[i].operand), (
+                f"io__batch argument {i} is {probe.args[i].operand}: "
+                f"not a register ({probe.spec})")
         got = site_bytes(blktgt_bin, pc, len(NOP5))
         assert got == NOP5, f"{provider}:{name} at {pc:#x} is {got.hex()}"
         holders = [src for (lo, hi), src in units if lo <= pc < hi]
