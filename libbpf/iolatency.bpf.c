@@ -86,34 +86,59 @@ int BPF_USDT(io_done, __u64 id, const char *bdev, __u32 type, __u64 len,
 	return handle_done(id, bdev, type_name);
 }
 
+/* The log2 slot of v / unit, for unit >= 1 and unit_log2 its floor(log2),
+ * without the division: hist_log2_slot(v / unit) is 1 + floor(log2(v /
+ * unit)), and with L = floor(log2(v)), M = unit_log2 and d = L - M, that
+ * floor is d when v >= unit << d and d - 1 otherwise (v / unit lies in
+ * (2^(d-1), 2^(d+1))).  unit << d < 2^(L+1) cannot overflow. */
+static __always_inline __u32 log2_slot_of_quotient(__u64 v, __u64 unit, __u32 unit_log2)
+{
+	__u32 d, s;
+
+	if (v < unit)
+		return 1;
+	d = (hist_log2_slot(v) - 1 - unit_log2) & 63;
+	s = v >= unit << d ? d + 1 : d;
+	return s < HIST_MAX_SLOTS ? s : HIST_MAX_SLOTS - 1;
+}
+
 /* blktgt:io__batch(s32 thread, s32 count, struct io_rec *recs,
  *                  char *bdev_names) */
 SEC("usdt")
-int BPF_USDT(io_batch, __s32 thread, __s32 count, const void *recs,
-	     const char *names)
+int io_batch(struct pt_regs *ctx)
 {
 	struct io_key key = {};
-	struct io_rec *r = io_batch_copy(recs, count);
 	struct hist *h = NULL;
-	__u32 last = BDEV_INDEX_MAX, last_type = 256;
+	__u32 count = 0, last = BDEV_INDEX_MAX, last_type = 256;
+	/* The options once, not per record (they are volatile to clang). */
+	const __u64 unit = unit_ns;
+	const bool lin = linear;
+	__u32 unit_log2 = hist_log2_slot(unit) - 1;
+	struct io_rec *r, *end;
 
 	hit_count();
+	r = io_batch_copy(ctx, &count);
 	if (!r)
 		return 0;
-	for (__u32 i = 0; i < IO_BATCH_MAX && i < (__u32)count; i++, r++) {
-		__u64 delta = (r->done_ns - r->submit_ns) / unit_ns;
+	end = r + count;
+	for (__u32 i = 0; i < IO_BATCH_MAX && r < end; i++, r++) {
+		__u64 ns = r->done_ns - r->submit_ns;
+		/* A 64-bit division is the dearest instruction here: the
+		 * log2 histogram goes without it. */
+		__u32 s = lin ? hist_slot(ns / unit, true, width)
+			      : log2_slot_of_quotient(ns, unit, unit_log2);
 
 		/* Records of one batch mostly share a key: look the
 		 * histogram up again only when the key may have changed. */
 		if (!h || (per_bdev && r->bdev != last) ||
 		    (per_type && r->type != last_type)) {
-			io_batch_key(&key, r, names, per_bdev, per_type, &last);
+			io_batch_key(ctx, &key, r, per_bdev, per_type, &last);
 			last_type = r->type;
 			h = hist_get(&hists, &key);
 			if (!h)
 				continue;
 		}
-		__sync_fetch_and_add(&h->slots[hist_slot(delta, linear, width)], 1);
+		__sync_fetch_and_add(&h->slots[s], 1);
 	}
 	return 0;
 }

@@ -51,23 +51,23 @@ int BPF_USDT(io_submit, __u64 id, const char *bdev, __u32 type,
 /* blktgt:io__batch(s32 thread, s32 count, struct io_rec *recs,
  *                  char *bdev_names) */
 SEC("usdt")
-int BPF_USDT(io_batch, __s32 thread, __s32 count, const void *recs,
-	     const char *names)
+int io_batch(struct pt_regs *ctx)
 {
 	struct io_key key = {};
-	struct io_rec *r = io_batch_copy(recs, count);
 	struct hist *h = NULL;
-	__u32 last = BDEV_INDEX_MAX, last_type = 256;
+	__u32 count = 0, last = BDEV_INDEX_MAX, last_type = 256;
+	struct io_rec *r;
 
 	hit_count();
+	r = io_batch_copy(ctx, &count);
 	if (!r)
 		return 0;
-	for (__u32 i = 0; i < IO_BATCH_MAX && i < (__u32)count; i++, r++) {
+	for (__u32 i = 0; i < IO_BATCH_MAX && i < count; i++, r++) {
 		/* Look the histogram up again only when the key may have
 		 * changed: records of one batch mostly share one. */
 		if (!h || (per_bdev && r->bdev != last) ||
 		    (per_type && r->type != last_type)) {
-			io_batch_key(&key, r, names, per_bdev, per_type, &last);
+			io_batch_key(ctx, &key, r, per_bdev, per_type, &last);
 			last_type = r->type;
 			h = hist_get(&hists, &key);
 			if (!h)

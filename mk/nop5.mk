@@ -15,3 +15,9 @@ ifeq ($(USDT_NOP5),1)
 # EXTRA_CFLAGS is part of $(O)/.config, so switching rebuilds everything.
 override EXTRA_CFLAGS += $(NOP5_CFLAGS)
 endif
+
+# io__batch's site is a 5-byte nop in every x86-64 build (target/bdev.c
+# says why), so bdev.c never has a red zone, whatever USDT_NOP5 is.
+ifneq ($(filter x86_64-%,$(shell $(CC) -dumpmachine)),)
+$(O)/obj/target/bdev.o: ALL_CFLAGS += -mno-red-zone
+endif
