@@ -144,9 +144,13 @@ def test_iops_counts_every_io(bpf, tgt):
     assert rc == 0, lines
     assert keyed(lines, "iops_total") == {"m0, read": res["reads"], "m0, write": res["writes"]}, lines
     assert any(re.match(r"^\d\d:\d\d:\d\d I/O per second:$", l) for l in lines), lines
+    # bpftrace 0.17 carries out print() and clear() in user space, in turn:
+    # I/Os that land between the two are in the total only, and under load
+    # a whole workload can (seen once in 40 loaded runs).  So the
+    # per-second lines may miss I/Os, but never count more than were done.
     per_second = sum(int(m.group(1)) for m in
                      (re.match(r"^@iops\[m0, \w+\]: (\d+)$", l) for l in lines) if m)
-    assert 0 < per_second <= N, lines
+    assert per_second <= N, lines
     assert any(re.match(r"^\d\d:\d\d:\d\d last \d+\.\d s \(partial\):$", l) for l in lines)
 
 
