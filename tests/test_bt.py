@@ -121,7 +121,9 @@ def test_compile_check_fails_on_bad_probe(bpf, target, tmp_path):
     bad = tmp_path / "bad.bt"
     bad.write_text("usdt:__EXE__:blktgt:io__sumbit { @ = count(); }\n")
     r = compile_check(target.pid, [str(bad)], tmp_path)
-    assert r.returncode != 0 and "usdt:__EXE__:blktgt:io__sumbit" in r.stderr
+    assert r.returncode != 0 and re.fullmatch(
+        r"probekit-bpftrace: no probe blktgt:io__sumbit in \S+/blktgt; "
+        r"nearest: blktgt:io__submit\n", r.stderr), r.stderr
     # An argument the probe does not have is bpftrace's to catch.
     bad.write_text("usdt:__EXE__:blktgt:target__state { @[arg4] = count(); }\n")
     r = compile_check(target.pid, [str(bad)], tmp_path)
