@@ -106,6 +106,24 @@ static void print_text(const struct hist_entry *e, int first, int last)
 /* A JSON string as Python's json.dumps() writes it (ensure_ascii):
  * control characters and everything beyond ASCII escaped, bytes that are
  * not UTF-8 shown as U+FFFD, as bytes.decode(errors="replace") does. */
+void output_json_ascii(unsigned char c)
+{
+	switch (c) {
+	case '"': fputs("\\\"", stdout); break;
+	case '\\': fputs("\\\\", stdout); break;
+	case '\n': fputs("\\n", stdout); break;
+	case '\r': fputs("\\r", stdout); break;
+	case '\t': fputs("\\t", stdout); break;
+	case '\b': fputs("\\b", stdout); break;
+	case '\f': fputs("\\f", stdout); break;
+	default:
+		if (c < 0x20)
+			printf("\\u%04x", c);
+		else
+			putchar(c);
+	}
+}
+
 void output_json_string(const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s;
@@ -116,20 +134,7 @@ void output_json_string(const char *s)
 
 		if (c < 0x80) {
 			p++;
-			switch (c) {
-			case '"': fputs("\\\"", stdout); break;
-			case '\\': fputs("\\\\", stdout); break;
-			case '\n': fputs("\\n", stdout); break;
-			case '\r': fputs("\\r", stdout); break;
-			case '\t': fputs("\\t", stdout); break;
-			case '\b': fputs("\\b", stdout); break;
-			case '\f': fputs("\\f", stdout); break;
-			default:
-				if (c < 0x20)
-					printf("\\u%04x", c);
-				else
-					putchar(c);
-			}
+			output_json_ascii(c);
 			continue;
 		}
 		if (c >= 0xc2 && c <= 0xdf)

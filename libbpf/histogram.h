@@ -69,6 +69,10 @@ void output_begin(struct output *o);
 /* s as a JSON string, as Python's json.dumps() writes it. */
 void output_json_string(const char *s);
 
+/* One character below 0x80 inside a JSON string, escaped as json.dumps()
+ * escapes it. */
+void output_json_ascii(unsigned char c);
+
 /* One histogram's text (its rows and extras), as output_emit() prints
  * it, or as a JSON object; false when it has nothing to show. */
 bool output_hist_text(const struct hist_entry *e);

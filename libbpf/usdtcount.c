@@ -468,20 +468,10 @@ static void print_json_latin1(const char *s, size_t len)
 	for (size_t i = 0; i < len && s[i]; i++) {
 		unsigned char c = s[i];
 
-		switch (c) {
-		case '"': fputs("\\\"", stdout); break;
-		case '\\': fputs("\\\\", stdout); break;
-		case '\n': fputs("\\n", stdout); break;
-		case '\r': fputs("\\r", stdout); break;
-		case '\t': fputs("\\t", stdout); break;
-		case '\b': fputs("\\b", stdout); break;
-		case '\f': fputs("\\f", stdout); break;
-		default:
-			if (c < 0x20 || c >= 0x80)
-				printf("\\u%04x", c);
-			else
-				putchar(c);
-		}
+		if (c >= 0x80)
+			printf("\\u%04x", c);
+		else
+			output_json_ascii(c);
 	}
 	putchar('"');
 }
