@@ -232,6 +232,8 @@ def render(raw):
         for key, by in (("ratio", "time"), ("cpu_ratio", "CPU")):
             s = d.get(n, {}).get(32, {}).get(key)
             L.append(f"| {what} | {by} | {_fmt(s)} | {_verdict(s, goal)} |")
+    L += ["", "What bounds the libbpf tool at qd 32, step by step (the hit, the "
+          "copy, the binning), measured by hand: [BATCH_BOUND.md](BATCH_BOUND.md)."]
     L += ["", f"Load average (1/5/15 min) at the start: "
           f"{'/'.join(map(str, raw.get('loadavg_start', [])))}, at the end: "
           f"{'/'.join(map(str, raw.get('loadavg_end', [])))} (2 vCPUs).", "", END]

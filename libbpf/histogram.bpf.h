@@ -35,6 +35,18 @@ static __always_inline __u32 hist_log2_slot(__u64 v)
 	return len ? len : 1;
 }
 
+/* The values of log2 slot s: slot 1 holds 0 and 1, slot s > 1
+ * [2^(s - 1), 2^s - 1]. */
+static __always_inline __u64 hist_log2_lo(__u32 s)
+{
+	return s <= 1 ? 0 : 1ULL << ((s - 1) & 63);
+}
+
+static __always_inline __u64 hist_log2_hi(__u32 s)
+{
+	return s >= 64 ? ~0ULL : (1ULL << s) - 1;
+}
+
 /* width is never 0: user space refuses it. */
 static __always_inline __u32 hist_linear_slot(__u64 v, __u64 width)
 {
@@ -77,6 +89,53 @@ static __always_inline void hit_count(void)
 	n = bpf_map_lookup_elem(&hits, &zero);
 	if (n)
 		*n += 1;
+}
+
+/*
+ * A run: consecutive counts into one slot of one histogram, added with one
+ * atomic add when the run ends instead of one per value.  The records of
+ * an io__batch mostly share a histogram and a slot (their I/Os were
+ * submitted and completed together), and the atomic add was the dearest
+ * step of binning a record.  [lo, lo + span) is the range of values the
+ * slot holds, so a value that extends the run costs a subtraction and a
+ * compare, not its slot's arithmetic.  Zeroed, it is no run: span 0
+ * extends nothing and h NULL adds nothing.  No branch tests n: a count
+ * the verifier must track exactly would make every path through a batch
+ * loop a state of its own.
+ */
+struct hist_run {
+	struct hist *h;
+	__u64 lo, span;
+	__u32 slot, n;
+};
+
+static __always_inline void hist_run_end(struct hist_run *run)
+{
+	__u32 s = run->slot;
+
+	if (run->h && s < HIST_MAX_SLOTS)
+		__sync_fetch_and_add(&run->h->slots[s], run->n);
+	run->h = NULL;
+	run->span = 0;
+}
+
+/* Whether v extends the run (of histogram h: a caller that changes
+ * histograms ends the run first). */
+static __always_inline bool hist_run_extends(const struct hist_run *run, __u64 v)
+{
+	return v - run->lo < run->span;
+}
+
+/* Start a run of one value in slot s of h, whose values are [lo, hi]
+ * (hi inclusive, so that the top slot can reach ~0). */
+static __always_inline void hist_run_start(struct hist_run *run, struct hist *h,
+					   __u32 s, __u64 lo, __u64 hi)
+{
+	run->h = h;
+	run->slot = s;
+	run->lo = lo;
+	run->span = hi - lo + 1;	/* 0 for [0, ~0]: no value extends it */
+	run->n = 1;
 }
 
 /* An all-zero histogram to create new map entries from. */

@@ -109,10 +109,12 @@ int io_batch(struct pt_regs *ctx)
 {
 	struct io_key key = {};
 	struct hist *h = NULL;
+	struct hist_run run = {};
 	__u32 count = 0, last = BDEV_INDEX_MAX, last_type = 256;
 	/* The options once, not per record (they are volatile to clang). */
 	const __u64 unit = unit_ns;
 	const bool lin = linear;
+	const __u64 unit_width = unit * width;	/* < 2^51: -W <= INT_MAX */
 	__u32 unit_log2 = hist_log2_slot(unit) - 1;
 	struct io_rec *r, *end;
 
@@ -122,24 +124,42 @@ int io_batch(struct pt_regs *ctx)
 		return 0;
 	end = r + count;
 	for (__u32 i = 0; i < IO_BATCH_MAX && r < end; i++, r++) {
-		__u64 ns = r->done_ns - r->submit_ns;
-		/* A 64-bit division is the dearest instruction here: the
-		 * log2 histogram goes without it. */
-		__u32 s = lin ? hist_slot(ns / unit, true, width)
-			      : log2_slot_of_quotient(ns, unit, unit_log2);
+		__u64 ns = r->done_ns - r->submit_ns, lo, hi;
+		__u32 s;
 
 		/* Records of one batch mostly share a key: look the
 		 * histogram up again only when the key may have changed. */
 		if (!h || (per_bdev && r->bdev != last) ||
 		    (per_type && r->type != last_type)) {
+			hist_run_end(&run);
 			io_batch_key(ctx, &key, r, per_bdev, per_type, &last);
 			last_type = r->type;
 			h = hist_get(&hists, &key);
 			if (!h)
 				continue;
+		} else if (hist_run_extends(&run, ns)) {
+			run.n++;
+			continue;
+		} else {
+			hist_run_end(&run);
 		}
-		__sync_fetch_and_add(&h->slots[s], 1);
+		/* A new run: its slot, and the range of ns the slot holds. */
+		if (lin) {
+			/* floor(floor(ns / unit) / width) = floor(ns / uw) */
+			s = hist_slot(ns / unit, true, width);
+			lo = (__u64)s * unit_width;
+			hi = s == HIST_LINEAR_SLOTS - 1 ? ~0ULL : lo + unit_width - 1;
+		} else {
+			/* A 64-bit division is the dearest instruction here:
+			 * the log2 histogram goes without it.  Slot 1 holds
+			 * [0, 2 unit), slot s > 1 [unit << (s - 1), unit << s). */
+			s = log2_slot_of_quotient(ns, unit, unit_log2);
+			lo = s <= 1 ? 0 : unit << (s - 1);
+			hi = s + unit_log2 >= 63 ? ~0ULL : (unit << s) - 1;
+		}
+		hist_run_start(&run, h, s, lo, hi);
 	}
+	hist_run_end(&run);
 	return 0;
 }
 

@@ -234,6 +234,37 @@ def test_delay_median_same_bucket(bpf, target, kind):
     assert got[0] == got[1], (batch.lines, per_io.lines)
 
 
+@pytest.mark.parametrize("tool,opts", [
+    ("iolatency", ("-n",)),
+    ("iolatency", ("-BO", "-u")),
+    ("iolatency", ("-n", "-L", "-W", "700")),
+    ("iosize", ("-BO",)),
+])
+def test_batch_binning_matches_bcc(bpf, four, tool, opts):
+    """The libbpf and bcc/ tools, attached at once in batch mode, read the
+    same records (blktgt's own timestamps), so they print the same
+    histograms bucket for bucket.  The libbpf program bins a run of records
+    that share a slot with one add (histogram.bpf.h), the bcc/ one bins
+    record by record.  In nanoseconds the latencies of Malloc bdevs spread
+    over many buckets, so runs end at every boundary; a batch of a Malloc
+    bdev holds its I/Os in the order they were submitted, so latencies only
+    fall along it.  On a delay bdev with reads faster than writes, a batch
+    mixes both in the order they fell due, so they also rise, from one
+    bucket to the next (100 and 180 us)."""
+    four.rpc("bdev_malloc_create", name="M9", size_mb=16, block_size=512)
+    four.rpc("bdev_delay_create", name="D9", base="M9", read_us=100, write_us=180)
+    tools = [Tool(kind, tool, four.pid, *opts).start() for kind in ("libbpf", "bcc")]
+    workloads_at_once(four, [("Malloc0", "randread", 8, N0),
+                             ("Malloc1", "randwrite", 32, N1)])
+    histtools.workload(four, "Malloc3", "read", 512, 3, 101)
+    histtools.workload(four, "D9", "randrw", 4096, 32, 307)
+    libbpf, bcc = (parse(t.stop()) for t in tools)
+    assert sum(total(h) for h in libbpf) == N0 + N1 + 101 + 307, libbpf
+    if tool == "iolatency" and "-L" not in opts:
+        assert len([r for h in libbpf for r in h["rows"] if r[2]]) >= 3, libbpf
+    assert libbpf == bcc
+
+
 # --- bdev names ----------------------------------------------------------------------
 
 def test_names_after_delete_and_reuse(bpf, target):
