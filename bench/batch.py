@@ -28,6 +28,8 @@ import shutil
 import statistics
 import tempfile
 
+from report import fmt, summary, verdict  # bench/report.py: one median/range summary
+
 QDS = (1, 8, 32)
 IOS = 200_000
 BEGIN = "<!-- section 7: bench/batch.py; bench/run --only batch rewrites it -->"
@@ -124,19 +126,6 @@ def measure(run, root, build, runs, tmp):
 
 # --- the report ------------------------------------------------------------------
 
-def _summary(xs):
-    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs),
-            "n": len(xs)} if xs else None
-
-
-def _fmt(s, digits=3):
-    if s is None:
-        return "not measured"
-    f = f"{{:.{digits}f}}"
-    return (f"**{f.format(s['median'])}** ({f.format(s['min'])}..{f.format(s['max'])}, "
-            f"n={s['n']})")
-
-
 def _paired(raw, name, qd, field, fn):
     """fn(traced, untraced) of field, per repetition.  JSON keys are
     strings: qd is looked up as one."""
@@ -155,14 +144,14 @@ def derive(raw):
         for qd in QDS:
             d[n][qd] = {
                 # Throughput traced / untraced = time untraced / traced.
-                "ratio": _summary(_paired(raw, n, qd, "ns_per_io", lambda m, b: b / m)),
+                "ratio": summary(_paired(raw, n, qd, "ns_per_io", lambda m, b: b / m)),
                 # The same from the target's CPU time: what the tool costs
                 # the target, without the waits for a CPU a loaded machine
                 # adds to the wall time.
-                "cpu_ratio": _summary(_paired(raw, n, qd, "cpu_ns_per_io",
+                "cpu_ratio": summary(_paired(raw, n, qd, "cpu_ns_per_io",
                                               lambda m, b: b / m)),
-                "added_ns": _summary(_paired(raw, n, qd, "ns_per_io", lambda m, b: m - b)),
-                "added_cpu_ns": _summary(_paired(raw, n, qd, "cpu_ns_per_io",
+                "added_ns": summary(_paired(raw, n, qd, "ns_per_io", lambda m, b: m - b)),
+                "added_cpu_ns": summary(_paired(raw, n, qd, "cpu_ns_per_io",
                                                  lambda m, b: m - b)),
             }
     rpb = {int(k): v for k, v in raw["records_per_batch"].items()}
@@ -198,15 +187,15 @@ def render(raw):
          "|---|" + "---|" * len(QDS)]
     for n in names:
         L.append(f"| {raw['configs'][n]} | " +
-                 " | ".join(_fmt(d[n][qd]["ratio"]) for qd in QDS) + " |")
+                 " | ".join(fmt(d[n][qd]["ratio"]) for qd in QDS) + " |")
     L += ["", "The same from the CPU time of the target's threads per I/O (untraced / "
           "traced), which waits for a CPU on a loaded machine do not inflate:", "",
           "| tool | " + " | ".join(f"qd {qd}" for qd in QDS) + " |",
           "|---|" + "---|" * len(QDS)]
     for n in names:
         L.append(f"| {raw['configs'][n]} | " +
-                 " | ".join(_fmt(d[n][qd]["cpu_ratio"]) for qd in QDS) + " |")
-    base = {qd: _summary([x["cpu_ns_per_io"] for x in raw["samples"]["untraced"][str(qd)]])
+                 " | ".join(fmt(d[n][qd]["cpu_ratio"]) for qd in QDS) + " |")
+    base = {qd: summary([x["cpu_ns_per_io"] for x in raw["samples"]["untraced"][str(qd)]])
             for qd in QDS}
     L += ["", "Untraced, CPU ns per I/O: " +
           ", ".join(f"qd {qd}: {base[qd]['median']:.0f}" for qd in QDS) + "."]
@@ -231,23 +220,13 @@ def render(raw):
                           ("bt-batch", 0.5, "bt/iolat_batch.bt >= 0.5x")):
         for key, by in (("ratio", "time"), ("cpu_ratio", "CPU")):
             s = d.get(n, {}).get(32, {}).get(key)
-            L.append(f"| {what} | {by} | {_fmt(s)} | {_verdict(s, goal)} |")
+            L.append(f"| {what} | {by} | {fmt(s)} | {verdict(s, goal)} |")
     L += ["", "What bounds the libbpf tool at qd 32, step by step (the hit, the "
           "copy, the binning), measured by hand: [BATCH_BOUND.md](BATCH_BOUND.md)."]
     L += ["", f"Load average (1/5/15 min) at the start: "
           f"{'/'.join(map(str, raw.get('loadavg_start', [])))}, at the end: "
           f"{'/'.join(map(str, raw.get('loadavg_end', [])))} (2 vCPUs).", "", END]
     return "\n".join(L) + "\n"
-
-
-def _verdict(s, goal):
-    if s is None:
-        return "not measured"
-    if s["median"] >= goal:
-        return "met (median)" if s["min"] < goal else "met (every repetition)"
-    if s["max"] >= goal:
-        return "not resolved (median below, spread reaches it)"
-    return "NOT met (every repetition below)"
 
 
 def replace_section(text, section):
