@@ -46,6 +46,7 @@ pytest=(/usr/bin/python3 -m pytest -q -x "$@")
 failed=0
 for ((i = 1; i <= runs; i++)); do
 	if "${pytest[@]}" >"$logs/run$i.log" 2>&1; then
+		echo "soak: run $i: $(tail -n 1 "$logs/run$i.log" | tr -d '=')"
 		rm -f "$logs/run$i.log"
 	else
 		failed=$((failed + 1))
