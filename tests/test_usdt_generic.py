@@ -21,6 +21,7 @@ import probekit
 import thirdparty
 from histtools import json_objects, one_error_line, parse, total
 from probekit import LineReader, TIMEOUT
+from thirdparty import pg  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.needs("setpriv", "py:bcc", "py:elftools")
 
@@ -99,15 +100,6 @@ def values(lines):
 PG = pytest.mark.needs(*thirdparty.PG_NEEDS)
 
 
-@pytest.fixture
-def pg():
-    p = thirdparty.Postgres()
-    try:
-        yield p.start()
-    finally:
-        p.stop()
-
-
 def two_sessions_run(a, b, tag_a="a", tag_b="b"):
     """N queries: 12 on a, 11 on b, each its own transaction."""
     a.run(["select '%s';" % tag_a] * 12)
@@ -181,7 +173,7 @@ def test_postgres_by_pid_one_backend(bpf, pg, kind):
     """-p PID of one backend counts that backend's queries alone: the
     uprobes are for that process only, not for its sibling backend."""
     a, b = pg.connect(), pg.connect()
-    pid = int(a.value("pg_backend_pid()"))
+    pid = a.backend_pid()
     t = Tool(kind, "usdtcount", "-p", pid, "postgresql:query__start").start()
     try:
         two_sessions_run(a, b)
@@ -397,7 +389,7 @@ def test_list_traced_now(bpf, pg):
     the tracer is gone."""
     a = pg.connect()
     try:
-        pid = int(a.value("pg_backend_pid()"))
+        pid = a.backend_pid()
         probe = ["  postgresql:transaction__start  1 site  semaphore: %s",
                  "      arg0/arg1  4@%ebx  bpftrace: yes  libbpf: yes"]
 

@@ -1,137 +1,198 @@
 # SPDX-License-Identifier: BSD-2-Clause
 """USDT binaries nobody here wrote, driven through known workloads for
-the generic tools' tests: a private PostgreSQL 15 cluster, python3.11
-scripts, and a C++ program built from tests/throws.cc.
+the generic tools', the wrapper's and the exporter's tests: a private
+PostgreSQL 15 cluster, python3.11 scripts, and a C++ program built from
+tests/throws.cc.
 
-The PostgreSQL cluster runs a private copy of Debian's postgres binary
-(the copy is its own inode), so a tool given its path with -b counts
-this cluster's backends and no other cluster another test on this
-machine may run at the same time.  Its data directory and its unix
-socket live in a directory of its own; it listens on no TCP port.
+The PostgreSQL cluster runs a private copy of Debian's postgres binary.
+Uprobes given a path are set on its inode, so a tool given the copy's
+path with -b counts this cluster's backends and no other cluster's that
+another test on this machine may run at the same time.  The copy is
+bind-mounted over Debian's path in a mount namespace of the server's
+own (postgres finds its share/ and lib/ directories from the path it
+runs as); the namespace, and the mount with it, ends with the server's
+last process.  Its data directory and its unix socket live in a
+directory of its own; it listens on no TCP port.
 """
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
+
+import pytest
 
 import probekit
 from probekit import LineReader, TIMEOUT
 
 PG_VERSION = "15"
 PG_BIN = f"/usr/lib/postgresql/{PG_VERSION}/bin"
-PG_LIB = f"/usr/lib/postgresql/{PG_VERSION}/lib"
-PG_SHARE = f"/usr/share/postgresql/{PG_VERSION}"
 PG_USER = "postgres"
 PYTHON311 = "/usr/bin/python3.11"
-# The programs these tests run, for the needs marker.
-PG_NEEDS = (f"{PG_BIN}/postgres", f"{PG_BIN}/psql", "setpriv")
+# The programs a test that runs a cluster needs, for its needs marker.
+PG_NEEDS = (f"{PG_BIN}/postgres", f"{PG_BIN}/psql", "setpriv", "unshare")
+AS_PG = ["setpriv", f"--reuid={PG_USER}", f"--regid={PG_USER}",
+         "--init-groups", "--"]
 
 
-def as_user(user, cmd, **kw):
-    """Run cmd as user (with its groups), to completion."""
-    return subprocess.run(["setpriv", f"--reuid={user}", f"--regid={user}",
-                           "--init-groups", "--", *cmd], timeout=TIMEOUT,
-                          capture_output=True, **kw)
+class Cluster:
+    """What a test sees of a running private cluster: dir (its own
+    directory), sock (the unix socket's directory), postgres (the copy's
+    path, for -b), pid (the postmaster's PID, in the root namespace)."""
 
-
-class Postgres:
-    """A private PostgreSQL cluster: a copy of postgres, initdb and pg_ctl
-    under DIR/usr/lib/postgresql/15/bin (PostgreSQL finds its share and
-    lib directories relative to its binary, so they are links to
-    Debian's), the data in DIR/data, the socket in DIR.  Autovacuum and
-    the logical replication launcher are off, so that no transaction runs
-    that a test did not send."""
-
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="probekit-pg-")
-        os.chmod(self.dir, 0o755)
-        bindir = self.dir + PG_BIN
-        os.makedirs(bindir)
-        for prog in ("postgres", "initdb", "pg_ctl"):
-            shutil.copy2(os.path.join(PG_BIN, prog), bindir)
-        os.symlink(PG_LIB, self.dir + PG_LIB)
-        os.makedirs(os.path.dirname(self.dir + PG_SHARE))
-        os.symlink(PG_SHARE, self.dir + PG_SHARE)
-        self.postgres = os.path.join(bindir, "postgres")
-        self.data = os.path.join(self.dir, "data")
-        self.bindir = bindir
-        shutil.chown(self.dir, PG_USER)
-        self.started = False
-
-    def _run(self, *cmd):
-        r = as_user(PG_USER, cmd)
-        assert r.returncode == 0, (cmd, r.stdout.decode(errors="replace"),
-                                   r.stderr.decode(errors="replace"))
-        return r
-
-    def start(self):
-        self._run(f"{self.bindir}/initdb", "-D", self.data, "-A", "trust",
-                  "-U", PG_USER, "--no-sync")
-        opts = (f"-k {self.dir} -c listen_addresses= -c autovacuum=off "
-                "-c max_logical_replication_workers=0 -c fsync=off")
-        # -w waits until the server accepts connections.
-        self._run(f"{self.bindir}/pg_ctl", "-D", self.data, "-o", opts,
-                  "-l", os.path.join(self.dir, "log"), "-w", "-t",
-                  str(int(TIMEOUT)), "start")
-        self.started = True
-        with open(os.path.join(self.data, "postmaster.pid")) as f:
-            self.pid = int(f.readline())
-        return self
-
-    def stop(self):
-        if self.started:
-            self._run(f"{self.bindir}/pg_ctl", "-D", self.data, "-m",
-                      "fast", "-w", "stop")
-            self.started = False
-        shutil.rmtree(self.dir, ignore_errors=True)
+    def __init__(self, top):
+        self.dir = top
+        self.sock = os.path.join(top, "sock")
+        self.postgres = os.path.join(top, "postgres")
+        self.pid = None
+        self.sessions = []
 
     def connect(self):
-        return Session(self)
+        """A new Session; one the test leaves open is closed when the
+        cluster stops."""
+        s = Session(self)
+        self.sessions.append(s)
+        return s
+
+
+@contextlib.contextmanager
+def private_postgres():
+    """Run a private cluster; yield its Cluster.  Autovacuum and the
+    logical replication launcher are off, so that no transaction runs
+    that a test did not send.  On the way out, also when the test or the
+    start failed, the sessions left open are closed, the server is
+    stopped (fast shutdown, which ends its backends) and its directory
+    removed.  The directory is not under pytest's tmp_path, which user
+    postgres cannot enter."""
+    top = tempfile.mkdtemp(prefix="probekit-pg-")
+    cluster, srv = Cluster(top), None
+    try:
+        os.chmod(top, 0o755)
+        data = os.path.join(top, "data")
+        for d in (data, cluster.sock):
+            os.mkdir(d)
+            shutil.chown(d, PG_USER, PG_USER)
+        shutil.copy2(f"{PG_BIN}/postgres", cluster.postgres)
+        r = subprocess.run([*AS_PG, f"{PG_BIN}/initdb", "-D", data, "-A",
+                            "trust", "-U", PG_USER, "--no-sync"],
+                           capture_output=True, text=True,
+                           timeout=2 * TIMEOUT)
+        assert r.returncode == 0, r.stdout + r.stderr
+        # unshare and sh exec, so the process started is the postmaster.
+        server = " ".join([*AS_PG, f"{PG_BIN}/postgres", "-D", data,
+                           "-k", cluster.sock, "-c", "listen_addresses=",
+                           "-c", "autovacuum=off",
+                           "-c", "max_logical_replication_workers=0",
+                           "-c", "fsync=off"])
+        mount = f"mount --bind {cluster.postgres} {PG_BIN}/postgres"
+        srv = subprocess.Popen(
+            ["unshare", "-m", "--propagation", "private", "sh", "-c",
+             f"{mount} && exec {server}"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        LineReader(srv.stdout).wait_for(
+            "database system is ready to accept connections")
+        cluster.pid = srv.pid
+        yield cluster
+    finally:
+        try:
+            try:
+                for s in cluster.sessions:
+                    s.close()
+            finally:
+                if srv:
+                    _stop(srv)
+        finally:
+            shutil.rmtree(top, ignore_errors=True)
+
+
+def _stop(srv):
+    """SIGINT is a fast shutdown: the postmaster ends its backends, then
+    itself.  One that does not end in time is killed; its backends see
+    the postmaster gone and exit."""
+    srv.send_signal(signal.SIGINT)
+    try:
+        srv.wait(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        srv.kill()
+        srv.wait()
+        raise
+
+
+@pytest.fixture
+def pg():
+    """A private cluster (private_postgres) for one test; its directory
+    is checked to be gone after it."""
+    with private_postgres() as cluster:
+        yield cluster
+    assert not os.path.exists(cluster.dir)
 
 
 class Session:
-    """One psql connection (one backend), kept open; run() sends queries
-    and returns once the server has answered all of them."""
+    """One psql connection (one backend), kept open.  Query results go
+    to /dev/null; the marks psql echoes tell when the server answered.
+    sent counts the statements sent."""
 
-    def __init__(self, pg):
+    def __init__(self, cluster):
         self.proc = subprocess.Popen(
-            ["setpriv", f"--reuid={PG_USER}", f"--regid={PG_USER}",
-             "--init-groups", "--", f"{PG_BIN}/psql", "-X", "-q", "-A",
-             "-t", "-o", "/dev/null", "-h", pg.dir, "-U", PG_USER,
-             "postgres"],
+            [*AS_PG, f"{PG_BIN}/psql", "-X", "-q", "-A", "-t", "-o",
+             "/dev/null", "-h", cluster.sock, "-U", PG_USER, "postgres"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT)
         self.out = LineReader(self.proc.stdout)
         self.marks = 0
+        self.sent = 0
         # psql connects before it reads a line, and exits if it cannot:
         # the echo proves the connection is up, and runs no query.
-        self._send("\\echo CONNECTED\n")
-        self.out.wait_for("^CONNECTED$")
+        try:
+            self._send("\\echo CONNECTED\n")
+            self.out.wait_for("^CONNECTED$")
+        except BaseException:
+            self.close()
+            raise
 
     def _send(self, text):
         self.proc.stdin.write(text.encode())
         self.proc.stdin.flush()
 
     def value(self, expr):
-        """The value of the SQL expression expr, through \\gset."""
+        """The value of the SQL expression expr, through \\gset: one
+        statement."""
         self.marks += 1
+        self.sent += 1
         self._send(f"select {expr} as v \\gset\n"
                    f"\\echo VALUE{self.marks} :v\n")
         return self.out.wait_for(rf"^VALUE{self.marks} (\S+)$").group(1)
+
+    def backend_pid(self):
+        """The PID of this session's backend: one statement."""
+        return int(self.value("pg_backend_pid()"))
 
     def run(self, queries):
         """Send queries (each one statement, its own transaction); return
         once psql has printed the mark that follows them, i.e. every one
         was answered."""
         self.marks += 1
+        self.sent += len(queries)
         self._send("".join(q + "\n" for q in queries)
                    + f"\\echo DONE{self.marks}\n")
         self.out.wait_for(rf"^DONE{self.marks}$")
 
     def close(self):
-        self.proc.stdin.close()
-        self.proc.wait(timeout=TIMEOUT)
+        """End the session (psql exits at the end of its input); closing
+        twice is harmless."""
+        if not self.proc.stdin.closed:
+            try:
+                self.proc.stdin.close()
+            except BrokenPipeError:
+                pass
+        try:
+            self.proc.wait(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise
 
 
 def build_throws(tmp_path):
