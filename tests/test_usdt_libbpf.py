@@ -18,24 +18,22 @@ compared with each histogram's buckets reduced to its total.
 
 import json
 import os
-import pathlib
 import re
 import shutil
-import signal
 import subprocess
-import tempfile
 import textwrap
 
 import pytest
 
 import histtools
 import probekit
+import thirdparty
 from histtools import bdevs  # noqa: F401 (a fixture)
 from histtools import json_objects, nonzero, parse, total, workload
 from probekit import LineReader, TIMEOUT
+from thirdparty import PG_BIN, PYTHON311
+from thirdparty import pg  # noqa: F401 (a fixture)
 
-PG_BIN = "/usr/lib/postgresql/15/bin"
-PYTHON311 = "/usr/bin/python3.11"
 CATALOG = os.path.join(probekit.ROOT, "probes", "blktgt.d")
 
 
@@ -384,82 +382,15 @@ def test_usdtlat_matches_bcc(bpf, bdevs, args):
 
 # --- PostgreSQL 15 -----------------------------------------------------------
 
-class Psql:
-    """One psql session: one backend, kept open."""
-
-    def __init__(self, sockdir):
-        self.proc = subprocess.Popen(
-            [f"{PG_BIN}/psql" if os.path.exists(f"{PG_BIN}/psql") else "psql",
-             "-X", "-q", "-A", "-t", "-h", sockdir, "-U", "postgres",
-             "-d", "postgres"], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.out = LineReader(self.proc.stdout)
-        self.n = 0
-
-    def query(self, i):
-        """select i; returns once its row came back."""
-        self.proc.stdin.write(f"select {i} as q{i};\n")
-        self.proc.stdin.flush()
-        self.out.wait_for(rf"^{i}$")
-        self.n += 1
-
-    def close(self):
-        self.proc.stdin.close()
-        self.proc.wait(timeout=TIMEOUT)
-
-
-@pytest.fixture
-def postgres():
-    """A PostgreSQL 15 cluster of its own on a unix socket, with no
-    background process that runs transactions (autovacuum, the logical
-    replication launcher), so a test's queries are all there is.
-
-    -b traces every process running a file, and other tests may run
-    PostgreSQL at the same time: so the server runs a copy of the
-    postgres binary, bind-mounted over its path in a mount namespace of
-    its own (it finds its share/ and lib/ from that path), and the tests
-    trace the copy.  Yields (socket directory, the copy's path).  Its
-    directory is not under pytest's tmp_path, which user postgres cannot
-    enter."""
-    top = pathlib.Path(tempfile.mkdtemp(prefix="probekit-pg-"))
-    data, sock, copy = top / "data", top / "sock", top / "postgres"
-    os.chmod(top, 0o755)
-    for d in (data, sock):
-        d.mkdir()
-        shutil.chown(d, "postgres", "postgres")
-    shutil.copy2(f"{PG_BIN}/postgres", copy)
-    as_pg = "setpriv --reuid=postgres --regid=postgres --init-groups"
-    srv = None
-    try:
-        subprocess.run([*as_pg.split(), f"{PG_BIN}/initdb", "-D", str(data),
-                        "-A", "trust", "-U", "postgres", "--no-sync"],
-                       check=True, stdout=subprocess.DEVNULL)
-        shell = (f"mount --bind {copy} {PG_BIN}/postgres && exec {as_pg} "
-                 f"{PG_BIN}/postgres -D {data} -k {sock} "
-                 "-c listen_addresses= -c autovacuum=off "
-                 "-c max_logical_replication_workers=0 -c fsync=off")
-        srv = subprocess.Popen(["unshare", "-m", "--propagation", "private",
-                                "sh", "-c", shell], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT)
-        LineReader(srv.stdout).wait_for(
-            "database system is ready to accept connections")
-        yield str(sock), str(copy)
-    finally:
-        if srv:
-            srv.send_signal(signal.SIGINT)     # a fast shutdown
-            srv.wait(timeout=TIMEOUT)
-        shutil.rmtree(top)
-
-
-@pytest.mark.needs("setpriv", "unshare", "psql", f"{PG_BIN}/postgres")
-def test_postgres_two_backends_by_path(bpf, postgres):
+@pytest.mark.needs(*thirdparty.PG_NEEDS)
+def test_postgres_two_backends_by_path(bpf, pg):
     """N queries over two connections, traced by the server's path: both
     backends' queries are counted, and each transaction is timed."""
-    sock, server = postgres
-    a, b = Psql(sock), Psql(sock)
+    server = pg.postgres
+    a, b = pg.connect(), pg.connect()
     try:
-        a.query(0)          # both backends are up before tracing starts
-        b.query(0)
+        a.run(["select 0;"])    # both backends are up before tracing starts
+        b.run(["select 0;"])
         c = Gen("libbpf", "usdtcount", "-b", server,
                 "postgresql:query__start", "postgresql:query__done",
                 "transaction__commit").start()
@@ -467,12 +398,12 @@ def test_postgres_two_backends_by_path(bpf, postgres):
                   "postgresql:transaction__start",
                   "postgresql:transaction__commit", "-j").start()
         for i in range(1, 24):
-            (a if i % 3 else b).query(i)
+            (a if i % 3 else b).run([f"select {i};"])
         got, hist = counts(c.stop()), json_objects(lat.stop())
     finally:
         a.close()
         b.close()
-    assert (a.n, b.n) == (1 + 16, 1 + 7)
+    assert (a.sent, b.sent) == (1 + 16, 1 + 7)
     assert got == {"postgresql:query__start": 23,
                    "postgresql:query__done": 23,
                    "postgresql:transaction__commit": 23}

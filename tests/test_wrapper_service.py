@@ -6,25 +6,22 @@ traced through /proc/PID/root, bpftrace's -f json passes through, and a
 misspelt probe is named with the nearest real one.
 
 Each trace waits for the wrapper's readiness line, runs a known workload,
-waits for the workload's own answer (a query's row, a "done N" line),
-then SIGINTs the trace and reads the counts bpftrace prints at its end.
+waits for the workload's own answer (psql's mark after the queries, a
+"done N" line), then SIGINTs the trace and reads the counts bpftrace
+prints at its end.
 """
 
 import json
-import os
-import pathlib
 import re
-import shutil
-import signal
 import subprocess
-import tempfile
 
 import pytest
 
 import probekit
 from probekit import LineReader, TIMEOUT, Trace, WRAPPER
+from thirdparty import PG_BIN, PG_NEEDS
+from thirdparty import pg  # noqa: F401 (a fixture)
 
-PG_BIN = "/usr/lib/postgresql/15/bin"
 N_QUERIES = 23
 
 
@@ -52,78 +49,6 @@ def counts(lines, name):
 
 # --- PostgreSQL --------------------------------------------------------------
 
-class Psql:
-    """One psql session: one backend, kept open."""
-
-    def __init__(self, sockdir):
-        self.proc = subprocess.Popen(
-            [f"{PG_BIN}/psql" if os.path.exists(f"{PG_BIN}/psql") else "psql",
-             "-X", "-q", "-A", "-t", "-h", sockdir, "-U", "postgres",
-             "-d", "postgres"], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.out = LineReader(self.proc.stdout)
-
-    def ask(self, sql, want):
-        """Send one statement; return once a line matching want came back."""
-        self.proc.stdin.write(sql + "\n")
-        self.proc.stdin.flush()
-        return self.out.wait_for(want)
-
-    def query(self, i):
-        self.ask(f"select {i} as q{i};", rf"^{i}$")
-
-    def backend_pid(self):
-        return int(self.ask("select pg_backend_pid();", r"^\d+$").group(0))
-
-    def close(self):
-        self.proc.stdin.close()
-        self.proc.wait(timeout=TIMEOUT)
-
-
-@pytest.fixture
-def postgres():
-    """A PostgreSQL 15 cluster of its own on a unix socket, with no
-    background process that runs queries (autovacuum, the logical
-    replication launcher), so a test's queries are all there is.
-
-    A PATH traces every process that runs the file, and other tests may
-    run PostgreSQL at the same time: so the server runs a private copy of
-    the postgres binary, bind-mounted over its path in a mount namespace
-    of its own (it finds its share/ and lib/ from that path), and the tests
-    trace the copy.  Yields (socket directory, the copy's path, the
-    postmaster's PID).  Its directory is not under pytest's tmp_path,
-    which user postgres cannot enter."""
-    top = pathlib.Path(tempfile.mkdtemp(prefix="probekit-pg-"))
-    data, sock, copy = top / "data", top / "sock", top / "postgres"
-    os.chmod(top, 0o755)
-    for d in (data, sock):
-        d.mkdir()
-        shutil.chown(d, "postgres", "postgres")
-    shutil.copy2(f"{PG_BIN}/postgres", copy)
-    as_pg = "setpriv --reuid=postgres --regid=postgres --init-groups"
-    srv = None
-    try:
-        subprocess.run([*as_pg.split(), f"{PG_BIN}/initdb", "-D", str(data),
-                        "-A", "trust", "-U", "postgres", "--no-sync"],
-                       check=True, stdout=subprocess.DEVNULL)
-        shell = (f"mount --bind {copy} {PG_BIN}/postgres && exec {as_pg} "
-                 f"{PG_BIN}/postgres -D {data} -k {sock} "
-                 "-c listen_addresses= -c autovacuum=off "
-                 "-c max_logical_replication_workers=0 -c fsync=off")
-        srv = subprocess.Popen(["unshare", "-m", "--propagation", "private",
-                                "sh", "-c", shell], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT)
-        LineReader(srv.stdout).wait_for(
-            "database system is ready to accept connections")
-        # unshare and sh exec, so the postmaster is the process started.
-        yield str(sock), str(copy), srv.pid
-    finally:
-        if srv:
-            srv.send_signal(signal.SIGINT)     # a fast shutdown
-            srv.wait(timeout=TIMEOUT)
-        shutil.rmtree(top)
-
-
 QUERY_BT = """\
 usdt:__EXE__:postgresql:query__start
 {
@@ -132,19 +57,20 @@ usdt:__EXE__:postgresql:query__start
 """
 
 
-@pytest.mark.needs("setpriv", "unshare", "psql", f"{PG_BIN}/postgres")
-def test_postgres_by_path_counts_both_backends(bpf, postgres, tmp_path):
-    """N queries over two connections, traced by the server's path: each
-    backend's queries are counted exactly, under its own PID."""
-    sock, server, _ = postgres
+@pytest.mark.needs(*PG_NEEDS)
+def test_postgres_by_path_counts_both_backends(bpf, pg, tmp_path):
+    """N queries over two connections, traced by the server's path (the
+    cluster's private copy): each backend's queries are counted exactly,
+    under its own PID."""
+    server = pg.postgres
     script = write(tmp_path / "q.bt", QUERY_BT)
-    a, b = Psql(sock), Psql(sock)
+    a, b = pg.connect(), pg.connect()
     try:
         pids = a.backend_pid(), b.backend_pid()
         t = Trace(server, [script]).start(
             re.escape(f"probekit: tracing PATH={server} (Ctrl-C to end)"))
         for i in range(N_QUERIES):
-            (a if i % 3 else b).query(i)
+            (a if i % 3 else b).run([f"select {i};"])
         lines = t.stop()
     finally:
         a.close()
@@ -153,16 +79,16 @@ def test_postgres_by_path_counts_both_backends(bpf, postgres, tmp_path):
     assert counts(lines, "q") == {pids[0]: 15, pids[1]: 8}, lines
 
 
-@pytest.mark.needs("setpriv", "unshare", "psql", f"{PG_BIN}/postgres")
-def test_postmaster_pid_warns_of_its_children(bpf, postgres, tmp_path):
+@pytest.mark.needs(*PG_NEEDS)
+def test_postmaster_pid_warns_of_its_children(bpf, pg, tmp_path):
     """Given the postmaster's PID, the wrapper says, once, that its
     children run the same executable, and names the PATH form; the trace
     still starts.  The path it names traces the backends."""
-    sock, server, postmaster = postgres
+    postmaster = pg.pid
     # The executable is the copy, seen under its namespace's path.
     exe = f"/proc/{postmaster}/root{PG_BIN}/postgres"
     script = write(tmp_path / "q.bt", QUERY_BT)
-    a = Psql(sock)
+    a = pg.connect()
     try:
         backend = a.backend_pid()
         lines = Trace(postmaster, [script]).start().stop()
@@ -180,7 +106,7 @@ def test_postmaster_pid_warns_of_its_children(bpf, postgres, tmp_path):
             if ln.startswith("probekit: tracing"))
         by_path = Trace(exe, [script]).start()
         for i in range(5):
-            a.query(i)
+            a.run([f"select {i};"])
         counted = counts(by_path.stop(), "q")
     finally:
         a.close()
