@@ -19,23 +19,23 @@ import http.client
 import json
 import math
 import os
-import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 import urllib.parse
 
 import pytest
 
 import probekit
+import thirdparty
+from thirdparty import PG_BIN
+from thirdparty import pg  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.needs("prometheus", "promtool")
 
 READ_US = 140000		# 140 ms: in (0.125, 0.25] seconds
 SCRAPE = "1s"
-PG_BIN = "/usr/lib/postgresql/15/bin"
 
 
 def exporter_bin(build):
@@ -427,71 +427,32 @@ def test_bad_targets(build, bpf, tmp_path):
     assert "Address already in use; pick another port" in r.stderr
 
 
-class Postgres:
-    """A private PostgreSQL 15 cluster, run as the postgres user, with a
-    unix socket only.  The postgres user cannot enter root's pytest
-    tmpdirs, so its directory is made under /tmp and removed at stop()."""
-
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="probekit-pg-")
-        shutil.chown(self.dir, "postgres", "postgres")
-        self.data = os.path.join(self.dir, "data")
-        self.pg("initdb", "-D", self.data, "-A", "trust", "-U", "postgres",
-                "--no-sync")
-        self.pg("pg_ctl", "-D", self.data, "-l",
-                os.path.join(self.dir, "log"), "-w", "-o",
-                f"-c listen_addresses='' -c unix_socket_directories={self.dir}"
-                " -c fsync=off", "start")
-
-    def pg(self, tool, *args):
-        r = subprocess.run(["runuser", "-u", "postgres", "--",
-                            f"{PG_BIN}/{tool}"] + list(args),
-                           capture_output=True, text=True,
-                           timeout=probekit.TIMEOUT * 2)
-        assert r.returncode == 0, r.stdout + r.stderr
-        return r.stdout
-
-    def session(self, n):
-        """One connection: select pg_backend_pid(), then n queries (psql -c
-        sends each as one simple query).  Returns the backend's PID."""
-        args = ["-c", "select pg_backend_pid()"]
-        for i in range(n):
-            args += ["-c", f"select {i}"]
-        out = self.pg("psql", "-X", "-q", "-A", "-t", "-h", self.dir,
-                      "-d", "postgres", *args)
-        return int(out.splitlines()[0])
-
-    def stop(self):
-        try:
-            self.pg("pg_ctl", "-D", self.data, "-m", "fast", "-w", "stop")
-        finally:
-            shutil.rmtree(self.dir)
+def pg_session(cluster, n):
+    """One connection to cluster: select pg_backend_pid(), then n
+    queries, each its own statement.  Returns the backend's PID."""
+    s = cluster.connect()
+    try:
+        pid = s.backend_pid()
+        s.run([f"select {i};" for i in range(n)])
+    finally:
+        s.close()
+    return pid
 
 
-@pytest.fixture
-def postgres():
-    if not os.access(f"{PG_BIN}/postgres", os.X_OK):
-        why = "needs postgres (Debian package postgresql-15); run 'make deps'"
-        if os.environ.get("CI") == "true":
-            pytest.fail(why)
-        pytest.skip(why)
-    pg = Postgres()
-    yield pg
-    pg.stop()
-    assert not os.path.exists(pg.dir)
-
-
-def test_postgres_query_pair_through_prometheus(bpf, postgres, exporter,
+@pytest.mark.needs(*thirdparty.PG_NEEDS)
+def test_postgres_query_pair_through_prometheus(bpf, pg, exporter,
                                                 prometheus_for):
-    """-b traces every postgres on the machine, other clusters too: the
-    pid label picks this cluster's backends out of them."""
-    e = exporter("-b", f"{PG_BIN}/postgres", "--pid-label", "--pair",
+    """-b traces every process that runs the file, here the cluster's
+    private copy of postgres, so only this cluster's backends; the pid
+    label tells them apart, and the queries select this test's sessions'
+    backends by it."""
+    e = exporter("-b", pg.postgres, "--pid-label", "--pair",
                  "pg_query=postgresql:query__start,postgresql:query__done",
                  "--count", "pg_starts=postgresql:query__start")
     prom = prometheus_for(e.addr)
     # Two connections, each its own backend process, each with one query
     # more: the one that names its PID.
-    pids = [postgres.session(13), postgres.session(4)]
+    pids = [pg_session(pg, 13), pg_session(pg, 4)]
     assert pids[0] != pids[1]
     ours = '{pid=~"%s"}' % "|".join(map(str, pids))
     prom.wait_value(f"sum(pg_query_seconds_count{ours})", 14 + 5,
@@ -507,7 +468,7 @@ def test_postgres_query_pair_through_prometheus(bpf, postgres, exporter,
             break
         time.sleep(0.1)
     assert got == want
-    pids.append(postgres.session(6))
+    pids.append(pg_session(pg, 6))
     ours = '{pid=~"%s"}' % "|".join(map(str, pids))
     prom.wait_value(f"sum(pg_query_seconds_count{ours})", 14 + 5 + 7,
                     f"max(timestamp(pg_query_seconds_count{ours}))")
