@@ -91,8 +91,8 @@ def private_postgres():
             ["unshare", "-m", "--propagation", "private", "sh", "-c",
              f"{mount} && exec {server}"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        LineReader(srv.stdout).wait_for(
-            "database system is ready to accept connections")
+        log = LineReader(srv.stdout)
+        log.wait_for("database system is ready to accept connections")
         cluster.pid = srv.pid
         yield cluster
     finally:
@@ -102,15 +102,16 @@ def private_postgres():
                     s.close()
             finally:
                 if srv:
-                    _stop(srv)
+                    _stop(srv, log)
         finally:
             shutil.rmtree(top, ignore_errors=True)
 
 
-def _stop(srv):
+def _stop(srv, log):
     """SIGINT is a fast shutdown: the postmaster ends its backends, then
     itself.  One that does not end in time is killed; its backends see
-    the postmaster gone and exit."""
+    the postmaster gone and exit.  The log pipe is closed once its
+    reader has seen its end."""
     srv.send_signal(signal.SIGINT)
     try:
         srv.wait(timeout=TIMEOUT)
@@ -118,6 +119,9 @@ def _stop(srv):
         srv.kill()
         srv.wait()
         raise
+    finally:
+        log.drain(TIMEOUT)
+        srv.stdout.close()
 
 
 @pytest.fixture
@@ -193,6 +197,9 @@ class Session:
             self.proc.kill()
             self.proc.wait()
             raise
+        finally:
+            self.out.drain(TIMEOUT)
+            self.proc.stdout.close()
 
 
 def build_throws(tmp_path):
