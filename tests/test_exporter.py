@@ -28,8 +28,7 @@ import urllib.parse
 import pytest
 
 import probekit
-import thirdparty
-from thirdparty import PG_BIN
+from thirdparty import PG_BIN, PG_NEEDS
 from thirdparty import pg  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.needs("prometheus", "promtool")
@@ -439,7 +438,7 @@ def pg_session(cluster, n):
     return pid
 
 
-@pytest.mark.needs(*thirdparty.PG_NEEDS)
+@pytest.mark.needs(*PG_NEEDS)
 def test_postgres_query_pair_through_prometheus(bpf, pg, exporter,
                                                 prometheus_for):
     """-b traces every process that runs the file, here the cluster's

@@ -27,11 +27,10 @@ import pytest
 
 import histtools
 import probekit
-import thirdparty
 from histtools import bdevs  # noqa: F401 (a fixture)
 from histtools import json_objects, nonzero, parse, total, workload
 from probekit import LineReader, TIMEOUT
-from thirdparty import PG_BIN, PYTHON311
+from thirdparty import PG_BIN, PG_NEEDS, PYTHON311
 from thirdparty import pg  # noqa: F401 (a fixture)
 
 CATALOG = os.path.join(probekit.ROOT, "probes", "blktgt.d")
@@ -382,7 +381,7 @@ def test_usdtlat_matches_bcc(bpf, bdevs, args):
 
 # --- PostgreSQL 15 -----------------------------------------------------------
 
-@pytest.mark.needs(*thirdparty.PG_NEEDS)
+@pytest.mark.needs(*PG_NEEDS)
 def test_postgres_two_backends_by_path(bpf, pg):
     """N queries over two connections, traced by the server's path: both
     backends' queries are counted, and each transaction is timed."""
