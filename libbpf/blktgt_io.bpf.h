@@ -1,129 +1,21 @@
 // SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
 /*
- * blktgt_io.bpf.h: reading blktgt:io__batch in a BPF program.
- *
- *   io__batch(s32 thread, s32 count, struct io_rec *recs, char *bdev_names)
- *
- * The record is declared once, in target/io_batch.h, which this includes;
- * the I/O type names come from target/states.h's IO_TYPE_LIST, as blktgt's
- * own do.  A batch (up to 3 KiB) is larger than the 512-byte BPF stack, so
- * it is copied with one read into a per-CPU scratch map, then walked with
- * a loop bounded by IO_BATCH_MAX.
+ * blktgt_io.bpf.h: the histogram tools' keys for blktgt:io__batch's
+ * records (io_batch.bpf.h reads them): the bdev name from the batch's
+ * name table, the I/O type's name from target/states.h's IO_TYPE_LIST, as
+ * blktgt's own names are.
  */
 #ifndef PROBEKIT_BLKTGT_IO_BPF_H
 #define PROBEKIT_BLKTGT_IO_BPF_H
 
-#include "../target/io_batch.h"
+#include "io_batch.bpf.h"
 #include "../target/states.h"
 #include "blktgt_io.h"
-
-struct io_batch_buf {
-	struct io_rec recs[IO_BATCH_MAX];
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct io_batch_buf);
-} io_batch_scratch SEC(".maps");
 
 #define IO_TYPE_NAME(e, name) name,
 static const char io_type_names[BDEV_IO_TYPE_COUNT][IOTYPE_LEN] = {
 	IO_TYPE_LIST(IO_TYPE_NAME)
 };
-
-/*
- * Argument n of this hit, as bpf_usdt_arg() reads it from the spec
- * bpf_program__attach_usdt() wrote (usdt.bpf.h), except that an operand in
- * a register is read straight from ctx.  bpf_usdt_arg() reads a register
- * with bpf_probe_read_kernel(): with its own call and the attach cookie's,
- * that cost about 55 ns per argument here (bench/RESULTS.md), paid
- * once per batch.  Any other operand goes to bpf_usdt_arg().
- */
-static __always_inline int io_batch_arg(struct pt_regs *ctx,
-					const struct __bpf_usdt_spec *spec,
-					__u32 n, long *res)
-{
-	const struct __bpf_usdt_arg_spec *a;
-	unsigned long v;
-
-	if (n >= BPF_USDT_MAX_ARG_CNT || n >= spec->arg_cnt)
-		return -ENOENT;
-	a = &spec->args[n];
-	if (a->arg_type != BPF_USDT_ARG_REG)
-		return bpf_usdt_arg(ctx, n, res);
-	/* Each case a load at a constant offset, which the verifier
-	 * allows in ctx; a computed offset it refuses.  In asm: clang
-	 * would make the sixteen loads one, from a computed address. */
-#define REG(r) ({ unsigned long _v;					\
-	__asm__ volatile("%0 = *(u64 *)(%1 + %2)" : "=r"(_v)		\
-			 : "r"(ctx), "i"(__builtin_offsetof(struct pt_regs, r)));	\
-	_v; })
-	switch (a->reg_off) {
-	case __builtin_offsetof(struct pt_regs, ax): v = REG(ax); break;
-	case __builtin_offsetof(struct pt_regs, bx): v = REG(bx); break;
-	case __builtin_offsetof(struct pt_regs, cx): v = REG(cx); break;
-	case __builtin_offsetof(struct pt_regs, dx): v = REG(dx); break;
-	case __builtin_offsetof(struct pt_regs, si): v = REG(si); break;
-	case __builtin_offsetof(struct pt_regs, di): v = REG(di); break;
-	case __builtin_offsetof(struct pt_regs, bp): v = REG(bp); break;
-	case __builtin_offsetof(struct pt_regs, sp): v = REG(sp); break;
-	case __builtin_offsetof(struct pt_regs, r8): v = REG(r8); break;
-	case __builtin_offsetof(struct pt_regs, r9): v = REG(r9); break;
-	case __builtin_offsetof(struct pt_regs, r10): v = REG(r10); break;
-	case __builtin_offsetof(struct pt_regs, r11): v = REG(r11); break;
-	case __builtin_offsetof(struct pt_regs, r12): v = REG(r12); break;
-	case __builtin_offsetof(struct pt_regs, r13): v = REG(r13); break;
-	case __builtin_offsetof(struct pt_regs, r14): v = REG(r14); break;
-	case __builtin_offsetof(struct pt_regs, r15): v = REG(r15); break;
-	default: return bpf_usdt_arg(ctx, n, res);
-	}
-#undef REG
-	/* The operand's size, as bpf_usdt_arg() takes it: "-4@%eax" is the
-	 * low 32 bits, sign-extended. */
-	v <<= a->arg_bitshift;
-	*res = a->arg_signed ? (long)v >> a->arg_bitshift : (long)(v >> a->arg_bitshift);
-	return 0;
-}
-
-/*
- * io__batch's records, copied into this CPU's scratch buffer, and their
- * number in *count; NULL when the count is out of range or a read fails.
- *
- * Only the two arguments a program needs are read (BPF_USDT() would read
- * all four on every hit, the thread number and the name table included,
- * which a hit pays for every record it carries), and libbpf's spec is
- * looked up once for both.
- */
-static __always_inline struct io_rec *io_batch_copy(struct pt_regs *ctx, __u32 *count)
-{
-	__u32 zero = 0;
-	struct io_batch_buf *b = bpf_map_lookup_elem(&io_batch_scratch, &zero);
-	const struct __bpf_usdt_spec *spec;
-	int spec_id = __bpf_usdt_spec_id(ctx);
-	long n, recs;
-	__u64 size;
-
-	if (!b || spec_id < 0)
-		return NULL;
-	spec = bpf_map_lookup_elem(&__bpf_usdt_specs, &spec_id);
-	if (!spec || io_batch_arg(ctx, spec, 1, &n) ||
-	    io_batch_arg(ctx, spec, 2, &recs))
-		return NULL;
-	if (n <= 0 || n > IO_BATCH_MAX)
-		return NULL;
-	size = (__u64)n * sizeof(struct io_rec);
-	/* Keep clang from folding this bound into the count's: the verifier
-	 * must see it on the size it checks. */
-	__asm__ volatile("" : "+r"(size));
-	if (size > sizeof(b->recs))
-		return NULL;
-	if (bpf_probe_read_user(b->recs, size, (const void *)recs))
-		return NULL;
-	*count = (__u32)n;
-	return b->recs;
-}
 
 /* Set key's fields for r the way the per-I/O probes' strings would, as far
  * as the user split by them: the bdev name from the table (io__batch's

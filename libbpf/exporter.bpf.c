@@ -19,7 +19,7 @@
 #include <bpf/usdt.bpf.h>
 
 #include "exporter.h"
-#include "io_batch.h"
+#include "io_batch.bpf.h"
 
 /* Options, set by user space before load. */
 const volatile bool per_pid = false;	/* --pid-label */
@@ -123,65 +123,96 @@ static __always_inline void count_add(void *map, const void *key)
 	__sync_fetch_and_add(c, 1);
 }
 
+/* What the batch loop carries from one record to the next: the stats of
+ * the key the last records had, and what they add to its sums, added
+ * once when the key changes or the batch ends. */
 struct batch_ctx {
-	const struct io_rec *recs;
-	const char *names;
+	struct pt_regs *ctx;
+	const struct io_rec *recs;	/* the copy, in the scratch map */
 	__u32 count;
-	__u32 pid;
-	__u32 name_of;		/* the bdev index name holds; -1: none yet */
-	char name[EXP_NAME_LEN];
+	__u32 last_bdev, last_type;	/* st's key */
+	__u32 name_of;			/* the bdev index key.bdev names */
+	struct io_stats *st;
+	__u64 lat_sum, size_sum, errors;
+	struct io_key key;
 };
+
+/* Add what the records since the last key change left in b to its stats. */
+static __always_inline void batch_key_end(struct batch_ctx *b)
+{
+	if (b->st) {
+		__sync_fetch_and_add(&b->st->latency.sum, b->lat_sum);
+		__sync_fetch_and_add(&b->st->size.sum, b->size_sum);
+		__sync_fetch_and_add(&b->st->errors, b->errors);
+	}
+	b->lat_sum = b->size_sum = b->errors = 0;
+}
 
 static long batch_one(__u64 i, void *arg)
 {
 	struct batch_ctx *b = arg;
-	struct io_rec r;
-	struct io_key key = {};
-	struct io_stats *st;
+	const struct io_rec *r;
+	long names;
 	__u64 lat;
 
-	if (i >= b->count)
+	if (i >= IO_BATCH_MAX || i >= b->count)
 		return 1;
-	if (bpf_probe_read_user(&r, sizeof(r), &b->recs[i]))
-		return 1;
-	if (r.bdev >= BDEV_INDEX_MAX)
+	r = &b->recs[i];
+	if (r->bdev >= BDEV_INDEX_MAX)
 		return 0;
-	/* A batch is mostly one bdev's: read its name once. */
-	if (r.bdev != b->name_of) {
-		bpf_probe_read_user_str(b->name, sizeof(b->name),
-					b->names + (__u64)r.bdev * BDEV_NAME_LEN);
-		b->name_of = r.bdev;
+	if (!b->st || r->bdev != b->last_bdev || r->type != b->last_type) {
+		batch_key_end(b);
+		/* A batch is mostly one bdev's: its name is read once. */
+		if (r->bdev != b->name_of) {
+			__builtin_memset(b->key.bdev, 0, sizeof(b->key.bdev));
+			if (!bpf_usdt_arg(b->ctx, 3, &names))
+				bpf_probe_read_user_str(b->key.bdev, sizeof(b->key.bdev),
+							(const char *)names +
+							(__u64)r->bdev * BDEV_NAME_LEN);
+			b->name_of = r->bdev;
+		}
+		b->key.type = r->type;
+		b->last_bdev = r->bdev;
+		b->last_type = r->type;
+		b->st = bpf_map_lookup_elem(&io_stats, &b->key);
+		if (!b->st) {
+			bpf_map_update_elem(&io_stats, &b->key, &io_zero, BPF_NOEXIST);
+			b->st = bpf_map_lookup_elem(&io_stats, &b->key);
+			if (!b->st)
+				return 0;	/* map full: the record is dropped */
+		}
 	}
-	__builtin_memcpy(key.bdev, b->name, sizeof(key.bdev));
-	key.pid = b->pid;
-	key.type = r.type;
-	st = bpf_map_lookup_elem(&io_stats, &key);
-	if (!st) {
-		bpf_map_update_elem(&io_stats, &key, &io_zero, BPF_NOEXIST);
-		st = bpf_map_lookup_elem(&io_stats, &key);
-		if (!st)
-			return 0;	/* map full: the record is dropped */
-	}
-	lat = r.done_ns > r.submit_ns ? r.done_ns - r.submit_ns : 0;
-	hist_bump(&st->latency, lat_bucket(lat), lat);
-	hist_bump(&st->size, size_bucket(r.length), r.length);
-	if (r.status)
-		__sync_fetch_and_add(&st->errors, 1);
+	lat = r->done_ns > r->submit_ns ? r->done_ns - r->submit_ns : 0;
+	__sync_fetch_and_add(&b->st->latency.buckets[lat_bucket(lat)], 1);
+	__sync_fetch_and_add(&b->st->size.buckets[size_bucket(r->length)], 1);
+	b->lat_sum += lat;
+	b->size_sum += r->length;
+	b->errors += r->status != 0;
 	return 0;
 }
 
 /* blktgt:io__batch(s32 thread, s32 count, struct io_rec *recs,
- *                  char *bdev_names) */
+ *                  char *bdev_names)
+ *
+ * The batch is copied with one read (io_batch.bpf.h), and the records of
+ * one key in a row (a batch is mostly one bdev's, one type's) share one
+ * map lookup and one add to each sum and to the errors: a record costs
+ * two atomic adds, one per histogram bucket.  bpf_loop() rather than a
+ * bounded loop: the verifier checks its callback, not every record. */
 SEC("usdt")
-int BPF_USDT(io_batch, __s32 thread, __s32 count, const struct io_rec *recs,
-	     const char *names)
+int io_batch(struct pt_regs *ctx)
 {
 	struct batch_ctx b = {
-		.recs = recs, .names = names, .pid = key_pid(), .name_of = -1,
-		.count = count > 0 && count <= IO_BATCH_MAX ? count : 0,
+		.ctx = ctx, .last_bdev = BDEV_INDEX_MAX,
+		.last_type = ~0U, .name_of = BDEV_INDEX_MAX,
 	};
 
+	b.recs = io_batch_copy(ctx, &b.count);
+	if (!b.recs)
+		return 0;
+	b.key.pid = key_pid();
 	bpf_loop(IO_BATCH_MAX, batch_one, &b, 0);
+	batch_key_end(&b);
 	return 0;
 }
 

@@ -314,6 +314,38 @@ def test_rpc_and_nbd_metrics(bpf, target, exporter):
     assert chk.returncode == 0, chk.stdout + chk.stderr
 
 
+def test_io_types_mixed_in_a_batch(bpf, target, exporter):
+    """A randrw job's batches mix reads and writes, so the exporter's key
+    changes within a batch: each type's count, size sum and size buckets
+    are its own, exactly as blktgt counted them."""
+    target.rpc("bdev_null_create", name="N0", size_mb=4, block_size=512)
+    e = exporter("-p", str(target.pid))
+    run = target.rpc("workload_run", bdev="N0", pattern="randrw",
+                     io_size=4096, queue_depth=16, count=503)
+    n = {"read": run["reads"], "write": run["writes"]}
+    assert run["ios"] == 503 and sum(n.values()) == 503 and all(n.values())
+
+    def series(name, t, le=None):
+        return (f'probekit_io_{name}{{bdev="N0",type="{t}"'
+                + (f',le="{le}"' if le else "") + "}")
+    end = time.monotonic() + probekit.TIMEOUT
+    while True:
+        _, text = e.scrape()
+        got = [sample(text, series("latency_seconds_count", t)) for t in n]
+        if got == list(n.values()) or time.monotonic() > end:
+            break
+        time.sleep(0.05)
+    assert got == list(n.values()), text
+    for t, k in n.items():
+        assert sample(text, series("size_bytes_count", t)) == k
+        assert sample(text, series("size_bytes_sum", t)) == k * 4096
+        assert sample(text, series("size_bytes_bucket", t, "4096")) == k
+        assert sample(text, series("size_bytes_bucket", t, "2048")) == 0
+        assert sample(text, series("latency_seconds_bucket", t, "+Inf")) == k
+        assert sample(text, series("latency_seconds_sum", t)) > 0
+        assert sample(text, series("errors_total", t)) == 0
+
+
 def test_formats_and_http_errors(bpf, target, exporter):
     target.rpc("bdev_null_create", name="N0", size_mb=4, block_size=512)
     e = exporter("-p", str(target.pid), "--pid-label")
