@@ -9,6 +9,7 @@
 #define PROBEKIT_BLKTGT_IO_BPF_H
 
 #include "io_batch.bpf.h"
+#include "histogram.bpf.h"
 #include "../target/states.h"
 #include "blktgt_io.h"
 
@@ -42,6 +43,45 @@ static __always_inline void io_batch_key(struct pt_regs *ctx, struct io_key *key
 		else
 			key->type[0] = '?';
 	}
+}
+
+/* A histogram tool's walk through a batch: the key the last record had,
+ * its histogram, and the run being counted in it. */
+struct io_batch_walk {
+	struct io_key key;
+	struct hist *h;
+	struct hist_run run;
+	__u32 last, last_type;	/* the bdev and type key holds */
+};
+
+#define IO_BATCH_WALK_INIT { .last = BDEV_INDEX_MAX, .last_type = 256 }
+
+/*
+ * Record r, whose value is v, in walk w: 1 when v extended w's run (it is
+ * counted); 0 when the run ended and w->h is the histogram for a new run,
+ * which the caller starts with v's slot; -1 when the map is full and r is
+ * dropped.  The histogram is looked up again only when the key may have
+ * changed: the records of one batch mostly share one.
+ */
+static __always_inline int io_batch_next(struct pt_regs *ctx, void *hists,
+					 struct io_batch_walk *w,
+					 const struct io_rec *r, __u64 v,
+					 bool per_bdev, bool per_type)
+{
+	if (!w->h || (per_bdev && r->bdev != w->last) ||
+	    (per_type && r->type != w->last_type)) {
+		hist_run_end(&w->run);
+		io_batch_key(ctx, &w->key, r, per_bdev, per_type, &w->last);
+		w->last_type = r->type;
+		w->h = hist_get(hists, &w->key);
+		return w->h ? 0 : -1;
+	}
+	if (hist_run_extends(&w->run, v)) {
+		w->run.n++;
+		return 1;
+	}
+	hist_run_end(&w->run);
+	return 0;
 }
 
 #endif

@@ -107,10 +107,8 @@ static __always_inline __u32 log2_slot_of_quotient(__u64 v, __u64 unit, __u32 un
 SEC("usdt")
 int io_batch(struct pt_regs *ctx)
 {
-	struct io_key key = {};
-	struct hist *h = NULL;
-	struct hist_run run = {};
-	__u32 count = 0, last = BDEV_INDEX_MAX, last_type = 256;
+	struct io_batch_walk w = IO_BATCH_WALK_INIT;
+	__u32 count = 0;
 	/* The options once, not per record (they are volatile to clang). */
 	const __u64 unit = unit_ns;
 	const bool lin = linear;
@@ -127,22 +125,8 @@ int io_batch(struct pt_regs *ctx)
 		__u64 ns = r->done_ns - r->submit_ns, lo, hi;
 		__u32 s;
 
-		/* Records of one batch mostly share a key: look the
-		 * histogram up again only when the key may have changed. */
-		if (!h || (per_bdev && r->bdev != last) ||
-		    (per_type && r->type != last_type)) {
-			hist_run_end(&run);
-			io_batch_key(ctx, &key, r, per_bdev, per_type, &last);
-			last_type = r->type;
-			h = hist_get(&hists, &key);
-			if (!h)
-				continue;
-		} else if (hist_run_extends(&run, ns)) {
-			run.n++;
+		if (io_batch_next(ctx, &hists, &w, r, ns, per_bdev, per_type))
 			continue;
-		} else {
-			hist_run_end(&run);
-		}
 		/* A new run: its slot, and the range of ns the slot holds. */
 		if (lin) {
 			/* floor(floor(ns / unit) / width) = floor(ns / uw) */
@@ -157,9 +141,9 @@ int io_batch(struct pt_regs *ctx)
 			lo = s <= 1 ? 0 : unit << (s - 1);
 			hi = s + unit_log2 >= 63 ? ~0ULL : (unit << s) - 1;
 		}
-		hist_run_start(&run, h, s, lo, hi);
+		hist_run_start(&w.run, w.h, s, lo, hi);
 	}
-	hist_run_end(&run);
+	hist_run_end(&w.run);
 	return 0;
 }
 

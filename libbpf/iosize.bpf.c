@@ -53,10 +53,8 @@ int BPF_USDT(io_submit, __u64 id, const char *bdev, __u32 type,
 SEC("usdt")
 int io_batch(struct pt_regs *ctx)
 {
-	struct io_key key = {};
-	struct hist *h = NULL;
-	struct hist_run run = {};
-	__u32 count = 0, last = BDEV_INDEX_MAX, last_type = 256;
+	struct io_batch_walk w = IO_BATCH_WALK_INIT;
+	__u32 count = 0;
 	struct io_rec *r;
 
 	hit_count();
@@ -66,27 +64,13 @@ int io_batch(struct pt_regs *ctx)
 	for (__u32 i = 0; i < IO_BATCH_MAX && i < count; i++, r++) {
 		__u32 s;
 
-		/* Look the histogram up again only when the key may have
-		 * changed: records of one batch mostly share one, and mostly
-		 * a size too (one run, one atomic add). */
-		if (!h || (per_bdev && r->bdev != last) ||
-		    (per_type && r->type != last_type)) {
-			hist_run_end(&run);
-			io_batch_key(ctx, &key, r, per_bdev, per_type, &last);
-			last_type = r->type;
-			h = hist_get(&hists, &key);
-			if (!h)
-				continue;
-		} else if (hist_run_extends(&run, r->length)) {
-			run.n++;
+		/* A batch's records mostly share a size too: one run. */
+		if (io_batch_next(ctx, &hists, &w, r, r->length, per_bdev, per_type))
 			continue;
-		} else {
-			hist_run_end(&run);
-		}
 		s = hist_slot(r->length, false, 1);
-		hist_run_start(&run, h, s, hist_log2_lo(s), hist_log2_hi(s));
+		hist_run_start(&w.run, w.h, s, hist_log2_lo(s), hist_log2_hi(s));
 	}
-	hist_run_end(&run);
+	hist_run_end(&w.run);
 	return 0;
 }
 
