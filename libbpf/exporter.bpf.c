@@ -74,16 +74,8 @@ static __always_inline __u32 lat_bucket(__u64 ns)
 /* The size bucket of bytes: the smallest i with bytes <= 2^i, or +Inf. */
 static __always_inline __u32 size_bucket(__u64 bytes)
 {
-	__u64 v = bytes ? bytes - 1 : 0;
-	__u32 len;
+	__u32 len = pk_bit_length(bytes ? bytes - 1 : 0);
 
-	v |= v >> 1;
-	v |= v >> 2;
-	v |= v >> 4;
-	v |= v >> 8;
-	v |= v >> 16;
-	v |= v >> 32;
-	len = __builtin_popcountll(v);	/* bit length of bytes - 1 */
 	return len < EXP_SIZE_FINITE ? len : EXP_BUCKETS - 1;
 }
 

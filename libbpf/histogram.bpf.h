@@ -11,27 +11,15 @@
 #ifndef PROBEKIT_HISTOGRAM_BPF_H
 #define PROBEKIT_HISTOGRAM_BPF_H
 
+#include "probekit.bpf.h"
 #include "histogram.h"
 
-/*
- * The log2 slot of v.  Copying v's highest set bit into every bit below
- * it leaves a mask of ones as long as v's binary form, and that length,
- * counted, is floor(log2(v)) + 1 for any v > 0.  v == 0 has no bits and
- * shares slot 1 with v == 1.  Straight-line code with no loop for the
- * verifier to bound: clang, having no population-count instruction for
- * BPF, expands __builtin_popcountll() into shifts, masks and a multiply.
- */
+/* The log2 slot of v: floor(log2(v)) + 1, the length of v's binary form,
+ * for any v > 0; v == 0 shares slot 1 with v == 1. */
 static __always_inline __u32 hist_log2_slot(__u64 v)
 {
-	__u32 len;
+	__u32 len = pk_bit_length(v);
 
-	v |= v >> 1;
-	v |= v >> 2;
-	v |= v >> 4;
-	v |= v >> 8;
-	v |= v >> 16;
-	v |= v >> 32;
-	len = __builtin_popcountll(v);
 	return len ? len : 1;
 }
 
