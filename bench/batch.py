@@ -181,20 +181,18 @@ def render(raw):
          "each ratio is paired with the untraced run of the same repetition. "
          f"{raw['runs']} repetitions.", "",
          "Records per io__batch hit (a bpftrace sum of its count): " +
-         ", ".join(f"qd {qd}: {rpb[qd]:.1f}" for qd in QDS) + ".", "",
-         "Throughput traced / untraced (workload_run's own time per I/O):", "",
-         "| tool | " + " | ".join(f"qd {qd}" for qd in QDS) + " |",
-         "|---|" + "---|" * len(QDS)]
-    for n in names:
-        L.append(f"| {raw['configs'][n]} | " +
-                 " | ".join(fmt(d[n][qd]["ratio"]) for qd in QDS) + " |")
-    L += ["", "The same from the CPU time of the target's threads per I/O (untraced / "
-          "traced), which waits for a CPU on a loaded machine do not inflate:", "",
-          "| tool | " + " | ".join(f"qd {qd}" for qd in QDS) + " |",
-          "|---|" + "---|" * len(QDS)]
-    for n in names:
-        L.append(f"| {raw['configs'][n]} | " +
-                 " | ".join(fmt(d[n][qd]["cpu_ratio"]) for qd in QDS) + " |")
+         ", ".join(f"qd {qd}: {rpb[qd]:.1f}" for qd in QDS) + ".", ""]
+
+    def ratios(title, field):
+        """A table of one ratio per tool and queue depth, under title."""
+        return [title, "", "| tool | " + " | ".join(f"qd {qd}" for qd in QDS) + " |",
+                "|---|" + "---|" * len(QDS)] + [
+            f"| {raw['configs'][n]} | " + " | ".join(fmt(d[n][qd][field]) for qd in QDS)
+            + " |" for n in names]
+    L += ratios("Throughput traced / untraced (workload_run's own time per I/O):", "ratio")
+    L += [""] + ratios("The same from the CPU time of the target's threads per I/O "
+                       "(untraced / traced), which waits for a CPU on a loaded machine "
+                       "do not inflate:", "cpu_ratio")
     base = {qd: summary([x["cpu_ns_per_io"] for x in raw["samples"]["untraced"][str(qd)]])
             for qd in QDS}
     L += ["", "Untraced, CPU ns per I/O: " +
