@@ -26,11 +26,18 @@
 #define JSON_MAX_CONFIG        (1024 * 1024) /* bytes in a -c config file */
 #define JSON_MAX_CONFIG_VALUES (64 * 1024)  /* values in a config file */
 #define JSON_MAX_RESPONSE      (1024 * 1024) /* bytes in one response */
-#define JSONRPC_MAX_CONNS      64           /* RPC clients connected at once; one
-						 * more closes the one that has
-						 * waited on its client longest */
+#define JSONRPC_MAX_CONNS      64           /* RPC clients connected at once; more
+						 * wait in the listen backlog */
+#define JSONRPC_BACKLOG        1024         /* clients waiting to be accepted (the
+						 * kernel caps it at somaxconn) */
 #define JSONRPC_STALL_LIMIT_DEFAULT 10      /* seconds a client may take to send
-						 * the rest of a request (-H) */
+						 * the rest of a request, or to read
+						 * its last reply (-H; always) */
+#define JSONRPC_EVICT_IDLE_S   5            /* seconds a connection may wait on its
+						 * client (nothing sent, part of a
+						 * request, or between requests)
+						 * before it gives its place to a
+						 * client waiting on a full table */
 #define JSONRPC_MAX_ID_LEN     128          /* bytes of a request's "id" */
 #define JSONRPC_MAX_METHOD_LEN 63           /* bytes of a method name */
 #define JSONRPC_MAX_ERROR_MSG  256          /* bytes of an error message */

@@ -8,17 +8,24 @@
  * shared by every connection: everything here runs on reactor 0, and a
  * handler decodes its params before it returns.
  *
- * Clients cannot lock each other out.  A client that sends part of a
- * request and stops is closed after the stall limit (-H); and when all
- * JSONRPC_MAX_CONNS places are taken, a new client takes the place of the
- * one that has waited on its client longest (no request running).  When
- * the process runs out of descriptors, one held in reserve lets one more
- * client in, so an operator can still reach a target whose NBD clients
- * took every descriptor; beyond that the listener rests until a client
- * leaves, or a second has passed, rather than spinning on accept().
+ * Clients cannot lock each other out, and a client that works is never
+ * closed to make room.  A client that sends part of a request and stops,
+ * or does not read its last reply, is closed after the stall limit (-H).
+ * When all JSONRPC_MAX_CONNS places are taken, the listener rests and new
+ * clients wait in the listen backlog: a place frees when a client leaves,
+ * or when a client waits there and a connection has waited on its client
+ * (no request running) for JSONRPC_EVICT_IDLE_S; the one that has waited
+ * longest is then closed.  A client that has just connected and not yet
+ * written is thus never the one closed, as it was when the table made
+ * room at once.  When the process runs out of descriptors, one held in
+ * reserve lets one more client in, so an operator can still reach a
+ * target whose NBD clients took every descriptor; beyond that the
+ * listener rests until a client leaves, or a second has passed, rather
+ * than spinning on accept().
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,7 +51,7 @@
 
 #define JSONRPC_MAX_OUTPUT (4 * JSON_MAX_RESPONSE) /* unread replies per client */
 #define JSONRPC_MAX_LINGER (1024 * 1024) /* input discarded before a close */
-#define JSONRPC_TICK_NS    1000000000ull /* stall sweep; accept retry */
+#define JSONRPC_TICK_NS    1000000000ull /* stall sweep; accept retry; eviction */
 #define JSONRPC_WARN_NS    10000000000ull /* between two accept warnings */
 
 struct rpc_conn {
@@ -61,9 +68,9 @@ struct rpc_conn {
 	bool lingering;                 /* output done; discarding input until EOF */
 	size_t discarded;
 	bool dead;                      /* fd gone; free when busy finishes */
-	uint64_t owed_since;            /* waiting on the client since (0: not) */
-	uint64_t progress;              /* when it connected or last finished a
-					 * request, as a sequence number */
+	uint64_t owed_since;            /* the stall clock (-H) runs since (0: not) */
+	uint64_t idle_since;            /* when it connected or last finished a
+					 * request (the eviction clock) */
 	struct rpc_conn *next;
 };
 
@@ -90,12 +97,12 @@ static char listen_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static struct rpc_conn *conns;
 static unsigned nconns;
 static uint64_t request_ids;
-static uint64_t progress_seq;
 static unsigned stall_limit_s = JSONRPC_STALL_LIMIT_DEFAULT;
 static struct reactor_timer *tick;
 static bool accept_paused;
 static int reserve_fd = -1;
 static struct log_limit accept_warn = LOG_LIMIT_INIT(JSONRPC_WARN_NS);
+static struct log_limit full_note = LOG_LIMIT_INIT(JSONRPC_WARN_NS);
 
 static void process_input(struct rpc_conn *c);
 static void conn_update_events(struct rpc_conn *c);
@@ -280,7 +287,7 @@ void jsonrpc_request_finish(struct rpc_request *req, int code, const char *text,
 		if (!req->notify && !c->dead)
 			conn_queue(c, text, len);
 		c->busy = NULL;
-		c->progress = ++progress_seq;
+		c->idle_since = now_ns();
 		if (c->dead) {
 			/* Closed while busy: nobody else will free it.  Later, since
 			 * process_input may be up the stack. */
@@ -570,6 +577,18 @@ static void reserve_take(void)
 		reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
+/* Stop watching the listener (new clients wait in its backlog); the tick
+ * runs meanwhile, to retry and to look for a waiting client. */
+static void accept_hold(void)
+{
+	if (accept_paused)
+		return;
+	if (reactor_fd_modify(listen_watch, 0) == 0)
+		accept_paused = true;
+	if (!stall_limit_s)
+		reactor_timer_set(tick, JSONRPC_TICK_NS, 0);
+}
+
 static void accept_pause(int err)
 {
 	struct rlimit rl = { 0, 0 };
@@ -579,50 +598,55 @@ static void accept_pause(int err)
 		    "rpc: accept: %s (%u clients connected, soft fd limit %llu); new clients "
 		    "wait until a descriptor is free", strerror(err), nconns,
 		    (unsigned long long)rl.rlim_cur);
-	if (accept_paused)
-		return;
-	if (reactor_fd_modify(listen_watch, 0) == 0)
-		accept_paused = true;
-	if (!stall_limit_s)
-		reactor_timer_set(tick, JSONRPC_TICK_NS, 0);
+	accept_hold();
 }
 
 static void accept_resume(void)
 {
-	if (!accept_paused || listen_fd < 0)
+	if (!accept_paused || listen_fd < 0 || nconns >= JSONRPC_MAX_CONNS)
 		return;
 	if (reactor_fd_modify(listen_watch, EPOLLIN) == 0)
 		accept_paused = false;
 }
 
-/* With every place taken: the connection that has waited on its client
- * longest, or NULL when each is running a request. */
-static struct rpc_conn *stalled_longest(void)
+/* A client waits in the backlog (the listener is not watched meanwhile). */
+static bool client_waiting(void)
+{
+	struct pollfd p = { .fd = listen_fd, .events = POLLIN };
+
+	return listen_fd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+/* The connection that has waited on its client longest, if that is at
+ * least JSONRPC_EVICT_IDLE_S; NULL when there is none.  A connection
+ * running a request is never one. */
+static struct rpc_conn *stalled_longest(uint64_t now)
 {
 	struct rpc_conn *best = NULL;
 
 	for (struct rpc_conn *c = conns; c; c = c->next)
-		if (!c->busy && (!best || c->progress < best->progress))
+		if (!c->busy && (!best || c->idle_since < best->idle_since))
 			best = c;
+	if (best && now - best->idle_since < JSONRPC_EVICT_IDLE_S * 1000000000ull)
+		return NULL;
 	return best;
 }
 
-static bool conn_make_room(void)
+/* The table is full and a client waits: give it the place of a stalled
+ * connection, if there is one.  True when a place is free. */
+static bool conn_evict_stalled(void)
 {
-	struct rpc_conn *victim;
+	uint64_t now = now_ns();
+	struct rpc_conn *victim = stalled_longest(now);
 
-	if (nconns < JSONRPC_MAX_CONNS)
-		return true;
-	victim = stalled_longest();
-	if (!victim) {
-		log_warn("rpc: %d clients connected, each running a request; refusing one more",
-			 JSONRPC_MAX_CONNS);
+	if (!victim)
 		return false;
-	}
-	log_info("rpc: %d clients connected; closing fd %d, which has waited longest "
-		 "(%zu bytes of a request held, %s), to let a new one in", JSONRPC_MAX_CONNS,
-		 victim->fd, victim->inlen, victim->closing ? "its last reply unread" :
-		 victim->inlen ? "the rest not sent" : "idle");
+	log_info("rpc: %d clients connected and one waiting; closing fd %d, which has "
+		 "waited on its client %llu s (%zu bytes of a request held, %s), to let "
+		 "it in", JSONRPC_MAX_CONNS, victim->fd,
+		 (unsigned long long)((now - victim->idle_since) / 1000000000ull),
+		 victim->inlen, victim->closing ? "its last reply unread" :
+		 victim->inlen ? "the rest not sent" : "nothing sent");
 	conn_close(victim);
 	return true;
 }
@@ -632,9 +656,21 @@ static bool conn_make_room(void)
 static void accept_event(void *ctx, uint32_t events)
 {
 	for (bool first = true;; first = false) {
-		int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct rpc_conn *c;
+		int fd;
 
+		/* Full: a client stays in the backlog, unless a stalled
+		 * connection gives up its place to it now.  (Only for a client
+		 * that is there: after the first pass, epoll has not said so.) */
+		if (nconns >= JSONRPC_MAX_CONNS &&
+		    !(client_waiting() && conn_evict_stalled())) {
+			log_limited(&full_note, LOG_INFO,
+				    "rpc: all %d places taken; new clients wait in the listen "
+				    "backlog until one is free", JSONRPC_MAX_CONNS);
+			accept_hold();
+			return;
+		}
+		fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
@@ -648,11 +684,6 @@ static void accept_event(void *ctx, uint32_t events)
 			accept_pause(errno);
 			return;
 		}
-		if (!conn_make_room()) {
-			close(fd);
-			reserve_take();
-			continue;
-		}
 		c = calloc(1, sizeof(*c));
 		if (!c) {
 			close(fd);
@@ -660,7 +691,7 @@ static void accept_event(void *ctx, uint32_t events)
 			continue;
 		}
 		c->fd = fd;
-		c->progress = ++progress_seq;
+		c->idle_since = now_ns();
 		c->watch = reactor_fd_add(fd, EPOLLIN, conn_event, c);
 		if (!c->watch) {
 			close(fd);
@@ -674,7 +705,7 @@ static void accept_event(void *ctx, uint32_t events)
 	}
 }
 
-/* Once a second (while the stall limit is on, or the listener rests). */
+/* Once a second while the stall limit is on, or while the listener rests. */
 static void tick_event(void *ctx)
 {
 	uint64_t now = now_ns();
@@ -692,8 +723,12 @@ static void tick_event(void *ctx)
 		}
 		c = next;
 	}
+	if (nconns >= JSONRPC_MAX_CONNS && client_waiting())
+		conn_evict_stalled();
 	reserve_take();
 	accept_resume();
+	if (accept_paused && !stall_limit_s)
+		reactor_timer_set(tick, JSONRPC_TICK_NS, 0);
 }
 
 void jsonrpc_set_stall_limit(unsigned seconds)
@@ -718,7 +753,7 @@ int jsonrpc_listen(const char *path)
 		close(fd);
 		return rc;
 	}
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, JSONRPC_MAX_CONNS) < 0) {
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, JSONRPC_BACKLOG) < 0) {
 		rc = -errno;
 		close(fd);
 		return rc;
