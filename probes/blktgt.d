@@ -108,7 +108,7 @@ provider blktgt {
 
 	/* --- JSON-RPC control plane -------------------------------------- */
 
-	/* A JSON-RPC request was parsed and is about to be dispatched. */
+	/* A JSON-RPC request was parsed and is about to be dispatched; method is "unknown" for any method blktgt does not have. */
 	probe rpc__request(uint64_t id, char *method);
 
 	/* A JSON-RPC request finished; status is 0 or the JSON-RPC error code. */

@@ -419,14 +419,23 @@ static const struct rpc_method *find_method(const char *name)
 UPROBE_SYMBOL
 int jsonrpc_dispatch(struct rpc_request *req, const struct json_val *params)
 {
+	char asked[sizeof(req->method)];
 	const struct rpc_method *m;
 
 	req->id = ++request_ids;
-	BLKTGT_RPC_REQUEST(req->id, req->method);
-	trace_rpc_request(0, req->id, 0, req->method);
 	m = find_method(req->method);
 	if (!m) {
-		rpc_error(req, JSONRPC_METHOD_NOT_FOUND, "method not found: %s", req->method);
+		/* Tools key their maps and labels by this name, and a client
+		 * can send any: the probes and the ring see one name for every
+		 * method blktgt does not have, so a key's count is bounded by
+		 * the method tables.  The reply still names what was asked. */
+		memcpy(asked, req->method, sizeof(asked));
+		snprintf(req->method, sizeof(req->method), "%s", JSONRPC_UNKNOWN_METHOD);
+	}
+	BLKTGT_RPC_REQUEST(req->id, req->method);
+	trace_rpc_request(0, req->id, 0, req->method);
+	if (!m) {
+		rpc_error(req, JSONRPC_METHOD_NOT_FOUND, "method not found: %s", asked);
 		return JSONRPC_METHOD_NOT_FOUND;
 	}
 	m->handler(req, params);

@@ -29,6 +29,11 @@
 #define JSONRPC_INVALID_PARAMS   -32602
 #define JSONRPC_INTERNAL_ERROR   -32603
 
+/* The method name the rpc probes and the trace ring give a request for a
+ * method blktgt does not have (the client's text comes from outside and
+ * would make the keys of per-method tools unbounded). */
+#define JSONRPC_UNKNOWN_METHOD "unknown"
+
 /* --- parsing (pure functions: no I/O, no globals; fuzzed) --------------- */
 
 #define JSONRPC_MORE 1          /* jsonrpc_parse_request: read more input */
@@ -98,7 +103,9 @@ extern const struct rpc_method rpc_debug_methods[];
 /* Close a client that has sent part of a request and not the rest, or
  * that was sent its last reply and has neither read it nor left, this
  * many seconds later (0: never).  An idle client, between requests, is
- * not timed.  Before jsonrpc_listen(). */
+ * not timed by it; any connection not running a request may give its
+ * place to a waiting client once the table is full (JSONRPC_EVICT_IDLE_S,
+ * json.h).  Before jsonrpc_listen(). */
 void jsonrpc_set_stall_limit(unsigned seconds);
 
 int jsonrpc_listen(const char *path);

@@ -11,6 +11,7 @@ import subprocess
 
 import pytest
 
+import histtools
 import probekit
 
 PYTHON = probekit.PYTHON
@@ -375,10 +376,27 @@ END { clear(@start); }
     lines = "\n".join(probekit.stop_bpftrace(proc, out))
     assert "@req[bdev_list]: 11" in lines
     assert "@req[bdev_delete]: 7" in lines
-    assert "@req[no_such_method]: 1" in lines
+    assert "@req[unknown]: 1" in lines
     assert "@done[bdev_list, 0]: 11" in lines
     assert "@done[bdev_delete, -2]: 7" in lines
-    assert "@done[no_such_method, -32601]: 1" in lines
+    assert "@done[unknown, -32601]: 1" in lines
+    assert "no_such_method" not in lines
+
+
+@pytest.mark.parametrize("kind", histtools.KINDS)
+def test_unknown_methods_are_one_key_in_rpclat(bpf, target, kind):
+    """A client can name any method: 23 calls to 23 methods blktgt does
+    not have are one key, "unknown", in rpclat, beside the 7 known calls,
+    so a tool keyed by method is bounded by blktgt's method tables."""
+    t = histtools.Tool(kind, "rpclat", target.pid).start()
+    for i in range(23):
+        code, msg = error_of(target, f"no_such_method_{i}")
+        assert (code, msg) == (-32601, f"method not found: no_such_method_{i}")
+    for _ in range(7):
+        target.rpc("bdev_list")
+    hists = histtools.by_key(histtools.parse(t.stop()), "method")
+    assert {k: histtools.total(h) for k, h in hists.items()} == {
+        ("unknown",): 23, ("bdev_list",): 7}
 
 
 def test_fuzz_harness_replays_its_seeds(tmp_path):
