@@ -105,8 +105,10 @@ def test_fifty_clients_cycling_are_never_reset(blktgt_bin, tmp_path):
         resets = sum(c["resets"] for c in counts)
         failures = [f for c in counts for f in c["failures"]]
         stats = t.rpc("target_stats")
+        full = sum("places taken" in l for l in t.out.lines)
         print(f"{CLIENTS} clients, {LOAD_SECONDS:g} s: {sent} calls sent, "
-              f"{answered} answered, {resets} reset")
+              f"{answered} answered, {resets} reset; table full noted {full} "
+              "times (at most one note in 10 s)")
         assert (resets, failures[:5]) == (0, [])
         assert answered == sent
         # Every call reached the server once: the calls, and target_stats.
