@@ -590,8 +590,7 @@ int main(int argc, char **argv)
 	if (sigwait(&sigs, &sig) == 0)
 		status = 0;
 out:
-	if (httpd)
-		MHD_stop_daemon(httpd);
+	http_stop(httpd);
 	close(fd);
 	while (nlinks)
 		bpf_link__destroy(links[--nlinks]);

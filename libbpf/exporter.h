@@ -157,10 +157,14 @@ struct MHD_Daemon;
  */
 int http_listen(const char *spec, char *shown, size_t shownlen);
 
-/* Serve GET /metrics from s on fd, on a thread of libmicrohttpd's.
- * NULL after printing one line. */
+/* Serve GET /metrics from s on fd, on a thread of libmicrohttpd's, with
+ * a thread of ours that closes connections past their deadline.  NULL
+ * after printing one line. */
 struct MHD_Daemon *http_start(int fd, const struct exp_state *s,
 			      bool verbose);
+
+/* Stop both threads (d may be NULL). */
+void http_stop(struct MHD_Daemon *d);
 #endif
 
 #endif

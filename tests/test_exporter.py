@@ -19,6 +19,8 @@ import http.client
 import json
 import math
 import os
+import re
+import select
 import signal
 import socket
 import subprocess
@@ -520,3 +522,125 @@ def test_pair_by_argument_and_count(bpf, target, exporter):
     assert sample(body, 'io_events_total{probe="blktgt:io__submit"}') == 31
     assert sample(body, 'io_events_total{probe="blktgt:io__done"}') == 31
     assert 'probe="blktgt:io__batch"' in body
+
+
+def http_limit(name):
+    """A limit of the exporter's HTTP server, read from where it is
+    declared (libbpf/exporter_http.c), so the test follows it."""
+    src = open(os.path.join(probekit.ROOT, "libbpf", "exporter_http.c")).read()
+    return int(re.search(r"#define %s\s+(\d+)" % name, src).group(1))
+
+
+class SlowClients:
+    """Connections from one source address that send a request a byte at
+    a time and never finish it; each remembers when it connected and
+    when the server closed it."""
+
+    REQUEST = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 4096
+
+    def __init__(self, port, source, n):
+        self.conns = []
+        for _ in range(n):
+            s = socket.socket()
+            s.bind((source, 0))
+            s.connect(("127.0.0.1", port))
+            self.conns.append({"sock": s, "at": time.monotonic(),
+                               "sent": 0, "closed": None})
+            self.send(self.conns[-1])
+
+    def send(self, c):
+        try:
+            c["sock"].send(self.REQUEST[c["sent"]:c["sent"] + 1])
+            c["sent"] += 1
+        except OSError:		# reset by the server: poll() says so
+            pass
+
+    def open(self):
+        return [c for c in self.conns if c["closed"] is None]
+
+    def poll(self, timeout):
+        """Wait up to timeout seconds for the server to close any of
+        them; note each one closed."""
+        p = select.poll()
+        by_fd = {c["sock"].fileno(): c for c in self.open()}
+        for fd in by_fd:
+            p.register(fd, select.POLLIN)
+        for fd, _ in p.poll(timeout * 1000):
+            c = by_fd[fd]
+            try:
+                data = c["sock"].recv(65536)
+            except OSError:
+                data = b""
+            if not data:	# EOF or reset: what the server sends back
+                c["closed"] = time.monotonic()	# is none of our business
+
+    def tick(self):
+        """A second's worth: a byte on each open connection, then wait
+        out the second for closes."""
+        for c in self.open():
+            self.send(c)
+        self.poll(1)
+
+    def close(self):
+        for c in self.conns:
+            c["sock"].close()
+
+
+def test_slow_clients_cannot_block_a_scrape(bpf, target, exporter):
+    """200 connections from 127.0.0.2, each sending a byte a second: the
+    exporter serves PER_IP of them at once, refuses the rest, and closes
+    each one it served at its deadline, though every byte would reset an
+    idle timer; meanwhile a scrape from 127.0.0.1 gets its whole answer."""
+    deadline = http_limit("HTTP_DEADLINE")
+    per_ip = http_limit("HTTP_MAX_CONNS_PER_IP")
+    e = exporter("-p", str(target.pid))
+    slow = SlowClients(e.port, "127.0.0.2", 200)
+    try:
+        end = time.monotonic() + probekit.TIMEOUT
+        while len(slow.open()) > per_ip and time.monotonic() < end:
+            slow.tick()
+        held = slow.open()
+        assert len(held) == per_ip
+        _, body = e.scrape()
+        assert body.startswith("# HELP probekit_io_latency_seconds ")
+        assert "# TYPE probekit_nbd_disconnections_total counter\n" in body
+        end = time.monotonic() + deadline + probekit.TIMEOUT
+        while slow.open() and time.monotonic() < end:
+            slow.tick()
+        assert slow.open() == [], "still open past the deadline"
+        # Closed at the deadline, not before: a lower bound, which a
+        # loaded machine cannot break.
+        for c in held:
+            assert c["closed"] - c["at"] >= deadline - 0.05, c
+            assert c["sent"] >= 2
+    finally:
+        slow.close()
+    # And serving goes on.
+    assert e.scrape()[1].startswith("# HELP probekit_io_latency_seconds ")
+
+
+def test_flood_from_other_addresses_cannot_starve_a_scrape(bpf, target,
+                                                           exporter):
+    """Two addresses hold every connection the exporter serves at once;
+    a scrape from a third gets in all the same, in the place of the
+    oldest connection of an address holding the most."""
+    per_ip = http_limit("HTTP_MAX_CONNS_PER_IP")
+    total = http_limit("HTTP_MAX_CONNS")
+    assert total == 2 * per_ip
+    e = exporter("-p", str(target.pid))
+    floods = [SlowClients(e.port, a, per_ip)
+              for a in ("127.0.0.2", "127.0.0.3")]
+    try:
+        for f in floods:
+            f.poll(0)
+        assert [len(f.open()) for f in floods] == [per_ip, per_ip]
+        _, body = e.scrape()
+        assert body.startswith("# HELP probekit_io_latency_seconds ")
+        for f in floods:
+            f.poll(0)
+        closed = [(i, k) for i, f in enumerate(floods)
+                  for k, c in enumerate(f.conns) if c["closed"] is not None]
+        assert closed == [(0, 0)]
+    finally:
+        for f in floods:
+            f.close()
