@@ -24,6 +24,7 @@ import select
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.parse
 
@@ -661,3 +662,162 @@ def test_flood_from_other_addresses_cannot_starve_a_scrape(bpf, target,
     finally:
         for f in floods:
             f.close()
+
+
+def scrape_until(e, series, want):
+    """Scrape until series reaches want (hits are counted as they come);
+    the last scrape."""
+    end = time.monotonic() + probekit.TIMEOUT
+    while True:
+        _, body = e.scrape()
+        if sample(body, series) == want or time.monotonic() > end:
+            return body
+        time.sleep(0.05)
+
+
+def promtool_ok(body):
+    chk = subprocess.run(["promtool", "check", "metrics"], input=body,
+                         text=True, capture_output=True)
+    assert chk.returncode == 0, chk.stdout + chk.stderr
+
+
+STARTS_DROPPED = 'probekit_exporter_starts_dropped_total{reason="table_full"}'
+STARTS_RECLAIMED = "probekit_exporter_starts_reclaimed_total"
+
+
+def series_dropped(family):
+    return f'probekit_exporter_series_dropped_total{{family="{family}"}}'
+
+
+def test_dead_processes_starts_reclaimed(bpf, blktgt_bin, tmp_path,
+                                         exporter):
+    """-b: three blktgt processes each killed with 8 I/Os in flight, on a
+    table with room for 31.  Their 24 STARTs are reclaimed as each dies,
+    so a fourth process's 23 I/Os are all measured; without that, 24 dead
+    entries and its 8 in flight would not fit, and some would be lost."""
+    e = exporter("-b", blktgt_bin, "--max-inflight", "31",
+                 "--pair", "io=blktgt:io__submit,blktgt:io__done,arg1",
+                 "--count", "subs=blktgt:io__submit",
+                 "--count", "dones=blktgt:io__done")
+    subs = 'subs_total{probe="blktgt:io__submit"}'
+    dones = 'dones_total{probe="blktgt:io__done"}'
+    for i in range(3):
+        t = probekit.Target(blktgt_bin, tmp_path / f"killed{i}")
+        (tmp_path / f"killed{i}").mkdir()
+        t.start()
+        t.rpc("bdev_malloc_create", name="M0", size_mb=4, block_size=512)
+        # 10 s a read: still in flight when the process is killed.
+        t.rpc("bdev_delay_create", name="D0", base="M0",
+              read_us=10000000, write_us=10000000)
+
+        def run(t=t):
+            try:
+                t.rpc("workload_run", bdev="D0", pattern="randread",
+                      io_size=4096, queue_depth=8, count=8)
+            except (OSError, probekit.RpcError):
+                pass		# killed under it
+        th = threading.Thread(target=run)
+        th.start()
+        scrape_until(e, subs, 8 * (i + 1))
+        t.proc.kill()
+        t.proc.wait()
+        th.join(timeout=probekit.TIMEOUT)
+        t.remove_trace_file()
+    _, body = e.scrape()
+    assert sample(body, subs) == 24
+    in_flight = 24 - (sample(body, dones) or 0)
+    assert sample(body, STARTS_RECLAIMED) == in_flight
+    assert in_flight > 31 - 8	# what makes the last run need them gone
+    assert (sample(body, "io_seconds_count") or 0) == 24 - in_flight
+
+    (tmp_path / "healthy").mkdir()
+    t = probekit.Target(blktgt_bin, tmp_path / "healthy").start()
+    try:
+        t.rpc("bdev_null_create", name="N0", size_mb=4, block_size=512)
+        run = t.rpc("workload_run", bdev="N0", pattern="randread",
+                    io_size=4096, queue_depth=8, count=23)
+        assert run["ios"] == 23
+        body = scrape_until(e, "io_seconds_count", 24 - in_flight + 23)
+        assert sample(body, "io_seconds_count") == 24 - in_flight + 23
+        assert sample(body, STARTS_DROPPED) == 0
+        assert sample(body, STARTS_RECLAIMED) == in_flight
+        promtool_ok(body)
+    finally:
+        t.stop()
+
+
+def test_full_table_drops_counted(bpf, target, exporter):
+    """A table with room for 7 STARTs, 16 I/Os in flight at a time: each
+    of 23 I/Os is either measured or counted as dropped, never lost
+    without a word."""
+    target.rpc("bdev_malloc_create", name="M0", size_mb=4, block_size=512)
+    target.rpc("bdev_delay_create", name="D0", base="M0", read_us=20000,
+               write_us=20000)
+    e = exporter("-p", str(target.pid), "--max-inflight", "7",
+                 "--pair", "io=blktgt:io__submit,blktgt:io__done,arg1")
+    run = target.rpc("workload_run", bdev="D0", pattern="randread",
+                     io_size=4096, queue_depth=16, count=23)
+    assert run["ios"] == 23
+    _, body = e.scrape()
+    measured, dropped = sample(body, "io_seconds_count"), \
+        sample(body, STARTS_DROPPED)
+    assert measured + dropped == 23, body
+    assert dropped >= 16 - 7, body	# the first 16 went out together
+    assert sample(body, STARTS_RECLAIMED) == 0
+    assert sample(body, series_dropped("io_seconds")) == 0
+    promtool_ok(body)
+
+
+def test_series_cap_drops_counted(bpf, target, exporter):
+    """Two series a family at most: the third RPC method's 13 calls are
+    not recorded, and counted as such, under their family."""
+    e = exporter("-p", str(target.pid), "--max-series", "2")
+    for method, n in (("target_stats", 7), ("bdev_list", 11),
+                      ("export_list", 13)):
+        for _ in range(n):
+            target.rpc(method)
+    _, body = e.scrape()
+    rpc = "probekit_rpc_latency_seconds"
+    assert sample(body, f'{rpc}_count{{method="target_stats"}}') == 7
+    assert sample(body, f'{rpc}_count{{method="bdev_list"}}') == 11
+    assert f'method="export_list"' not in body
+    assert sample(body, series_dropped(rpc)) == 13
+    for fam in ("probekit_io_latency_seconds", "probekit_io_size_bytes",
+                "probekit_io_errors", "probekit_nbd_connections",
+                "probekit_nbd_disconnections"):
+        assert sample(body, series_dropped(fam)) == 0
+    assert sample(body, STARTS_DROPPED) == 0
+    promtool_ok(body)
+    _, om = e.scrape(openmetrics=True)
+    assert sample(om, series_dropped(rpc)) == 13
+    assert "# TYPE probekit_exporter_series_dropped counter\n" in om
+
+
+@pytest.mark.needs("g++")
+def test_pid_finds_a_librarys_probes(bpf, tmp_path, exporter):
+    """-p counts and pairs libstdc++'s probes, in a library the process
+    maps, not in its executable."""
+    import thirdparty
+    exe = thirdparty.build_throws(str(tmp_path))
+    k = 29
+    p = subprocess.Popen([exe, str(k)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out = probekit.LineReader(p.stdout)
+    try:
+        out.wait_for("^ready$")
+        e = exporter("-p", str(p.pid), "--count", "cxx=libstdcxx:*",
+                     "--pair", "exc=libstdcxx:throw,libstdcxx:catch")
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        out.wait_for("^caught %d$" % k)
+        assert p.wait(timeout=probekit.TIMEOUT) == 0, out.lines
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    _, body = e.scrape()
+    assert sample(body, 'cxx_total{probe="libstdcxx:throw"}') == k
+    assert sample(body, 'cxx_total{probe="libstdcxx:catch"}') == k
+    assert sample(body, "exc_seconds_count") == k
+    assert sample(body, STARTS_RECLAIMED) == 0
+    promtool_ok(body)
