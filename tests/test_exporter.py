@@ -821,3 +821,46 @@ def test_pid_finds_a_librarys_probes(bpf, tmp_path, exporter):
     assert sample(body, "exc_seconds_count") == k
     assert sample(body, STARTS_RECLAIMED) == 0
     promtool_ok(body)
+
+
+@pytest.mark.needs("g++")
+def test_exit_during_attach_one_line(bpf, build, tmp_path):
+    """A process killed at moments spread over the exporter's start: each
+    run either serves (the kill came after every probe was in) or prints
+    one line that says the process exited, never an attach error that
+    blames a file or a probe."""
+    import thirdparty
+    exe = thirdparty.build_throws(str(tmp_path))
+    outcomes = {"served": 0, "exited": 0}
+    for i in range(23):
+        p = subprocess.Popen([exe, "1"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE)
+        assert p.stdout.readline() == b"ready\n"
+        ex = subprocess.Popen(
+            [exporter_bin(build), "--listen", "127.0.0.1:0", "-p",
+             str(p.pid), "--count", "cxx=libstdcxx:*",
+             "--pair", "exc=libstdcxx:throw,libstdcxx:catch"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # The race itself: the kill lands somewhere in the start-up.
+        time.sleep(i * 0.02)
+        p.kill()
+        p.wait()
+        line = ex.stdout.readline()
+        if line:
+            assert "Hit Ctrl-C to end." in line
+            ex.send_signal(signal.SIGINT)
+            outcomes["served"] += 1
+        rc = ex.wait(timeout=probekit.TIMEOUT)
+        err = ex.stderr.read()
+        if line:
+            assert rc == 0 and err == "", err
+            continue
+        pid = p.pid
+        assert rc == 1 and err.count("\n") == 1, err
+        assert err in (
+            f"probekit-exporter: PID {pid} (throws) exited while the "
+            "exporter was attaching; nothing to serve\n",
+            f"probekit-exporter: PID {pid} has exited\n",
+            f"probekit-exporter: no process with PID {pid}\n"), err
+        outcomes["exited"] += 1
+    assert sum(outcomes.values()) == 23, outcomes
