@@ -75,7 +75,7 @@ struct nbd_conn {
 
 	/* negotiation (reactor 0) */
 	uint64_t accepted_ns;           /* for the handshake limit */
-	struct nbd_neg neg;
+	struct nbd_proto_neg neg;
 	struct nbd_buf out;
 
 	/* transmission (owner reactor) */

@@ -108,7 +108,7 @@ static void neg_option(void *ctx, uint32_t option, int status)
 		BLKTGT_NBD_OPTION(c->id, option, nbd_option_name(option), status);
 }
 
-static const struct nbd_neg_ops neg_ops = {
+static const struct nbd_proto_neg_ops neg_ops = {
 	.lookup = neg_lookup,
 	.list = neg_list,
 	.option = neg_option,
@@ -157,10 +157,10 @@ static bool neg_advance(struct nbd_conn *c)
 		return false;
 	}
 	switch (c->neg.state) {
-	case NBD_NEG_CLIENT_FLAGS:
-	case NBD_NEG_OPTIONS:
+	case NBD_PROTO_NEG_CLIENT_FLAGS:
+	case NBD_PROTO_NEG_OPTIONS:
 		break;
-	case NBD_NEG_GO:
+	case NBD_PROTO_NEG_GO:
 		if (c->state == CONN_NEGOTIATING) {
 			struct export *e = c->neg.chosen.handle;
 
@@ -186,11 +186,11 @@ static bool neg_advance(struct nbd_conn *c)
 		if (rc == 0 && conn_handoff(c))
 			return true;
 		break;
-	case NBD_NEG_ABORT:
+	case NBD_PROTO_NEG_ABORT:
 		if (rc == 0)
 			nbd_conn_kill(c, NULL);
 		break;
-	case NBD_NEG_FAIL:
+	case NBD_PROTO_NEG_FAIL:
 		nbd_conn_kill(c, c->neg.why);
 		break;
 	}
@@ -215,7 +215,7 @@ static void conn_neg_cb(void *ctx, uint32_t events)
 			size_t used;
 
 			c->rlen += (size_t)n;
-			used = nbd_neg_input(&c->neg, c->rbuf, c->rlen, &c->out);
+			used = nbd_proto_neg_input(&c->neg, c->rbuf, c->rlen, &c->out);
 			memmove(c->rbuf, c->rbuf + used, c->rlen - used);
 			c->rlen -= used;
 		}
@@ -229,8 +229,8 @@ static void conn_neg_cb(void *ctx, uint32_t events)
 
 void nbd_neg_start(struct nbd_conn *c)
 {
-	nbd_neg_init(&c->neg, &neg_ops, c);
-	if (nbd_neg_greeting(&c->out) < 0) {
+	nbd_proto_neg_init(&c->neg, &neg_ops, c);
+	if (nbd_proto_neg_greeting(&c->out) < 0) {
 		nbd_conn_kill(c, "out of memory");
 		nbd_conn_check(c);
 		return;
