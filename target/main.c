@@ -429,7 +429,7 @@ static void target_start(void *ctx)
 
 	set_state(TARGET_LISTEN);
 	if (opt.listen_tcp) {
-		rc = nbd_listen_tcp(opt.host, opt.port, &bound_port);
+		rc = nbd_serve_tcp(opt.host, opt.port, &bound_port);
 		if (rc) {
 			log_error("NBD listener %s:%u: %s", opt.host, opt.port, strerror(-rc));
 			startup_failed();
@@ -437,7 +437,7 @@ static void target_start(void *ctx)
 		}
 	}
 	if (opt.unix_path) {
-		rc = nbd_listen_unix(opt.unix_path);
+		rc = nbd_serve_unix(opt.unix_path);
 		if (rc) {
 			log_error("NBD listener %s: %s", opt.unix_path, strerror(-rc));
 			startup_failed();
