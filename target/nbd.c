@@ -87,10 +87,10 @@ static void thread_del(struct nbd_thread *t, struct nbd_conn *c)
 	c->prev = c->next = NULL;
 	t->nconns--;
 	if (t->nconns == 0 && t->shutdown_it) {
-		struct foreach *it = t->shutdown_it;
+		struct reactor_foreach *it = t->shutdown_it;
 
 		t->shutdown_it = NULL;
-		foreach_continue(it, 0);
+		reactor_foreach_continue(it, 0);
 	}
 }
 
@@ -225,7 +225,7 @@ static void conn_handoff(struct nbd_conn *c)
 	reactor_fd_remove(c->w);
 	c->w = NULL;
 	conn_detach(c);
-	if (send_msg(reactor_get(idx), conn_adopt, c) < 0) {
+	if (reactor_send_msg(reactor_get(idx), conn_adopt, c) < 0) {
 		conn_attach(c);
 		nbd_conn_fail(c, "out of memory handing the connection over");
 		conn_settle(c);
@@ -266,7 +266,7 @@ static void conn_accepted(int fd, const char *peer)
 	c->ops = &conn_ops;
 	c->id = ++next_conn_id;
 	c->state = CONN_NEGOTIATING;
-	c->accepted_ns = now_ns();
+	c->accepted_ns = reactor_now_ns();
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	conn_attach(c);
 	nbd_counter_inc(&total_connections);
@@ -301,7 +301,7 @@ void nbd_set_handshake_limit(unsigned seconds)
 
 static void handshake_sweep(void *ctx)
 {
-	uint64_t now = now_ns();
+	uint64_t now = reactor_now_ns();
 	uint64_t limit = (uint64_t)handshake_limit_s * 1000000000ull;
 	struct nbd_conn *c = thread_self()->conns;
 
@@ -348,7 +348,7 @@ int nbd_serve_unix(const char *path)
 
 /* --- shutdown and figures ------------------------------------------- */
 
-static void shutdown_step(struct foreach *it, void *ctx)
+static void shutdown_step(struct reactor_foreach *it, void *ctx)
 {
 	struct nbd_thread *t = thread_self();
 	struct nbd_conn *c = t->conns;
@@ -361,7 +361,7 @@ static void shutdown_step(struct foreach *it, void *ctx)
 		c = next;
 	}
 	if (t->nconns == 0)
-		foreach_continue(it, 0);
+		reactor_foreach_continue(it, 0);
 	else
 		t->shutdown_it = it;    /* thread_del() continues */
 }
@@ -382,7 +382,7 @@ void nbd_shutdown(void (*done)(void *ctx), void *ctx)
 	sweep_timer = NULL;
 	shutdown_done = done;
 	shutdown_ctx = ctx;
-	if (for_each_thread(shutdown_step, NULL, shutdown_finish) < 0) {
+	if (reactor_for_each_thread(shutdown_step, NULL, shutdown_finish) < 0) {
 		log_error("nbd: shutdown: cannot reach the reactors");
 		if (done)
 			done(ctx);

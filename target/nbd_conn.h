@@ -125,7 +125,7 @@ struct nbd_conn {
 struct nbd_thread {
 	_Alignas(64) struct nbd_conn *conns;
 	unsigned nconns;
-	struct foreach *shutdown_it;    /* shutdown waiting for nconns == 0 */
+	struct reactor_foreach *shutdown_it;    /* shutdown waiting for nconns == 0 */
 	uint64_t closed;
 };
 

@@ -285,7 +285,7 @@ int nbd_listen_unix(const char *path, const struct nbd_listen_ops *ops)
 void nbd_listen_fd_freed(void)
 {
 	if (atomic_exchange(&accept_wanted, false) &&
-	    send_msg(reactor_get(0), listeners_wake, NULL) != 0)
+	    reactor_send_msg(reactor_get(0), listeners_wake, NULL) != 0)
 		log_warn("nbd: out of memory; listeners wait for their retry timer");
 }
 
