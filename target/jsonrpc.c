@@ -287,7 +287,7 @@ void jsonrpc_request_finish(struct rpc_request *req, int code, const char *text,
 		if (!req->notify && !c->dead)
 			conn_queue(c, text, len);
 		c->busy = NULL;
-		c->idle_since = now_ns();
+		c->idle_since = reactor_now_ns();
 		if (c->dead) {
 			/* Closed while busy: nobody else will free it.  Later, since
 			 * process_input may be up the stack. */
@@ -645,7 +645,7 @@ static struct rpc_conn *stalled_longest(uint64_t now)
  * connection, if there is one.  True when a place is free. */
 static bool conn_evict_stalled(void)
 {
-	uint64_t now = now_ns();
+	uint64_t now = reactor_now_ns();
 	struct rpc_conn *victim = stalled_longest(now);
 
 	if (!victim)
@@ -700,7 +700,7 @@ static void accept_event(void *ctx, uint32_t events)
 			continue;
 		}
 		c->fd = fd;
-		c->idle_since = now_ns();
+		c->idle_since = reactor_now_ns();
 		c->watch = reactor_fd_add(fd, EPOLLIN, conn_event, c);
 		if (!c->watch) {
 			close(fd);
