@@ -177,6 +177,62 @@ def test_quickstart_refuses_a_missing_install(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def pkg_config_env(inst):
+    """pkg-config searching only the staged install, as it searches
+    /usr/share/pkgconfig for the Debian package."""
+    return dict(clean_env(), PKG_CONFIG_LIBDIR=os.path.join(inst, "share", "pkgconfig"),
+                PKG_CONFIG_PATH="")
+
+
+@pytest.mark.needs("pkg-config")
+def test_probekit_pc_names_the_fragment_generator_and_headers(inst):
+    env = pkg_config_env(inst)
+    got = {}
+    for var in ("probekit_mk", "gencatalog", "includedir"):
+        p = subprocess.run(["pkg-config", "--define-prefix", f"--variable={var}", "probekit"],
+                           env=env, capture_output=True, text=True, timeout=probekit.TIMEOUT)
+        assert p.returncode == 0, p.stderr
+        got[var] = p.stdout.strip()
+    data = os.path.join(inst, "share", "probekit")
+    assert got == {"probekit_mk": os.path.join(data, "probekit.mk"),
+                   "gencatalog": os.path.join(data, "probes", "gencatalog"),
+                   "includedir": os.path.join(data, "probes", "nop5")}
+    assert os.access(got["gencatalog"], os.X_OK)
+    assert os.path.isfile(os.path.join(got["includedir"], "sys", "sdt.h"))
+    p = subprocess.run(["pkg-config", "--modversion", "probekit"], env=env,
+                       capture_output=True, text=True, timeout=probekit.TIMEOUT)
+    version = open(os.path.join(probekit.ROOT, "VERSION")).read().strip()
+    assert p.stdout == f"{version}\n", p.stderr
+
+
+@pytest.mark.needs("pkg-config", "dtrace", "readelf")
+def test_quickstart_finds_probekit_through_pkg_config(inst, tmp_path):
+    """No argument: the Makefile asks pkg-config; the program is built
+    hardened by default, as probekit's own programs are."""
+    from test_hardening import hardening_problems
+    project = copy_quickstart(tmp_path)
+    p = subprocess.run(["make", "-C", project, f"O={tmp_path}/out"], env=pkg_config_env(inst),
+                       capture_output=True, text=True, timeout=probekit.TIMEOUT * 5)
+    assert p.returncode == 0, p.stdout + p.stderr
+    prog = os.path.join(tmp_path, "out", "quickstart")
+    assert stapsdt_probes(prog) == ["request__done", "request__start"]
+    assert hardening_problems(prog) == []
+    p = subprocess.run([prog], input="7\n", capture_output=True, text=True,
+                       timeout=probekit.TIMEOUT)
+    assert p.returncode == 0 and p.stdout.splitlines()[1:] == ["done 7"], p.stdout
+
+
+@pytest.mark.needs("pkg-config")
+def test_quickstart_without_probekit_says_where_it_looked(tmp_path):
+    env = dict(clean_env(), PKG_CONFIG_LIBDIR=str(tmp_path), PKG_CONFIG_PATH="")
+    p = subprocess.run(["make", "-C", QUICKSTART, f"O={tmp_path}/out"], env=env,
+                       capture_output=True, text=True, timeout=probekit.TIMEOUT)
+    assert p.returncode != 0
+    assert ("pkg-config finds no probekit: install its Debian package, or name a "
+            "make install prefix with PROBEKIT_PREFIX=DIR") in p.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def expected_sum(first_id, n):
     """What quickstart.c's request_sum() totals over requests first_id.."""
     total = 0
