@@ -393,3 +393,47 @@ def test_installed_man_pages_found_by_man(inst):
         p = subprocess.run(["man", "-M", os.path.join(inst, "share", "man"), "8", cmd],
                            env=env, capture_output=True, text=True, timeout=probekit.TIMEOUT)
         assert p.returncode == 0 and cmd in p.stdout, (cmd, p.stderr)
+
+
+# --- shipped scripts by name -------------------------------------------------
+
+def test_installed_wrapper_finds_a_shipped_script_by_name(inst, tmp_path):
+    """From a directory with no such file, "iolat.bt" and "iolat" are
+    PREFIX/share/probekit/bt/iolat.bt; a file of that name in the current
+    directory comes first; a name found nowhere says where it looked."""
+    wrapper = os.path.join(inst, "bin", "probekit-bpftrace")
+    shipped = os.path.join(inst, "share", "probekit", "bt", "iolat.bt")
+    here = tmp_path / "here"
+    here.mkdir()
+    target = probekit.Target(os.path.join(inst, "bin", "blktgt"), tmp_path)
+    target.start()
+    try:
+        def dry(script):
+            p = subprocess.run([wrapper, "-n", str(target.pid), script], cwd=here,
+                               env=clean_env(), capture_output=True, text=True,
+                               timeout=probekit.TIMEOUT)
+            # The wake-up probe names the wrapper's own PID (bpftrace's,
+            # after exec), which differs from run to run.
+            out = re.sub(r"(signal_deliver /pid == )\d+/", r"\1N/", p.stdout)
+            return p.returncode, out, p.stderr
+
+        rc, by_path, err = dry(shipped)
+        assert rc == 0 and "probekit: tracing PID=" in by_path, err
+        assert dry("iolat.bt") == (0, by_path, "")
+        assert dry("iolat") == (0, by_path, "")
+
+        (here / "iolat.bt").write_text(open(os.path.join(probekit.ROOT, "bt", "iops.bt")).read())
+        rc, local, err = dry("iolat.bt")
+        assert rc == 0 and local != by_path, err
+        iops = dry(os.path.join(inst, "share", "probekit", "bt", "iops.bt"))[1]
+        assert local.replace("// from iolat.bt", "// from iops.bt") == iops
+
+        rc, out, err = dry("nosuch")
+        assert (rc, out) == (1, "")
+        assert err == (f"probekit-bpftrace: script 'nosuch' does not exist: not in the current "
+                       f"directory ({here}), nor as nosuch.bt in "
+                       f"{os.path.join(inst, 'share', 'probekit', 'bt')}\n")
+        rc, out, err = dry("sub/iolat.bt")
+        assert (rc, err) == (1, "probekit-bpftrace: script 'sub/iolat.bt' does not exist\n")
+    finally:
+        target.stop()
