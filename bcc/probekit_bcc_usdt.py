@@ -128,10 +128,12 @@ def arg_index(s):
     return n if n <= notes.MAX_ARGS else None
 
 
-def check_arg(tool, probe, n):
+def check_arg(tool, probe, n, string=False):
     """Die in one line unless every site of probe has an argument n that
-    the generated reader can read."""
+    the generated reader can read, and, for string (-S), that may be a
+    pointer by probekit-check's rule (probelib.target.Arg)."""
     argspec = _probelib()[0]
+    from probelib.target import Arg
     if probe.nargs() < n:
         die(tool, "%s has no argument %d (it has %d)"
             % (probe.full, n, probe.nargs()))
@@ -141,6 +143,11 @@ def check_arg(tool, probe, n):
             why = argspec.reader_problem(a.operand, command(tool),
                                          READ_KINDS)
             die(tool, "cannot read arg%d of %s: %s" % (n, probe.full, why))
+        arg = Arg(a.size, a.signed, spec="%s%d@%s" % (
+            "-" if a.signed else "", a.size, a.operand))
+        if string and not arg.may_be_pointer():
+            die(tool, "-S arg%d reads a string, but arg%d of %s is %s, not "
+                "a pointer" % (n, n, probe.full, arg.describe()))
 
 
 def functions(probe, prefix, n):

@@ -291,6 +291,29 @@ int usdt_site_arg_of(const struct usdt_bin *b, const struct usdt_note *n,
 	return 0;
 }
 
+int usdt_site_str_arg_of(const struct usdt_bin *b, const struct usdt_note *n,
+			 int argn, struct usdt_site_arg *out)
+{
+	struct usdt_arg args[USDT_ARGC_MAX];
+	char probe[USDT_PROBE_MAX], err[256];
+	int rc = usdt_site_arg_of(b, n, argn, out);
+
+	if (rc)
+		return rc;
+	/* probekit-check's rule and words (probes/probelib/target.py, Arg):
+	 * without a catalog's type, only an 8-byte unsigned argument may
+	 * be a pointer. */
+	if (out->size == 8 && !out->is_signed)
+		return 0;
+	usdt_probe_name(n, probe, sizeof(probe));
+	usdt_args_parse(n->spec, args, USDT_ARGC_MAX, err, sizeof(err));
+	tool_err("-S arg%d reads a string, but arg%d of %s is a%s %u-byte %s "
+		 "integer (%s), not a pointer", argn, argn, probe,
+		 out->size == 8 ? "n" : "", out->size,
+		 out->is_signed ? "signed" : "unsigned", args[argn - 1].text);
+	return -EINVAL;
+}
+
 /* --- attaching ------------------------------------------------------------ */
 
 /* Linux 6.6's multi-uprobe link, which libbpf 1.1 predates: its attach

@@ -83,6 +83,11 @@ void usdt_probe_name(const struct usdt_note *n, char *out, size_t len);
 int usdt_site_arg_of(const struct usdt_bin *b, const struct usdt_note *n,
 		     int argn, struct usdt_site_arg *out);
 
+/* usdt_site_arg_of() for an argument read as a string (usdtcount -S):
+ * also one line and -EINVAL when it cannot be a pointer. */
+int usdt_site_str_arg_of(const struct usdt_bin *b, const struct usdt_note *n,
+			 int argn, struct usdt_site_arg *out);
+
 /*
  * Before the skeleton is loaded: make prog attachable by a multi-uprobe
  * link when the kernel has them (Linux 6.6) and filters them by process

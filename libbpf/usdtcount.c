@@ -347,8 +347,12 @@ static int attach_all(struct usdtcount_bpf *skel, struct usdt_sites *s,
 				if (!p)
 					continue;
 				site.probe = p - probes;
-				if (env.mode != USDTCOUNT_COUNT &&
+				if (env.mode == USDTCOUNT_HIST &&
 				    usdt_site_arg_of(bin, n, env.argn, &site.arg))
+					return -EINVAL;
+				if (env.mode == USDTCOUNT_STR &&
+				    usdt_site_str_arg_of(bin, n, env.argn,
+							 &site.arg))
 					return -EINVAL;
 				if (check)
 					continue;

@@ -278,6 +278,20 @@ def test_missing_argument(bpf, target, args, pattern):
     histtools.one_error_line(rc, lines, "usdtcount", pattern, 1)
 
 
+@pytest.mark.parametrize("kind", histtools.KINDS)
+def test_strings_of_an_integer_refused(bpf, target, kind):
+    """-S on an argument that cannot be a pointer (io__submit's arg3, a
+    uint32_t) is refused in one line, in probekit-check's words, before
+    anything is attached; an 8-byte unsigned one might be a pointer, as
+    probekit-check also allows without a catalog."""
+    rc, lines = run(kind, "usdtcount", "-p", target.pid, "-S", "arg3",
+                    "blktgt:io__submit")
+    histtools.one_error_line(
+        rc, lines, "usdtcount", r"-S arg3 reads a string, but arg3 of "
+        r"blktgt:io__submit is a 4-byte unsigned integer \(4@%\w+\), not a "
+        r"pointer$", 1)
+
+
 @pytest.mark.parametrize("tool,args,pattern", [
     ("usdtlat", ("p:a", "p:b"), "one of the arguments -p/--pid -b/--binary"),
     ("usdtlat", ("-p", "1", "-b", "/bin/true", "p:a", "p:b"),
