@@ -161,6 +161,36 @@ def functions(probe, prefix, n):
             for i, (read, sites) in enumerate(groups.items())]
 
 
+# --gate: some runtimes fire a probe only while another probe's semaphore
+# is raised (CPython 3.11's function__entry needs python:line's).  A gate
+# is attached with a function that counts nothing, so the kernel raises
+# its semaphore as for any site; each of its hits still costs a trap.
+GATES_MAX = 8               # as libbpf/usdt_sites.h's USDT_GATES_MAX
+GATE_FN = "gate_fn"
+GATE_TEXT = "\nint %s(struct pt_regs *ctx)\n{\n    return 0;\n}\n" % GATE_FN
+
+
+def add_gate_option(p):
+    p.add_argument("--gate", metavar="PROBE", action="append", default=[],
+                   help="raise the semaphore of PROBE (provider:name) too, "
+                        "without counting it: for a probe that fires only "
+                        "while PROBE is enabled")
+
+
+def gate_sites(tool, scope, found, gates):
+    """(C text, [UsdtSite]) attaching GATE_FN at every site of each
+    --gate probe; die in one line when one is not there."""
+    if len(gates) > GATES_MAX:
+        die(tool, "--gate: at most %d gates" % GATES_MAX)
+    sites = []
+    for g in gates:
+        probe = found.get(g)
+        if probe is None:
+            die(tool, "no USDT probe %s %s" % (g, scope.missing()))
+        sites += usdt_sites(scope, GATE_FN, probe.sites)
+    return (GATE_TEXT if sites else ""), sites
+
+
 def usdt_sites(scope, fn, sites):
     """UsdtSite items attaching BPF function fn at each of sites."""
     return [UsdtSite(note.full, fn, path, note.pc, note.offset,

@@ -548,6 +548,50 @@ static size_t distance(const char *a, const char *b)
 	return row[lb];
 }
 
+static const char *gates[USDT_GATES_MAX];
+static int ngates;
+
+void usdt_gate_option(const char *arg)
+{
+	if (!usdt_probe_valid(arg, false))
+		usage_error("--gate: '%.300s' is not a probe: give provider:name, "
+			    "as tplist prints it", arg);
+	if (ngates == USDT_GATES_MAX)
+		usage_error("--gate: at most %d gates", USDT_GATES_MAX);
+	gates[ngates++] = arg;
+}
+
+bool usdt_gates_given(void)
+{
+	return ngates > 0;
+}
+
+int usdt_sites_gates(struct usdt_sites *s, struct bpf_program *prog,
+		     const struct target *t)
+{
+	for (int g = 0; g < ngates; g++) {
+		bool found = false;
+		int err;
+
+		for (size_t i = 0; i < s->nbins; i++)
+			for (size_t k = 0; k < s->bins[i].n; k++) {
+				if (!usdt_probe_match(gates[g],
+						      &s->bins[i].notes[k]))
+					continue;
+				found = true;
+				err = usdt_sites_add(s, prog, &s->bins[i],
+						     &s->bins[i].notes[k], 0);
+				if (err)
+					return err;
+			}
+		if (!found) {
+			usdt_sites_missing(s, t, gates[g], false);
+			return -ENOENT;
+		}
+	}
+	return 0;
+}
+
 void usdt_sites_missing(const struct usdt_sites *s, const struct target *t,
 			const char *pattern, bool glob)
 {

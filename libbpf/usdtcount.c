@@ -33,7 +33,7 @@ const char *tool_name = "usdtcount";
 #define CATALOG_PROBES_MAX 4096
 #define STR_TOP 10			/* -S: values shown per probe */
 
-enum { OPT_CATALOG = OPT_LONG_ONLY, OPT_REQUIRE_ALL };
+enum { OPT_CATALOG = OPT_LONG_ONLY, OPT_REQUIRE_ALL, OPT_GATE };
 
 static struct {
 	struct common_args c;
@@ -86,6 +86,9 @@ static void option(int key, const char *arg)
 	case OPT_REQUIRE_ALL:
 		env.require_all = true;
 		break;
+	case OPT_GATE:
+		usdt_gate_option(arg);
+		break;
 	}
 }
 
@@ -116,6 +119,7 @@ static const struct tool_option options[] = {
 	  "also list the catalog's probes that never fired" },
 	{ OPT_REQUIRE_ALL, "require-all", NULL,
 	  "with --catalog: exit 1 if any of them never fired" },
+	USDT_GATE_OPTION(OPT_GATE),
 	{ 0 }
 };
 
@@ -123,7 +127,8 @@ static const struct tool_cli cli = {
 	.synopsis =
 "usage: probekit-usdtcount (-p PID | -b PATH) [-h] [-H argN | -S argN]\n"
 "                          [--catalog FILE.d [--require-all]] [-T] [-j]\n"
-"                          [-d SECS] PATTERN... [interval [count]]\n"
+"                          [-d SECS] [--gate PROBE] PATTERN...\n"
+"                          [interval [count]]\n"
 "\n"
 "Count the hits of the USDT probes of any binary that match PATTERNs\n"
 "(provider:name globs), per interval (libbpf CO-RE).\n",
@@ -373,6 +378,8 @@ static int attach_all(struct usdtcount_bpf *skel, struct usdt_sites *s,
 				if (err)
 					return err;
 			}
+	if (usdt_sites_gates(s, skel->progs.gate, t))
+		return -1;
 	return usdt_sites_commit(s, t);
 }
 
@@ -653,6 +660,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	usdt_sites_prepare(&sites, skel->progs.hit);
+	usdt_sites_prepare(&sites, skel->progs.gate);
 	skel->rodata->mode = env.mode;
 	skel->rodata->count_hits = env.c.max_rate > 0;
 	err = usdtcount_bpf__load(skel);
