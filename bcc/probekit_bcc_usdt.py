@@ -21,7 +21,7 @@ import fnmatch
 import os
 
 import probekit_bcc_target as proc
-from probekit_bcc_args import command, die
+from probekit_bcc_args import command, die, escaped
 from probekit_bcc_probes import UsdtSite, UsdtProbes, _probelib, _read_operand
 
 # The operand kinds probekit_bcc_probes._read_operand() reads.
@@ -170,8 +170,24 @@ GATE_FN = "gate_fn"
 GATE_TEXT = "\nint %s(struct pt_regs *ctx)\n{\n    return 0;\n}\n" % GATE_FN
 
 
+def gate_type(s):
+    """--gate's PROBE: provider:name, no wildcards (as libbpf's
+    usdt_probe_valid() takes it)."""
+    import argparse
+    provider, _, name = s.partition(":")
+    if not all(x and len(x) < 128 and all(c.isascii() and (c.isalnum() or
+                                                            c == "_")
+                                           for c in x)
+               for x in (provider, name)):
+        raise argparse.ArgumentTypeError(
+            "'%s' is not a probe: give provider:name, as tplist prints it"
+            % escaped(s))
+    return s
+
+
 def add_gate_option(p):
     p.add_argument("--gate", metavar="PROBE", action="append", default=[],
+                   type=gate_type,
                    help="raise the semaphore of PROBE (provider:name) too, "
                         "without counting it: for a probe that fires only "
                         "while PROBE is enabled")
@@ -186,7 +202,7 @@ def gate_sites(tool, scope, found, gates):
     for g in gates:
         probe = found.get(g)
         if probe is None:
-            die(tool, "no USDT probe %s %s" % (g, scope.missing()))
+            die(tool, "no USDT probe %s %s" % (escaped(g), scope.missing()))
         sites += usdt_sites(scope, GATE_FN, probe.sites)
     return (GATE_TEXT if sites else ""), sites
 

@@ -46,6 +46,26 @@ void tool_err(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
+const char *escaped(const char *s)
+{
+	static char bufs[4][4 * 300 + 1];
+	static int next;
+	char *out = bufs[next++ % 4], *o = out;
+
+	for (int n = 0; *s && n < 300; s++, n++) {
+		unsigned char c = *s;
+
+		if (c == '\n' || c == '\t' || c == '\r')
+			o += sprintf(o, "\\%c", c == '\n' ? 'n' : c == '\t' ? 't' : 'r');
+		else if (c < 0x20 || c == 0x7f)
+			o += sprintf(o, "\\x%02x", c);
+		else
+			*o++ = c;
+	}
+	*o = '\0';
+	return out;
+}
+
 void usage_error(const char *fmt, ...)
 {
 	va_list ap;

@@ -35,6 +35,11 @@ const char *command_name(void);
 /* "tool: message" on stderr. */
 void tool_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* s as an error line may echo it: control characters (a newline in a
+ * probe name) as \n, \t, \r or \xHH, so the error stays one line; at
+ * most 300 bytes of s.  Valid until the fourth call after. */
+const char *escaped(const char *s);
+
 /* A usage error: one line "tool: message (see --help)", exit 2. */
 void usage_error(const char *fmt, ...)
 	__attribute__((format(printf, 1, 2), noreturn));

@@ -554,8 +554,8 @@ static int ngates;
 void usdt_gate_option(const char *arg)
 {
 	if (!usdt_probe_valid(arg, false))
-		usage_error("--gate: '%.300s' is not a probe: give provider:name, "
-			    "as tplist prints it", arg);
+		usage_error("--gate: '%s' is not a probe: give provider:name, "
+			    "as tplist prints it", escaped(arg));
 	if (ngates == USDT_GATES_MAX)
 		usage_error("--gate: at most %d gates", USDT_GATES_MAX);
 	gates[ngates++] = arg;

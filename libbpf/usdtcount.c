@@ -62,7 +62,7 @@ static long arg_option(const char *opt, const char *arg)
 	if (strncmp(arg, "arg", 3) || arg[3] == '0' ||
 	    parse_long(arg + 3, 1, USDT_ARGC_MAX, &n))
 		usage_error("argument %s: invalid choice: '%.64s' (choose arg1 "
-			    "to arg%d)", opt, arg, USDT_ARGC_MAX);
+			    "to arg%d)", opt, escaped(arg), USDT_ARGC_MAX);
 	return n;
 }
 
@@ -102,8 +102,8 @@ static bool operand(const char *arg)
 	if (*arg && !*p)
 		return false;
 	if (!usdt_probe_valid(arg, true))
-		usage_error("'%.300s' is not a probe pattern: give provider:name "
-			    "or name, with * ? [...] wildcards", arg);
+		usage_error("'%s' is not a probe pattern: give provider:name "
+			    "or name, with * ? [...] wildcards", escaped(arg));
 	if (env.npatterns == PATTERNS_MAX)
 		usage_error("more than %d patterns", PATTERNS_MAX);
 	env.patterns[env.npatterns++] = arg;

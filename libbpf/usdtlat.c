@@ -47,7 +47,8 @@ static void option(int key, const char *arg)
 	if (strncmp(arg, "arg", 3) ||
 	    parse_long(arg + 3, 1, USDT_ARGC_MAX, &env.key_arg))
 		usage_error("argument -k/--key: invalid choice: '%.64s' "
-			    "(choose tid or arg1 to arg%d)", arg, USDT_ARGC_MAX);
+			    "(choose tid or arg1 to arg%d)", escaped(arg),
+			    USDT_ARGC_MAX);
 }
 
 /* START and DONE: the first two operands. */
@@ -56,9 +57,9 @@ static bool operand(const char *arg)
 	if (env.nprobes == 2)
 		return false;
 	if (!usdt_probe_valid(arg, false))
-		usage_error("%s: '%.300s' is not a probe: give provider:name, "
+		usage_error("%s: '%s' is not a probe: give provider:name, "
 			    "as tplist prints it", env.nprobes ? "DONE" :
-			    "START", arg);
+			    "START", escaped(arg));
 	env.probes[env.nprobes++] = arg;
 	return true;
 }

@@ -292,6 +292,25 @@ def test_strings_of_an_integer_refused(bpf, target, kind):
         r"pointer$", 1)
 
 
+@pytest.mark.parametrize("kind", histtools.KINDS)
+@pytest.mark.parametrize("tool,args", [
+    ("usdtlat", ("p:a\nb", "p:c")),
+    ("usdtlat", ("-k", "arg\n1", "p:a", "p:c")),
+    ("usdtlat", ("--gate", "x:\ny", "p:a", "p:c")),
+    ("usdtcount", ("p:a\nb",)),
+    ("usdtcount", ("--gate", "x:\ny", "p:a")),
+])
+def test_control_characters_escaped(kind, tool, args):
+    """A newline in a probe name or an option is echoed as \\n: the
+    error stays one line (each form says what it refuses in its own
+    words, as for other usage errors)."""
+    def run_on(pid):
+        return run(kind, tool, "-p", pid, *args)
+    rc, lines = histtools.run_on_process_without_probes(run_on)
+    assert rc != 0 and len(lines) == 1, lines
+    assert "\\n" in lines[0], lines
+
+
 @pytest.mark.parametrize("tool,args,pattern", [
     ("usdtlat", ("p:a", "p:b"), "one of the arguments -p/--pid -b/--binary"),
     ("usdtlat", ("-p", "1", "-b", "/bin/true", "p:a", "p:b"),
