@@ -39,7 +39,7 @@ class Scope:
             self.pid, self.comm = pid, self.target.comm
             self.where = "PID %d (%s)" % (pid, self.comm)
             self.head = {"pid": pid}
-            self.files = _process_files(tool, pid)
+            self.files = _process_files(tool, pid, self)
             return
         self.target = None
         path = os.path.abspath(path)
@@ -56,6 +56,15 @@ class Scope:
     def alive(self):
         return self.target.alive() if self.target else True
 
+    def exited(self):
+        """With -p, once the process has exited (or its PID is another
+        process's): the one line that says so, for a failure it caused
+        while the tool read or attached its probes; else None."""
+        if self.target is None or self.target.alive():
+            return None
+        return "PID %d (%s) exited while its probes were being attached" % (
+            self.pid, self.comm)
+
     def missing(self):
         """The tail of a "no probe" error: where it was looked for."""
         if self.target:
@@ -69,7 +78,7 @@ def _is_elf(path):
     return process.is_elf(path)
 
 
-def _process_files(tool, pid):
+def _process_files(tool, pid, scope):
     """[(name, openable path)] of the executable, then each other
     file-backed ELF mapping of process pid, as /proc/PID/root/NAME."""
     _probelib()
@@ -77,7 +86,7 @@ def _process_files(tool, pid):
     try:
         return process.files(pid)
     except process.ProcessError as e:
-        die(tool, str(e))
+        die(tool, scope.exited() or str(e))
 
 
 class Probe:
@@ -106,6 +115,10 @@ def find_probes(tool, scope):
             if n.offset is None:
                 continue
             found.setdefault(n.full, Probe(n.full)).sites.append((path, n))
+    # A process that exited meanwhile has no files left to read: say so,
+    # not that its probes are missing.
+    if scope.exited():
+        die(tool, scope.exited())
     return found
 
 
@@ -218,4 +231,5 @@ def usdt_probes(scope, sites):
     readers of BCC's kind, since each function reads its own."""
     u = UsdtProbes(scope.pid, "#include <uapi/linux/ptrace.h>\n", sites)
     u.where = scope.where
+    u.exited = scope.exited
     return u

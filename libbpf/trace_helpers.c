@@ -635,6 +635,25 @@ int target_open_path(struct target *t, const char *path)
 	return 0;
 }
 
+bool target_exited_during_attach(const struct target *t)
+{
+	struct pollfd pfd = { .fd = t->pidfd, .events = POLLIN };
+	bool gone;
+
+	if (t->pid <= 0)
+		return false;
+	/* The pidfd cannot be fooled by a recycled PID; /proc can only
+	 * tell a zombie, or no process. */
+	if (t->pidfd >= 0)
+		gone = poll(&pfd, 1, 0) > 0;
+	else
+		gone = is_zombie(t->pid);
+	if (gone)
+		tool_err("PID %d (%s) exited while its probes were being "
+			 "attached", (int)t->pid, t->comm);
+	return gone;
+}
+
 void target_close(struct target *t)
 {
 	if (t->pidfd >= 0)

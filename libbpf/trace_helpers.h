@@ -165,6 +165,13 @@ int target_open(struct target *t, pid_t pid);
 int target_open_path(struct target *t, const char *path);
 void target_close(struct target *t);
 
+/* After target_open(): when the process has exited since (it is gone,
+ * or a zombie), print "PID N (COMM) exited while its probes were being
+ * attached" and return true, so that a failure it caused (ENOENT,
+ * ESRCH) is reported as what it is; false, printing nothing, when it
+ * is alive or t is -b's. */
+bool target_exited_during_attach(const struct target *t);
+
 /* One line for a failed skeleton open or load of a tool tracing t (err
  * is -errno); for a lack of privilege, the capabilities missing. */
 void report_load_error(const struct target *t, int err);

@@ -59,7 +59,9 @@ static int add_bin(struct usdt_sites *s, const struct target *t,
 		 * cache) has no probes to offer; the executable must. */
 		if (!exe)
 			return 0;
-		tool_err("cannot read the USDT probes of %s: %s", shown, err);
+		if (!target_exited_during_attach(t))
+			tool_err("cannot read the USDT probes of %s: %s", shown,
+				 err);
 		return -EINVAL;
 	}
 	b->notes = notes;
@@ -81,7 +83,8 @@ static int add_libs(struct usdt_sites *s, const struct target *t)
 	f = fopen(path, "r");
 	if (!f) {
 		err = -errno;
-		tool_err("cannot read %s: %s", path, strerror(-err));
+		if (!target_exited_during_attach(t))
+			tool_err("cannot read %s: %s", path, strerror(-err));
 		free(line);
 		return err;
 	}
@@ -415,11 +418,13 @@ int usdt_sites_add(struct usdt_sites *s, struct bpf_program *prog,
 	return 0;
 }
 
-static void attach_error(const struct usdt_bin *b, const struct usdt_note *n,
-			 size_t nsites, int err)
+static void attach_error(const struct target *t, const struct usdt_bin *b,
+			 const struct usdt_note *n, size_t nsites, int err)
 {
 	char probe[USDT_PROBE_MAX], what[USDT_PROBE_MAX + 64];
 
+	if (target_exited_during_attach(t))
+		return;
 	if (n) {
 		usdt_probe_name(n, probe, sizeof(probe));
 		snprintf(what, sizeof(what), "%s at 0x%llx", probe, n->pc);
@@ -453,7 +458,7 @@ static int attach_one(struct usdt_sites *s, const struct usdt_pending *p,
 	if (!link) {
 		int err = -errno;
 
-		attach_error(b, p->note, 1, err);
+		attach_error(t, b, p->note, 1, err);
 		return err;
 	}
 	s->links[s->nlinks++] = link;
@@ -483,7 +488,7 @@ static int attach_multi(struct usdt_sites *s, const struct usdt_pending *p,
 				 t->pid > 0 ? (__u32)t->pid : 0);
 	if (fd < 0) {
 		err = -errno;
-		attach_error(b, n == 1 ? p->note : NULL, n, err);
+		attach_error(t, b, n == 1 ? p->note : NULL, n, err);
 	} else {
 		s->fds[s->nfds++] = fd;
 	}
@@ -597,6 +602,11 @@ void usdt_sites_missing(const struct usdt_sites *s, const struct target *t,
 {
 	char where[PATH_MAX + 300], probe[USDT_PROBE_MAX], best[USDT_PROBE_MAX];
 	size_t dmin = SIZE_MAX;
+
+	/* A process that exited meanwhile left files unread: say so, not
+	 * that its probes are missing. */
+	if (target_exited_during_attach(t))
+		return;
 
 	if (t->pid > 0)
 		snprintf(where, sizeof(where), "PID %d (%s) or the files it maps",

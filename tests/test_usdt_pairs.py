@@ -271,3 +271,41 @@ def test_gate_python_function_entry(bpf, kind, tmp_path):
     i = lines.index("probe = python:function__entry")
     rows = [ln.split() for ln in lines[i + 2:]]
     assert ["%d" % K, '"probekit_fn"'] in rows, lines
+
+
+# --- a target that exits while the tool attaches -----------------------------
+
+EXITED = (r"^probekit-usdtlat(-bcc)?: PID (\d+) (has exited|\(pairs_driver\) "
+          r"exited while its probes were being attached)$")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_target_exits_during_attach(bpf, driver, kind):
+    """The target is SIGKILLed at 13 moments spread over the tool's start
+    (and left a zombie, so its PID names no other process): every run
+    either traces and ends on the target's exit, or exits 1 with one
+    line saying the process exited, never ENOENT or "no process"."""
+    import re
+    for i in range(13):
+        d = Driver(driver)
+        try:
+            tool = subprocess.Popen(
+                histtools.program(kind, "usdtlat") + [
+                    "-p", str(d.pid), "pairs:start", "pairs:done"],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            # The kill's moment is what varies: 0 to 360 ms (the libbpf
+            # tool attaches in tens of ms, the BCC one in about a second).
+            time.sleep(i * (0.03 if kind == "libbpf" else 0.09))
+            os.kill(d.pid, signal.SIGKILL)
+            out = tool.communicate(timeout=TIMEOUT)[0].decode().splitlines()
+        finally:
+            d.proc.kill()
+            d.proc.wait()
+        if tool.returncode == 0:
+            assert out[0].endswith("Hit Ctrl-C to end.") and out[-1] == (
+                "probekit-usdtlat%s: PID %d (pairs_driver) exited; tracing "
+                "ended" % ("-bcc" if kind == "bcc" else "", d.pid)), out
+            continue
+        assert tool.returncode == 1 and len(out) == 1, out
+        m = re.match(EXITED, out[0])
+        assert m and int(m.group(2)) == d.pid, out
