@@ -139,7 +139,7 @@ def check_arg(tool, probe, n):
         a = note.args[n - 1]
         if _read_operand(a, "v") is None:
             why = argspec.reader_problem(a.operand, command(tool),
-                                         READ_KINDS)
+                                         READ_KINDS, a.arch)
             die(tool, "cannot read arg%d of %s: %s" % (n, probe.full, why))
 
 

@@ -39,8 +39,9 @@ GDBAUTOLOADDIR ?= $(PREFIX)/share/gdb/auto-load
 
 # Files of the tree that no command in $(O)/bin names.  A script's shared
 # modules need no list: the .py files and Python packages (directories
-# with __init__.py) beside it go with it.
-INSTALL_TREE_FILES = bt/*.bt probes/*.d VERSION
+# with __init__.py) beside it go with it.  probelib reads the register
+# table (probes/usdt/registers) at run time.
+INSTALL_TREE_FILES = bt/*.bt probes/*.d VERSION probes/usdt/registers
 
 .PHONY: install uninstall install-check-prefix
 
