@@ -340,6 +340,7 @@ A64_OPERANDS = [
     ("[x19, 8]", "mem", 8, "x19", "", 1, True, True, 152),
     ("[x2, -16]", "mem", -16, "x2", "", 1, True, True, 16),
     ("[x3, #8]", "mem", 8, "x3", "", 1, False, False, 24),
+    ("[x1, 0x10]", "mem", 16, "x1", "", 1, True, False, 8),
     ("[x5, #:lo12:.LANCHOR0]", "sym", 0, "x5", "", 1, False, False, 40),
     ("[x0, x1]", "index", 0, "x0", "x1", 1, True, False, 0),
     ("[x0, x1, lsl 2]", "index", 0, "x0", "x1", 4, False, False, 0),

@@ -77,10 +77,23 @@ def _int(s, default=0):
         return None
 
 
+def _strtoll(s):
+    """s as C's strtoll(s, NULL, 0) reads it (a leading 0 is octal), as
+    usdt_notes.c reads it."""
+    neg, digits = s.startswith("-"), s.lstrip("-")
+    if digits[:2].lower() == "0x":
+        v = int(digits[2:], 16)
+    elif len(digits) > 1 and digits[0] == "0":
+        v = int(digits, 8) if set(digits) <= set("01234567") else None
+    else:
+        v = int(digits)
+    return None if v is None else -v if neg else v
+
+
 def _parse_a64(op):
     m = _A64_NUM.match(op)
-    if m:
-        return Operand("const", op, value=int(m.group(1), 0))
+    if m and _strtoll(m.group(1)) is not None:
+        return Operand("const", op, value=_strtoll(m.group(1)))
     m = _A64_REG.match(op)
     if m and registers.find(AARCH64, op):
         return Operand("reg", op, base=op)
@@ -91,8 +104,8 @@ def _parse_a64(op):
     if rest is None:
         return Operand("mem", op, base=base)
     n = _A64_NUM.match(rest)
-    if n:
-        return Operand("mem", op, base=base, disp=int(n.group(1), 0))
+    if n and _strtoll(n.group(1)) is not None:
+        return Operand("mem", op, base=base, disp=_strtoll(n.group(1)))
     if rest.startswith("#:"):
         return Operand("sym", op, base=base)
     i = _A64_INDEX.match(rest)

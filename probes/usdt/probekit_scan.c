@@ -29,9 +29,10 @@
  *   probekit-scan notes FILE
  *	Its USDT notes, one a line: provider, name, pc, pc_off, sema,
  *	sema_off (hex) and spec, tab-separated.
- *   probekit-scan args SPEC
- *	The arguments of a spec, one a line: kind, size, signed, val, reg,
- *	readable by bpftrace, readable by libbpf.
+ *   probekit-scan args [--machine aarch64|x86_64] SPEC
+ *	The arguments of a spec of a file of that machine (x86_64 unless
+ *	given), one a line: kind, size, signed, val, reg, readable by
+ *	bpftrace, readable by libbpf, index register, scale.
  *
  * Every failure is one line on stderr, prefixed as the wrapper's own, and
  * exit status 1. */
@@ -1085,10 +1086,6 @@ static int cmd_notes(const char *path)
 	return fflush(stdout) ? 1 : 0;
 }
 
-/* args [--machine aarch64|x86_64] SPEC: each operand of SPEC as the
- * file's machine (x86_64 unless given) writes it, one line each: kind,
- * size, signed, value or displacement, register, whether bpftrace and
- * libbpf read it, index register, scale. */
 static int cmd_args(int argc, char **argv)
 {
 	static const char *const kinds[] = {"const", "reg", "mem", "sym", "index", "unknown"};
