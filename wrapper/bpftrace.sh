@@ -221,13 +221,18 @@ fi
 [ ${#scripts[@]} -gt 0 ] || die "no script given after ${pid:+PID }${pid:-$target_file}; usage: $PROG [options] PID|PATH SCRIPT... (try -h)"
 # A SCRIPT that is not a file here but a bare name (no '/') is a shipped
 # script: NAME or NAME.bt in the bt/ directory of the tree this command's
-# real path is in (the checkout, or PREFIX/share/probekit).
-shipped_bt=$(dirname -- "$(readlink -f -- "$0")")
-shipped_bt=${shipped_bt%/*}/bt
+# real path is in (the checkout, or PREFIX/share/probekit).  Found only
+# when a script needs it: readlink is a process, and every run that names
+# its scripts by path would pay for it.
+shipped_bt=
 for i in "${!scripts[@]}"; do
 	s=${scripts[$i]}
 	[ -e "$s" ] && continue
 	case $s in */*|'') die "script '$s' does not exist" ;; esac
+	if [ -z "$shipped_bt" ]; then
+		shipped_bt=$(readlink -f -- "$0") || die "cannot find the real path of $0"
+		shipped_bt=${shipped_bt%/*/*}/bt
+	fi
 	for f in "$shipped_bt/$s" "$shipped_bt/${s%.bt}.bt"; do
 		if [ -e "$f" ]; then scripts[$i]=$f; continue 2; fi
 	done
