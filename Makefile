@@ -230,7 +230,7 @@ OUTPUT_VARS := PROBES_H TARGET TARGET_SRCS TARGET_OBJS PROBES_O \
 	LIBBPF_HELPERS LIBBPF_GEN LIBBPF_OBJ LIBBPF_BINS TRACE_TOOL \
 	PROBEKIT_VERSION_H PROBEKIT_VERSION_SHARE BCC_TOOLS SCRIPT_LINKS SCRIPT_CMDS \
 	GDB_SECTION_O STRUCTS_DIR STRUCTS_BT USDT_OBJ USDT_LIB USDT_SCAN \
-	EXPORTER EXPORTER_OBJS
+	EXPORTER EXPORTER_OBJS QUICKSTART
 $(foreach v,$(OUTPUT_VARS),$(if $(findstring command line,$(origin $(v)))$(findstring environment override,$(origin $(v))),\
 	$(error $(v) names a build output and cannot be set on the command line; use O=DIR to build elsewhere)))
 
