@@ -233,7 +233,8 @@ make_initrd() { # kver, output
 }
 
 # What binutils' readelf reads from the build's notes: the suite holds
-# probekit-list to it.  {what: {"provider:name": {sites, semaphore, args}}}
+# probekit-list to it.  {what: {"provider:name": {sites, semaphore,
+# args: [[operand of each argument] of each site]}}}
 expectations() { # build
 	python3 - "$1/bin/blktgt" "$1/quickstart/quickstart" <<-'PY'
 	import json, re, subprocess, sys
@@ -243,9 +244,11 @@ expectations() { # build
 	                          capture_output=True, text=True).stdout
 	    probes, cur = {}, None
 	    for ln in text.splitlines():
+	        # --wide puts "Provider: P" at the end of the note's first line.
+	        m = re.search(r"\bProvider: (\S+)$", ln)
 	        ln = ln.strip()
-	        if ln.startswith("Provider: "):
-	            prov = ln.split(": ", 1)[1]
+	        if m:
+	            prov = m.group(1)
 	        elif ln.startswith("Name: "):
 	            cur = probes.setdefault(f"{prov}:{ln.split(': ', 1)[1]}",
 	                                    {"sites": 0, "semaphore": False, "args": []})
@@ -253,7 +256,7 @@ expectations() { # build
 	        elif ln.startswith("Location: ") and cur is not None:
 	            cur["semaphore"] = int(ln.rsplit("Semaphore: ", 1)[1], 16) != 0
 	        elif ln.startswith("Arguments: ") and cur is not None:
-	            cur["args"] += re.findall(r"-?\d+@(?:\[[^\]]*\]|\S+)", ln[11:])
+	            cur["args"].append(re.findall(r"-?\d+@(?:\[[^\]]*\]|\S+)", ln[11:]))
 	    out[what] = probes
 	json.dump(out, sys.stdout, indent=1)
 	PY
