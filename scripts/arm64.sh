@@ -360,6 +360,7 @@ smoke)
 	[ -e "$CACHE/stamp" ] || die "no arm64 userland in $CACHE; build it with 'scripts/arm64.sh sysroot' (as root)"
 	command -v qemu-system-aarch64 >/dev/null || die "qemu-system-aarch64 is not installed; apt-get install qemu-system-arm"
 	command -v gdb-multiarch >/dev/null || die "gdb-multiarch is not installed; apt-get install gdb-multiarch"
+	command -v cpio >/dev/null || die "cpio is not installed (the initramfs is made with it); apt-get install cpio"
 	build=${2:-build/arm64}
 	build=$(realpath -m --relative-to="$SRC" "$build")
 	case $build in ../*|/*) die "the build $build must be inside the checkout $SRC (the machine mounts the checkout)" ;; esac
