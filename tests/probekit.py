@@ -22,7 +22,9 @@ BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build"))
 WRAPPER = os.path.join(BUILD, "bin", "probekit-bpftrace")
 RPC_PY = os.path.join(BUILD, "bin", "blktgt-rpc")
 PYTHON = "/usr/bin/python3"
-TIMEOUT = 60
+# A bound on every wait, only ever reached by a failure; an emulated
+# machine (tests/arm64_smoke.py) raises it with PROBEKIT_TEST_TIMEOUT.
+TIMEOUT = int(os.environ.get("PROBEKIT_TEST_TIMEOUT", "60"))
 
 
 # Programs and Python modules the tests run, and the Debian package that
@@ -39,6 +41,8 @@ PACKAGES = {
     "fio": "fio", "nbdkit": "nbdkit", "gdb": "gdb", "valgrind": "valgrind",
     "lttng": "lttng-tools", "lttng-sessiond": "lttng-tools",
     "perf": "linux-perf",
+    "aarch64-linux-gnu-gcc": "gcc-aarch64-linux-gnu",
+    "qemu-system-aarch64": "qemu-system-arm", "gdb-multiarch": "gdb-multiarch",
     "py:bcc": "python3-bpfcc", "py:elftools": "python3-pyelftools",
     "dpkg-buildpackage": "dpkg-dev", "dh": "debhelper", "lintian": "lintian",
     "man": "man-db", "cscope": "cscope", "pkg-config": "pkgconf",
