@@ -10,7 +10,9 @@
 #                     blktgt keeping its symbols (uprobe tools, the gdb
 #                     helpers and probekit-structs read them); the scripts
 #                     as relative symlinks into $(PKGDATADIR)
-#   $(PKGLIBEXECDIR)  helpers in $(O)/libexec/probekit, the same way
+#   $(PKGLIBEXECDIR)  helpers in $(O)/libexec/probekit, the same way (the
+#                     wrapper's probekit-scan, mk/wrapper.mk; its sources
+#                     in wrapper/ are not installed)
 #   $(PKGDATADIR)     the scripts in the tree they have in the checkout
 #                     (wrapper/, probes/ with probelib, bcc/ with its
 #                     modules, target/), bt/, the catalog, VERSION, the
