@@ -4,7 +4,7 @@
 #   make install [PREFIX=/usr/local] [DESTDIR=STAGE] [O=DIR]
 #   make uninstall [PREFIX=...] [DESTDIR=...]
 #
-# What goes where (README.md, "Installing"):
+# What goes where (doc/install.md, "Installing from a checkout"):
 #   $(BINDIR)         every command in $(O)/bin, under its name there: the
 #                     compiled ones (blktgt, the libbpf tools) as files,
 #                     blktgt keeping its symbols (uprobe tools, the gdb

@@ -75,6 +75,14 @@ def test_package_contents(deb):
                  "./usr/share/pkgconfig/probekit.pc",
                  "./lib/systemd/system/probekit-exporter@.service"):
         assert re.search(rf" {re.escape(path)}( -> .*)?$", files, re.M), path
+    # Every guide the README links to, beside it (dh_compress gzips the
+    # larger ones).
+    guides = sorted(os.path.basename(g) for g in
+                    glob.glob(os.path.join(probekit.ROOT, "doc", "*.md")))
+    assert guides
+    missing = [g for g in guides if not re.search(
+        rf" \./usr/share/doc/probekit/doc/{re.escape(g)}(\.gz)?$", files, re.M)]
+    assert missing == [], missing
     # Skeletons are embedded in the tools; no raw BPF object ships.
     assert ".bpf.o" not in files
     assert "__pycache__" not in files
