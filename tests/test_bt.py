@@ -8,6 +8,7 @@ import glob
 import os
 import re
 import subprocess
+import time
 
 import pytest
 
@@ -182,6 +183,101 @@ def test_funcs_counts_bdev_execute(bpf, tgt):
     assert hists(lines, "fn_len_bytes") == {"": N}
     assert hists(lines, "fn_ns") == {"": N}
     assert not any(l.startswith("@fn_entry") for l in lines)
+
+
+
+# --- per-thread entries: reclaimed when a thread dies, drops counted ---------
+
+FUNCS_DRIVER_SRC = os.path.join(ROOT, "tests", "funcs_driver.c")
+# A table this small is filled by a few threads, yet holds every key of
+# funcs.bt's other maps (2 types, 1 return value, a few histogram buckets).
+FUNCS_TABLE = 61
+
+
+class FuncsDriver:
+    """tests/funcs_driver.c: threads that die or wait inside a
+    bdev_execute() of blktgt's signature, one command line at a time."""
+
+    def __init__(self, tmp_path):
+        exe = str(tmp_path / "funcs_driver")
+        subprocess.run(["cc", "-O1", "-g", "-Wall", "-Werror", "-pthread", "-o", exe,
+                        FUNCS_DRIVER_SRC], check=True, timeout=probekit.TIMEOUT)
+        self.proc = subprocess.Popen([exe], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=False)
+        self.out = probekit.LineReader(self.proc.stdout)
+        self.pid = int(self.out.wait_for(r"^funcs_driver: ready pid=(\d+)$").group(1))
+
+    def do(self, cmd, reply):
+        self.proc.stdin.write(cmd.encode() + b"\n")
+        self.proc.stdin.flush()
+        self.out.wait_for(rf"^{reply}$")
+
+    def wait_threads(self, n):
+        """Wait until the process has n threads: a thread leaves
+        /proc/PID/task only after the exit tracepoint has run for it, while
+        pthread_join() may return before that."""
+        task = f"/proc/{self.pid}/task"
+        deadline = time.monotonic() + probekit.TIMEOUT
+        while len(os.listdir(task)) != n:
+            assert time.monotonic() < deadline, os.listdir(task)
+            time.sleep(0.01)
+
+    def close(self):
+        self.proc.stdin.close()
+        assert self.proc.wait(timeout=probekit.TIMEOUT) == 0
+
+
+@pytest.fixture
+def funcs_driver(tmp_path):
+    d = FuncsDriver(tmp_path)
+    yield d
+    d.close()
+
+
+def funcs_trace(driver, steps):
+    t = Trace(driver.pid, [bt("funcs.bt")],
+              env={"BPFTRACE_MAP_KEYS_MAX": str(FUNCS_TABLE)}).start()
+    try:
+        steps()
+    finally:
+        lines = t.stop()
+    assert t.proc.returncode == 0, "\n".join(lines)
+    return lines
+
+
+def test_funcs_reclaims_dead_threads_entries(bpf, funcs_driver):
+    """61 threads die inside bdev_execute(), which leaves 61 entries (a full
+    table) unless their exit reclaims them; then 23 calls are timed, 23 of
+    23.  (Without the sched_process_exit probe: 0 of 23, and nothing said.)"""
+    d, n = funcs_driver, 23
+
+    def steps():
+        d.do(f"die {FUNCS_TABLE}", f"died {FUNCS_TABLE}")
+        d.wait_threads(1)
+        d.do(f"call {n}", f"called {n}")
+    lines = funcs_trace(d, steps)
+    assert keyed(lines, "fn_calls") == {"0": FUNCS_TABLE, "1": n}, lines
+    assert keyed(lines, "fn_returns") == {"4096": n}, lines
+    assert hists(lines, "fn_ns") == {"": n}, lines
+    assert keyed(lines, "starts_dropped") == {}, lines
+
+
+def test_funcs_counts_starts_a_full_table_drops(bpf, funcs_driver):
+    """61 threads wait inside bdev_execute(): the table is full, so each of
+    23 calls beside them is dropped and counted, exactly; the 61 are timed
+    when they return.  (Before the count: 61 timed, 23 lost, nothing said.)"""
+    d, n = funcs_driver, 23
+
+    def steps():
+        d.do(f"block {FUNCS_TABLE}", f"blocked {FUNCS_TABLE}")
+        d.do(f"call {n}", f"called {n}")
+        d.do("release", f"released {FUNCS_TABLE}")
+    lines = funcs_trace(d, steps)
+    assert keyed(lines, "fn_calls") == {"0": FUNCS_TABLE, "1": n}, lines
+    # A return is counted with its entry's time (the uretprobe's predicate).
+    assert keyed(lines, "fn_returns") == {"4096": FUNCS_TABLE}, lines
+    assert hists(lines, "fn_ns") == {"": FUNCS_TABLE}, lines
+    assert keyed(lines, "starts_dropped") == {"fn_entry": n}, lines
 
 
 def test_states_pause_resume_shutdown_in_order(bpf, tgt):
