@@ -251,50 +251,9 @@ def test_funcs_counts_bdev_execute(bpf, tgt):
 
 # --- per-thread entries: reclaimed when a thread dies, drops counted ---------
 
-FUNCS_DRIVER_SRC = os.path.join(ROOT, "tests", "funcs_driver.c")
 # A table this small is filled by a few threads, yet holds every key of
 # funcs.bt's other maps (2 types, 1 return value, a few histogram buckets).
 FUNCS_TABLE = 61
-
-
-class FuncsDriver:
-    """tests/funcs_driver.c: threads that die or wait inside a
-    bdev_execute() of blktgt's signature, one command line at a time."""
-
-    def __init__(self, tmp_path):
-        exe = str(tmp_path / "funcs_driver")
-        subprocess.run(["cc", "-O1", "-g", "-Wall", "-Werror", "-pthread", "-o", exe,
-                        FUNCS_DRIVER_SRC], check=True, timeout=probekit.TIMEOUT)
-        self.proc = subprocess.Popen([exe], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=False)
-        self.out = probekit.LineReader(self.proc.stdout)
-        self.pid = int(self.out.wait_for(r"^funcs_driver: ready pid=(\d+)$").group(1))
-
-    def do(self, cmd, reply):
-        self.proc.stdin.write(cmd.encode() + b"\n")
-        self.proc.stdin.flush()
-        self.out.wait_for(rf"^{reply}$")
-
-    def wait_threads(self, n):
-        """Wait until the process has n threads: a thread leaves
-        /proc/PID/task only after the exit tracepoint has run for it, while
-        pthread_join() may return before that."""
-        task = f"/proc/{self.pid}/task"
-        deadline = time.monotonic() + probekit.TIMEOUT
-        while len(os.listdir(task)) != n:
-            assert time.monotonic() < deadline, os.listdir(task)
-            time.sleep(0.01)
-
-    def close(self):
-        self.proc.stdin.close()
-        assert self.proc.wait(timeout=probekit.TIMEOUT) == 0
-
-
-@pytest.fixture
-def funcs_driver(tmp_path):
-    d = FuncsDriver(tmp_path)
-    yield d
-    d.close()
 
 
 def funcs_trace(driver, steps):
