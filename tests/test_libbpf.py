@@ -30,7 +30,7 @@ import pytest
 import histtools
 import probekit
 from histtools import bdevs  # noqa: F401 (a fixture)
-from histtools import (HEADER, TOOLS, Tool, by_key, command, json_objects,
+from histtools import (HEADER, KINDS, TOOLS, Tool, by_key, command, json_objects,
                        libbpf_path, nonzero, one_error_line, parse,
                        run_as_nobody, run_on_nousdt_target,
                        run_on_process_without_probes, timestamps, total,
@@ -127,6 +127,55 @@ def test_funclat_exact(bpf, bdevs):
     assert ret["unit"] == "retval" and nonzero(ret) == want
     assert ret["negative"] == 0
     assert lat["unit"] == "nsecs" and total(lat) == 23 + 37 + 97
+
+
+
+# funclat keeps an entry per thread in a call; tests/funcs_driver.c has
+# threads that die or wait inside a bdev_execute() of blktgt's signature.
+# Both twins: these tests are the same for each.
+FUNCS_TABLE = 61
+
+
+def funcs_run(kind, d, steps):
+    t = Tool(kind, "funclat", d.pid, "--max-inflight", FUNCS_TABLE).start()
+    steps()
+    return t.stop()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_funclat_reclaims_dead_threads_entries(bpf, funcs_driver, kind):
+    """61 threads die inside the call: their exits reclaim their 61
+    entries (a full table otherwise), counted, and 23 later calls are timed
+    23 of 23."""
+    d, n = funcs_driver, 23
+
+    def steps():
+        d.do(f"die {FUNCS_TABLE}", f"died {FUNCS_TABLE}")
+        d.wait_threads(1)
+        d.do(f"call {n}", f"called {n}")
+    lines = funcs_run(kind, d, steps)
+    arg, ret, lat = parse(lines)
+    assert total(arg) == FUNCS_TABLE + n and total(lat) == n, lines
+    assert nonzero(ret) == {(4096, 8191): n}, lines
+    assert lines[-1] == f"{FUNCS_TABLE} starts reclaimed (thread or process exited)", lines
+    assert not any("dropped" in ln for ln in lines), lines
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_funclat_counts_the_starts_a_full_table_drops(bpf, funcs_driver, kind):
+    """61 threads wait inside the call, filling a 61-entry table: each of
+    23 calls beside them is dropped and counted; the 61 are timed."""
+    d, n = funcs_driver, 23
+
+    def steps():
+        d.do(f"block {FUNCS_TABLE}", f"blocked {FUNCS_TABLE}")
+        d.do(f"call {n}", f"called {n}")
+        d.do("release", f"released {FUNCS_TABLE}")
+    lines = funcs_run(kind, d, steps)
+    arg, ret, lat = parse(lines)
+    assert total(arg) == FUNCS_TABLE + n and total(lat) == FUNCS_TABLE, lines
+    assert lines[-1] == f"{n} starts dropped (table full)", lines
+    assert not any("reclaimed" in ln for ln in lines), lines
 
 
 def test_funclat_other_arg(bpf, bdevs):
