@@ -150,10 +150,12 @@ class Sweeper:
     """Deletes the in-flight entries of dead processes (see the top of
     this file); counts them as reclaimed.  table is the in-flight hash,
     its keys starting with tgid, its values a START's time in ns (when()
-    reads it from a value otherwise)."""
+    reads it from a value otherwise).  A tool with several such tables
+    names the others in more, as (table, when) pairs."""
 
-    def __init__(self, bpf, table, when=lambda v: v.value):
+    def __init__(self, bpf, table, when=lambda v: v.value, more=()):
         self.bpf, self.table, self.when = bpf, bpf[table], when
+        self.tables = [(self.table, when)] + [(bpf[t], w) for t, w in more]
         self.dead, self.tgids = bpf["pair_dead"], bpf["pair_tgids"]
         self.by_proc = not group_dead()
         self.reclaimed = 0
@@ -177,14 +179,15 @@ class Sweeper:
             dead.update(self._gone())
         if not dead:
             return
-        for k, v in list(self.table.items()):
-            death = dead.get(k.tgid)
-            if death is not None and self.when(v) <= death:
-                try:
-                    del self.table[k]
-                    self.reclaimed += 1
-                except KeyError:
-                    pass            # its DONE came meanwhile
+        for table, when in self.tables:
+            for k, v in list(table.items()):
+                death = dead.get(k.tgid)
+                if death is not None and when(v) <= death:
+                    try:
+                        del table[k]
+                        self.reclaimed += 1
+                    except KeyError:
+                        pass        # its DONE came meanwhile
         for tgid, death in dead.items():
             k = self.dead.Key(tgid)
             v = self.dead.get(k)

@@ -128,26 +128,40 @@ static long pair_reclaim_one(void *table, const struct pair_key_head *key,
 
 /*
  * At a thread's exit (ctx: the sched_process_exit tracepoint's record):
- * delete its entry (thread_key, when table is keyed by thread), and when
- * it is its process's last thread, forget the process, first deleting
- * every entry of it (a walk of the table, only for a process that has
- * inserted a START).  Each entry deleted is counted as reclaimed.
+ * delete its entry in table (thread_key, when table is keyed by thread),
+ * and when it is its process's last thread, every entry of the process
+ * (a walk of the table, only for a process that has inserted a START).
+ * Each entry deleted is counted as reclaimed.  Whether it was the last
+ * thread of a process with STARTs: then pair_on_exit() forgets the
+ * process.  A tool with several tables calls this for each but one, and
+ * pair_on_exit() for that one, last.
  */
+static __always_inline bool pair_exit_reclaim(void *ctx, void *table,
+					      const void *thread_key)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (!bpf_map_lookup_elem(&pair_tgids, &tgid))
+		return false;
+	if (thread_key && !bpf_map_delete_elem(table, thread_key))
+		pair_count(PAIR_RECLAIMED);
+	if (!pair_group_dead(ctx))
+		return false;
+	/* With thread keys, each thread has deleted its own on its way. */
+	if (!thread_key)
+		bpf_for_each_map_elem(table, pair_reclaim_one, &tgid, 0);
+	return true;
+}
+
+/* pair_exit_reclaim() for a tool's one table (or its last), then, at
+ * the process's last thread, forget the process. */
 static __always_inline int pair_on_exit(void *ctx, void *table,
 					const void *thread_key)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 
-	if (!bpf_map_lookup_elem(&pair_tgids, &tgid))
-		return 0;
-	if (thread_key && !bpf_map_delete_elem(table, thread_key))
-		pair_count(PAIR_RECLAIMED);
-	if (!pair_group_dead(ctx))
-		return 0;
-	/* With thread keys, each thread has deleted its own on its way. */
-	if (!thread_key)
-		bpf_for_each_map_elem(table, pair_reclaim_one, &tgid, 0);
-	bpf_map_delete_elem(&pair_tgids, &tgid);
+	if (pair_exit_reclaim(ctx, table, thread_key))
+		bpf_map_delete_elem(&pair_tgids, &tgid);
 	return 0;
 }
 
