@@ -5,9 +5,9 @@
 //   dead N    N threads, one after another, each fires pairs:start
 //             (its number as arg1) and exits
 //   pairs N   this thread fires pairs:start then pairs:done, N times
-//   gated N   pairs:gated N times, a probe that fires only while the
-//             semaphore of pairs:gate is raised (as CPython 3.11's
-//             function__entry needs python:line's)
+//   gated N   pairs:gstart then pairs:gdone, N times, probes that fire
+//             only while the semaphore of pairs:gate is raised (as
+//             CPython 3.11's function__entry needs python:line's)
 // Probes have semaphores, as dtrace -G would make them.
 #define _SDT_HAS_SEMAPHORES 1
 #include <pthread.h>
@@ -16,13 +16,15 @@
 #include <string.h>
 #include <sys/sdt.h>
 
+
 #define SEM(name) \
 	__extension__ unsigned short pairs_##name##_semaphore \
 	__attribute__((unused)) __attribute__((section(".probes")))
 SEM(start);
 SEM(done);
 SEM(gate);
-SEM(gated);
+SEM(gstart);
+SEM(gdone);
 
 static void *dead(void *arg)
 {
@@ -57,8 +59,13 @@ int main(void)
 			}
 		} else if (sscanf(line, "gated %ld", &n) == 1) {
 			for (long i = 0; i < n; i++)
-				if (pairs_gate_semaphore)
-					STAP_PROBE1(pairs, gated, i);
+				if (pairs_gate_semaphore) {
+					STAP_PROBE1(pairs, gstart, i);
+					STAP_PROBE1(pairs, gdone, i);
+				}
+			/* The gate's own probe: its semaphore is what counts. */
+			if (pairs_gate_semaphore)
+				STAP_PROBE(pairs, gate);
 		} else {
 			fprintf(stderr, "unknown command: %s", line);
 			return 1;

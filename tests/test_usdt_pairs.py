@@ -26,8 +26,10 @@ import pytest
 
 import histtools
 import probekit
+import thirdparty
 from histtools import json_objects, parse, total
 from probekit import LineReader, TIMEOUT
+from test_usdt_generic import K, PY_SCRIPT
 
 KINDS = histtools.KINDS
 DRIVER_SRC = os.path.join(probekit.ROOT, "tests", "pairs_driver.c")
@@ -206,3 +208,104 @@ def test_dead_threads_starts_reclaimed(bpf, driver, kind):
         "1009 starts reclaimed (thread or process exited)"], lines
     (h,) = parse(lines)
     assert total(h) == 1013, lines
+
+
+# --- --gate ------------------------------------------------------------------
+
+G = 1019
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_gate_raises_a_semaphore_without_counting(bpf, driver, kind):
+    """pairs:gstart and pairs:gdone fire only while pairs:gate's
+    semaphore is raised: without --gate nothing is timed or counted;
+    with it, G pairs and G hits of each, and pairs:gate itself is not
+    counted though a PATTERN would match it."""
+    d = Driver(driver)
+    try:
+        lat = Gen(kind, "usdtlat", "-p", d.pid, "pairs:gstart",
+                  "pairs:gdone").start()
+        d.do("gated %d" % G)
+        assert parse(lat.stop()) == []
+        lat = Gen(kind, "usdtlat", "-p", d.pid, "--gate", "pairs:gate",
+                  "pairs:gstart", "pairs:gdone").start()
+        cnt = Gen(kind, "usdtcount", "-p", d.pid, "--gate", "pairs:gate",
+                  "pairs:g[sd]*").start()
+        d.do("gated %d" % G)
+        lat_lines, cnt_lines = lat.stop(), cnt.stop()
+    finally:
+        d.close()
+    (h,) = parse(lat_lines)
+    assert total(h) == G, lat_lines
+    assert [ln.split() for ln in cnt_lines[1:]] == [
+        ["PROBE", "COUNT"], ["pairs:gdone", str(G)],
+        ["pairs:gstart", str(G)]], cnt_lines
+
+
+@pytest.mark.needs(thirdparty.PYTHON311)
+@pytest.mark.parametrize("kind", KINDS)
+def test_gate_python_function_entry(bpf, kind, tmp_path):
+    """CPython 3.11 fires function__entry only while python:line is
+    enabled (gh-98894): --gate python:line raises it without counting
+    it, and the K calls of probekit_fn are counted, each by name."""
+    script = tmp_path / "calls.py"
+    script.write_text(PY_SCRIPT)
+    flag = tmp_path / "go"
+    py = subprocess.Popen([thirdparty.PYTHON311, str(script), str(K),
+                           str(flag)], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT)
+    out = LineReader(py.stdout)
+    try:
+        out.wait_for("^spinning$")
+        t = Gen(kind, "usdtcount", "-p", py.pid, "--gate", "python:line",
+                "python:function__entry", "-S", "arg2").start()
+        flag.write_text("")
+        out.wait_for("^done$")
+        assert py.wait(timeout=TIMEOUT) == 0, out.lines
+    finally:
+        if py.poll() is None:
+            py.kill()
+            py.wait()
+    lines = t.wait()
+    assert "probe = python:line" not in lines, lines
+    i = lines.index("probe = python:function__entry")
+    rows = [ln.split() for ln in lines[i + 2:]]
+    assert ["%d" % K, '"probekit_fn"'] in rows, lines
+
+
+# --- a target that exits while the tool attaches -----------------------------
+
+EXITED = (r"^probekit-usdtlat(-bcc)?: PID (\d+) (has exited|\(pairs_driver\) "
+          r"exited while its probes were being attached)$")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_target_exits_during_attach(bpf, driver, kind):
+    """The target is SIGKILLed at 13 moments spread over the tool's start
+    (and left a zombie, so its PID names no other process): every run
+    either traces and ends on the target's exit, or exits 1 with one
+    line saying the process exited, never ENOENT or "no process"."""
+    import re
+    for i in range(13):
+        d = Driver(driver)
+        try:
+            tool = subprocess.Popen(
+                histtools.program(kind, "usdtlat") + [
+                    "-p", str(d.pid), "pairs:start", "pairs:done"],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            # The kill's moment is what varies: 0 to 360 ms (the libbpf
+            # tool attaches in tens of ms, the BCC one in about a second).
+            time.sleep(i * (0.03 if kind == "libbpf" else 0.09))
+            os.kill(d.pid, signal.SIGKILL)
+            out = tool.communicate(timeout=TIMEOUT)[0].decode().splitlines()
+        finally:
+            d.proc.kill()
+            d.proc.wait()
+        if tool.returncode == 0:
+            assert out[0].endswith("Hit Ctrl-C to end.") and out[-1] == (
+                "probekit-usdtlat%s: PID %d (pairs_driver) exited; tracing "
+                "ended" % ("-bcc" if kind == "bcc" else "", d.pid)), out
+            continue
+        assert tool.returncode == 1 and len(out) == 1, out
+        m = re.match(EXITED, out[0])
+        assert m and int(m.group(2)) == d.pid, out
