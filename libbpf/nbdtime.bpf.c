@@ -11,6 +11,8 @@
  * Every table kept between two probes is a pair table (pair_state.bpf.h):
  * a START the full table refuses is counted as dropped, and the exit of
  * the thread (sys) or of the process (the others) reclaims what it left.
+ * A value the full histogram map has no room for (a histogram per thread
+ * for the syscall stages) is counted on the same line.
  */
 #include "probekit.bpf.h"
 #include <bpf/bpf_core_read.h>
@@ -135,12 +137,18 @@ static __always_inline void count(__u32 stage, __u32 tid, const char *cmd,
 				  __u64 ns)
 {
 	struct nbdtime_key key = {};
+	struct hist *h;
 
 	key.stage = stage;
 	key.tid = tid;
 	if (per_cmd && cmd)
 		__builtin_memcpy(key.cmd, cmd, sizeof(key.cmd));
-	hist_increment(&hists, &key, hist_slot(ns / unit_ns, linear, width));
+	h = hist_get(&hists, &key);
+	if (h)
+		__sync_fetch_and_add(&h->slots[hist_slot(ns / unit_ns, linear,
+							 width)], 1);
+	else
+		pair_count(PAIR_DROPPED);	/* one histogram per thread: full */
 }
 
 /* blktgt:nbd__transmit(u64 conn, s32 fd, u32 thread) */
@@ -386,7 +394,7 @@ int exit_sendmsg(struct trace_event_raw_sys_exit *ctx)
 /* A thread's exit reclaims its syscall in progress; the process's, every
  * request, I/O and connection it left (the process last: pair_on_exit()
  * forgets it). */
-SEC("tracepoint/sched/sched_process_exit")
+SEC("raw_tp/sched_process_exit")
 int nt_exit(void *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
