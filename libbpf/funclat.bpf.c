@@ -72,7 +72,7 @@ int func_return(struct pt_regs *ctx)
 	return 0;
 }
 
-SEC("tracepoint/sched/sched_process_exit")
+SEC("raw_tp/sched_process_exit")
 int func_exit(void *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();

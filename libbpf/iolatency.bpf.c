@@ -100,7 +100,7 @@ int BPF_USDT(io_done, __u64 id, const char *bdev, __u32 type, __u64 len,
 }
 
 /* --per-io: a process's exit reclaims the I/Os it left in flight. */
-SEC("tracepoint/sched/sched_process_exit")
+SEC("raw_tp/sched_process_exit")
 int io_exit(void *ctx)
 {
 	return pair_on_exit(ctx, &start, NULL);

@@ -109,7 +109,7 @@ int BPF_USDT(io_done, __u64 id, const char *bdev)
 }
 
 /* A process's exit reclaims the ids it left in flight. */
-SEC("tracepoint/sched/sched_process_exit")
+SEC("raw_tp/sched_process_exit")
 int qd_exit(void *ctx)
 {
 	return pair_on_exit(ctx, &inflight_ids, NULL);

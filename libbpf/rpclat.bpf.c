@@ -79,7 +79,7 @@ int BPF_USDT(rpc_done, __u64 id, const char *method, __s32 status)
 }
 
 /* A process's exit reclaims the requests it left in progress. */
-SEC("tracepoint/sched/sched_process_exit")
+SEC("raw_tp/sched_process_exit")
 int rpc_exit(void *ctx)
 {
 	return pair_on_exit(ctx, &start, NULL);

@@ -24,7 +24,7 @@ import time
 import pytest
 
 import probekit
-from histtools import KINDS, Tool, by_key, parse, total
+from histtools import KINDS, Tool, as_nobody, by_key, nobody_blktgt, parse, total
 from probekit import TIMEOUT
 
 pytestmark = pytest.mark.needs("py:bcc")
@@ -222,6 +222,27 @@ def test_rpclat_killed_targets_starts_reclaimed(bpf, victim, kind):
     hists = by_key(parse(lines), "method")
     assert {k: total(h) for k, h in hists.items()} == \
         {("target_stats",): polls + N}, lines
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_reclaims_without_tracefs(bpf, blktgt_bin, tmp_path, kind):
+    """A user with CAP_SYS_ADMIN alone cannot read tracefs (mode 0700): the
+    tool learns from the kernel's BTF how a process's death is told, and
+    reclaims the 7 writes its SIGKILLed blktgt held.  (Before, it could not
+    start: "cannot read the sched_process_exit tracepoint's format",
+    or BCC could not attach its classic tracepoint.)"""
+    with nobody_blktgt(blktgt_bin, tmp_path) as victim:
+        delay_bdev(victim, 10000000)
+        t = Tool(kind, "qdepth", victim.pid, wrap=as_nobody("sys_admin"))
+        t.start()
+        held = rpc_send(victim, "workload_run", bdev="D0", pattern="write",
+                        io_size=4096, queue_depth=Q, count=Q)
+        wait_for(lambda: in_flight(victim) == Q, "the writes to be held")
+        lines = kill(victim, t)
+        held.close()
+    assert starts(lines) == [
+        f"{Q} starts reclaimed (thread or process exited)"], lines
+    assert total(by_key(parse(lines), "bdev")[("D0",)]) == Q, lines
 
 
 @pytest.mark.needs("qemu-io")

@@ -19,17 +19,12 @@ two byte for byte.
 """
 
 import os
-import pathlib
-import shlex
-import shutil
-import signal
-import tempfile
 
 import pytest
 
 import histtools
-import probekit
-from histtools import bdevs  # noqa: F401 (a fixture)
+from histtools import bdevs, nobody_target  # noqa: F401 (fixtures)
+from histtools import NOBODY, as_nobody
 from histtools import (HEADER, KINDS, TOOLS, Tool, by_key, command, json_objects,
                        libbpf_path, nonzero, one_error_line, parse,
                        run_as_nobody, run_on_nousdt_target,
@@ -444,46 +439,6 @@ def test_funclat_unknown_function(bpf, target):
 # CVE-2025-38466 took it back from CAP_PERFMON, in every stable series.
 # CAP_BPF and CAP_PERFMON load the programs but cannot attach them.  A
 # process of another user also needs CAP_SYS_PTRACE, for /proc/PID/exe.
-
-NOBODY = 65534
-
-
-def as_nobody(*caps):
-    """argv prefix: run as user and group 65534 with exactly these
-    capabilities (names as setpriv spells them), as a service account
-    given them by systemd's AmbientCapabilities= would."""
-    argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
-            "--clear-groups"]
-    if caps:
-        c = ",".join("+" + x for x in caps)
-        argv += [f"--inh-caps={c}", f"--ambient-caps={c}"]
-    return argv
-
-
-@pytest.fixture
-def nobody_target(blktgt_bin, tmp_path):
-    """A blktgt running as user 65534, its sockets in a directory that user
-    owns, with the two malloc bdevs of the bdevs fixture."""
-    home = tempfile.mkdtemp(prefix="probekit-nobody-")
-    os.chown(home, NOBODY, NOBODY)
-    launcher = tmp_path / "blktgt-as-nobody"
-    launcher.write_text("#!/bin/sh\nexec " + " ".join(as_nobody())
-                        + f" {shlex.quote(blktgt_bin)} \"$@\"\n")
-    launcher.chmod(0o700)
-    t = probekit.Target(str(launcher), pathlib.Path(home))
-    try:
-        t.start()
-        with open(f"/proc/{t.pid}/status") as f:
-            assert f"Uid:\t{NOBODY}\t" in f.read()
-        for name in ("Malloc0", "Malloc1"):
-            t.rpc("bdev_malloc_create", name=name, size_mb=16,
-                  block_size=512)
-        yield t
-        t.stop()
-    finally:
-        t.stop(sig=signal.SIGKILL, expect_rc=None)
-        shutil.rmtree(home)
-
 
 def lacks(what, tool, pid, *missing, whom=None, bpf_perfmon=False):
     """The one error line for a lack of privilege."""
