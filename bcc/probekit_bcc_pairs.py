@@ -215,6 +215,25 @@ class Sweeper:
                     pass
         return out
 
+    def settle(self, pid, timeout=5.0):
+        """Wait until every thread of the traced process pid has exited:
+        /proc shows its leader a zombie while other threads still run
+        their exit, and the last one's RAW_TRACEPOINT_PROBE is what tells
+        the Sweeper the process is dead.  A pidfd turns readable only once
+        the whole thread group has exited (libbpf's twin polls the same).
+        """
+        import select
+        if not pid:
+            return          # -b PATH: no one process
+        try:
+            fd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            return          # reaped already (so exited), or no pidfd
+        try:
+            select.select([fd], [], [], timeout)
+        finally:
+            os.close(fd)
+
     def sweep(self):
         dead = {k.value: v.value for k, v in self.dead.items()}
         if self.by_proc:

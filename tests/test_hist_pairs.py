@@ -12,7 +12,8 @@ whose last line says how many.  Each case fails on the code before the
 shared mechanism, which had no --max-inflight and printed no such line.
 
 Readiness is a state, never a time: the tool's "Hit Ctrl-C to end." line,
-blktgt's count of I/Os in flight (target_stats), an RPC's reply.
+blktgt's counts of I/Os in flight and of workloads running (target_stats),
+an RPC's reply.
 """
 
 import json
@@ -117,28 +118,43 @@ def test_full_table_counts_its_drops(bpf, target, name, kind):
     assert timed(name, parse(lines)) == TABLE, lines
 
 
-RPCS = 3                # slow RPCs filling rpclat's table
+RPCS = 3                # held RPCs filling rpclat's table
 FAST = 23               # RPCs while it is full
+
+
+def paused_export(target):
+    """disk0, paused: a workload_run through it waits, with its I/O held,
+    until the export resumes (a hold that takes no time into account)."""
+    target.rpc("bdev_malloc_create", name="M0", size_mb=8, block_size=512)
+    target.rpc("export_create", name="disk0", bdev="M0")
+    assert target.rpc("export_pause", name="disk0") is True
+
+
+def held_run(target):
+    """A workload_run of one write held by paused_export's disk0: sent,
+    its reply not awaited; the socket."""
+    return rpc_send(target, "workload_run", export="disk0", pattern="write",
+                    io_size=4096, queue_depth=1, count=1)
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_rpclat_full_table_counts_its_drops(bpf, target, kind):
-    """3 workload_run calls whose write is held 3 s fill a table of 3; each
-    of 23 target_stats calls made then, and the one that checks the 3 are
-    still running, is dropped and counted; the 3 are timed."""
-    delay_bdev(target, 3000000)
+    """3 workload_run calls held by a paused export fill a table of 3: the
+    23 target_stats calls made then, the one that checks the 3 still run
+    and the export_resume that lets them end are dropped, 25, counted; the
+    3 are timed."""
+    paused_export(target)
     t = Tool(kind, "rpclat", target.pid, "--max-inflight", RPCS).start()
-    slow = [rpc_send(target, "workload_run", bdev="D0", pattern="write",
-                     io_size=4096, queue_depth=1, count=1)
-            for _ in range(RPCS)]
+    held = [held_run(target) for _ in range(RPCS)]
     for _ in range(FAST):
         target.rpc("target_stats")
-    assert in_flight(target) == RPCS     # the table was full all along
-    for s in slow:
+    assert target.rpc("target_stats")["workloads"] == RPCS
+    assert target.rpc("export_resume", name="disk0") is True
+    for s in held:
         assert rpc_reply(s)["result"]["ios"] == 1
         s.close()
     lines = t.stop()
-    assert starts(lines) == [f"{FAST + 1} starts dropped (table full)"], lines
+    assert starts(lines) == [f"{FAST + 2} starts dropped (table full)"], lines
     hists = by_key(parse(lines), "method")
     assert {k: total(h) for k, h in hists.items()} == \
         {("workload_run",): RPCS}, lines
@@ -197,19 +213,17 @@ def test_killed_targets_starts_reclaimed(bpf, victim, name, kind):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_rpclat_killed_targets_starts_reclaimed(bpf, victim, kind):
-    """7 workload_run calls whose writes are held when the target is
+    """7 workload_run calls held by a paused export when the target is
     SIGKILLed: its exit reclaims the 7, counted; the target_stats calls
     beside them (the readiness polls, then 1009) are timed, every one."""
-    delay_bdev(victim, 10000000)
+    paused_export(victim)
     t = Tool(kind, "rpclat", victim.pid, "--max-inflight", Q + 1).start()
     polls, held = 0, []
     for i in range(Q):
-        held.append(rpc_send(victim, "workload_run", bdev="D0",
-                             pattern="write", io_size=4096, queue_depth=1,
-                             count=1))
+        held.append(held_run(victim))
         while True:
             polls += 1
-            if in_flight(victim) == i + 1:
+            if victim.rpc("target_stats")["workloads"] == i + 1:
                 break
             assert polls < 100000
     for _ in range(N):
