@@ -643,9 +643,13 @@ bool target_exited_during_attach(const struct target *t)
 	if (t->pid <= 0)
 		return false;
 	/* The pidfd cannot be fooled by a recycled PID; /proc can only
-	 * tell a zombie, or no process. */
+	 * tell a zombie, or no process.  Only a failure asks, and a killed
+	 * process loses its mappings (which fails an attach) before its
+	 * last thread has exited and its pidfd turns readable: so wait for
+	 * that, a moment when the exit caused the failure, at most
+	 * TARGET_EXIT_WAIT_MS (on an error path) when it did not. */
 	if (t->pidfd >= 0)
-		gone = poll(&pfd, 1, 0) > 0;
+		gone = poll(&pfd, 1, TARGET_EXIT_WAIT_MS) > 0;
 	else
 		gone = is_zombie(t->pid);
 	if (gone)
