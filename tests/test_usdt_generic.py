@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-2-Clause
 """The generic tools (usdtlat, usdtcount) on binaries nobody here wrote:
-PostgreSQL 15, python3.11 and libstdc++, each through a known workload,
+PostgreSQL, python3 and libstdc++, each through a known workload,
 with exact counts.  bcc/README.md ("usdtlat and usdtcount") is the
 contract; the libbpf twins print the same bytes, so KINDS may grow.
 
@@ -256,7 +256,7 @@ def test_postgres_catalog_never_fired(bpf, pg, kind, tmp_path):
     assert got["postgresql:query__start"] == 3, got
 
 
-# --- python3.11 ----------------------------------------------------------------
+# --- python3.X -------------------------------------------------------------------
 
 PY_SCRIPT = r"""
 import os, sys
@@ -273,7 +273,7 @@ print("done", flush=True)
 """
 
 
-@pytest.mark.needs(thirdparty.PYTHON311)
+@pytest.mark.needs(thirdparty.PY_SDT)
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("line", [False, True])
 def test_python_function_entry(bpf, kind, line, tmp_path):
@@ -286,7 +286,7 @@ def test_python_function_entry(bpf, kind, line, tmp_path):
     script = tmp_path / "calls.py"
     script.write_text(PY_SCRIPT)
     flag = tmp_path / "go"
-    py = subprocess.Popen([thirdparty.PYTHON311, str(script), str(K),
+    py = subprocess.Popen([thirdparty.PY_SDT, str(script), str(K),
                            str(flag)], stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT)
     out = LineReader(py.stdout)

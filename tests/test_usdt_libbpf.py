@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-2-Clause
 """probekit-usdtlat and probekit-usdtcount, the libbpf generic tools, on
-blktgt and on binaries nobody here wrote: PostgreSQL 15, python3.11 and
+blktgt and on binaries nobody here wrote: PostgreSQL, python3 and
 libstdc++.
 
 Each test drives a known workload and asserts exact counts.  A tool
@@ -30,7 +30,7 @@ import probekit
 from histtools import bdevs  # noqa: F401 (a fixture)
 from histtools import json_objects, nonzero, parse, total, workload
 from probekit import LineReader, TIMEOUT
-from thirdparty import PG_BIN, PG_NEEDS, PYTHON311
+from thirdparty import PG_BIN, PG_NEEDS, PY_SDT
 from thirdparty import pg  # noqa: F401 (a fixture)
 
 CATALOG = os.path.join(probekit.ROOT, "probes", "blktgt.d")
@@ -379,7 +379,7 @@ def test_usdtlat_matches_bcc(bpf, bdevs, args):
     assert buckets_to_totals(got)[0]["histograms"][0]["total"] in (60, 9)
 
 
-# --- PostgreSQL 15 -----------------------------------------------------------
+# --- PostgreSQL --------------------------------------------------------------
 
 @pytest.mark.needs(*PG_NEEDS)
 def test_postgres_two_backends_by_path(bpf, pg):
@@ -427,7 +427,7 @@ def test_postgres_unreadable_operand(probe, arg, operand):
             "the value through a register at the probe"), 1)
 
 
-# --- python3.11 --------------------------------------------------------------
+# --- python3.X ---------------------------------------------------------------
 
 # Between "ready" and "done" it calls no Python function but counted():
 # os.read() and os.write() are C, where sys.stdin's decoder is not.
@@ -448,13 +448,13 @@ PY_SCRIPT = textwrap.dedent("""\
 """)
 
 
-@pytest.mark.needs(PYTHON311)
+@pytest.mark.needs(PY_SDT)
 def test_python_function_entry(bpf, tmp_path):
     """CPython 3.11 fires function__entry only while python:line is also
     enabled (gh-98894): so trace both.  -S arg2 counts function names."""
     script = tmp_path / "calls.py"
     script.write_text(PY_SCRIPT)
-    py = subprocess.Popen([PYTHON311, str(script), "41"],
+    py = subprocess.Popen([PY_SDT, str(script), "41"],
                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                           text=True)
     out = LineReader(py.stdout)

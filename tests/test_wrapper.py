@@ -5,7 +5,7 @@ The programs traced here are built by the tests themselves: a small C
 program with USDT probes in its executable and in a shared library it links
 (so that per-probe __EXE__ -> library resolution is exercised), which fires
 its probes N times whenever a number N is written to its stdin, so every
-count is exact.  Debian's /usr/bin/python3.11 is traced too, as a USDT
+count is exact.  Debian's python3.X is traced too, as a USDT
 program that is not ours.
 """
 
@@ -21,6 +21,7 @@ import time
 import pytest
 
 import probekit
+import thirdparty
 
 # The programs these tests run; a missing one names its Debian package.
 pytestmark = pytest.mark.needs("strace", "setpriv", "readelf")
@@ -356,10 +357,9 @@ def test_error_output_file_unwritable(bpf, prog, count_bt, public_dir, where):
                           f"cannot write the output file '{path}'")
 
 
-def test_python311_function_entry(bpf, tmp_path):
-    py = "/usr/bin/python3.11"
-    if not os.access(py, os.X_OK):
-        pytest.fail(f"{py} is missing; it comes with Debian's python3 (make deps)")
+@pytest.mark.needs(thirdparty.PY_SDT)
+def test_python_function_return(bpf, tmp_path):
+    py = thirdparty.PY_SDT
     p = Prog([py, "-c", PY_PROG])
     try:
         s = tmp_path / "py.bt"
