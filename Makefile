@@ -153,7 +153,11 @@ probes-doc:
 # The generic tools (usdtlat, usdtcount) attach what their command line
 # names, for any binary: they name no probe to check.
 LINT_GENERIC = libbpf/usdtlat.bpf.c libbpf/usdtcount.bpf.c
-LINT_FILES = $(wildcard bt/*.bt) $(filter-out %.txt %.md %.py,$(wildcard bcc/*)) \
+# The BCC tools: every file in bcc/ but the modules they share, their
+# examples and Python's byte-code cache (which running them leaves there,
+# unless PYTHONDONTWRITEBYTECODE is set).
+BCC_TOOL_FILES := $(filter-out %.txt %.md %.py bcc/__pycache__,$(wildcard bcc/*))
+LINT_FILES = $(wildcard bt/*.bt) $(BCC_TOOL_FILES) \
              $(filter-out $(LINT_GENERIC),$(wildcard libbpf/*.bpf.c)) \
              $(wildcard bench/*.bt bench/*_bcc.py)
 
