@@ -18,7 +18,7 @@ python3-pyelftools systemtap-sdt-dev bpftrace bpfcc-tools python3-bpfcc
 libbpf-dev bpftool libelf-dev zlib1g-dev libnbd-bin qemu-utils fio nbdkit
 gnuplot-nox procps strace binutils util-linux gdb liblttng-ust-dev
 lttng-tools libbabeltrace1 linux-perf debhelper lintian dpkg-dev man-db
-libmicrohttpd-dev prometheus postgresql postgresql-client g++ debootstrap"
+libmicrohttpd-dev prometheus postgresql postgresql-client g++ debootstrap git"
 if [ "${1:-}" = --list ]; then
 	echo $PKGS
 	exit 0

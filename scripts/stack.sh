@@ -115,13 +115,18 @@ in_root() { # root, dir, command
 }
 
 # Copy the tree: git's tracked files that still exist and its untracked
-# ones that are not ignored, as they are in the work tree.
+# ones that are not ignored, as they are in the work tree; then make the
+# copy a git checkout of its own with those files committed, as the tests
+# and make deb read a checkout's tracked files.
 copy_tree() { # destination
 	rm -rf "$1" && mkdir -p "$1" || return 1
 	git -C "$SRC" ls-files -z --cached --others --exclude-standard |
 	while IFS= read -r -d '' f; do
 		[ -e "$SRC/$f" ] || [ -L "$SRC/$f" ] && printf '%s\0' "$f"
-	done | sort -zu | tar -C "$SRC" --null -T - -cf - | tar -C "$1" -xf -
+	done | sort -zu | tar -C "$SRC" --null -T - -cf - | tar -C "$1" -xf - &&
+	git -C "$1" init -q && git -C "$1" add -A &&
+	git -C "$1" -c user.name=probekit -c user.email=probekit@localhost \
+		commit -q -m "$(git -C "$SRC" describe --always --dirty) as run by scripts/stack.sh"
 }
 
 inner() { # name, command

@@ -4,7 +4,8 @@ its mounts end with it, even when it is killed with SIGKILL, and bad
 input gets one line.
 
 The chroot here is a tiny one made by the test (sh, sleep and env with
-their libraries), carrying the stamp of a current one, so the runner
+their libraries), carrying the marks of a current one (base: debootstrap
+finished; stamp: the current package list is installed), so the runner
 reuses it as it would a cached Debian userland and needs no network.
 """
 
@@ -50,6 +51,7 @@ def tiny_stack(cache, name):
     stamp = subprocess.run([STACK, "--stamp", name], capture_output=True,
                            text=True, check=True).stdout
     (cache / name / "stamp").write_text(stamp)
+    (cache / name / "base").write_text(name + "\n")
     return root
 
 
