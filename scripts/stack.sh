@@ -86,9 +86,14 @@ descendants() {
 }
 
 # Run "$@" in the background and wait, so that the TERM trap runs at once
-# (bash defers traps while it waits for a foreground command).
+# (bash defers traps while it waits for a foreground command).  inner()
+# turns job control on: without it, a shell starts a background command
+# with SIGINT ignored, and a script there (scripts/demo.sh) could never
+# catch the SIGINT of a Ctrl-C.  With it the command has a process group
+# of its own, so it gets stdin from /dev/null (a read of the terminal
+# would stop it).
 run_bg() {
-	"$@" 9>&- &
+	"$@" 9>&- </dev/null &
 	wait $!
 }
 
@@ -105,13 +110,23 @@ mount_root() {
 	cp /etc/resolv.conf "$root/etc/resolv.conf"
 }
 
-# Run a shell command in the chroot, in dir, with a clean environment.
+# Run a shell command in the chroot, in dir, with a clean environment, in
+# a mount namespace of its own whose root is the chroot (pivot_root, then
+# the old root detached), not a chroot(2) in this one.  A process there
+# that makes a mount namespace of its own (unshare -m, as the tests do)
+# then still sees the chroot as /: in a namespace copied from one where
+# the chroot is only a directory, /proc/PID/exe and the like would name
+# the host's paths.
 in_root() { # root, dir, command
 	local root=$1 dir=$2 cmd=$3
-	run_bg chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 \
+	run_bg unshare --mount --propagation private /bin/sh -c '
+		cd "$1" && mkdir -p .probekit-oldroot &&
+			pivot_root . .probekit-oldroot || exit 125
+		shift
+		exec /usr/bin/env -i "$@"' sh "$root" HOME=/root LANG=C.UTF-8 \
 		PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 		TERM="${TERM:-dumb}" ${CI+CI="$CI"} ${PYTEST_ARGS+PYTEST_ARGS="$PYTEST_ARGS"} \
-		/bin/sh -c "cd '$dir' && $cmd"
+		/bin/sh -c 'umount -l /.probekit-oldroot && cd "$1" && eval "$2"' sh "$dir" "$cmd"
 }
 
 # Copy the tree: git's tracked files that still exist and its untracked
@@ -132,6 +147,7 @@ copy_tree() { # destination
 inner() { # name, command
 	local name=$1 cmd=$2 dir=$CACHE/$1 want rc
 	trap 'kill_tree; exit 143' TERM INT HUP
+	set -m
 	want=$(stamp "$name")
 	# stamp: the deps of the current list are installed; base: debootstrap
 	# finished (a run killed while installing the deps resumes there).

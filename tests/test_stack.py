@@ -3,8 +3,8 @@
 its mounts end with it, even when it is killed with SIGKILL, and bad
 input gets one line.
 
-The chroot here is a tiny one made by the test (sh, sleep and env with
-their libraries), carrying the marks of a current one (base: debootstrap
+The chroot here is a tiny one made by the test (sh, sleep, env and
+umount with their libraries), carrying the marks of a current one (base: debootstrap
 finished; stamp: the current package list is installed), so the runner
 reuses it as it would a cached Debian userland and needs no network.
 """
@@ -43,7 +43,7 @@ def tiny_stack(cache, name):
     root = cache / name / "root"
     for d in ("proc", "sys", "dev", "etc", "srv", "bin", "usr/bin"):
         (root / d).mkdir(parents=True, exist_ok=True)
-    for prog in ("sh", "sleep", "env"):
+    for prog in ("sh", "sleep", "env", "umount"):
         copy_with_libs(root, prog)
     for prog, at in (("sh", "bin/sh"), ("env", "usr/bin/env")):
         if not (root / at).exists():
