@@ -75,14 +75,12 @@ int main(void)
 PY_PROG = r"""
 import gc, sys
 
-def probekit_fn(i):
-    return i
 gc.disable()
 print("ready", flush=True)
 for line in sys.stdin:
     n = int(line)
     for i in range(n):
-        probekit_fn(i)
+        sys.audit("probekit.fn", i)
         gc.collect()
     print("done", n, flush=True)
 """
@@ -358,21 +356,21 @@ def test_error_output_file_unwritable(bpf, prog, count_bt, public_dir, where):
 
 
 @pytest.mark.needs(thirdparty.PY_SDT)
-def test_python_function_return(bpf, tmp_path):
+def test_python_audit_and_gc(bpf, tmp_path):
     py = thirdparty.PY_SDT
     p = Prog([py, "-c", PY_PROG])
     try:
         s = tmp_path / "py.bt"
-        # Debian's 3.11 does not fire function__entry (checked: no hits
-        # while function__return fires), so count returns and collections.
-        s.write_text('usdt:__EXE__:python:function__return /str(arg1) == "probekit_fn"/ '
-                     '{ @returns = count(); }\n'
+        # Probes every CPython 3 since 3.8 has (3.12 dropped the function
+        # probes): audit events the program raises, and its collections.
+        s.write_text('usdt:__EXE__:python:audit /str(arg0) == "probekit.fn"/ '
+                     '{ @audits = count(); }\n'
                      'usdt:__EXE__:python:gc__start /arg0 == 2/ { @gc = count(); }\n')
         t = Trace(p.pid, [str(s)]).start()
         p.fire(N)
         lines = t.stop()
         assert t.proc.returncode == 0, lines
-        assert counts(lines) == {"returns": N, "gc": N}, lines
+        assert counts(lines) == {"audits": N, "gc": N}, lines
     finally:
         p.stop()
 
