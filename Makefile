@@ -12,6 +12,8 @@
 #   make install    install under PREFIX (default /usr/local), or DESTDIR
 #   make uninstall  remove what make install installed
 #   make deb        the Debian package, in $(O)/deb (lintian-clean)
+#   make stack STACK=NAME  make test on Debian release NAME's userland, in a
+#                   cached chroot on this kernel (scripts/stack.sh)
 #   make V=1        show full commands
 #
 # Components add their own rules in mk/*.mk.
