@@ -12,6 +12,8 @@
 #   make install    install under PREFIX (default /usr/local), or DESTDIR
 #   make uninstall  remove what make install installed
 #   make deb        the Debian package, in $(O)/deb (lintian-clean)
+#   make stack STACK=NAME  make test on Debian release NAME's userland, in a
+#                   cached chroot on this kernel (scripts/stack.sh)
 #   make V=1        show full commands
 #   make ARCH=arm64 the same for arm64, cross-built into build/arm64 against
 #                   the arm64 userland of scripts/arm64.sh (its sysroot)
@@ -210,7 +212,11 @@ probes-doc:
 # The generic tools (usdtlat, usdtcount) attach what their command line
 # names, for any binary: they name no probe to check.
 LINT_GENERIC = libbpf/usdtlat.bpf.c libbpf/usdtcount.bpf.c
-LINT_FILES = $(wildcard bt/*.bt) $(filter-out %.txt %.md %.py,$(wildcard bcc/*)) \
+# The BCC tools: every file in bcc/ but the modules they share, their
+# examples and Python's byte-code cache (which running them leaves there,
+# unless PYTHONDONTWRITEBYTECODE is set).
+BCC_TOOL_FILES := $(filter-out %.txt %.md %.py bcc/__pycache__,$(wildcard bcc/*))
+LINT_FILES = $(wildcard bt/*.bt) $(BCC_TOOL_FILES) \
              $(filter-out $(LINT_GENERIC),$(wildcard libbpf/*.bpf.c)) \
              $(wildcard bench/*.bt bench/*_bcc.py)
 
@@ -228,7 +234,7 @@ clean:
 OUTPUT_VARS := PROBES_H TARGET TARGET_SRCS TARGET_OBJS PROBES_O \
 	BENCH_DIR BENCH_PROGS FUZZ_JSONRPC_DIR FUZZ_NBD_DIR LIBBPF_TOOLS \
 	LIBBPF_HELPERS LIBBPF_GEN LIBBPF_OBJ LIBBPF_BINS TRACE_TOOL \
-	PROBEKIT_VERSION_H PROBEKIT_VERSION_SHARE BCC_TOOLS SCRIPT_LINKS SCRIPT_CMDS \
+	PROBEKIT_VERSION_H PROBEKIT_VERSION_SHARE BCC_TOOL_FILES BCC_TOOLS SCRIPT_LINKS SCRIPT_CMDS \
 	GDB_SECTION_O STRUCTS_DIR STRUCTS_BT USDT_OBJ USDT_LIB USDT_REGS_H \
 	WRAPPER_OBJ WRAPPER_OBJS WRAPPER_SCAN \
 	EXPORTER EXPORTER_OBJS QUICKSTART

@@ -48,10 +48,9 @@ PACKAGES = {
     "man": "man-db", "cscope": "cscope", "pkg-config": "pkgconf",
     "systemd-analyze": "systemd",
     "prometheus": "prometheus", "promtool": "prometheus",
-    "g++": "g++", "gcc": "gcc", "/usr/bin/python3.11": "python3.11",
-    "/usr/lib/postgresql/15/bin/postgres": "postgresql-15",
-    "/usr/lib/postgresql/15/bin/psql": "postgresql-client-15",
+    "g++": "g++", "gcc": "gcc",
 }
+# thirdparty.py adds the paths of PostgreSQL and python3.X it finds.
 
 
 def missing(names):
