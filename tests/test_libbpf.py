@@ -29,6 +29,7 @@ import tempfile
 import pytest
 
 import histtools
+import probekit
 from histtools import bdevs, nobody_target  # noqa: F401 (fixtures)
 from histtools import NOBODY, as_nobody
 from histtools import (HEADER, KINDS, TOOLS, Tool, by_key, command, json_objects,
