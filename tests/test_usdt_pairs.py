@@ -29,7 +29,7 @@ import probekit
 import thirdparty
 from histtools import json_objects, parse, total
 from probekit import LineReader, TIMEOUT
-from test_usdt_generic import K, PY_SCRIPT
+from test_usdt_generic import K
 
 KINDS = histtools.KINDS
 DRIVER_SRC = os.path.join(probekit.ROOT, "tests", "pairs_driver.c")
@@ -242,16 +242,37 @@ def test_gate_raises_a_semaphore_without_counting(bpf, driver, kind):
         ["pairs:gstart", str(G)]], cnt_lines
 
 
-@pytest.mark.needs(thirdparty.PYTHON311)
+PY_GATED = thirdparty.python_with_probes("line", "function__entry")
+
+# K calls of probekit_fn once the flag file exists.
+PY_CALLS = r"""
+import os, sys
+def probekit_spin():
+    pass
+def probekit_fn(i):
+    return i + 1
+print("spinning", flush=True)
+while not os.path.exists(sys.argv[2]):
+    probekit_spin()
+for i in range(int(sys.argv[1])):
+    probekit_fn(i)
+print("done", flush=True)
+"""
+
+
+@pytest.mark.skipif(PY_GATED is None, reason="no python3.X here has both "
+                    "python:line and python:function__entry (CPython 3.12 "
+                    "dropped them); test_gate_raises_a_semaphore_without_counting "
+                    "covers --gate")
 @pytest.mark.parametrize("kind", KINDS)
 def test_gate_python_function_entry(bpf, kind, tmp_path):
     """CPython 3.11 fires function__entry only while python:line is
     enabled (gh-98894): --gate python:line raises it without counting
     it, and the K calls of probekit_fn are counted, each by name."""
     script = tmp_path / "calls.py"
-    script.write_text(PY_SCRIPT)
+    script.write_text(PY_CALLS)
     flag = tmp_path / "go"
-    py = subprocess.Popen([thirdparty.PYTHON311, str(script), str(K),
+    py = subprocess.Popen([PY_GATED, str(script), str(K),
                            str(flag)], stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT)
     out = LineReader(py.stdout)

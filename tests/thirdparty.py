@@ -23,6 +23,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 
 import pytest
@@ -63,6 +64,24 @@ def _python_sdt():
         if os.path.isfile(p) and _has_sdt_notes(p):
             return p
     return default
+
+
+def python_with_probes(*names):
+    """A python3.X binary of this system whose notes have every probe in
+    names (python:NAME), or None: CPython's probe set changes between
+    releases (3.12 dropped function__entry, function__return and line)."""
+    _probelib = os.path.join(probekit.ROOT, "probes")
+    if _probelib not in sys.path:
+        sys.path.insert(0, _probelib)
+    from probelib import notes
+    for p in sorted(glob.glob("/usr/bin/python3.[0-9]*")):
+        if not re.fullmatch(r"python3\.[0-9]+", os.path.basename(p)) or \
+                not _has_sdt_notes(p):
+            continue
+        have = {n.name for n in notes.read_probes(p) if n.provider == "python"}
+        if set(names) <= have:
+            return p
+    return None
 
 
 PG_BIN = _pg_bin()
