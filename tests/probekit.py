@@ -337,6 +337,12 @@ def bpftrace_program(pid, program, ready="READY"):
     # The heartbeat prints nothing; it is an event, after which bpftrace
     # 0.17 notices a SIGINT that arrived while it was busy (interrupt()).
     program += '\ninterval:ms:200 { printf(""); }\n'
+    # With -p, bpftrace 0.27 attaches usdt:PATH twice (once by the path,
+    # once through the process) and counts every hit twice; through
+    # /proc/PID/root, as the wrapper names it, every version attaches once.
+    program = re.sub(r"\busdt:(/(?!proc/)[^:\s\"]+):",
+                     lambda m: f"usdt:/proc/{pid}/root{os.path.realpath(m.group(1))}:",
+                     program)
     proc = subprocess.Popen(["bpftrace", "-p", str(pid), "-e", program],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)
