@@ -4,7 +4,7 @@
  *
  * By default, from blktgt:io__batch: each record carries its I/O's
  * submit and completion times, stamped by blktgt, so one hit serves up to
- * 64 I/Os and nothing is kept in flight here.
+ * 256 I/Os and nothing is kept in flight here.
  *
  * With --per-io, from the two per-I/O probes: an I/O is keyed by its id
  * (the first argument of both), never by thread, since a reactor may

@@ -2,7 +2,7 @@
 /*
  * iosize.bpf.c: the length (bytes) of every blktgt I/O, as a log2
  * histogram per (bdev, type) key: by default from the records of
- * blktgt:io__batch (completed I/Os, up to 64 per hit), with --per-io from
+ * blktgt:io__batch (completed I/Os, up to 256 per hit), with --per-io from
  * the len argument of every blktgt:io__submit.
  */
 #include "probekit.bpf.h"

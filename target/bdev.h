@@ -127,6 +127,10 @@ void bdev_io_complete(struct bdev_io *io);
  * runs at the next loop pass.  Call it on the reactor that submitted io. */
 void bdev_io_done(struct bdev_io *io);
 
+/* Fire the calling reactor's io__batch records now, if it holds any: so
+ * whoever is told next that their I/O is done finds them at the tool. */
+void bdev_batch_flush(void);
+
 /* Used by backends: register a new bdev (reactor 0).  On success priv is
  * the bdev's (ops->destroy frees it); on failure it is still the caller's. */
 int bdev_register(const char *name, const struct bdev_ops *ops, uint64_t num_blocks,
@@ -140,6 +144,7 @@ struct bdev_stats {
 	uint64_t completed;
 	uint64_t errors;        /* completed with status < 0 */
 	uint64_t bytes;         /* bytes of successful reads and writes */
+	uint64_t batch_held;    /* io__batch records not yet fired */
 };
 void bdev_get_stats(struct bdev_stats *st);
 

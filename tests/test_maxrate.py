@@ -55,7 +55,7 @@ class BtTool(Tool):
 MODES = [("libbpf", "batch"), ("libbpf", "per-io"), ("bcc", "batch"),
          ("bcc", "per-io"), ("bt", "batch"), ("bt", "per-io")]
 SEMAPHORE = {"batch": "io__batch", "per-io": "io__submit"}
-IO_BATCH_MAX = 64
+IO_BATCH_MAX = 256
 
 
 def start(kind, mode, pid, *opts):
