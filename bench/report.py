@@ -496,6 +496,13 @@ def markdown(raw, d):
     for n, desc in names.items():
         w(f"| {desc or missing.get(n, n)} | "
           f"{fmt(d['first'].get(n), 1) if desc else 'not available'} |")
+    libbpf = {n: d["first"].get(n) for n, desc in names.items()
+              if desc and (n == "libbpf_ready" or desc.startswith("probekit-"))
+              and d["first"].get(n)}
+    if libbpf:
+        slow = max(libbpf, key=lambda n: libbpf[n]["median"])
+        w(f"| **slowest libbpf tool's median** ({names[slow].split(' (')[0]}; "
+          f"goal <= 30 ms for each) | {fmt(libbpf[slow], 1)} |")
     w(f"| **wrapper's own cost** (wrapper - plain bpftrace, paired) | {fmt(d['wrapper_cost'], 1)} |")
     w(f"| **wrapper + bpftrace / plain bpftrace** (back-to-back pairs; goal <= 1.2) | {fmt(d['wrapper_ratio'], 2)} |")
     w("")
