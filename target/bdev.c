@@ -431,6 +431,26 @@ static void batch_idle(void *arg)
 		batch_flush(t, pk_batch_now());
 }
 
+int bdev_batch_cap_from_env(void)
+{
+	const char *v = getenv(BDEV_BATCH_CAP_ENV);
+	char *end;
+	unsigned long n;
+
+	if (!v)
+		return 0;
+	errno = 0;
+	n = strtoul(v, &end, 10);
+	if (errno || end == v || *end || v[0] == '-' || n < 1 || n > IO_BATCH_MAX) {
+		fprintf(stderr, "blktgt: %s='%s' is not a number of records in 1..%d; "
+			"give one or unset it\n", BDEV_BATCH_CAP_ENV, v, IO_BATCH_MAX);
+		return -EINVAL;
+	}
+	for (unsigned i = 0; i < REACTOR_MAX; i++)
+		threads[i].batch.cap = (uint32_t)n;
+	return 0;
+}
+
 void bdev_batch_flush(void)
 {
 	struct bdev_thread *t = this_thread();

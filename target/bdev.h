@@ -131,6 +131,13 @@ void bdev_io_done(struct bdev_io *io);
  * whoever is told next that their I/O is done finds them at the tool. */
 void bdev_batch_flush(void);
 
+/* BLKTGT_IO_BATCH_CAP=N (1..IO_BATCH_MAX): fire io__batch every N records
+ * at most, for measuring the cost per record apart from the cost per hit
+ * (bench/batch.py).  Before the reactors start; 0, or -EINVAL after one
+ * line on stderr. */
+#define BDEV_BATCH_CAP_ENV "BLKTGT_IO_BATCH_CAP"
+int bdev_batch_cap_from_env(void);
+
 /* Used by backends: register a new bdev (reactor 0).  On success priv is
  * the bdev's (ops->destroy frees it); on failure it is still the caller's. */
 int bdev_register(const char *name, const struct bdev_ops *ops, uint64_t num_blocks,
