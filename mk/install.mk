@@ -14,8 +14,9 @@
 #   $(PKGDATADIR)     the scripts in the tree they have in the checkout
 #                     (wrapper/, probes/ with probelib, bcc/ with its
 #                     modules, target/), bt/, the catalog, VERSION, the
-#                     structs made at build time, and probekit.mk for other
-#                     projects (examples/quickstart/)
+#                     structs made at build time, and probekit.mk and
+#                     include/probekit_batch.h for other projects
+#                     (examples/quickstart/)
 #   $(MAN8DIR)        man/*.8, and a link for each other command a page names
 #   $(GDBAUTOLOADDIR) the gdb helpers, as blktgt's auto-load script
 #
@@ -40,7 +41,7 @@ GDBAUTOLOADDIR ?= $(PREFIX)/share/gdb/auto-load
 # Files of the tree that no command in $(O)/bin names.  A script's shared
 # modules need no list: the .py files and Python packages (directories
 # with __init__.py) beside it go with it.
-INSTALL_TREE_FILES = bt/*.bt probes/*.d VERSION
+INSTALL_TREE_FILES = bt/*.bt probes/*.d include/*.h VERSION
 
 .PHONY: install uninstall install-check-prefix
 
