@@ -57,6 +57,32 @@ def paired(a, b, fn):
     return [fn(x, y) for x, y in zip(a, b)]
 
 
+def nbd_bound_section(w, raw):
+    """What bounds the fio rows, from the same runs: fio's CPU, the
+    server's CPU and how often it slept, per configuration."""
+    fs = raw["fio"]["samples"]
+    if not all("fio_cpu_pct" in s and "sleeps_per_io" in s for v in fs.values() for s in v):
+        return
+    w("**What the IOPS ratios above can and cannot say.** In these runs neither side "
+      "is busy: fio uses a fraction of one CPU and blktgt less, and the server sleeps "
+      "between bursts (a reactor's voluntary context switches, per I/O). So the IOPS is "
+      "set by how fast each side is woken on a loaded 2-vCPU VM, not by either one's CPU "
+      "time, and a tool that adds CPU to the server need not lower it: a slower server "
+      "finds more requests waiting at each wake-up, sleeps less often per I/O, and fio "
+      "waits less for it, which is how a traced server can show a ratio above 1. The "
+      "IOPS ratio is therefore not a cost; read the server's extra CPU per I/O (above) and "
+      "section 2's in-process rows and section 7 for what a tool costs.")
+    w("")
+    w("| configuration | fio CPU, % of one CPU | blktgt CPU, % of one CPU | "
+      "blktgt sleeps per I/O |")
+    w("|---|---|---|---|")
+    for n, v in fs.items():
+        w(f"| {raw['fio']['configs'][n]} | {fmt(summary([s['fio_cpu_pct'] for s in v]), 0)} | "
+          f"{fmt(summary([s.get('server_cpu_pct') for s in v]), 0)} | "
+          f"{fmt(summary([s.get('sleeps_per_io') for s in v]), 3)} |")
+    w("")
+
+
 def derive(raw):
     """Every figure the report shows, as summaries, from raw samples."""
     d = {}
@@ -406,6 +432,7 @@ def markdown(raw, d):
     w(f"| **USDT_NOP5=1 / USDT=1 extra CPU per I/O under iolat.bt** | | | | "
       f"{fmt(d['nop5_bt_hit_ratio'])} | |")
     w("")
+    nbd_bound_section(w, raw)
     crosses = [n for n, t in d["traced"].items()
                if t and t["per_hit"] and t["per_hit"]["min"] < 0]
     if crosses:
