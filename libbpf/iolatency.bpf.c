@@ -113,19 +113,13 @@ struct lat_batch {
 	struct io_batch_walk w;
 };
 
-static long lat_one(__u64 i, void *arg)
+static __always_inline void lat_one(struct lat_batch *b, const struct io_rec *r)
 {
-	struct lat_batch *b = arg;
-	const struct io_rec *r;
-	__u64 ns, lo, hi;
+	__u64 ns = r->done_ns - r->submit_ns, lo, hi;
 	__u32 s;
 
-	if (i >= IO_BATCH_MAX || i >= b->count)
-		return 1;
-	r = &b->recs[i];
-	ns = r->done_ns - r->submit_ns;
 	if (io_batch_next(b->ctx, &hists, &b->w, r, ns, per_bdev, per_type))
-		return 0;
+		return;
 	/* A new run: its slot, and the range of ns the slot holds. */
 	if (b->lin) {
 		/* floor(floor(ns / unit) / width) = floor(ns / uw) */
@@ -141,6 +135,25 @@ static long lat_one(__u64 i, void *arg)
 		hi = s + b->unit_log2 >= 63 ? ~0ULL : (b->unit << s) - 1;
 	}
 	hist_run_start(&b->w.run, b->w.h, s, lo, hi);
+}
+
+/* Records per bpf_loop() step: a step is a call, and the walk's state
+ * lives in memory across calls, so a step takes several records. */
+#define LAT_STEP 8
+
+static long lat_step(__u64 step, void *arg)
+{
+	struct lat_batch *b = arg;
+	__u32 i;
+
+	if (step >= IO_BATCH_MAX / LAT_STEP)
+		return 1;
+	i = (__u32)step * LAT_STEP;
+	for (__u32 j = 0; j < LAT_STEP; j++) {
+		if (i + j >= b->count)
+			return 1;
+		lat_one(b, &b->recs[i + j]);
+	}
 	return 0;
 }
 
@@ -166,7 +179,7 @@ int io_batch(struct pt_regs *ctx)
 		return 0;
 	b.unit_width = b.unit * width;	/* < 2^51: -W <= INT_MAX */
 	b.unit_log2 = hist_log2_slot(b.unit) - 1;
-	bpf_loop(IO_BATCH_MAX, lat_one, &b, 0);
+	bpf_loop(IO_BATCH_MAX / LAT_STEP, lat_step, &b, 0);
 	hist_run_end(&b.w.run);
 	return 0;
 }
