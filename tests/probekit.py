@@ -32,6 +32,7 @@ TIMEOUT = 60
 PACKAGES = {
     "bpftrace": "bpftrace", "tplist-bpfcc": "bpfcc-tools", "bpftool": "bpftool",
     "dtrace": "systemtap-sdt-dev", "clang": "clang", "readelf": "binutils",
+    "aarch64-linux-gnu-gcc": "gcc-aarch64-linux-gnu",
     "objdump": "binutils", "strace": "strace", "setpriv": "util-linux",
     "unshare": "util-linux", "prlimit": "util-linux", "qemu-io": "qemu-utils",
     "qemu-img": "qemu-utils", "nbdcopy": "libnbd-bin", "nbdinfo": "libnbd-bin",
@@ -40,7 +41,8 @@ PACKAGES = {
     "perf": "linux-perf",
     "py:bcc": "python3-bpfcc", "py:elftools": "python3-pyelftools",
     "dpkg-buildpackage": "dpkg-dev", "dh": "debhelper", "lintian": "lintian",
-    "man": "man-db", "cscope": "cscope",
+    "man": "man-db", "cscope": "cscope", "pkg-config": "pkgconf",
+    "systemd-analyze": "systemd",
     "prometheus": "prometheus", "promtool": "prometheus",
     "g++": "g++", "gcc": "gcc", "/usr/bin/python3.11": "python3.11",
     "/usr/lib/postgresql/15/bin/postgres": "postgresql-15",

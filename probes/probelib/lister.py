@@ -83,7 +83,8 @@ def _arg_lines(sites, i, cat_arg):
     whys = []
     verdict = []
     for r in READERS:
-        probs = [argspec.reader_problem(op, r) for op in ops]
+        probs = [argspec.reader_problem(op, r, arch=sites[0].arch)
+                 for op in ops]
         probs = [p for p in probs if p]
         verdict.append(f"{r.split()[0]}: {'no' if probs else 'yes'}")
         whys += probs
