@@ -149,6 +149,10 @@ def build_quickstart(inst, project, out, usdt):
     return prog
 
 
+# examples/quickstart/quickstart.d's probes, as readelf lists them.
+QUICKSTART_PROBES = ["request__batch", "request__done", "request__start"]
+
+
 def stapsdt_probes(path):
     p = subprocess.run(["readelf", "-n", "-W", path], capture_output=True, text=True,
                        check=True)
@@ -160,7 +164,7 @@ def test_quickstart_builds_from_install_usdt_1_and_0(inst, tmp_path):
     project = copy_quickstart(tmp_path)
     on = build_quickstart(inst, project, tmp_path / "usdt1", 1)
     off = build_quickstart(inst, project, tmp_path / "usdt0", 0)
-    assert stapsdt_probes(on) == ["request__batch", "request__done", "request__start"]
+    assert stapsdt_probes(on) == QUICKSTART_PROBES
     assert stapsdt_probes(off) == []
     for prog, mode in ((on, "probes compiled in"), (off, "built without probes")):
         p = subprocess.run([prog], input="5\n", capture_output=True, text=True,
@@ -216,7 +220,7 @@ def test_quickstart_finds_probekit_through_pkg_config(inst, tmp_path):
                        capture_output=True, text=True, timeout=probekit.TIMEOUT * 5)
     assert p.returncode == 0, p.stdout + p.stderr
     prog = os.path.join(tmp_path, "out", "quickstart")
-    assert stapsdt_probes(prog) == ["request__done", "request__start"]
+    assert stapsdt_probes(prog) == QUICKSTART_PROBES
     assert hardening_problems(prog) == []
     p = subprocess.run([prog], input="7\n", capture_output=True, text=True,
                        timeout=probekit.TIMEOUT)
