@@ -2,8 +2,10 @@
 """probekit_bcc_load: compile and load a tool's BPF program with BCC and
 attach it, each failure one line that says why instead of a traceback."""
 
+import ctypes
 import errno
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -48,6 +50,32 @@ static __always_inline void hit_count(void) {}
 """
 
 
+# A BPF program whose fetching atomic add is written as assembly.
+_FETCH_ADD_PROBE = r"""
+from bcc import BPF
+BPF(text='''
+int probekit_fetch_add(void *ctx)
+{
+    u64 n = 0, v = 1;
+    __asm__ __volatile__("%0 = atomic_fetch_add((u64 *)(%1 + 0), %0)"
+                         : "+r"(v) : "r"(&n) : "memory");
+    return v;
+}
+''')
+"""
+
+
+def fetch_add_cflags():
+    """["-DFETCH_ADD_ASM"] where BCC's clang assembles BPF's fetching
+    atomic add written as assembly, else [] (clang 14's assembler does
+    not know it; its __sync_fetch_and_add() does the same).  Found out by
+    compiling it in a process of its own: clang's assembler ends the
+    process that it fails in."""
+    r = subprocess.run([sys.executable, "-c", _FETCH_ADD_PROBE],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return ["-DFETCH_ADD_ASM"] if r.returncode == 0 else []
+
+
 def _first_error(log):
     for line in log.splitlines():
         if "error:" in line:
@@ -74,6 +102,10 @@ def load(tool, text, cflags=(), usdt=None, count_hits=False):
     except Exception as e:
         err = e
     finally:
+        # What libbcc wrote through C stdio but left in its buffer (BCC
+        # 0.37's "Unable to find kernel headers" on stdout) goes to the
+        # log too, not out at exit.
+        ctypes.CDLL(None).fflush(None)
         os.dup2(saved[0], 1)
         os.dup2(saved[1], 2)
         os.close(saved[0])

@@ -194,6 +194,18 @@ def uprobe(bpf, fn_name, path, sym, pid, ret=False):
     compat.attach_uprobe(bpf, fn_name, path, sym, offset, pid, ret)
 
 
+def mode_text(text, per_io):
+    """The part of an I/O tool's program that its mode loads: what comes
+    before its io__batch function (per I/O), or all but its io__submit
+    and io__done functions (batches).  Those read arguments of probes
+    the mode does not attach, whose readers usdt_context() does not
+    define, and clang 16 and later refuse a call to an undeclared
+    function (an implicit declaration was a warning before)."""
+    batch = text.index("/* blktgt:io__batch")
+    return text[:batch] if per_io else \
+        text[:text.index("/* blktgt:io__submit")] + text[batch:]
+
+
 # io__batch's fixed sizes (target/io_batch.h: IO_BATCH_MAX, BDEV_NAME_LEN);
 # the record itself comes from the traced binary's DWARF (io_batch_c).
 IO_BATCH_MAX = 256

@@ -8,7 +8,7 @@
 # not copied, so an edit in the checkout shows at once; each finds what it
 # shares (bcc/probekit_bcc.py, VERSION) through its real path.
 
-BCC_TOOLS := $(patsubst bcc/%,%,$(filter-out %.txt %.md %.py,$(wildcard bcc/*)))
+BCC_TOOLS := $(patsubst bcc/%,%,$(BCC_TOOL_FILES))
 SCRIPT_LINKS := $(O)/bin/probekit-bpftrace:wrapper/bpftrace.sh \
 	$(O)/bin/probekit-check:probes/probecheck \
 	$(O)/bin/probekit-list:probes/list \

@@ -5,18 +5,50 @@
 #
 # Idempotent: packages already installed are not asked for again, and the
 # tracefs mount and kernel-header links are made only when missing.
+#
+# deps.sh --list prints the package list and does nothing else (the stack
+# runner, scripts/stack.sh, rebuilds a cached chroot when it changes).
 set -u
 
+# Every name here exists, unversioned, in each supported Debian release
+# (12 and later) on each architecture; the versioned and per-architecture
+# packages are chosen below, by asking apt what this system has.
 PKGS="build-essential clang llvm python3 python3-pyparsing python3-pytest
 python3-pyelftools systemtap-sdt-dev bpftrace bpfcc-tools python3-bpfcc
 libbpf-dev bpftool libelf-dev zlib1g-dev libnbd-bin qemu-utils fio nbdkit
-gnuplot-nox libclang-rt-14-dev linux-headers-amd64 procps strace binutils
-util-linux gdb liblttng-ust-dev lttng-tools libbabeltrace1 linux-perf
-debhelper lintian dpkg-dev man-db libmicrohttpd-dev prometheus postgresql-15
-postgresql-client-15 python3.11 g++"
+gnuplot-nox procps strace binutils util-linux gdb liblttng-ust-dev
+lttng-tools libbabeltrace1 linux-perf debhelper lintian dpkg-dev man-db
+libmicrohttpd-dev prometheus postgresql postgresql-client g++ debootstrap git
+cscope pkgconf systemd"
+if [ "${1:-}" = --list ]; then
+	echo $PKGS
+	exit 0
+fi
 
 say() { printf 'deps: %s\n' "$*"; }
 die() { printf 'deps: %s\n' "$*" >&2; exit 1; }
+
+# The major version of the clang that is (or would be) installed: the
+# clang-N that the clang metapackage depends on.
+clang_major() {
+	if command -v clang >/dev/null 2>&1; then
+		clang --version | sed -n 's/.*clang version \([0-9][0-9]*\).*/\1/p' | head -n 1
+	else
+		apt-cache depends clang 2>/dev/null | sed -n 's/^ *Depends: clang-\([0-9][0-9]*\)$/\1/p' | head -n 1
+	fi
+}
+
+# clang's fuzzer runtime (-fsanitize=fuzzer) ships in libclang-rt-N-dev
+# for clang N; Debian has no unversioned name for it.  Kernel headers
+# for BCC's fallback come as linux-headers-ARCH.
+[ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! command -v clang >/dev/null &&
+	! apt-cache show clang >/dev/null 2>&1 && apt-get update -q >/dev/null 2>&1
+major=$(clang_major)
+[ -n "$major" ] || die "cannot tell which clang this system has or would install (is 'clang' known to apt? try: apt-get update)"
+PKGS="$PKGS libclang-rt-$major-dev linux-headers-$(dpkg --print-architecture)"
+# The arm64 readers' tests cross-build their fixtures; an arm64 system
+# builds them with its own gcc.
+[ "$(dpkg --print-architecture)" = arm64 ] || PKGS="$PKGS gcc-aarch64-linux-gnu"
 
 missing=""
 for p in $PKGS; do
@@ -45,7 +77,7 @@ if [ ! -e /sys/kernel/tracing/uprobe_events ]; then
 fi
 
 # BCC compiles its BPF C at run time against kernel headers.  When the
-# running kernel ships none, Debian's generic linux-headers-amd64 is good
+# running kernel ships none, Debian's generic linux-headers-ARCH is good
 # enough for USDT and uprobe programs (they touch no kernel structures):
 # point /lib/modules/$(uname -r)/build and source at it.
 kver=$(uname -r)
@@ -57,7 +89,7 @@ if [ -e "$kdir/build/Makefile" ] && [ "${target#/usr/src/linux-headers-}" != "$t
 elif [ -e "$kdir/build/Makefile" ]; then
 	headers="the running kernel's own ($kdir/build)"
 else
-	amd=$(ls -d /usr/src/linux-headers-*-amd64 2>/dev/null | sort -V | tail -n 1)
+	amd=$(ls -d /usr/src/linux-headers-*-"$(dpkg --print-architecture)" 2>/dev/null | sort -V | tail -n 1)
 	common=$(ls -d /usr/src/linux-headers-*-common 2>/dev/null | sort -V | tail -n 1)
 	if [ -n "$amd" ] && [ -n "$common" ] && [ "$(id -u)" = 0 ]; then
 		mkdir -p "$kdir"
@@ -89,7 +121,7 @@ if [ -n "$headers" ]; then say "ready:   kernel headers for BCC: $headers"; else
 if [ "$(id -u)" = 0 ]; then
 	say "ready:   privilege to trace (root)"
 else
-	say "MISSING: privilege to trace: run as root (bpftrace 0.17 runs only as root; the libbpf tools need CAP_BPF and CAP_PERFMON)"
+	say "MISSING: privilege to trace: run as root (bpftrace runs only as root; the libbpf tools need CAP_BPF and CAP_PERFMON)"
 	ok=0
 fi
 [ $ok = 1 ] && say "all ready" || say "some pieces are missing; see above"

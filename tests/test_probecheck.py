@@ -20,6 +20,7 @@ import sys
 import pytest
 
 import probekit
+from thirdparty import PY_SDT
 
 sys.path.insert(0, os.path.join(probekit.ROOT, "probes"))
 from probelib import argspec, notes as sdtnotes  # noqa: E402
@@ -32,7 +33,6 @@ PROBECHECK = os.path.join(probekit.BUILD, "bin", "probekit-check")
 GENCAT = os.path.join(ROOT, "probes", "gencatalog")
 CATALOG = os.path.join(ROOT, "probes", "blktgt.d")
 FIX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "probecheck")
-PY311 = "/usr/bin/python3.11"
 
 
 def _load(name, path):
@@ -410,42 +410,60 @@ attach_all(pid, probes=[name for name in ()])
 
 # --- a binary that is not ours: the notes alone --------------------------------
 
-needs_py311 = pytest.mark.skipif(
-    not os.path.exists(PY311) or not sdtnotes.read_probes(PY311),
-    reason=f"{PY311} with stapsdt notes is not installed")
+needs_py_sdt = pytest.mark.skipif(
+    not os.path.exists(PY_SDT) or not sdtnotes.read_probes(PY_SDT),
+    reason=f"{PY_SDT} with stapsdt notes is not installed")
 
 
-@needs_py311
-def test_python_probes_notes_only():
-    r, errors = run("--binary", PY311, "python_ok.bt")
+def python_fixtures(tmp_path):
+    """The python_* fixtures with @PYTHON@ replaced by the python3.X
+    found here (thirdparty.PY_SDT), in tmp_path under their own names."""
+    for name in ("python_ok.bt", "python_bad.bt", "python_bcc"):
+        with open(os.path.join(FIX, name)) as f:
+            text = f.read().replace("@PYTHON@", PY_SDT)
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+@needs_py_sdt
+def test_python_probes_notes_only(tmp_path):
+    """The probes every CPython 3 since 3.8 has (audit, gc__*, import__*;
+    3.12 dropped function__entry, function__return and line), checked
+    against the notes alone.  The operand of import__find__load__done's
+    int and the number of probes are read from the binary."""
+    fix = python_fixtures(tmp_path)
+    found = sdtnotes.by_name(sdtnotes.read_probes(PY_SDT))
+    found_op = found["python:import__find__load__done"][0].args[1].operand
+    r, errors = run("--binary", PY_SDT, "python_ok.bt", cwd=fix)
     assert r.returncode == 0, r.stderr
     assert errors == []
-    assert "coverage: 3 of 8 probes of /usr/bin/python3.11" in r.stdout
-    r, errors = run("--binary", PY311, "python_bad.bt")
+    assert f"coverage: 3 of {len(found)} probes of {PY_SDT}" in r.stdout
+    r, errors = run("--binary", PY_SDT, "python_bad.bt", cwd=fix)
     assert r.returncode == 1
     assert_errors(errors, [
-        ("python_bad.bt:7: python:function__entry:",
-         "str(arg2) reads a string, but arg2 is a 4-byte signed integer "
-         "(-4@%eax), not a pointer"),
-        ("python_bad.bt:12: python:function__return:",
-         "arg3 out of range: the probe has 3 arguments, arg0..arg2"),
+        ("python_bad.bt:7: python:import__find__load__done:",
+         "str(arg1) reads a string, but arg1 is a 4-byte signed integer "
+         f"(-4@{found_op}), not a pointer"),
+        ("python_bad.bt:12: python:audit:",
+         "arg2 out of range: the probe has 2 arguments, arg0..arg1"),
         ("python_bad.bt:17: python:gc__done:",
          "str(arg0) reads a string, but arg0 is an 8-byte signed integer"),
-        ("python_bad.bt:20: python:function__entery:",
-         "no such probe 'usdt:/usr/bin/python3.11:python:function__entery' "
-         "in /usr/bin/python3.11 (did you mean function__entry?)"),
+        ("python_bad.bt:20: python:import__find__load__dome:",
+         f"no such probe 'usdt:{PY_SDT}:python:import__find__load__dome' "
+         f"in {PY_SDT} (did you mean import__find__load__done?)"),
     ])
-    # A BCC tool, USDT(path=...) on the same binary: lines 11 and 12 are
-    # right (a pointer read as a u64, a string read of a pointer).
-    r, errors = run("--binary", PY311, "python_bcc")
+    # A BCC tool, USDT(path=...) on the same binary: lines 12 to 14 are
+    # right (a pointer read as a u64, a string read of a pointer, an int).
+    r, errors = run("--binary", PY_SDT, "python_bcc", cwd=fix)
     assert r.returncode == 1
     assert_errors(errors, [
-        ("python_bcc:15: python:function__entry:",
-         "bpf_usdt_readarg(3) into 'u64 line' (8 bytes) but arg2 is a 4-byte "
-         "signed integer (-4@%eax): BCC returns -1 and leaves the variable unset"),
-        ("python_bcc:16: python:function__entry:",
-         "bpf_usdt_readarg_p(3) reads a string, but arg2 is a 4-byte signed "
-         "integer (-4@%eax), not a pointer"),
+        ("python_bcc:15: python:import__find__load__done:",
+         "bpf_usdt_readarg(2) into 'u64 found64' (8 bytes) but arg1 is a "
+         f"4-byte signed integer (-4@{found_op}): BCC returns -1 and leaves "
+         "the variable unset"),
+        ("python_bcc:16: python:import__find__load__done:",
+         "bpf_usdt_readarg_p(2) reads a string, but arg1 is a 4-byte signed "
+         f"integer (-4@{found_op}), not a pointer"),
     ])
 
 

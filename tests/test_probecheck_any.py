@@ -5,7 +5,7 @@ program reads it, naming the reader; and a script's __EXE__ probes that
 live in a library are found with --lib or --pid.
 
 The operand forms: a symbol-relative %rip operand and an immediate, in
-Debian's PostgreSQL 15; a scale-index-base operand, which no installed
+Debian's PostgreSQL; a scale-index-base operand, which no installed
 binary here has, in tests/operands.c built with gcc (which also has the
 other two, so libbpf's refusal is checked on one small program).
 """

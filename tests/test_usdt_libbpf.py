@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-2-Clause
 """probekit-usdtlat and probekit-usdtcount, the libbpf generic tools, on
-blktgt and on binaries nobody here wrote: PostgreSQL 15, python3.11 and
+blktgt and on binaries nobody here wrote: PostgreSQL, python3 and
 libstdc++.
 
 Each test drives a known workload and asserts exact counts.  A tool
@@ -30,7 +30,7 @@ import probekit
 from histtools import bdevs  # noqa: F401 (a fixture)
 from histtools import json_objects, nonzero, parse, total, workload
 from probekit import LineReader, TIMEOUT
-from thirdparty import PG_BIN, PG_NEEDS, PYTHON311
+from thirdparty import PG_BIN, PG_NEEDS, PY_SDT
 from thirdparty import pg  # noqa: F401 (a fixture)
 
 CATALOG = os.path.join(probekit.ROOT, "probes", "blktgt.d")
@@ -412,7 +412,7 @@ def test_usdtlat_matches_bcc(bpf, bdevs, args):
     assert buckets_to_totals(got)[0]["histograms"][0]["total"] in (60, 9)
 
 
-# --- PostgreSQL 15 -----------------------------------------------------------
+# --- PostgreSQL --------------------------------------------------------------
 
 @pytest.mark.needs(*PG_NEEDS)
 def test_postgres_two_backends_by_path(bpf, pg):
@@ -460,41 +460,38 @@ def test_postgres_unreadable_operand(probe, arg, operand):
             "the value through a register at the probe"), 1)
 
 
-# --- python3.11 --------------------------------------------------------------
+# --- python3.X ---------------------------------------------------------------
 
-# Between "ready" and "done" it calls no Python function but counted():
-# os.read() and os.write() are C, where sys.stdin's decoder is not.
+# Between "ready" and "done" it raises no audit event but its own:
+# os.read() and os.write() raise none, where open() would.
 PY_SCRIPT = textwrap.dedent("""\
     import os
     import sys
-
-    def counted():
-        pass
 
     n = int(sys.argv[1])
     os.write(1, b"ready\\n")
     os.read(0, 16)
     for _ in range(n):
-        counted()
+        sys.audit("probekit.counted")
     os.write(1, b"done\\n")
     os.read(0, 16)
 """)
 
 
-@pytest.mark.needs(PYTHON311)
-def test_python_function_entry(bpf, tmp_path):
-    """CPython 3.11 fires function__entry only while python:line is also
-    enabled (gh-98894): so trace both.  -S arg2 counts function names."""
+@pytest.mark.needs(PY_SDT)
+def test_python_audit(bpf, tmp_path):
+    """python:audit, which every CPython 3 since 3.8 has (3.12 dropped the
+    function probes): -S arg1 counts the events by name."""
     script = tmp_path / "calls.py"
     script.write_text(PY_SCRIPT)
-    py = subprocess.Popen([PYTHON311, str(script), "41"],
+    py = subprocess.Popen([PY_SDT, str(script), "41"],
                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                           text=True)
     out = LineReader(py.stdout)
     try:
         out.wait_for("^ready$")
-        t = Gen("libbpf", "usdtcount", "-p", py.pid, "-S", "arg2",
-                "python:function__entry", "python:line").start()
+        t = Gen("libbpf", "usdtcount", "-p", py.pid, "-S", "arg1",
+                "python:audit").start()
         py.stdin.write("go\n")
         py.stdin.flush()
         out.wait_for("^done$")
@@ -503,10 +500,9 @@ def test_python_function_entry(bpf, tmp_path):
         py.stdin.close()
         py.wait(timeout=TIMEOUT)
     assert py.returncode == 0
-    i = lines.index("probe = python:function__entry")
-    assert lines[i + 1:i + 4] == ["     COUNT  arg2", '        41  "counted"',
-                                  ""]
-    assert lines[i + 4] == "probe = python:line"
+    i = lines.index("probe = python:audit")
+    assert lines[i + 1:] == ["     COUNT  arg1",
+                             '        41  "probekit.counted"'], lines
 
 
 # --- libstdc++ ---------------------------------------------------------------

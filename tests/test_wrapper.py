@@ -5,7 +5,7 @@ The programs traced here are built by the tests themselves: a small C
 program with USDT probes in its executable and in a shared library it links
 (so that per-probe __EXE__ -> library resolution is exercised), which fires
 its probes N times whenever a number N is written to its stdin, so every
-count is exact.  Debian's /usr/bin/python3.11 is traced too, as a USDT
+count is exact.  Debian's python3.X is traced too, as a USDT
 program that is not ours.
 """
 
@@ -21,6 +21,7 @@ import time
 import pytest
 
 import probekit
+import thirdparty
 
 # The programs these tests run; a missing one names its Debian package.
 pytestmark = pytest.mark.needs("strace", "setpriv", "readelf")
@@ -74,14 +75,12 @@ int main(void)
 PY_PROG = r"""
 import gc, sys
 
-def probekit_fn(i):
-    return i
 gc.disable()
 print("ready", flush=True)
 for line in sys.stdin:
     n = int(line)
     for i in range(n):
-        probekit_fn(i)
+        sys.audit("probekit.fn", i)
         gc.collect()
     print("done", n, flush=True)
 """
@@ -356,23 +355,22 @@ def test_error_output_file_unwritable(bpf, prog, count_bt, public_dir, where):
                           f"cannot write the output file '{path}'")
 
 
-def test_python311_function_entry(bpf, tmp_path):
-    py = "/usr/bin/python3.11"
-    if not os.access(py, os.X_OK):
-        pytest.fail(f"{py} is missing; it comes with Debian's python3 (make deps)")
+@pytest.mark.needs(thirdparty.PY_SDT)
+def test_python_audit_and_gc(bpf, tmp_path):
+    py = thirdparty.PY_SDT
     p = Prog([py, "-c", PY_PROG])
     try:
         s = tmp_path / "py.bt"
-        # Debian's 3.11 does not fire function__entry (checked: no hits
-        # while function__return fires), so count returns and collections.
-        s.write_text('usdt:__EXE__:python:function__return /str(arg1) == "probekit_fn"/ '
-                     '{ @returns = count(); }\n'
+        # Probes every CPython 3 since 3.8 has (3.12 dropped the function
+        # probes): audit events the program raises, and its collections.
+        s.write_text('usdt:__EXE__:python:audit /str(arg0) == "probekit.fn"/ '
+                     '{ @audits = count(); }\n'
                      'usdt:__EXE__:python:gc__start /arg0 == 2/ { @gc = count(); }\n')
         t = Trace(p.pid, [str(s)]).start()
         p.fire(N)
         lines = t.stop()
         assert t.proc.returncode == 0, lines
-        assert counts(lines) == {"returns": N, "gc": N}, lines
+        assert counts(lines) == {"audits": N, "gc": N}, lines
     finally:
         p.stop()
 

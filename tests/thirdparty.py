@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: BSD-2-Clause
 """USDT binaries nobody here wrote, driven through known workloads for
 the generic tools', the wrapper's and the exporter's tests: a private
-PostgreSQL 15 cluster, python3.11 scripts, and a C++ program built from
-tests/throws.cc.
+PostgreSQL cluster, python3 scripts, and a C++ program built from
+tests/throws.cc.  Which PostgreSQL and which python3.X binary is found
+by looking (PG_BIN, PY_SDT), so the tests run on any Debian release.
 
 The PostgreSQL cluster runs a private copy of Debian's postgres binary.
 Uprobes given a path are set on its inode, so a tool given the copy's
@@ -16,7 +17,9 @@ directory of its own; it listens on no TCP port.
 """
 
 import contextlib
+import glob
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -27,10 +30,47 @@ import pytest
 import probekit
 from probekit import LineReader, TIMEOUT
 
-PG_VERSION = "15"
-PG_BIN = f"/usr/lib/postgresql/{PG_VERSION}/bin"
+
+def _pg_bin():
+    """The bin directory of the newest PostgreSQL server installed
+    (Debian's /usr/lib/postgresql/N/bin, N from the postgresql
+    metapackage), or that path with N unknown when there is none, so that
+    a test needing it names what is missing."""
+    def version(d):
+        n = os.path.basename(os.path.dirname(d))
+        return tuple(int(x) for x in n.split(".") if x.isdigit())
+    found = [d for d in glob.glob("/usr/lib/postgresql/*/bin")
+             if os.path.exists(os.path.join(d, "postgres"))]
+    return max(found, key=version) if found else "/usr/lib/postgresql/N/bin"
+
+
+def _has_sdt_notes(path):
+    """Whether path has a .note.stapsdt section: its name is in the
+    section name table of any binary that has one, and in no other."""
+    with open(path, "rb") as f:
+        return b".note.stapsdt" in f.read()
+
+
+def _python_sdt():
+    """The python3.X binary with USDT probes: the one /usr/bin/python3
+    runs (Debian builds it --with-dtrace), else any other python3.X
+    there is; /usr/bin/python3's own target when none has probes, so
+    that a test needing probes in it fails on what it reads."""
+    default = os.path.realpath("/usr/bin/python3")
+    others = sorted(p for p in glob.glob("/usr/bin/python3.[0-9]*")
+                    if re.fullmatch(r"python3\.[0-9]+", os.path.basename(p)))
+    for p in [default, *others]:
+        if os.path.isfile(p) and _has_sdt_notes(p):
+            return p
+    return default
+
+
+PG_BIN = _pg_bin()
 PG_USER = "postgres"
-PYTHON311 = "/usr/bin/python3.11"
+PY_SDT = _python_sdt()
+probekit.PACKAGES.update({f"{PG_BIN}/postgres": "postgresql",
+                          f"{PG_BIN}/psql": "postgresql-client",
+                          PY_SDT: "python3"})
 # The programs a test that runs a cluster needs, for its needs marker.
 PG_NEEDS = (f"{PG_BIN}/postgres", f"{PG_BIN}/psql", "setpriv", "unshare")
 AS_PG = ["setpriv", f"--reuid={PG_USER}", f"--regid={PG_USER}",

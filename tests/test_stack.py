@@ -1,0 +1,120 @@
+# SPDX-License-Identifier: BSD-2-Clause
+"""scripts/stack.sh, the runner of the suite on other Debian releases:
+its mounts end with it, even when it is killed with SIGKILL, and bad
+input gets one line.
+
+The chroot here is a tiny one made by the test (sh, sleep, env and
+umount with their libraries), carrying the marks of a current one (base: debootstrap
+finished; stamp: the current package list is installed), so the runner
+reuses it as it would a cached Debian userland and needs no network.
+"""
+
+import os
+import select
+import shutil
+import signal
+import subprocess
+
+import pytest
+
+import probekit
+from probekit import LineReader, TIMEOUT
+
+STACK = os.path.join(probekit.ROOT, "scripts", "stack.sh")
+pytestmark = pytest.mark.needs("unshare", "findmnt", "chroot", "ldd",
+                               "debootstrap")
+
+
+def copy_with_libs(root, prog):
+    """Copy prog, and every library ldd says it loads, to the same paths
+    under root."""
+    path = shutil.which(prog)
+    out = subprocess.run(["ldd", path], capture_output=True, text=True,
+                         check=True).stdout
+    files = [path] + [w for w in out.split() if w.startswith("/")]
+    for f in files:
+        dest = root / f.lstrip("/")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(os.path.realpath(f), dest)
+
+
+def tiny_stack(cache, name):
+    """A chroot the runner takes for a current cached NAME."""
+    root = cache / name / "root"
+    for d in ("proc", "sys", "dev", "etc", "srv", "bin", "usr/bin"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    for prog in ("sh", "sleep", "env", "umount"):
+        copy_with_libs(root, prog)
+    for prog, at in (("sh", "bin/sh"), ("env", "usr/bin/env")):
+        if not (root / at).exists():
+            shutil.copy2(root / shutil.which(prog).lstrip("/"), root / at)
+    stamp = subprocess.run([STACK, "--stamp", name], capture_output=True,
+                           text=True, check=True).stdout
+    (cache / name / "stamp").write_text(stamp)
+    (cache / name / "base").write_text(name + "\n")
+    return root
+
+
+def mounts(pid=None):
+    """The mount points seen by process pid (this process's by default)."""
+    cmd = ["findmnt", "-l", "-n", "-o", "TARGET"]
+    if pid:
+        cmd += ["-N", str(pid)]
+    r = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return r.stdout.splitlines()
+
+
+def children(pid):
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(c) for c in f.read().split()]
+
+
+def test_sigkill_leaves_no_mount(tmp_path):
+    cache = tmp_path / "cache"
+    root = tiny_stack(cache, "trixie")
+    env = dict(os.environ, PROBEKIT_STACK_CACHE=str(cache))
+    runner = subprocess.Popen([STACK, "trixie", "echo ready $$; exec sleep 1009"],
+                              env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT)
+    out = LineReader(runner.stdout)
+    try:
+        sleeper = int(out.wait_for(r"^ready (\d+)$").group(1))
+        [inner] = children(runner.pid)
+        # The runner's namespace has them; this one never sees them.
+        inside = mounts(inner)
+        for d in ("", "/proc", "/sys", "/dev"):
+            assert f"{root}{d}" in inside, (d, inside)
+        assert f"{root}/sys/kernel/tracing" in inside, inside
+        assert not [m for m in mounts() if m.startswith(str(cache))]
+        pidfds = [os.pidfd_open(p) for p in (inner, sleeper)]
+        runner.send_signal(signal.SIGKILL)
+        runner.wait(timeout=TIMEOUT)
+        # Everything the runner started ends with it, and the namespace
+        # (with its mounts) with them.
+        for fd in pidfds:
+            ready, _, _ = select.select([fd], [], [], TIMEOUT)
+            assert ready, "a process of the killed runner is still running"
+            os.close(fd)
+        assert not [m for m in mounts() if m.startswith(str(cache))]
+        out.drain(TIMEOUT)
+        runner.stdout.close()
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+
+
+@pytest.mark.parametrize("args,line", [
+    (["bogus"], "stack: unknown stack 'bogus': debootstrap knows no Debian "
+                "release of that name; usage: scripts/stack.sh NAME "),
+    ([], "stack: no stack given; usage: scripts/stack.sh NAME "),
+    (["-x"], "stack: unknown option '-x'; usage: scripts/stack.sh NAME "),
+    (["trixie", "make", "test"], "stack: give COMMAND as one argument "),
+])
+def test_bad_input(tmp_path, args, line):
+    env = dict(os.environ, PROBEKIT_STACK_CACHE=str(tmp_path))
+    r = subprocess.run([STACK, *args], capture_output=True, text=True,
+                       env=env, timeout=TIMEOUT)
+    assert r.returncode == 2 and r.stdout == "", r
+    assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith(line), r.stderr
+    assert os.listdir(tmp_path) == []
