@@ -208,7 +208,7 @@ def mode_text(text, per_io):
 
 # io__batch's fixed sizes (target/io_batch.h: IO_BATCH_MAX, BDEV_NAME_LEN);
 # the record itself comes from the traced binary's DWARF (io_batch_c).
-IO_BATCH_MAX = 64
+IO_BATCH_MAX = 256
 BDEV_NAME_LEN = 32
 
 

@@ -11,11 +11,17 @@ every process mapping it), all started first; every repetition runs every
 configuration at every queue depth, in rotated order, and each traced
 figure is divided by the untraced one of the same repetition.
 
-A batch carries about a queue depth of completions, so a batch tool's
-added time per I/O is  per_record + per_batch / records_per_batch.  The
-records per batch at each depth are counted (a bpftrace sum over
-io__batch's count, on a server of its own), and the two costs are fitted
-by least squares over the three depths.
+Also attached: the exporter (io__batch), and the count-only bound, a
+bpftrace program that only counts io__batch hits: what the trap and the
+filling of the records cost before any tool reads a record.
+
+A batch spans loop passes (up to 256 records, 1 ms), so at full rate it
+holds about 256 records at every depth, and a batch tool's added time per
+I/O is  per_record + per_batch / records_per_batch.  To tell the two apart
+the batch tools also run at qd 32 on servers whose batches are cut at 16
+and 64 records (BLKTGT_IO_BATCH_CAP), the records per batch of each are
+counted (a bpftrace sum over io__batch's count, on a server of its own),
+and the two costs are fitted by least squares over the three sizes.
 
 render() turns the raw samples into the RESULTS.md section; bench/run
 --only batch runs this alone and replaces just that section.
@@ -28,7 +34,7 @@ import shutil
 import statistics
 import tempfile
 
-from report import fmt, summary, verdict  # bench/report.py: one median/range summary
+from report import fmt, summary, verdict, verdict_max  # bench/report.py: one median/range summary
 
 QDS = (1, 8, 32)
 IOS = 200_000
@@ -37,9 +43,10 @@ END = "<!-- end of section 7 -->"
 
 
 def configs(root, build, python):
-    """name: (description, argv factory taking a pid, readiness regex);
-    "untraced" has no tool."""
+    """name: (description, argv factory taking a pid and the server's
+    binary, readiness regex); "untraced" has no tool."""
     lib = os.path.join(build, "bin", "probekit-iolatency")
+    exporter = os.path.join(build, "bin", "probekit-exporter")
     bcc = os.path.join(root, "bcc", "iolatency")
     # The built wrapper: it finds the build's struct definitions.
     wrapper = os.path.join(build, "bin", "probekit-bpftrace")
@@ -48,29 +55,59 @@ def configs(root, build, python):
     return {
         "untraced": ("untraced", None, None),
         "libbpf-batch": ("libbpf iolatency (io__batch)",
-                         lambda pid: [lib, "-p", str(pid)], r"^Tracing "),
+                         lambda pid, exe: [lib, "-p", str(pid)], r"^Tracing "),
         "libbpf-per-io": ("libbpf iolatency --per-io",
-                          lambda pid: [lib, "-p", str(pid), "--per-io"], r"^Tracing "),
+                          lambda pid, exe: [lib, "-p", str(pid), "--per-io"], r"^Tracing "),
         "bcc-batch": ("bcc/iolatency (io__batch)",
-                      lambda pid: [python, bcc, "-p", str(pid)], r"^Tracing "),
+                      lambda pid, exe: [python, bcc, "-p", str(pid)], r"^Tracing "),
         "bcc-per-io": ("bcc/iolatency --per-io",
-                       lambda pid: [python, bcc, "-p", str(pid), "--per-io"], r"^Tracing "),
+                       lambda pid, exe: [python, bcc, "-p", str(pid), "--per-io"], r"^Tracing "),
         "bt-batch": ("bt/iolat_batch.bt",
-                     lambda pid: [wrapper, str(pid), os.path.join(bt, "iolat_batch.bt")],
+                     lambda pid, exe: [wrapper, str(pid), os.path.join(bt, "iolat_batch.bt")],
                      ready_bt),
         "bt-per-io": ("bt/iolat.bt",
-                      lambda pid: [wrapper, str(pid), os.path.join(bt, "iolat.bt")],
+                      lambda pid, exe: [wrapper, str(pid), os.path.join(bt, "iolat.bt")],
                       ready_bt),
+        "exporter-batch": ("probekit-exporter (io__batch)",
+                           lambda pid, exe: [exporter, "-p", str(pid), "--listen",
+                                             "127.0.0.1:0"], r"^Serving metrics "),
+        "count-batch": ("count-only bound: bpftrace counting io__batch hits",
+                        lambda pid, exe: ["bpftrace", "-p", str(pid), "-e",
+                                          f"usdt:{exe}:blktgt:io__batch {{ @hits = count(); }} "
+                                          'BEGIN { printf("READY\\n"); }'], r"^READY"),
     }
 
 
+# Batch sizes for the fit, besides the default 256, at qd 32: a server of
+# each batch tool per size (BLKTGT_IO_BATCH_CAP, target/bdev.h).
+CAPS = (16, 64)
+CAP_ENV = "BLKTGT_IO_BATCH_CAP"
+FIT_QD = 32
+
+
+@contextlib.contextmanager
+def cap_env(cap):
+    """BLKTGT_IO_BATCH_CAP=cap for the blktgt started inside (none: unset)."""
+    old = os.environ.pop(CAP_ENV, None)
+    if cap:
+        os.environ[CAP_ENV] = str(cap)
+    try:
+        yield
+    finally:
+        os.environ.pop(CAP_ENV, None)
+        if old is not None:
+            os.environ[CAP_ENV] = old
+
+
 def records_per_batch(run, build, tmp):
-    """{qd: records per io__batch hit} for the workload at each depth."""
+    """{"qd" or "qd@cap": records per io__batch hit} for the workload at
+    each depth, and at FIT_QD for each of CAPS."""
     usdt1 = os.path.join(build, "bin", "blktgt")
     out = {}
-    # A server and tracer per depth: each depth's totals stand alone.
-    for qd in QDS:
-        with run.Blktgt(usdt1, tmp) as t:
+    # A server and tracer per point: each one's totals stand alone.
+    for qd, cap in [(qd, None) for qd in QDS] + [(FIT_QD, c) for c in CAPS]:
+        key = f"{qd}@{cap}" if cap else str(qd)
+        with cap_env(cap), run.Blktgt(usdt1, tmp) as t:
             tr = run.Tracer(["bpftrace", "-p", str(t.pid), "-e",
                              f"usdt:{usdt1}:blktgt:io__batch {{ @hits = count(); "
                              "@recs = sum(arg1); } "
@@ -81,34 +118,42 @@ def records_per_batch(run, build, tmp):
         hits = re.findall(r"^@hits: (\d+)$", text, re.M)
         recs = re.findall(r"^@recs: (\d+)$", text, re.M)
         if len(hits) != 1 or len(recs) != 1:
-            run.die(f"records per batch, qd {qd}: no @hits/@recs:\n{text[-2000:]}")
+            run.die(f"records per batch, {key}: no @hits/@recs:\n{text[-2000:]}")
         if int(recs[0]) != IOS:
-            run.die(f"records per batch, qd {qd}: {recs[0]} records for {IOS} I/Os")
-        out[str(qd)] = int(recs[0]) / int(hits[0])
+            run.die(f"records per batch, {key}: {recs[0]} records for {IOS} I/Os")
+        out[key] = int(recs[0]) / int(hits[0])
     return out
 
 
 def measure(run, root, build, runs, tmp):
     """Raw samples: {"samples": {name: {qd: [{ns_per_io, cpu_ns_per_io}]}},
     "records_per_batch": {qd: r}, "configs": {name: description}}, with
-    qd as a string key (as JSON keeps it)."""
+    qd as a string key (as JSON keeps it); a batch tool at cap c is
+    "name@c", measured at FIT_QD only."""
     usdt1 = os.path.join(build, "bin", "blktgt")
     cf = configs(root, build, run.PYTHON)
-    samples = {n: {str(qd): [] for qd in QDS} for n in cf}
+    servers = [(n, None) for n in cf] + [
+        (n, c) for c in CAPS for n in cf if n.endswith("-batch")]
+    samples = {}
     with contextlib.ExitStack() as stack:
         insts = {}
-        for n, (desc, argv, ready) in cf.items():
+        for n, cap in servers:
+            desc, argv, ready = cf[n]
+            name = f"{n}@{cap}" if cap else n
             copy = os.path.join(tempfile.mkdtemp(dir=tmp), "blktgt")
             shutil.copy2(usdt1, copy)
-            t = stack.enter_context(run.Blktgt(copy, tmp))
+            with cap_env(cap):
+                t = stack.enter_context(run.Blktgt(copy, tmp))
             if argv:
-                tr = run.Tracer(argv(t.pid), ready).start()
+                tr = run.Tracer(argv(t.pid, copy), ready).start()
                 stack.callback(tr.stop)
-            insts[n] = t
-            run.log(f"batch: ready: {desc} (pid {t.pid})")
-        keys = [(n, qd) for qd in QDS for n in cf]
-        for n, qd in run.rotated(keys, runs, "batch",
-                                 lambda k: f"{cf[k[0]][0]}, qd {k[1]}"):
+            insts[name] = t
+            samples[name] = {str(qd): [] for qd in (QDS if not cap else (FIT_QD,))}
+            run.log(f"batch: ready: {desc}{f', batches of {cap}' if cap else ''} "
+                    f"(pid {t.pid})")
+        keys = [(n, int(qd)) for qd in map(str, QDS) for n in samples
+                if qd in samples[n]]
+        for n, qd in run.rotated(keys, runs, "batch", lambda k: f"{k[0]}, qd {k[1]}"):
             t = insts[n]
             c0 = run.task_cpu_ns(t.pid)
             res = t.t.rpc("workload_run", bdev="null0", pattern="randread",
@@ -117,10 +162,13 @@ def measure(run, root, build, runs, tmp):
             if res["ios"] != IOS or res["errors"]:
                 run.die(f"workload_run: {res}")
             samples[n][str(qd)].append({"ns_per_io": res["elapsed_ns"] / IOS,
-                                   "cpu_ns_per_io": (c1 - c0) / IOS})
+                                        "cpu_ns_per_io": (c1 - c0) / IOS})
+    descs = {n: cf[n][0] for n in cf}
+    descs.update({f"{n}@{c}": f"{cf[n][0]}, batches of {c}" for c in CAPS
+                  for n in cf if n.endswith("-batch")})
     return {"job": f"workload_run randread 4096 B, {IOS} I/Os, null bdev, "
                    f"queue depths {', '.join(map(str, QDS))}",
-            "configs": {n: cf[n][0] for n in cf}, "samples": samples,
+            "configs": descs, "samples": samples,
             "records_per_batch": records_per_batch(run, build, tmp)}
 
 
@@ -134,46 +182,75 @@ def _paired(raw, name, qd, field, fn):
     return [fn(m[field], b[field]) for m, b in zip(mine, base)]
 
 
+def summary_q(xs):
+    """summary() and the lower quartile ("q1"), for the goals on both."""
+    s = summary(xs)
+    if s:
+        xs = sorted(x for x in xs if x is not None)
+        s["q1"] = (statistics.quantiles(xs, n=4, method="inclusive")[0]
+                   if len(xs) > 1 else xs[0])
+    return s
+
+
+def _fit(points):
+    """(per_record, per_batch) by least squares over [(1 / records per
+    batch, added ns per I/O)]; None when the points cannot tell them apart."""
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    mx, my = statistics.mean(xs), statistics.mean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if len(points) < 2 or sxx < 1e-9:
+        return None
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    return my - slope * mx, slope
+
+
 def derive(raw):
-    """{name: {qd: {"ratio", "added_ns", "added_cpu_ns"}}} and the fits."""
+    """{name: {qd: {"ratio", "cpu_ratio", "added_ns", "added_cpu_ns"}}},
+    records per batch, and the fits {name: {key: (per_record, per_batch)}}."""
     d = {}
-    for n in raw["samples"]:
+    for n, by_qd in raw["samples"].items():
         if n == "untraced":
             continue
         d[n] = {}
-        for qd in QDS:
+        for qd in map(int, by_qd):
             d[n][qd] = {
                 # Throughput traced / untraced = time untraced / traced.
-                "ratio": summary(_paired(raw, n, qd, "ns_per_io", lambda m, b: b / m)),
+                "ratio": summary_q(_paired(raw, n, qd, "ns_per_io", lambda m, b: b / m)),
                 # The same from the target's CPU time: what the tool costs
                 # the target, without the waits for a CPU a loaded machine
                 # adds to the wall time.
-                "cpu_ratio": summary(_paired(raw, n, qd, "cpu_ns_per_io",
-                                              lambda m, b: b / m)),
+                "cpu_ratio": summary_q(_paired(raw, n, qd, "cpu_ns_per_io",
+                                                lambda m, b: b / m)),
                 "added_ns": summary(_paired(raw, n, qd, "ns_per_io", lambda m, b: m - b)),
                 "added_cpu_ns": summary(_paired(raw, n, qd, "cpu_ns_per_io",
                                                  lambda m, b: m - b)),
             }
-    rpb = {int(k): v for k, v in raw["records_per_batch"].items()}
+    rpb = dict(raw["records_per_batch"])
     fits = {}
     for n in d:
         if not n.endswith("-batch"):
             continue
         fits[n] = {}
         for key in ("added_ns", "added_cpu_ns"):
-            # added = per_record + per_batch * (1 / records_per_batch)
-            xs = [1 / rpb[qd] for qd in QDS]
-            ys = [d[n][qd][key]["median"] for qd in QDS]
-            mx, my = statistics.mean(xs), statistics.mean(ys)
-            sxx = sum((x - mx) ** 2 for x in xs)
-            slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
-            fits[n][key] = (my - slope * mx, slope)
+            # added = per_record + per_batch * (1 / records_per_batch), over
+            # the batch sizes at FIT_QD (or, without them, over the depths).
+            caps = [(f"{FIT_QD}@{c}", f"{n}@{c}") for c in CAPS
+                    if f"{n}@{c}" in d and f"{FIT_QD}@{c}" in rpb]
+            pts = [(1 / rpb[str(FIT_QD)], d[n][FIT_QD][key]["median"])] + [
+                (1 / rpb[k], d[m][FIT_QD][key]["median"]) for k, m in caps]
+            if not caps:
+                pts = [(1 / rpb[str(qd)], d[n][qd][key]["median"]) for qd in QDS]
+            fits[n][key] = _fit(pts)
     return d, rpb, fits
+
+
+def _fmt_q(s):
+    return fmt(s) if not s else f"{fmt(s)}; q1 {s['q1']:.3f}"
 
 
 def render(raw):
     d, rpb, fits = derive(raw)
-    names = [n for n in raw["configs"] if n != "untraced"]
+    names = [n for n in raw["configs"] if n != "untraced" and "@" not in n]
     L = [BEGIN, "## 7. Batch probes: every I/O, at full rate", "",
          f"{raw['job']}; blktgt with 2 reactor threads (the job runs on reactor 1). "
          "Each tool is attached to its own server for the whole run; every "
@@ -181,15 +258,17 @@ def render(raw):
          "each ratio is paired with the untraced run of the same repetition. "
          f"{raw['runs']} repetitions.", "",
          "Records per io__batch hit (a bpftrace sum of its count): " +
-         ", ".join(f"qd {qd}: {rpb[qd]:.1f}" for qd in QDS) + ".", ""]
+         ", ".join(f"{k.replace('@', ', batches of ')}: {v:.1f}"
+                   for k, v in rpb.items()) + ".", ""]
 
     def ratios(title, field):
         """A table of one ratio per tool and queue depth, under title."""
         return [title, "", "| tool | " + " | ".join(f"qd {qd}" for qd in QDS) + " |",
                 "|---|" + "---|" * len(QDS)] + [
-            f"| {raw['configs'][n]} | " + " | ".join(fmt(d[n][qd][field]) for qd in QDS)
+            f"| {raw['configs'][n]} | " + " | ".join(_fmt_q(d[n][qd][field]) for qd in QDS)
             + " |" for n in names]
-    L += ratios("Throughput traced / untraced (workload_run's own time per I/O):", "ratio")
+    L += ratios("Throughput traced / untraced (workload_run's own time per I/O; "
+                "median, range, and q1 the lower quartile of the paired ratios):", "ratio")
     L += [""] + ratios("The same from the CPU time of the target's threads per I/O "
                        "(untraced / traced), which waits for a CPU on a loaded machine "
                        "do not inflate:", "cpu_ratio")
@@ -205,22 +284,49 @@ def render(raw):
         L.append(f"| {raw['configs'][n]} | " + " | ".join(
             f"{d[n][qd]['added_ns']['median']:.0f} "
             f"({d[n][qd]['added_cpu_ns']['median']:.0f})" for qd in QDS) + " |")
-    L += ["", "Cost per record and per batch (hit), fitted by least squares to the "
-          "medians above as `added = per_record + per_batch / records_per_batch`, "
-          "from the target's CPU time and from the wall time:", "",
+    L += ["", "Cost per record and per batch (hit), fitted by least squares as "
+          "`added = per_record + per_batch / records_per_batch` to the medians at "
+          f"qd {FIT_QD} with batches of " + ", ".join(map(str, CAPS)) + " and 256 "
+          "records, from the target's CPU time and from the wall time (the "
+          "count-only row is the trap and the filling of the records):", "",
           "| tool | per record, CPU ns | per batch (hit), CPU ns | per record, ns | "
           "per batch (hit), ns |", "|---|---|---|---|---|"]
+
+    def cell(f, i):
+        return f"{f[i]:.1f}" if f else "not separable"
     for n, f in fits.items():
-        (rc, bc), (rt, bt_) = f["added_cpu_ns"], f["added_ns"]
-        L.append(f"| {raw['configs'][n]} | {rc:.0f} | {bc:.0f} | {rt:.0f} | {bt_:.0f} |")
-    L += ["", "| goal, at qd 32 | by | this run | verdict |", "|---|---|---|---|"]
-    for n, goal, what in (("libbpf-batch", 0.85, "libbpf iolatency (io__batch) >= 0.85x"),
-                          ("bt-batch", 0.5, "bt/iolat_batch.bt >= 0.5x")):
+        c, t = f["added_cpu_ns"], f["added_ns"]
+        L.append(f"| {raw['configs'][n]} | {cell(c, 0)} | {cell(c, 1)} | "
+                 f"{cell(t, 0)} | {cell(t, 1)} |")
+    L += ["", "| goal | by | this run | verdict |", "|---|---|---|---|"]
+
+    def q1_verdict(s, goal):
+        if not s:
+            return "not measured"
+        return "met" if s["q1"] >= goal else "NOT met"
+    for qd in QDS:
         for key, by in (("ratio", "time"), ("cpu_ratio", "CPU")):
-            s = d.get(n, {}).get(32, {}).get(key)
-            L.append(f"| {what} | {by} | {fmt(s)} | {verdict(s, goal)} |")
-    L += ["", "What bounds the libbpf tool at qd 32, step by step (the hit, the "
-          "copy, the binning), measured by hand: [BATCH_BOUND.md](BATCH_BOUND.md)."]
+            s = d.get("libbpf-batch", {}).get(qd, {}).get(key)
+            L.append(f"| libbpf iolatency (io__batch), qd {qd}: median >= 0.90x | {by} | "
+                     f"{fmt(s)} | {verdict(s, 0.90)} |")
+            L.append(f"| libbpf iolatency (io__batch), qd {qd}: lower quartile >= 0.88x | "
+                     f"{by} | {s['q1']:.3f} | {q1_verdict(s, 0.88)} |" if s else
+                     f"| libbpf iolatency, qd {qd}: lower quartile >= 0.88x | {by} | - | "
+                     "not measured |")
+    s = d.get("bcc-batch", {}).get(1, {}).get("ratio")
+    L.append(f"| bcc/iolatency (io__batch), qd 1: >= 0.70x | time | {fmt(s)} | {verdict(s, 0.70)} |")
+    f = fits.get("bcc-batch", {}).get("added_cpu_ns")
+    L.append(f"| bcc/iolatency (io__batch): per record < 40 ns | CPU | {cell(f, 0)} | "
+             + ((verdict_max({"median": f[0], "min": f[0], "max": f[0]}, 40)) if f
+                else "not measured") + " |")
+    for qd in QDS:
+        s = d.get("exporter-batch", {}).get(qd, {}).get("ratio")
+        L.append(f"| probekit-exporter, qd {qd}: >= 0.85x | time | {fmt(s)} | "
+                 f"{verdict(s, 0.85)} |")
+    L += ["", "bt/iolat_batch.bt (bpftrace 0.17) is reported, with no goal: its cost "
+          "per record caps it whatever the batch size. What bounds the libbpf tool, "
+          "step by step (the hit, the copy, the binning), measured by hand with "
+          "64-record batches: [BATCH_BOUND.md](BATCH_BOUND.md)."]
     L += ["", f"Load average (1/5/15 min) at the start: "
           f"{'/'.join(map(str, raw.get('loadavg_start', [])))}, at the end: "
           f"{'/'.join(map(str, raw.get('loadavg_end', [])))} (2 vCPUs).", "", END]

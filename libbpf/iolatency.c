@@ -6,7 +6,7 @@
  * The libbpf CO-RE twin of bcc/iolatency: same options, same output.  The
  * latency of an I/O is the time from its submission to its completion:
  * by default as blktgt stamped them in the records of blktgt:io__batch,
- * one hit for up to 64 I/Os; with --per-io, from blktgt:io__submit to
+ * one hit for up to 256 I/Os; with --per-io, from blktgt:io__submit to
  * blktgt:io__done of the same I/O id, two hits per I/O, whose times also
  * hold the cost of the hits (see iolatency.bpf.c); at most --max-inflight
  * I/Os are timed at once, and what is dropped or reclaimed is counted
@@ -65,7 +65,7 @@ static const struct tool_option options[] = {
 	  "with -L: units per bucket (default 10)" },
 	{ OPT_PER_IO, "per-io", NULL,
 	  "from io__submit and io__done, two hits per I/O,\n"
-	  "not io__batch (one hit per up to 64 I/Os)" },
+	  "not io__batch (one hit per up to 256 I/Os)" },
 	{ 0 }
 };
 

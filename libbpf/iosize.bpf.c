@@ -2,7 +2,7 @@
 /*
  * iosize.bpf.c: the length (bytes) of every blktgt I/O, as a log2
  * histogram per (bdev, type) key: by default from the records of
- * blktgt:io__batch (completed I/Os, up to 64 per hit), with --per-io from
+ * blktgt:io__batch (completed I/Os, up to 256 per hit), with --per-io from
  * the len argument of every blktgt:io__submit.
  */
 #include "probekit.bpf.h"
@@ -48,29 +48,46 @@ int BPF_USDT(io_submit, __u64 id, const char *bdev, __u32 type,
 	return handle_submit(bdev, len, type_name);
 }
 
+struct size_batch {
+	struct pt_regs *ctx;
+	const struct io_rec *recs;	/* the copy, in the scratch map */
+	__u32 count;
+	struct io_batch_walk w;
+};
+
+static long size_one(__u64 i, void *arg)
+{
+	struct size_batch *b = arg;
+	const struct io_rec *r;
+	__u32 s;
+
+	if (i >= IO_BATCH_MAX || i >= b->count)
+		return 1;
+	r = &b->recs[i];
+	/* A batch's records mostly share a size too: one run. */
+	if (io_batch_next(b->ctx, &hists, &b->w, r, r->length, per_bdev, per_type))
+		return 0;
+	s = hist_slot(r->length, false, 1);
+	hist_run_start(&b->w.run, b->w.h, s, hist_log2_lo(s), hist_log2_hi(s));
+	return 0;
+}
+
 /* blktgt:io__batch(s32 thread, s32 count, struct io_rec *recs,
- *                  char *bdev_names) */
+ *                  char *bdev_names, u64 flush_ns)
+ *
+ * bpf_loop(): the verifier checks the callback once, not each of 256
+ * records (iolatency.bpf.c). */
 SEC("usdt")
 int io_batch(struct pt_regs *ctx)
 {
-	struct io_batch_walk w = IO_BATCH_WALK_INIT;
-	__u32 count = 0;
-	struct io_rec *r;
+	struct size_batch b = { .ctx = ctx, .w = IO_BATCH_WALK_INIT };
 
 	hit_count();
-	r = io_batch_copy(ctx, &count);
-	if (!r)
+	b.recs = io_batch_copy(ctx, &b.count);
+	if (!b.recs)
 		return 0;
-	for (__u32 i = 0; i < IO_BATCH_MAX && i < count; i++, r++) {
-		__u32 s;
-
-		/* A batch's records mostly share a size too: one run. */
-		if (io_batch_next(ctx, &hists, &w, r, r->length, per_bdev, per_type))
-			continue;
-		s = hist_slot(r->length, false, 1);
-		hist_run_start(&w.run, w.h, s, hist_log2_lo(s), hist_log2_hi(s));
-	}
-	hist_run_end(&w.run);
+	bpf_loop(IO_BATCH_MAX, size_one, &b, 0);
+	hist_run_end(&b.w.run);
 	return 0;
 }
 

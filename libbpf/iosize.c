@@ -5,7 +5,7 @@
  * The libbpf CO-RE twin of bcc/iosize: same options, same output.  Counts
  * the length (bytes) of every blktgt I/O as a log2 histogram, optionally
  * split per bdev (-B) and per I/O type (-O): by default from the records
- * of blktgt:io__batch, one hit for up to 64 completed I/Os; with --per-io
+ * of blktgt:io__batch, one hit for up to 256 completed I/Os; with --per-io
  * from blktgt:io__submit, one hit per I/O.
  */
 #include <errno.h>
@@ -44,7 +44,7 @@ static const struct tool_option options[] = {
 	  "print a histogram per I/O type (read, write, ...)" },
 	{ OPT_PER_IO, "per-io", NULL,
 	  "from io__submit, one hit per I/O, not io__batch\n"
-	  "(one hit per up to 64 I/Os)" },
+	  "(one hit per up to 256 I/Os)" },
 	{ 0 }
 };
 

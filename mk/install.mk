@@ -16,8 +16,9 @@
 #   $(PKGDATADIR)     the scripts in the tree they have in the checkout
 #                     (wrapper/, probes/ with probelib, bcc/ with its
 #                     modules, target/), bt/, the catalog, VERSION, the
-#                     structs made at build time, and probekit.mk for other
-#                     projects (examples/quickstart/)
+#                     structs made at build time, and probekit.mk and
+#                     include/probekit_batch.h for other projects
+#                     (examples/quickstart/)
 #   $(MAN8DIR)        man/*.8, and a link for each other command a page names
 #   $(PKGCONFIGDIR)   probekit.pc (probes/probekit.pc.in with PREFIX), so that
 #                     pkg-config names probekit.mk, the generator and the
@@ -47,7 +48,7 @@ PKGCONFIGDIR   ?= $(PREFIX)/share/pkgconfig
 # modules need no list: the .py files and Python packages (directories
 # with __init__.py) beside it go with it.  probelib reads the register
 # table (probes/usdt/registers) at run time.
-INSTALL_TREE_FILES = bt/*.bt probes/*.d probes/nop5/sys/sdt.h VERSION \
+INSTALL_TREE_FILES = bt/*.bt probes/*.d probes/nop5/sys/sdt.h include/*.h VERSION \
 	probes/usdt/registers
 
 .PHONY: install uninstall install-check-prefix

@@ -83,8 +83,8 @@ provider blktgt {
 	/* An I/O completed; status is 0 or a negative errno. */
 	probe io__done(uint64_t id, char *bdev, uint32_t type, uint64_t len, int32_t status, char *type_name);
 
-	/* Up to 64 I/Os one reactor completed: count struct io_rec (target/io_batch.h) at recs, bdev names at bdev_names + index * 32. */
-	probe io__batch(int32_t thread, int32_t count, void *recs, char *bdev_names);
+	/* Up to 256 I/Os one reactor completed, oldest first: count struct io_rec (target/io_batch.h) at recs, bdev names at bdev_names + index * 32; fired at flush_ns when full, 1 ms after its oldest record's done_ns (checked once per loop pass), and before the reactor sleeps. */
+	probe io__batch(int32_t thread, int32_t count, void *recs, char *bdev_names, uint64_t flush_ns);
 
 	/* --- NBD server --------------------------------------------------- */
 

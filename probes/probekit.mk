@@ -18,7 +18,9 @@
 #                     (empty with USDT=0)
 #   PROBEKIT_TABLE    $(PROBEKIT_OUT)/NAME_probes.md, the probe table for
 #                     the docs (make it when wanted)
-#   PROBEKIT_CFLAGS   -I$(PROBEKIT_OUT), for the compiler
+#   PROBEKIT_CFLAGS   -I$(PROBEKIT_OUT) and the directory of
+#                     probekit_batch.h (a batch probe's flush policy), for
+#                     the compiler
 # Each generated file depends on the catalog and on USDT, so switching
 # USDT remakes them.  Needs systemtap's dtrace (systemtap-sdt-dev) for
 # USDT=1, and python3.
@@ -46,7 +48,7 @@ endif
 probekit_name    := $(basename $(notdir $(PROBEKIT_CATALOG)))
 PROBEKIT_HEADER  := $(PROBEKIT_OUT)/$(probekit_name)_probes.h
 PROBEKIT_TABLE   := $(PROBEKIT_OUT)/$(probekit_name)_probes.md
-PROBEKIT_CFLAGS  := -I$(PROBEKIT_OUT)
+PROBEKIT_CFLAGS  := -I$(PROBEKIT_OUT) -I$(PROBEKIT_HOME)/include
 probekit_sdt_h   := $(PROBEKIT_OUT)/$(probekit_name)_sdt.h
 probekit_mode    := $(PROBEKIT_OUT)/.probekit-usdt
 

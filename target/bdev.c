@@ -11,21 +11,22 @@
  * lock and allocates nothing: all its state is per reactor.
  *
  * While io__batch is traced, the drain of a pass's completions first
- * records each I/O in its reactor's batch (io_batch.h), firing io__batch
- * when the batch is full and once more for the rest, and only then runs
- * the completions.  So a tool has every record before a callback can tell
- * anyone (an RPC reply, an NBD reply) that the I/O is done, and the drain,
- * not a pass hook, ends the batch: hooks run after the loop's epoll wait,
- * which sleeps when there is nothing left to do, so the record of an I/O
- * that completed alone would wait there for the next event.  Untraced,
- * this costs one branch on the semaphore per drain, not per I/O; a USDT=0
- * build drops it.
+ * records each I/O in its reactor's batch (io_batch.h), then runs the
+ * completions.  A batch spans loop passes: it is fired under
+ * probekit_batch.h's policy (full; oldest record 1 ms old, checked with
+ * the drain's timestamp or at the end of a pass that had no drain; before
+ * the reactor sleeps; when it stops), and when a workload job ends
+ * (bdev_batch_flush()), so a job's result never reaches its caller before
+ * its records reach a tool.  Untraced, this costs one branch on the
+ * semaphore per drain, not per I/O, and the hooks are not even added; a
+ * USDT=0 build drops it all.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../include/probekit_batch.h"
 #include "bdev.h"
 #include "blktgt_probes.h"
 #include "log.h"
@@ -46,22 +47,39 @@ struct bdev_thread {
 	struct reactor_defer defer;
 	bool defer_queued;
 	struct bdev_stats stats;
-	/* io__batch: records not yet fired (none outside batch_record()). */
-	uint32_t batch_n;
-	struct io_rec batch[IO_BATCH_MAX];
+	/* io__batch: records not yet fired, and the flushes so far (read by
+	 * reactor 0 to know when a deleted bdev's slot is free). */
+	struct pk_batch batch;
+	uint64_t flushes;
+	bool hooks_added;       /* this reactor's pass and idle hooks */
+	bool drained;           /* a drain checked the batch this pass */
+	struct io_rec recs[IO_BATCH_MAX];
 };
 
-static struct bdev_thread threads[REACTOR_MAX];
+static struct bdev_thread threads[REACTOR_MAX] = {
+	[0 ... REACTOR_MAX - 1] = { .batch = PK_BATCH_INIT(IO_BATCH_MAX) },
+};
 static struct bdev *bdevs;
 static unsigned nbdevs;
 
 /* io__batch's name table (io_batch.h), and which slots a bdev holds
- * (reactor 0 only).  A freed slot can be reused at once: every record is
- * fired before the completion callbacks of its drain run, and a bdev is
- * deleted only after the callbacks of all its I/O, so no record of a
- * deleted bdev is ever fired after it. */
+ * (reactor 0 only).  A deleted bdev's slot stays held until every batch
+ * that may hold a record of it has been fired (slot_hold), so a record
+ * is never named after a bdev created later. */
 static char bdev_names[BDEV_INDEX_MAX][BDEV_NAME_LEN];
 static bool slot_used[BDEV_INDEX_MAX];
+
+/* A deleted bdev's slot, held until each reactor in mask has flushed
+ * past its count of flushes at the deletion.  Its I/O all completed
+ * before the deletion (a bdev with users cannot be deleted), and the
+ * messages that told reactor 0 so order the records before these reads. */
+struct slot_hold {
+	uint16_t slot;
+	uint64_t mask;
+	uint64_t flushes[REACTOR_MAX];
+	struct slot_hold *next;
+};
+static struct slot_hold *slot_holds;
 
 static void drain_completions(void *arg);
 static void queue_completion(struct bdev_thread *t, struct bdev_io *io);
@@ -92,11 +110,42 @@ int bdev_check_params(const char *name, uint32_t block_size)
 	return 0;
 }
 
+static uint32_t read_u32(const uint32_t *p)
+{
+	return *(const volatile uint32_t *)p;
+}
+
+static uint64_t read_u64(const uint64_t *p)
+{
+	return *(const volatile uint64_t *)p;
+}
+
+/* Free the slots whose holds have been flushed past. */
+static void slot_holds_check(void)
+{
+	for (struct slot_hold **pp = &slot_holds; *pp;) {
+		struct slot_hold *h = *pp;
+
+		for (unsigned i = 0; i < REACTOR_MAX; i++)
+			if ((h->mask >> i & 1) && read_u64(&threads[i].flushes) != h->flushes[i])
+				h->mask &= ~(1ull << i);
+		if (h->mask) {
+			pp = &h->next;
+			continue;
+		}
+		slot_used[h->slot] = false;
+		*pp = h->next;
+		free(h);
+	}
+}
+
 /* A name table slot for b: the lowest free one, else BDEV_INDEX_OTHER. */
 static void slot_take(struct bdev *b)
 {
 	unsigned i;
 
+	if (slot_holds)
+		slot_holds_check();
 	for (i = 0; i < BDEV_INDEX_OTHER; i++)
 		if (!slot_used[i])
 			break;
@@ -110,10 +159,28 @@ static void slot_take(struct bdev *b)
 	snprintf(bdev_names[i], BDEV_NAME_LEN, "%s", b->name);
 }
 
+/* b is deleted: its slot is free once no batch can hold its records.  If
+ * the hold cannot be allocated the slot is never reused: a lost slot
+ * beats a misnamed record. */
 static void slot_release(const struct bdev *b)
 {
-	if (b->index != BDEV_INDEX_OTHER)
-		slot_used[b->index] = false;
+	struct slot_hold *h;
+
+	if (b->index == BDEV_INDEX_OTHER)
+		return;
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return;
+	h->slot = b->index;
+	for (unsigned i = 0; i < REACTOR_MAX; i++) {
+		if (!read_u32(&threads[i].batch.n))
+			continue;
+		h->mask |= 1ull << i;
+		h->flushes[i] = read_u64(&threads[i].flushes);
+	}
+	h->next = slot_holds;
+	slot_holds = h;
+	slot_holds_check();
 }
 
 int bdev_register(const char *name, const struct bdev_ops *ops, uint64_t num_blocks,
@@ -313,34 +380,110 @@ static void queue_completion(struct bdev_thread *t, struct bdev_io *io)
 #define BDEV_BATCH_NOP5 1
 #endif
 
-/* Fire t's batch (which holds records).  Fired even if the semaphore
- * fell since they were filled: a site nobody traces is a nop. */
-static void batch_flush(struct bdev_thread *t)
+/* Fire t's batch (which holds records) at now.  Fired even if the
+ * semaphore fell since they were filled: a site nobody traces is a nop.
+ * Out of line, so the probe has one site. */
+__attribute__((noinline))
+static void batch_flush(struct bdev_thread *t, uint64_t now)
 {
-	int32_t n = (int32_t)t->batch_n;
+	int32_t n = (int32_t)t->batch.n;
 
 	/* In a register, not an operand in memory (-4@88(%rdi)): a reader
 	 * then takes the count with one register read instead of also a
 	 * read of blktgt's memory, on every hit. */
 	__asm__ volatile("" : "+r"(n));
-	BLKTGT_IO_BATCH((int32_t)(t - threads), n, t->batch, bdev_names[0]);
-	t->batch_n = 0;
+	BLKTGT_IO_BATCH((int32_t)(t - threads), n, t->recs, bdev_names[0], now);
+	pk_batch_clear(&t->batch);
+	/* Seen by reactor 0 only after the records are gone (slot_hold). */
+	__atomic_store_n(&t->flushes, t->flushes + 1, __ATOMIC_RELEASE);
 }
 
 #ifdef BDEV_BATCH_NOP5
 #pragma pop_macro("_SDT_NOP")
 #endif
 
-/* Record every io of the list at head, done now, in t's batches, and fire
- * them all.  Out of line: untraced, the drain keeps only the semaphore
- * test. */
+/* The end of a pass: a batch whose oldest record is past the bound goes
+ * now.  A pass with a drain checked with the drain's timestamp; only a
+ * pass without one (the reactor busy with fds or messages) reads the
+ * clock, and only while records are held. */
+static void batch_pass_end(void *arg)
+{
+	struct bdev_thread *t = arg;
+	uint64_t now;
+
+	if (t->drained) {
+		t->drained = false;
+		return;
+	}
+	if (!pk_batch_held(&t->batch))
+		return;
+	now = pk_batch_now();
+	if (pk_batch_due(&t->batch, now))
+		batch_flush(t, now);
+}
+
+/* The reactor may sleep, or is stopping: nothing is kept over it. */
+static void batch_idle(void *arg)
+{
+	struct bdev_thread *t = arg;
+
+	if (pk_batch_held(&t->batch))
+		batch_flush(t, pk_batch_now());
+}
+
+int bdev_batch_cap_from_env(void)
+{
+	const char *v = getenv(BDEV_BATCH_CAP_ENV);
+	char *end;
+	unsigned long n;
+
+	if (!v)
+		return 0;
+	errno = 0;
+	n = strtoul(v, &end, 10);
+	if (errno || end == v || *end || v[0] == '-' || n < 1 || n > IO_BATCH_MAX) {
+		fprintf(stderr, "blktgt: %s='%s' is not a number of records in 1..%d; "
+			"give one or unset it\n", BDEV_BATCH_CAP_ENV, v, IO_BATCH_MAX);
+		return -EINVAL;
+	}
+	for (unsigned i = 0; i < REACTOR_MAX; i++)
+		threads[i].batch.cap = (uint32_t)n;
+	return 0;
+}
+
+void bdev_batch_flush(void)
+{
+	struct bdev_thread *t = this_thread();
+
+	if (t && pk_batch_held(&t->batch))
+		batch_flush(t, pk_batch_now());
+}
+
+/* The first record on this reactor: its hooks, added once.  Without them
+ * the batch would only go when full, so on ENOMEM it goes at once. */
+static bool batch_hooks(struct bdev_thread *t)
+{
+	if (t->hooks_added)
+		return true;
+	if (!reactor_pass_hook_add(batch_pass_end, t))
+		return false;
+	/* A pass hook without its idle hook is harmless: retried next time. */
+	if (!reactor_idle_hook_add(batch_idle, t))
+		return false;
+	t->hooks_added = true;
+	return true;
+}
+
+/* Record every io of the list at head, done now, in t's batch, firing it
+ * when full and when its oldest record is past the bound.  Out of line:
+ * untraced, the drain keeps only the semaphore test. */
 __attribute__((noinline))
 static void batch_record(struct bdev_thread *t, const struct bdev_io *head)
 {
 	uint64_t now = reactor_now_ns();
 
 	for (const struct bdev_io *io = head; io; io = io->next) {
-		struct io_rec *r = &t->batch[t->batch_n++];
+		struct io_rec *r = &t->recs[pk_batch_add(&t->batch, now)];
 
 		r->id = io->id;
 		r->offset = io->offset;
@@ -351,11 +494,13 @@ static void batch_record(struct bdev_thread *t, const struct bdev_io *head)
 		r->bdev = io->bdev->index;
 		r->type = (uint8_t)io->type;
 		memset(r->pad, 0, sizeof(r->pad));
-		if (t->batch_n == IO_BATCH_MAX)
-			batch_flush(t);
+		if (pk_batch_full(&t->batch))
+			batch_flush(t, now);
 	}
-	if (t->batch_n)
-		batch_flush(t);
+	if (pk_batch_held(&t->batch) &&
+	    (pk_batch_due(&t->batch, now) || !batch_hooks(t)))
+		batch_flush(t, now);
+	t->drained = true;
 }
 
 UPROBE_SYMBOL
@@ -405,5 +550,6 @@ void bdev_get_stats(struct bdev_stats *st)
 		st->completed += s->completed;
 		st->errors += s->errors;
 		st->bytes += s->bytes;
+		st->batch_held += read_u32(&threads[i].batch.n);
 	}
 }

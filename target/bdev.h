@@ -127,6 +127,17 @@ void bdev_io_complete(struct bdev_io *io);
  * runs at the next loop pass.  Call it on the reactor that submitted io. */
 void bdev_io_done(struct bdev_io *io);
 
+/* Fire the calling reactor's io__batch records now, if it holds any: so
+ * whoever is told next that their I/O is done finds them at the tool. */
+void bdev_batch_flush(void);
+
+/* BLKTGT_IO_BATCH_CAP=N (1..IO_BATCH_MAX): fire io__batch every N records
+ * at most, for measuring the cost per record apart from the cost per hit
+ * (bench/batch.py).  Before the reactors start; 0, or -EINVAL after one
+ * line on stderr. */
+#define BDEV_BATCH_CAP_ENV "BLKTGT_IO_BATCH_CAP"
+int bdev_batch_cap_from_env(void);
+
 /* Used by backends: register a new bdev (reactor 0).  On success priv is
  * the bdev's (ops->destroy frees it); on failure it is still the caller's. */
 int bdev_register(const char *name, const struct bdev_ops *ops, uint64_t num_blocks,
@@ -140,6 +151,7 @@ struct bdev_stats {
 	uint64_t completed;
 	uint64_t errors;        /* completed with status < 0 */
 	uint64_t bytes;         /* bytes of successful reads and writes */
+	uint64_t batch_held;    /* io__batch records not yet fired */
 };
 void bdev_get_stats(struct bdev_stats *st);
 

@@ -651,6 +651,8 @@ static void parse_args(int argc, char **argv)
 		bad_usage("unexpected argument '%s'", argv[optind]);
 	if (trace_clock_check())
 		exit(2);
+	if (bdev_batch_cap_from_env())
+		exit(2);
 }
 
 int main(int argc, char **argv)

@@ -4,9 +4,9 @@
  * message queue that is the only way work crosses between them.
  *
  * A reactor's loop pass: run up to REACTOR_MSG_BATCH messages, run the
- * deferred work queued on this reactor, wait on epoll (not at all when
- * there is work left, forever when there is none), run the ready fd
- * callbacks, then the pass hooks.  A sleeping reactor is woken through its
+ * deferred work queued on this reactor, run the idle hooks if nothing is
+ * left to do, wait on epoll (not at all when there is work left, forever
+ * when there is none), run the ready fd callbacks, then the pass hooks.  A sleeping reactor is woken through its
  * eventfd, which senders write only when the reactor says it is going to
  * sleep, so a busy reactor never pays a syscall per message.
  *
@@ -61,6 +61,7 @@ struct reactor_pass_hook {
 	struct reactor *r;
 	struct reactor_pass_hook *next;
 };
+/* Idle hooks are the same record, on their own list (reactor->idle). */
 
 struct reactor {
 	/* Producers touch only these, on their own cache line. */
@@ -84,6 +85,7 @@ struct reactor {
 	struct reactor_fd *fds;
 	struct reactor_fd *graveyard;
 	struct reactor_pass_hook *hooks;
+	struct reactor_pass_hook *idle;
 	bool hooks_dirty;               /* a removed hook waits to be freed */
 };
 
@@ -280,6 +282,12 @@ void reactors_fini(void)
 			struct reactor_pass_hook *h = r->hooks;
 
 			r->hooks = h->next;
+			free(h);
+		}
+		while (r->idle) {
+			struct reactor_pass_hook *h = r->idle;
+
+			r->idle = h->next;
 			free(h);
 		}
 		if (r->epfd >= 0)
@@ -511,9 +519,9 @@ struct reactor_timer *reactor_timer_add(uint64_t first_ns, uint64_t period_ns,
 	return t;
 }
 
-struct reactor_pass_hook *reactor_pass_hook_add(reactor_pass_fn fn, void *ctx)
+static struct reactor_pass_hook *hook_append(struct reactor_pass_hook **list,
+					     reactor_pass_fn fn, void *ctx)
 {
-	struct reactor *r = reactor_cur;
 	struct reactor_pass_hook *h, **pp;
 
 	REACTOR_ANY_ONLY();
@@ -522,11 +530,23 @@ struct reactor_pass_hook *reactor_pass_hook_add(reactor_pass_fn fn, void *ctx)
 		return NULL;
 	h->fn = fn;
 	h->ctx = ctx;
-	h->r = r;
-	for (pp = &r->hooks; *pp; pp = &(*pp)->next)
+	h->r = reactor_cur;
+	for (pp = list; *pp; pp = &(*pp)->next)
 		;
 	*pp = h;
 	return h;
+}
+
+struct reactor_pass_hook *reactor_pass_hook_add(reactor_pass_fn fn, void *ctx)
+{
+	REACTOR_ANY_ONLY();
+	return hook_append(&reactor_cur->hooks, fn, ctx);
+}
+
+struct reactor_pass_hook *reactor_idle_hook_add(reactor_pass_fn fn, void *ctx)
+{
+	REACTOR_ANY_ONLY();
+	return hook_append(&reactor_cur->idle, fn, ctx);
 }
 
 void reactor_pass_hook_remove(struct reactor_pass_hook *h)
@@ -538,26 +558,30 @@ void reactor_pass_hook_remove(struct reactor_pass_hook *h)
 	reactor_cur->hooks_dirty = true;
 }
 
-/* The end of a pass: every hook once, in the order they were added; a
- * hook added by a hook runs from this pass too, one removed does not. */
-static void run_pass_hooks(struct reactor *r)
+static void free_removed(struct reactor_pass_hook **pp)
 {
-	for (struct reactor_pass_hook *h = r->hooks; h; h = h->next)
+	while (*pp) {
+		struct reactor_pass_hook *h = *pp;
+
+		if (h->removed) {
+			*pp = h->next;
+			free(h);
+		} else {
+			pp = &h->next;
+		}
+	}
+}
+
+/* Every hook of list once, in the order they were added; a hook added by
+ * a hook runs from this round too, one removed does not. */
+static void run_hooks(struct reactor *r, struct reactor_pass_hook **list)
+{
+	for (struct reactor_pass_hook *h = *list; h; h = h->next)
 		if (!h->removed)
 			h->fn(h->ctx);
 	if (r->hooks_dirty) {
-		struct reactor_pass_hook **pp = &r->hooks;
-
-		while (*pp) {
-			struct reactor_pass_hook *h = *pp;
-
-			if (h->removed) {
-				*pp = h->next;
-				free(h);
-			} else {
-				pp = &h->next;
-			}
-		}
+		free_removed(&r->hooks);
+		free_removed(&r->idle);
 		r->hooks_dirty = false;
 	}
 }
@@ -601,6 +625,8 @@ static int reactor_loop(struct reactor *r)
 
 		run_deferred(r);
 		if (ran < REACTOR_MSG_BATCH && !r->defer_head) {
+			if (r->idle)
+				run_hooks(r, &r->idle);
 			/* Going to sleep: announce it, then look once more, so a
 			 * message pushed in between is not missed (reactor_send_msg). */
 			atomic_store_explicit(&r->sleeping, 1, memory_order_seq_cst);
@@ -640,9 +666,11 @@ static int reactor_loop(struct reactor *r)
 			free(w);
 		}
 		if (r->hooks)
-			run_pass_hooks(r);
+			run_hooks(r, &r->hooks);
 		r->passes++;
 	}
+	if (r->idle)
+		run_hooks(r, &r->idle);
 	BLKTGT_THREAD_STOP(r->index, r->name, r->msgs);
 	trace_thread_stop(r->index, 0, 0, (int64_t)r->msgs);
 	msg_cache_drain();

@@ -113,6 +113,14 @@ struct reactor_pass_hook;
 typedef void (*reactor_pass_fn)(void *ctx);
 struct reactor_pass_hook *reactor_pass_hook_add(reactor_pass_fn fn, void *ctx);
 void reactor_pass_hook_remove(struct reactor_pass_hook *h);
+/* An idle hook: fn(ctx) runs on the reactor that added it whenever its
+ * loop has nothing left to do and is about to wait in epoll (it may then
+ * still not sleep, if a message has just arrived), and once more when
+ * the loop ends.  So work gathered across passes and bounded in time,
+ * such as a batch of probe records, is finished before the reactor can
+ * sleep on it.  fn must not queue deferred work.  add returns NULL on
+ * ENOMEM; remove (on the same reactor) is safe inside fn. */
+struct reactor_pass_hook *reactor_idle_hook_add(reactor_pass_fn fn, void *ctx);
 /* Loop passes the calling reactor has completed. */
 uint64_t reactor_passes(void);
 

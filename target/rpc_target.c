@@ -40,6 +40,7 @@ static void rpc_target_stats(struct rpc_request *req, const struct json_val *par
 	jw_kv_u64(w, "io_completed", bs.completed);
 	jw_kv_u64(w, "io_errors", bs.errors);
 	jw_kv_u64(w, "io_bytes", bs.bytes);
+	jw_kv_u64(w, "io_batch_held", bs.batch_held);
 	jw_kv_u64(w, "nbd_connections", ns.connections);
 	jw_kv_u64(w, "nbd_total_connections", ns.total_connections);
 	jw_kv_u64(w, "nbd_requests", ns.requests);

@@ -199,6 +199,9 @@ static void job_end(void *ctx);
 static void job_finish_on_reactor(struct job *j)
 {
 	j->res.elapsed_ns = reactor_now_ns() - j->start_ns;
+	/* A tool reading io__batch has every I/O of the job before its
+	 * result is sent: batches may otherwise hold records for 1 ms. */
+	bdev_batch_flush();
 	if (reactor_send_msg(reactor_get(0), job_end, j) != 0) {
 		log_error("workload %llu: out of memory ending the job",
 			  (unsigned long long)j->id);

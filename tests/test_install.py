@@ -149,6 +149,10 @@ def build_quickstart(inst, project, out, usdt):
     return prog
 
 
+# examples/quickstart/quickstart.d's probes, as readelf lists them.
+QUICKSTART_PROBES = ["request__batch", "request__done", "request__start"]
+
+
 def stapsdt_probes(path):
     p = subprocess.run(["readelf", "-n", "-W", path], capture_output=True, text=True,
                        check=True)
@@ -160,7 +164,7 @@ def test_quickstart_builds_from_install_usdt_1_and_0(inst, tmp_path):
     project = copy_quickstart(tmp_path)
     on = build_quickstart(inst, project, tmp_path / "usdt1", 1)
     off = build_quickstart(inst, project, tmp_path / "usdt0", 0)
-    assert stapsdt_probes(on) == ["request__done", "request__start"]
+    assert stapsdt_probes(on) == QUICKSTART_PROBES
     assert stapsdt_probes(off) == []
     for prog, mode in ((on, "probes compiled in"), (off, "built without probes")):
         p = subprocess.run([prog], input="5\n", capture_output=True, text=True,
@@ -216,7 +220,7 @@ def test_quickstart_finds_probekit_through_pkg_config(inst, tmp_path):
                        capture_output=True, text=True, timeout=probekit.TIMEOUT * 5)
     assert p.returncode == 0, p.stdout + p.stderr
     prog = os.path.join(tmp_path, "out", "quickstart")
-    assert stapsdt_probes(prog) == ["request__done", "request__start"]
+    assert stapsdt_probes(prog) == QUICKSTART_PROBES
     assert hardening_problems(prog) == []
     p = subprocess.run([prog], input="7\n", capture_output=True, text=True,
                        timeout=probekit.TIMEOUT)
@@ -280,11 +284,62 @@ def test_quickstart_traced_and_checked_from_install(inst, tmp_path, bpf):
 
     p = subprocess.run([os.path.join(inst, "bin", "probekit-check"), "--binary", prog,
                         "--catalog", os.path.join(project, "quickstart.d"),
-                        os.path.join(project, "bt", "requests.bt")],
+                        os.path.join(project, "bt", "requests.bt"),
+                        os.path.join(project, "bt", "batch.bt")],
                        cwd="/", env=env, capture_output=True, text=True,
                        timeout=probekit.TIMEOUT)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "2 of 2 catalog probes used by 1 file" in p.stdout + p.stderr
+    assert "3 of 3 catalog probes used by 2 files" in p.stdout + p.stderr
+
+
+BATCH_REQUESTS = (211, 23)      # one line each
+
+
+@pytest.mark.needs("dtrace", "readelf", "bpftrace")
+def test_quickstart_batch_probe_traced_from_install(inst, tmp_path, bpf):
+    """bt/batch.bt reads request__batch's records through the struct
+    probekit-structs made from the program's DWARF, from an install: every
+    request of a line reaches it before "done" (the batch is flushed before
+    the program waits for input), with each sum as request__done gives it."""
+    project = copy_quickstart(tmp_path)
+    prog = build_quickstart(inst, project, tmp_path / "usdt1", 1)
+    structs = tmp_path / "quickstart.structs.bt"
+    env = clean_env()
+    with open(structs, "w") as f:
+        subprocess.run([os.path.join(inst, "bin", "probekit-structs"), prog, "qs_rec"],
+                       stdout=f, env=env, check=True, timeout=probekit.TIMEOUT)
+    qs = subprocess.Popen([prog], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, cwd="/", env=env)
+    out = probekit.LineReader(qs.stdout)
+    trace = None
+    try:
+        out.wait_for(rf"quickstart: pid {qs.pid}, probes compiled in")
+        trace = subprocess.Popen([os.path.join(inst, "bin", "probekit-bpftrace"), str(qs.pid),
+                                  os.path.join(project, "bt", "batch.bt")],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd="/",
+                                 env=dict(env, PROBEKIT_STRUCTS=str(structs)),
+                                 start_new_session=True)
+        tout = probekit.LineReader(trace.stdout)
+        tout.wait_for(re.escape(f"probekit: tracing PID={qs.pid}"))
+        for n in BATCH_REQUESTS:
+            qs.stdin.write(f"{n}\n".encode())
+            qs.stdin.flush()
+            out.wait_for(rf"^done {n}$")
+        probekit.interrupt(trace, "trace")
+        lines = tout.drain(10)
+        assert trace.returncode == 0, lines
+        total = sum(BATCH_REQUESTS)
+        assert f"@requests: {total}" in lines, lines
+        assert f"@sum: {expected_sum(1, 211) + expected_sum(212, 23)}" in lines, lines
+        # 211 = 3 * 64 + 19, then 23: five hits, one more for each time the
+        # program lost its CPU for over 1 ms within a line (the age bound).
+        hits = [int(l.split()[1]) for l in lines if l.startswith("@batches: ")]
+        assert len(hits) == 1 and 5 <= hits[0] <= 10, lines
+    finally:
+        if trace and trace.poll() is None:
+            probekit.interrupt(trace, "trace")
+        qs.stdin.close()
+        assert qs.wait(timeout=probekit.TIMEOUT) == 0
 
 
 # --- man pages ---------------------------------------------------------------
