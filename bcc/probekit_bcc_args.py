@@ -14,6 +14,8 @@ import os
 import signal
 import sys
 
+import probekit_spec
+
 UNITS = {"nsecs": 1, "usecs": 1000, "msecs": 1000000}
 
 
@@ -49,7 +51,8 @@ _VERSION_CHARS = set("0123456789abcdefghijklmnopqrstuvwxyz"
                      "ABCDEFGHIJKLMNOPQRSTUVWXYZ.+~-")
 
 
-MAX_RATE_LIMIT = 1000000000     # --max-rate's largest budget, as libbpf/'s
+# --max-rate's largest budget: tools/limits.toml, as libbpf/'s.
+MAX_RATE_LIMIT = probekit_spec.limits()["MAX_RATE_LIMIT"]
 
 
 def max_rate(s):

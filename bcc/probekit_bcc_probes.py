@@ -22,6 +22,7 @@ import os
 import sys
 
 import probekit_bcc_compat as compat
+import probekit_spec as spec
 from probekit_bcc_args import die
 
 
@@ -194,10 +195,10 @@ def uprobe(bpf, fn_name, path, sym, pid, ret=False):
     compat.attach_uprobe(bpf, fn_name, path, sym, offset, pid, ret)
 
 
-# io__batch's fixed sizes (target/io_batch.h: IO_BATCH_MAX, BDEV_NAME_LEN);
+# io__batch's fixed sizes, from tools/limits.toml as target/io_batch.h's;
 # the record itself comes from the traced binary's DWARF (io_batch_c).
-IO_BATCH_MAX = 64
-BDEV_NAME_LEN = 32
+IO_BATCH_MAX = spec.limits()["IO_BATCH_MAX"]
+BDEV_NAME_LEN = spec.limits()["BDEV_NAME_LEN"]
 
 
 def io_batch_c(tool, target):

@@ -68,7 +68,8 @@ struct common_args {
 
 /* --max-rate: the largest budget taken, and the window the rate is
  * measured over (the budget is checked at the end of every window). */
-#define MAX_RATE_LIMIT 1000000000L
+/* MAX_RATE_LIMIT: tools/limits.toml. */
+#include "probekit_limits.h"
 #define MAX_RATE_WINDOW_NS 1000000000LL
 
 /*

@@ -40,7 +40,7 @@ GDBAUTOLOADDIR ?= $(PREFIX)/share/gdb/auto-load
 # Files of the tree that no command in $(O)/bin names.  A script's shared
 # modules need no list: the .py files and Python packages (directories
 # with __init__.py) beside it go with it.
-INSTALL_TREE_FILES = bt/*.bt probes/*.d VERSION
+INSTALL_TREE_FILES = bt/*.bt probes/*.d tools/*.toml VERSION
 
 .PHONY: install uninstall install-check-prefix
 

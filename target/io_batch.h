@@ -33,8 +33,9 @@
 #include <stdint.h>
 #endif
 
-#define IO_BATCH_MAX      64    /* records per hit */
-#define BDEV_NAME_LEN     32    /* one slot of the bdev name table */
+/* IO_BATCH_MAX (records per hit) and BDEV_NAME_LEN (one slot of the bdev
+ * name table): tools/limits.toml, which the bcc/ tools read too. */
+#include "probekit_limits.h"
 #define BDEV_INDEX_MAX    256   /* slots in the table */
 #define BDEV_INDEX_OTHER  (BDEV_INDEX_MAX - 1)  /* shared by bdevs past the rest */
 

@@ -94,7 +94,6 @@ PROG=probekit-bpftrace
 pid_start=
 READY_TEXT='probekit: tracing PID=%d (Ctrl-C to end)'
 MAX_DURATION=31536000
-MAX_RATE_LIMIT=1000000000
 
 # One line, whatever a path or argument in the message holds.  Once the
 # process was found, a failure while it is gone is reported as that.
@@ -109,6 +108,17 @@ die() {
 
 usage() {
 	sed -n '3,/^$/{s/^# \{0,1\}//;p}' "$0"
+}
+
+# A shared limit (tools/limits.toml, where the C and Python tools get it
+# too), read from the tree this script's real path is in, as VERSION is.
+limit() {
+	local f v
+	f=$(dirname -- "$(readlink -f -- "$0")")/../tools/limits.toml
+	v=$(awk -v n="[limit.$1]" '$0 == n { f = 1; next } /^\[/ { f = 0 }
+		f && $1 == "value" { print $3; exit }' "$f" 2>/dev/null)
+	[[ $v =~ ^[0-9]{1,18}$ ]] || die "cannot read the limit $1 from $f"
+	printf '%s' "$v"
 }
 
 # probekit's version: VERSION at the top of the tree this script's real
@@ -205,7 +215,8 @@ if [ -n "$max_rate" ]; then
 	case $max_rate in
 	''|*[!0-9]*) die "--max-rate '$max_rate' is not a whole number of probe hits per second" ;;
 	esac
-	[ ${#max_rate} -le 10 ] && [ $((10#$max_rate)) -ge 1 ] &&
+	MAX_RATE_LIMIT=$(limit MAX_RATE_LIMIT) || exit 1
+	[ ${#max_rate} -le ${#MAX_RATE_LIMIT} ] && [ $((10#$max_rate)) -ge 1 ] &&
 		[ $((10#$max_rate)) -le $MAX_RATE_LIMIT ] ||
 		die "--max-rate '$max_rate' is out of range (1..$MAX_RATE_LIMIT probe hits per second)"
 	max_rate=$((10#$max_rate))
