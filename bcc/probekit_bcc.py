@@ -45,6 +45,17 @@ Output format (the libbpf versions of these tools print the same):
   With -T a line "HH:MM:SS" precedes each interval's output; successive
   intervals are separated by a blank line.
 
+  A tool that pairs a START with its DONE (usdtlat) then reports the
+  STARTs it lost in that interval, each line only when N > 0:
+
+  N starts dropped (table full)
+  N starts reclaimed (thread or process exited)
+
+  A dropped START found the in-flight table full (--max-inflight raises
+  it), so a DONE went unmatched and the histogram misses that pair; a
+  reclaimed one belonged to a thread or process that exited, so its DONE
+  can never come.  probekit_bcc_pairs and libbpf/pair_state.h say more.
+
 --json prints one JSON object per interval, on one line:
 
   {"tool": "iolatency", "pid": 1234,
@@ -62,7 +73,10 @@ Output format (the libbpf versions of these tools print the same):
   linear bucket's high is low + width - 1, or null for the last, open one.
   Histograms appear in the order the text prints them; empty ones are left
   out.  A tool may add fields to a histogram object (funclat's "negative"),
-  and then a histogram is kept while such a field is non-zero.
+  and then a histogram is kept while such a field is non-zero.  A pair
+  tool adds, always, after "histograms":
+
+   "starts": {"dropped": N, "reclaimed": M}   (this interval's, as above)
 
 Behaviour shared by the tools:
 
@@ -229,6 +243,9 @@ class Output:
         self.head = head if head is not None else {"pid": pid}
         self.json, self.timestamp = args.json, args.timestamp
         self.n = 0
+        # None, or called with the interval's JSON object or text lines
+        # once the histograms are in, to add its own (PairReport).
+        self.trailer = None
 
     def start(self):
         """The JSON object's leading fields, or the text's leading lines,
@@ -249,6 +266,8 @@ class Output:
         return lines
 
     def finish(self, obj_or_lines):
+        if self.trailer:
+            self.trailer(self.json, obj_or_lines)
         if self.json:
             print(json.dumps(obj_or_lines), flush=True)
         elif obj_or_lines:
@@ -274,7 +293,35 @@ class Output:
         self.finish(lines)
 
 
-def run(tool, target, args, collect, what, bpf=None, out=None, ready=None):
+class PairReport:
+    """Output.trailer of a pair tool: the STARTs lost since the last
+    interval, as the top of this file shows them; the counts are BPF's
+    (probekit_bcc_pairs.C_TEXT's pair_counts) plus what the Sweeper
+    reclaimed.  libbpf/trace_helpers.c's pair_report() prints the same."""
+
+    WHAT = (("dropped", "dropped (table full)"),
+            ("reclaimed", "reclaimed (thread or process exited)"))
+
+    def __init__(self, bpf, sweeper):
+        self.counts, self.sweeper = bpf["pair_counts"], sweeper
+        self.seen = [0, 0]
+
+    def __call__(self, json_out, obj_or_lines):
+        self.sweeper.sweep()
+        totals = [sum(self.counts[i]) for i in range(len(self.WHAT))]
+        totals[1] += self.sweeper.reclaimed
+        starts = {}
+        for i, (key, what) in enumerate(self.WHAT):
+            n, self.seen[i] = totals[i] - self.seen[i], totals[i]
+            starts[key] = n
+            if n and not json_out:
+                obj_or_lines.append("%d starts %s" % (n, what))
+        if json_out:
+            obj_or_lines["starts"] = starts
+
+
+def run(tool, target, args, collect, what, bpf=None, out=None, ready=None,
+        pairs=None):
     """The tool's main loop.  Prints "Tracing ... Hit Ctrl-C to end." (the
     readiness line: the caller has loaded and attached everything; ready
     replaces its text), then every interval calls collect() (which clears
@@ -286,7 +333,9 @@ def run(tool, target, args, collect, what, bpf=None, out=None, ready=None):
     past the budget it is detached first, so the histograms are final and
     the target stops paying at once, then they are printed with one line
     on stderr saying why tracing ended, exit 0 (the guard did what was
-    asked), as the libbpf tools do."""
+    asked), as the libbpf tools do.  pairs: a pair tool's
+    probekit_bcc_pairs.Sweeper, run every tick and reported after each
+    interval's histograms (PairReport)."""
     stop = []
 
     def on_signal(signum, frame):
@@ -300,6 +349,8 @@ def run(tool, target, args, collect, what, bpf=None, out=None, ready=None):
 
     if out is None:
         out = Output(tool, target.pid, args)
+    if pairs is not None:
+        out.trailer = PairReport(bpf, pairs)
     msg = ready or "Tracing %s of PID %d (%s)... Hit Ctrl-C to end." % (
         what, target.pid, target.comm)
     if args.json:
@@ -348,6 +399,8 @@ def run(tool, target, args, collect, what, bpf=None, out=None, ready=None):
                 if left == 0:
                     return 0
             continue
+        if pairs is not None:
+            pairs.sweep()
         time.sleep(min([TICK] + [max(0.0, t - now) for t in due]))
     out.emit(collect())
     if gone:

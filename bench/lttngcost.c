@@ -16,7 +16,7 @@
  * session's enablers), 0 when not: the caller checks it, so a timed run
  * that recorded nothing is never taken for a cost.  The figures are the
  * wall clock and this thread's CPU time per event.  The session, the
- * daemon and the snapshot are bench/lttng.py's business.
+ * daemon and the snapshot are bench/lttngsession.py's business.
  * Build: cc -O2 -Ibench bench/lttngcost.c -llttng-ust -ldl
  */
 #define LTTNG_UST_TRACEPOINT_DEFINE

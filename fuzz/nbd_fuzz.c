@@ -71,7 +71,7 @@ static void fake_option(void *ctx, uint32_t option, int status)
 	(*count)++;
 }
 
-static const struct nbd_neg_ops fake_ops = {
+static const struct nbd_proto_neg_ops fake_ops = {
 	.lookup = fake_lookup,
 	.list = fake_list,
 	.option = fake_option,
@@ -79,7 +79,7 @@ static const struct nbd_neg_ops fake_ops = {
 
 /* Every byte the engine wrote after the greeting is an option reply, or the
  * fixed NBD_OPT_EXPORT_NAME answer as the very last thing. */
-static void check_replies(const struct nbd_buf *out, const struct nbd_neg *n)
+static void check_replies(const struct nbd_buf *out, const struct nbd_proto_neg *n)
 {
 	size_t off = sizeof(struct nbd_wire_greeting);
 	while (off < out->len) {
@@ -89,7 +89,7 @@ static void check_replies(const struct nbd_buf *out, const struct nbd_neg *n)
 		if (out->len - off < sizeof(h) || be64toh(h.magic) != NBD_REP_MAGIC) {
 			/* must be the export-name answer, ending the stream */
 			size_t left = out->len - off;
-			assert(n->state == NBD_NEG_GO);
+			assert(n->state == NBD_PROTO_NEG_GO);
 			assert(left == 10 || left == 134);
 			return;
 		}
@@ -101,36 +101,36 @@ static void check_replies(const struct nbd_buf *out, const struct nbd_neg *n)
 
 static void fuzz_negotiation(const uint8_t *data, size_t size)
 {
-	struct nbd_neg whole, chunked;
+	struct nbd_proto_neg whole, chunked;
 	struct nbd_buf out1 = { 0 }, out2 = { 0 };
 	unsigned opts1 = 0, opts2 = 0;
 	size_t step = size ? (size_t)(data[0] % 7) + 1 : 1;
 
-	nbd_neg_init(&whole, &fake_ops, &opts1);
-	assert(nbd_neg_greeting(&out1) == 0);
-	size_t used1 = nbd_neg_input(&whole, data, size, &out1);
+	nbd_proto_neg_init(&whole, &fake_ops, &opts1);
+	assert(nbd_proto_neg_greeting(&out1) == 0);
+	size_t used1 = nbd_proto_neg_input(&whole, data, size, &out1);
 	assert(used1 <= size);
 
 	/* As the server does: a window of unconsumed bytes that grows by
 	 * whatever the socket delivered, fed again each time. */
-	nbd_neg_init(&chunked, &fake_ops, &opts2);
-	assert(nbd_neg_greeting(&out2) == 0);
+	nbd_proto_neg_init(&chunked, &fake_ops, &opts2);
+	assert(nbd_proto_neg_greeting(&out2) == 0);
 	size_t used2 = 0, have = 0;
-	while (have < size && (chunked.state == NBD_NEG_CLIENT_FLAGS ||
-			       chunked.state == NBD_NEG_OPTIONS)) {
+	while (have < size && (chunked.state == NBD_PROTO_NEG_CLIENT_FLAGS ||
+			       chunked.state == NBD_PROTO_NEG_OPTIONS)) {
 		have = have + step < size ? have + step : size;
-		used2 += nbd_neg_input(&chunked, data + used2, have - used2, &out2);
+		used2 += nbd_proto_neg_input(&chunked, data + used2, have - used2, &out2);
 	}
 
 	assert(used1 == used2);
 	assert(whole.state == chunked.state);
 	assert(opts1 == opts2);
 	assert(out1.len == out2.len && !memcmp(out1.data, out2.data, out1.len));
-	if (whole.state == NBD_NEG_GO) {
+	if (whole.state == NBD_PROTO_NEG_GO) {
 		struct nbd_export_info e;
 		assert(fake_lookup(NULL, whole.chosen.name, &e) == 0);
 	}
-	if (whole.state == NBD_NEG_FAIL)
+	if (whole.state == NBD_PROTO_NEG_FAIL)
 		assert(whole.why != NULL);
 	check_replies(&out1, &whole);
 	nbd_buf_free(&out1);

@@ -396,7 +396,7 @@ def conn_rows():
     rows = []
     for c in conn_list():
         state = _enum(c["state"], "CONN_")
-        neg = _enum(c["neg"]["state"], "NBD_NEG_") if state in \
+        neg = _enum(c["neg"]["state"], "NBD_PROTO_NEG_") if state in \
             ("NEGOTIATING", "HANDOFF") else None
         rows.append([("id", int(c["id"])), ("peer", _str(c["peer"])),
                      ("reactor", int(c["owner_idx"])), ("state", state),

@@ -13,16 +13,23 @@
  * pair's key argument lives, so no operand libbpf cannot parse stops an
  * attach.
  *
- * Maps only grow: user space reads them and never clears them.
+ * The series maps only grow: user space reads them and never clears
+ * them.  A hit whose map has no room for its new series is counted in
+ * series_drops.  STARTs (RPCs' and pairs') wait in one table,
+ * starts, until their DONE; a START it has no room for is counted,
+ * and the STARTs of a thread or process that exits are reclaimed and
+ * counted (pair_state.bpf.h).
  */
 #include "probekit.bpf.h"
 #include <bpf/usdt.bpf.h>
 
 #include "exporter.h"
 #include "io_batch.bpf.h"
+#include "pair_state.bpf.h"
 
 /* Options, set by user space before load. */
 const volatile bool per_pid = false;	/* --pid-label */
+const volatile __u32 tid_pairs = 0;	/* bit i: --pair i is keyed by tid */
 
 #define HASH_MAP(name, k, v, n) \
 	struct { \
@@ -32,14 +39,21 @@ const volatile bool per_pid = false;	/* --pid-label */
 		__type(value, v); \
 	} name SEC(".maps")
 
+/* Sizes are the defaults: --max-series and --max-inflight set them. */
 HASH_MAP(io_stats, struct io_key, struct io_stats, EXP_MAX_KEYS);
 HASH_MAP(rpc_latency, struct rpc_key, struct exp_hist, EXP_MAX_KEYS);
-HASH_MAP(rpc_start, __u64, __u64, EXP_MAX_INFLIGHT);	/* tgid << 32 ^ id */
 HASH_MAP(nbd_commands, struct cmd_key, __u64, EXP_MAX_KEYS);
 HASH_MAP(nbd_conns, struct idx_key, __u64, EXP_MAX_KEYS);
 HASH_MAP(pair_latency, struct idx_key, struct exp_hist, EXP_MAX_KEYS);
-HASH_MAP(pair_start, struct start_key, __u64, EXP_MAX_INFLIGHT);
+HASH_MAP(starts, struct start_key, __u64, PAIR_INFLIGHT_DEFAULT);
 HASH_MAP(counts, struct idx_key, __u64, EXP_MAX_KEYS);
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, EXP_DROP_SLOTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} series_drops SEC(".maps");
 
 static const struct exp_hist hist_zero;
 static const struct io_stats io_zero;
@@ -79,6 +93,14 @@ static __always_inline __u32 size_bucket(__u64 bytes)
 	return len < EXP_SIZE_FINITE ? len : EXP_BUCKETS - 1;
 }
 
+static __always_inline void series_drop(__u32 slot)
+{
+	__u64 *n = bpf_map_lookup_elem(&series_drops, &slot);
+
+	if (n)
+		(*n)++;		/* per CPU: no other writer */
+}
+
 static __always_inline void hist_bump(struct exp_hist *h, __u32 bucket,
 				      __u64 v)
 {
@@ -88,31 +110,40 @@ static __always_inline void hist_bump(struct exp_hist *h, __u32 bucket,
 	__sync_fetch_and_add(&h->sum, v);
 }
 
-static __always_inline void hist_add(void *map, const void *key,
-				     __u32 bucket, __u64 v)
+/* The value of key in map, made zero first when new; NULL when the map
+ * has no room for a new series (the caller counts the hit dropped). */
+static __always_inline void *series(void *map, const void *key,
+				    const void *zero)
 {
-	struct exp_hist *h = bpf_map_lookup_elem(map, key);
+	void *v = bpf_map_lookup_elem(map, key);
 
-	if (!h) {
-		bpf_map_update_elem(map, key, &hist_zero, BPF_NOEXIST);
-		h = bpf_map_lookup_elem(map, key);
-		if (!h)
-			return;	/* map full: the count is dropped */
+	if (!v) {
+		bpf_map_update_elem(map, key, zero, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(map, key);
 	}
-	hist_bump(h, bucket, v);
+	return v;
 }
 
-static __always_inline void count_add(void *map, const void *key)
+static __always_inline void hist_add(void *map, const void *key,
+				     __u32 bucket, __u64 v, __u32 drop_slot)
 {
-	__u64 *c = bpf_map_lookup_elem(map, key);
+	struct exp_hist *h = series(map, key, &hist_zero);
 
-	if (!c) {
-		bpf_map_update_elem(map, key, &count_zero, BPF_NOEXIST);
-		c = bpf_map_lookup_elem(map, key);
-		if (!c)
-			return;
-	}
-	__sync_fetch_and_add(c, 1);
+	if (h)
+		hist_bump(h, bucket, v);
+	else
+		series_drop(drop_slot);
+}
+
+static __always_inline void count_add(void *map, const void *key,
+				      __u32 drop_slot)
+{
+	__u64 *c = series(map, key, &count_zero);
+
+	if (c)
+		__sync_fetch_and_add(c, 1);
+	else
+		series_drop(drop_slot);
 }
 
 /* What the batch loop carries from one record to the next: the stats of
@@ -166,13 +197,13 @@ static long batch_one(__u64 i, void *arg)
 		b->key.type = r->type;
 		b->last_bdev = r->bdev;
 		b->last_type = r->type;
-		b->st = bpf_map_lookup_elem(&io_stats, &b->key);
-		if (!b->st) {
-			bpf_map_update_elem(&io_stats, &b->key, &io_zero, BPF_NOEXIST);
-			b->st = bpf_map_lookup_elem(&io_stats, &b->key);
-			if (!b->st)
-				return 0;	/* map full: the record is dropped */
-		}
+		b->st = series(&io_stats, &b->key, &io_zero);
+	}
+	if (!b->st) {
+		/* No room: each record of the key is counted, and looks
+		 * again (another CPU may add the key meanwhile). */
+		series_drop(EXP_DROP_IO);
+		return 0;
 	}
 	lat = r->done_ns > r->submit_ns ? r->done_ns - r->submit_ns : 0;
 	__sync_fetch_and_add(&b->st->latency.buckets[lat_bucket(lat)], 1);
@@ -208,18 +239,25 @@ int io_batch(struct pt_regs *ctx)
 	return 0;
 }
 
-static __always_inline __u64 rpc_key_of(__u64 id)
+/* An RPC's START: its process and id; any thread may answer it. */
+static __always_inline struct start_key rpc_key_of(__u64 id)
 {
-	return (bpf_get_current_pid_tgid() >> 32) << 32 ^ id;
+	struct start_key k = {
+		.h.tgid = bpf_get_current_pid_tgid() >> 32,
+		.idx = EXP_IDX_RPC, .key = id,
+	};
+
+	return k;
 }
 
 /* blktgt:rpc__request(u64 id, char *method) */
 SEC("usdt")
 int BPF_USDT(rpc_request, __u64 id)
 {
-	__u64 k = rpc_key_of(id), ts = bpf_ktime_get_ns();
+	struct start_key k = rpc_key_of(id);
+	__u64 ts = bpf_ktime_get_ns();
 
-	bpf_map_update_elem(&rpc_start, &k, &ts, BPF_ANY);
+	pair_start(&starts, &k, &ts);
 	return 0;
 }
 
@@ -228,16 +266,18 @@ SEC("usdt")
 int BPF_USDT(rpc_done, __u64 id, const char *method)
 {
 	struct rpc_key key = {};
-	__u64 k = rpc_key_of(id), *tsp, lat;
+	struct start_key k = rpc_key_of(id);
+	__u64 *tsp, lat;
 
-	tsp = bpf_map_lookup_elem(&rpc_start, &k);
+	tsp = bpf_map_lookup_elem(&starts, &k);
 	if (!tsp)
-		return 0;	/* requested before the exporter attached */
+		return 0;	/* requested before the exporter attached, or
+				 * dropped at a full table (counted) */
 	lat = bpf_ktime_get_ns() - *tsp;
-	bpf_map_delete_elem(&rpc_start, &k);
+	bpf_map_delete_elem(&starts, &k);
 	bpf_probe_read_user_str(key.method, sizeof(key.method), method);
 	key.pid = key_pid();
-	hist_add(&rpc_latency, &key, lat_bucket(lat), lat);
+	hist_add(&rpc_latency, &key, lat_bucket(lat), lat, EXP_DROP_RPC);
 	return 0;
 }
 
@@ -251,7 +291,7 @@ int BPF_USDT(nbd_request, __u64 conn, __u64 handle, __u32 cmd, __u64 offset,
 
 	bpf_probe_read_user_str(key.cmd, sizeof(key.cmd), cmd_name);
 	key.pid = key_pid();
-	count_add(&nbd_commands, &key);
+	count_add(&nbd_commands, &key, EXP_DROP_NBD_CMDS);
 	return 0;
 }
 
@@ -261,7 +301,7 @@ int BPF_USDT(nbd_connect)
 {
 	struct idx_key key = { .pid = key_pid(), .idx = EXP_NBD_CONNECT };
 
-	count_add(&nbd_conns, &key);
+	count_add(&nbd_conns, &key, EXP_DROP_NBD_CONNS);
 	return 0;
 }
 
@@ -271,7 +311,7 @@ int BPF_USDT(nbd_disconnect)
 {
 	struct idx_key key = { .pid = key_pid(), .idx = EXP_NBD_DISCONNECT };
 
-	count_add(&nbd_conns, &key);
+	count_add(&nbd_conns, &key, EXP_DROP_NBD_CONNS);
 	return 0;
 }
 
@@ -308,26 +348,55 @@ int usdt_hit(struct pt_regs *ctx)
 	struct idx_key key = { .pid = key_pid(), .idx = EXP_COOKIE_IDX(c) };
 
 	if (EXP_COOKIE_ROLE(c) == EXP_ROLE_COUNT) {
-		count_add(&counts, &key);
+		count_add(&counts, &key, EXP_DROP_COUNT0 +
+			  (key.idx < EXP_MAX_COUNTS ? key.idx : 0));
 		return 0;
 	}
 	pid_tgid = bpf_get_current_pid_tgid();
 	sk.idx = key.idx;
-	sk.tgid = pid_tgid >> 32;
-	sk.key = EXP_COOKIE_KEY(c) == EXP_KEY_TID ? (__u32)pid_tgid :
-						     cookie_arg(ctx, c);
+	sk.h.tgid = pid_tgid >> 32;
+	if (EXP_COOKIE_KEY(c) == EXP_KEY_TID)
+		sk.h.tid = (__u32)pid_tgid;
+	else
+		sk.key = cookie_arg(ctx, c);
 	if (EXP_COOKIE_ROLE(c) == EXP_ROLE_START) {
 		lat = bpf_ktime_get_ns();
-		bpf_map_update_elem(&pair_start, &sk, &lat, BPF_ANY);
+		pair_start(&starts, &sk, &lat);
 		return 0;
 	}
-	tsp = bpf_map_lookup_elem(&pair_start, &sk);
+	tsp = bpf_map_lookup_elem(&starts, &sk);
 	if (!tsp)
-		return 0;	/* started before the exporter attached */
+		return 0;	/* started before the exporter attached, or
+				 * dropped at a full table (counted) */
 	lat = bpf_ktime_get_ns() - *tsp;
-	bpf_map_delete_elem(&pair_start, &sk);
-	hist_add(&pair_latency, &key, lat_bucket(lat), lat);
+	bpf_map_delete_elem(&starts, &sk);
+	hist_add(&pair_latency, &key, lat_bucket(lat), lat, EXP_DROP_PAIR0 +
+		 (key.idx < EXP_MAX_PAIRS ? key.idx : 0));
 	return 0;
+}
+
+/*
+ * A thread's exit: its STARTs of the pairs keyed by thread go with it (a
+ * thread may have one START in each), then pair_on_exit() forgets its
+ * process at the last thread, reclaiming every START the process left:
+ * an RPC's, or a pair's keyed by an argument.
+ */
+SEC("tracepoint/sched/sched_process_exit")
+int start_exit(void *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct start_key k = { .h.tgid = id >> 32, .h.tid = (__u32)id };
+	__u32 i;
+
+	if (tid_pairs && bpf_map_lookup_elem(&pair_tgids, &k.h.tgid))
+		for (i = 0; i < EXP_MAX_PAIRS; i++) {
+			if (!(tid_pairs & (1u << i)))
+				continue;
+			k.idx = i;
+			if (!bpf_map_delete_elem(&starts, &k))
+				pair_count(PAIR_RECLAIMED);
+		}
+	return pair_on_exit(ctx, &starts, NULL);
 }
 
 /* bpf_probe_read_user_str() needs a GPL-compatible program. */

@@ -6,13 +6,14 @@
  * PATH, including ones started later), and serves what it counts at
  * http://HOST:PORT/metrics, cumulatively, until SIGINT or SIGTERM.
  * blktgt's own metrics come from its probes (exporter.bpf.c); --pair and
- * --count work on any binary with USDT probes, attached as plain uprobes
- * at each note location with the semaphore raised through the kernel's
- * reference counter (ref_ctr_offset).
+ * --count work on any binary with USDT probes, found in the executable and
+ * the files a process maps (usdt_sites.h reads them), attached as plain
+ * uprobes at each note location with the semaphore raised through the
+ * kernel's reference counter (ref_ctr_offset).
  */
 #include <errno.h>
-#include <fnmatch.h>
 #include <getopt.h>
+#include <poll.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -29,6 +30,7 @@
 #include "probekit_version.h"
 #include "trace_helpers.h"
 #include "usdt_notes.h"
+#include "usdt_sites.h"
 
 const char *tool_name = "exporter";
 
@@ -38,7 +40,8 @@ const char *tool_name = "exporter";
 static const char usage_text[] =
 "usage: probekit-exporter (-p PID | -b PATH) [--listen HOST:PORT] [--blktgt]\n"
 "                         [--pair NAME=PROV:START,PROV:DONE[,KEY]]...\n"
-"                         [--count NAME=PATTERN]... [--pid-label] [-v]\n"
+"                         [--count NAME=PATTERN]... [--pid-label]\n"
+"                         [--max-inflight N] [--max-series N] [-v]\n"
 "\n"
 "Serve USDT probe metrics in the Prometheus text format (OpenMetrics when\n"
 "the scraper asks for it) at http://HOST:PORT/metrics.  All cumulative.\n"
@@ -57,6 +60,11 @@ static const char usage_text[] =
 "                         PATTERN (a glob on provider:name), label probe\n"
 "      --pid-label        a pid label on every series (unbounded on a busy\n"
 "                         service: aggregate is the default)\n"
+"      --max-inflight N   STARTs (pairs' and RPCs') awaiting their DONE that\n"
+"                         are kept (default 65536); more are dropped, and\n"
+"                         counted\n"
+"      --max-series N     series each map holds (default 4096); hits of more\n"
+"                         are dropped, and counted\n"
 "  -v, --verbose          libbpf's and libmicrohttpd's own messages\n"
 "  -h, --help             show this help and exit\n"
 "      --version          show probekit's version and exit\n"
@@ -67,7 +75,8 @@ static const char usage_text[] =
 "      --pair pg_query=postgresql:query__start,postgresql:query__done \\\n"
 "      --count pg_txn='postgresql:transaction__*'\n";
 
-enum { OPT_BLKTGT = 256, OPT_NBD_COMMANDS, OPT_PAIR, OPT_COUNT, OPT_PID_LABEL, OPT_VERS };
+enum { OPT_BLKTGT = 256, OPT_NBD_COMMANDS, OPT_PAIR, OPT_COUNT, OPT_PID_LABEL,
+       OPT_VERS, OPT_INFLIGHT, OPT_SERIES };
 
 struct pair_spec {
 	char start[2][USDT_NAME_MAX];	/* provider, name */
@@ -80,6 +89,7 @@ struct options {
 	const char *binary;
 	const char *listen;
 	bool blktgt, nbd_commands, per_pid, verbose;
+	long max_inflight, max_series;
 	int npairs;
 	struct pair_spec pairs[EXP_MAX_PAIRS];
 	int nspecs;
@@ -90,6 +100,41 @@ static struct exp_state state;
 static struct bpf_link *links[MAX_LINKS];
 static int nlinks;
 
+/*
+ * s as an error line may show it: control bytes (a newline would split
+ * the line, an escape would drive the terminal) and backslash escaped as
+ * C escapes them, at most 80 bytes of s.  Four buffers in turn, so that
+ * one message may show four strings.
+ */
+static const char *shown(const char *s, size_t len)
+{
+	static char bufs[4][4 * 80 + 4];
+	static int next;
+	char *b = bufs[next++ % 4], *o = b;
+	size_t i;
+
+	for (i = 0; i < len && s[i] && i < 80; i++) {
+		unsigned char c = s[i];
+
+		if (c == '\\')
+			o += sprintf(o, "\\\\");
+		else if (c == '\n')
+			o += sprintf(o, "\\n");
+		else if (c == '\t')
+			o += sprintf(o, "\\t");
+		else if (c < 0x20 || c == 0x7f)
+			o += sprintf(o, "\\x%02x", c);
+		else
+			*o++ = c;
+	}
+	if (i < len && s[i])
+		o += sprintf(o, "...");
+	*o = '\0';
+	return b;
+}
+
+#define SHOWN(s) shown(s, strlen(s))
+
 /* A metric name of ours: [a-zA-Z_][a-zA-Z0-9_]*, bounded, unique. */
 static void check_name(const char *opt, const char *name, size_t len)
 {
@@ -97,28 +142,101 @@ static void check_name(const char *opt, const char *name, size_t len)
 	int j;
 
 	if (!len || len >= EXP_METRIC_LEN)
-		usage_error("bad %s NAME '%.*s': 1 to %d characters", opt,
-			    (int)len, name, EXP_METRIC_LEN - 1);
+		usage_error("bad %s NAME '%s': 1 to %d characters", opt,
+			    shown(name, len), EXP_METRIC_LEN - 1);
 	for (i = 0; i < len; i++)
 		if (!(name[i] == '_' || (name[i] >= 'a' && name[i] <= 'z') ||
 		      (name[i] >= 'A' && name[i] <= 'Z') ||
 		      (i && name[i] >= '0' && name[i] <= '9')))
-			usage_error("bad %s NAME '%.*s': letters, digits and _ "
+			usage_error("bad %s NAME '%s': letters, digits and _ "
 				    "only, not starting with a digit", opt,
-				    (int)len, name);
+				    shown(name, len));
 	if (len >= 9 && !strncmp(name, "probekit_", 9))
-		usage_error("bad %s NAME '%.*s': probekit_ names are the "
-			    "exporter's own", opt, (int)len, name);
+		usage_error("bad %s NAME '%s': probekit_ names are the "
+			    "exporter's own", opt, shown(name, len));
 	for (j = 0; j < state.npairs; j++)
 		if (strlen(state.pair_names[j]) == len &&
 		    !strncmp(state.pair_names[j], name, len))
-			usage_error("%s NAME '%.*s' is given twice", opt,
-				    (int)len, name);
+			usage_error("%s NAME '%s' is given twice", opt,
+				    shown(name, len));
 	for (j = 0; j < state.nspecs; j++)
 		if (strlen(state.count_names[j]) == len &&
 		    !strncmp(state.count_names[j], name, len))
-			usage_error("%s NAME '%.*s' is given twice", opt,
-				    (int)len, name);
+			usage_error("%s NAME '%s' is given twice", opt,
+				    shown(name, len));
+}
+
+/*
+ * The suffixes a sample name may add to its family's name, in either
+ * format (histograms' three, counters' two).  A family claims its name
+ * with each of them, whatever its type, as OpenMetrics parsers read them:
+ * "a_seconds_count" beside a histogram "a_seconds" is that histogram's
+ * _count, not a metric of its own.
+ */
+static const char *const name_suffixes[] = {
+	"", "_bucket", "_count", "_sum", "_total", "_created",
+};
+#define NSUFFIXES (sizeof(name_suffixes) / sizeof(name_suffixes[0]))
+
+/* A --pair's or --count's family name, and the option that made it. */
+struct family_name {
+	char name[EXP_METRIC_LEN + 16];
+	const char *opt;
+	const char *given;	/* its NAME */
+};
+
+/* Whether a and b claim a name in common: one's name with a suffix is
+ * the other's with one. */
+static bool names_clash(const char *a, const char *b, char *which,
+			size_t len)
+{
+	size_t i, k;
+
+	for (i = 0; i < NSUFFIXES; i++)
+		for (k = 0; k < NSUFFIXES; k++) {
+			char x[96], y[96];
+
+			snprintf(x, sizeof(x), "%.80s%s", a, name_suffixes[i]);
+			snprintf(y, sizeof(y), "%.80s%s", b, name_suffixes[k]);
+			if (!strcmp(x, y)) {
+				snprintf(which, len, "%s", x);
+				return true;
+			}
+		}
+	return false;
+}
+
+/* Refuse two families whose sample names would mix in a scrape: a parser
+ * rejects the scrape (two TYPE lines of one name, or metadata after
+ * samples), so Prometheus would see none of it. */
+static void check_clashes(void)
+{
+	struct family_name f[EXP_MAX_PAIRS + EXP_MAX_SPECS];
+	char which[EXP_METRIC_LEN + 32];
+	int n = 0, i, k;
+
+	for (i = 0; i < state.npairs; i++) {
+		snprintf(f[n].name, sizeof(f[n].name), "%s_seconds",
+			 state.pair_names[i]);
+		f[n].opt = "--pair";
+		f[n++].given = state.pair_names[i];
+	}
+	for (i = 0; i < state.nspecs; i++) {
+		snprintf(f[n].name, sizeof(f[n].name), "%s",
+			 state.count_names[i]);
+		f[n].opt = "--count";
+		f[n++].given = state.count_names[i];
+	}
+	for (i = 0; i < n; i++)
+		for (k = i + 1; k < n; k++)
+			if (names_clash(f[i].name, f[k].name, which,
+					sizeof(which)))
+				usage_error("%s %s and %s %s both make a metric "
+					    "named %s (a name with _bucket, "
+					    "_count, _sum, _total or _created is "
+					    "the same family's); rename one",
+					    f[i].opt, f[i].given, f[k].opt,
+					    f[k].given, which);
 }
 
 /* "provider:name" of len bytes at s into p[2]. */
@@ -154,7 +272,7 @@ static void parse_pair(struct options *o, const char *arg)
 		usage_error("more than %d --pair options", EXP_MAX_PAIRS);
 	if (!eq)
 		usage_error("bad --pair '%s': give NAME=PROVIDER:START,"
-			    "PROVIDER:DONE[,tid|argN]", arg);
+			    "PROVIDER:DONE[,tid|argN]", SHOWN(arg));
 	check_name("--pair", arg, eq - arg);
 	c1 = strchr(eq + 1, ',');
 	c2 = c1 ? strchr(c1 + 1, ',') : NULL;
@@ -162,13 +280,23 @@ static void parse_pair(struct options *o, const char *arg)
 	    !split_probe(c1 + 1, c2 ? (size_t)(c2 - c1 - 1) : strlen(c1 + 1),
 			 p->done))
 		usage_error("bad --pair '%s': give NAME=PROVIDER:START,"
-			    "PROVIDER:DONE[,tid|argN]", arg);
+			    "PROVIDER:DONE[,tid|argN]", SHOWN(arg));
+	for (int e = 0; e < 2; e++) {
+		char probe[EXP_PROBE_LEN];
+		char (*q)[USDT_NAME_MAX] = e ? p->done : p->start;
+
+		snprintf(probe, sizeof(probe), "%s:%s", q[0], q[1]);
+		if (!usdt_probe_valid(probe, false))
+			usage_error("bad --pair %s '%s': give provider:name, as "
+				    "tplist prints it", e ? "DONE" : "START",
+				    SHOWN(probe));
+	}
 	p->arg = 0;
 	if (c2 && strcmp(c2 + 1, "tid")) {
 		if (strncmp(c2 + 1, "arg", 3) ||
 		    parse_long(c2 + 4, 1, USDT_ARGC_MAX, &n))
 			usage_error("bad --pair key '%s': tid, or argN with N "
-				    "from 1 to %d", c2 + 1, USDT_ARGC_MAX);
+				    "from 1 to %d", SHOWN(c2 + 1), USDT_ARGC_MAX);
 		p->arg = n;
 	}
 	memcpy(state.pair_names[o->npairs], arg, eq - arg);
@@ -186,12 +314,13 @@ static void parse_count(struct options *o, const char *arg)
 		usage_error("--count is longer than %d characters", SPEC_MAX);
 	if (o->nspecs == EXP_MAX_SPECS)
 		usage_error("more than %d --count options", EXP_MAX_SPECS);
-	if (!eq || !split_probe(eq + 1, strlen(eq + 1), probe))
+	if (!eq || !split_probe(eq + 1, strlen(eq + 1), probe) ||
+	    !usdt_probe_valid(eq + 1, true))
 		usage_error("bad --count '%s': give NAME=PROVIDER:PROBE, "
-			    "globs allowed (postgresql:query__*)", arg);
+			    "globs allowed (postgresql:query__*)", SHOWN(arg));
 	check_name("--count", arg, eq - arg);
 	if (strlen(eq + 1) >= EXP_PROBE_LEN)
-		usage_error("--count pattern '%s' is too long", eq + 1);
+		usage_error("--count pattern '%s' is too long", SHOWN(eq + 1));
 	memcpy(state.count_names[o->nspecs], arg, eq - arg);
 	state.count_names[o->nspecs][eq - arg] = '\0';
 	strcpy(o->patterns[o->nspecs], eq + 1);
@@ -209,6 +338,8 @@ static void parse_args(struct options *o, int argc, char **argv)
 		{ "pair", required_argument, NULL, OPT_PAIR },
 		{ "count", required_argument, NULL, OPT_COUNT },
 		{ "pid-label", no_argument, NULL, OPT_PID_LABEL },
+		{ "max-inflight", required_argument, NULL, OPT_INFLIGHT },
+		{ "max-series", required_argument, NULL, OPT_SERIES },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERS },
@@ -218,12 +349,14 @@ static void parse_args(struct options *o, int argc, char **argv)
 	int c;
 
 	o->listen = "127.0.0.1:9437";
+	o->max_inflight = PAIR_INFLIGHT_DEFAULT;
+	o->max_series = EXP_MAX_KEYS;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":p:b:l:vh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
 			if (parse_long(optarg, 1, 0x7fffffff, &n))
-				usage_error("bad PID '%s'", optarg);
+				usage_error("bad PID '%s'", SHOWN(optarg));
 			o->pid = n;
 			break;
 		case 'b':
@@ -237,6 +370,14 @@ static void parse_args(struct options *o, int argc, char **argv)
 		case OPT_PAIR: parse_pair(o, optarg); break;
 		case OPT_COUNT: parse_count(o, optarg); break;
 		case OPT_PID_LABEL: o->per_pid = true; break;
+		case OPT_INFLIGHT:
+			o->max_inflight = positive_arg("--max-inflight", optarg,
+						       PAIR_INFLIGHT_LIMIT);
+			break;
+		case OPT_SERIES:
+			o->max_series = positive_arg("--max-series", optarg,
+						     EXP_MAX_KEYS_LIMIT);
+			break;
 		case 'v': o->verbose = true; break;
 		case 'h':
 			fputs(usage_text, stdout);
@@ -246,13 +387,15 @@ static void parse_args(struct options *o, int argc, char **argv)
 			       PROBEKIT_VERSION);
 			exit(0);
 		case ':':
-			usage_error("option %s needs an argument", argv[optind - 1]);
+			usage_error("option %s needs an argument",
+				    SHOWN(argv[optind - 1]));
 		default:
-			usage_error("unknown option %s", argv[optind - 1]);
+			usage_error("unknown option %s", SHOWN(argv[optind - 1]));
 		}
 	}
 	if (optind < argc)
-		usage_error("unexpected argument '%s'", argv[optind]);
+		usage_error("unexpected argument '%s'", SHOWN(argv[optind]));
+	check_clashes();
 	if (!o->pid == !o->binary)
 		usage_error("give exactly one of -p PID and -b PATH");
 	if (!o->npairs && !o->nspecs)
@@ -273,6 +416,32 @@ static int keep_link(struct bpf_link *l)
 	links[nlinks++] = l;
 	return 0;
 }
+
+/*
+ * Whether the traced process has exited: its pidfd turns readable.  An
+ * attach that failed because the process was going may fail before the
+ * kernel has finished its exit, so a failure waits up to wait_ms for it.
+ */
+static bool target_gone(const struct target *t, int wait_ms)
+{
+	struct pollfd p = { .fd = t->pidfd, .events = POLLIN };
+
+	if (t->pid <= 0)
+		return false;
+	if (t->pidfd < 0)
+		return kill(t->pid, 0) < 0 && errno == ESRCH;
+	return poll(&p, 1, wait_ms) == 1;
+}
+
+/* The one line for a process that exited while the exporter attached. */
+static int report_gone(const struct target *t)
+{
+	tool_err("PID %d (%s) exited while the exporter was attaching; "
+		 "nothing to serve", (int)t->pid, t->comm);
+	return -ESRCH;
+}
+
+#define GONE_WAIT_MS 500
 
 static int attach_blktgt(struct exporter_bpf *skel, const struct target *t,
 			 bool nbd_commands)
@@ -296,25 +465,27 @@ static int attach_blktgt(struct exporter_bpf *skel, const struct target *t,
 		/* A hit per NBD command: only when asked for. */
 		if (!nbd_commands && !strcmp(probes[i].name, "nbd__request"))
 			continue;
-		if (t->pid > 0) {
-			err = attach_usdt(prog, t, "blktgt", probes[i].name, &l);
-			if (err)
+		l = bpf_program__attach_usdt(prog, t->pid > 0 ? t->pid : -1,
+					     t->exe, "blktgt", probes[i].name,
+					     NULL);
+		if (!l) {
+			err = -errno;
+			if (target_gone(t, GONE_WAIT_MS))
+				return report_gone(t);
+			if (t->pid > 0 && (err == -EPERM || err == -EACCES))
+				/* Once more, for the line that names the
+				 * capabilities missing. */
+				err = attach_usdt(prog, t, "blktgt",
+						  probes[i].name, &l);
+			else if (err == -ENOENT)
+				tool_err("%s has no USDT probe blktgt:%s; is it "
+					 "blktgt built with USDT=1?", t->exe,
+					 probes[i].name);
+			else
+				tool_err("cannot attach to blktgt:%s of %s: %s",
+					 probes[i].name, t->exe, strerror(-err));
+			if (!l)
 				return err;
-		} else {
-			l = bpf_program__attach_usdt(prog, -1, t->exe, "blktgt",
-						     probes[i].name, NULL);
-			if (!l) {
-				err = -errno;
-				if (err == -ENOENT)
-					tool_err("%s has no USDT probe blktgt:%s; "
-						 "is it blktgt built with USDT=1?",
-						 t->exe, probes[i].name);
-				else
-					tool_err("cannot attach to blktgt:%s of %s: "
-						 "%s", probes[i].name, t->exe,
-						 strerror(-err));
-				return err;
-			}
 		}
 		err = keep_link(l);
 		if (err)
@@ -392,8 +563,8 @@ static int pair_cookie(const struct usdt_note *n, int idx, int role, int arg,
 	return 0;
 }
 
-static int attach_location(struct bpf_program *prog, pid_t pid,
-			   const char *path, const struct usdt_note *n,
+static int attach_location(struct bpf_program *prog, const struct target *t,
+			   const struct usdt_bin *b, const struct usdt_note *n,
 			   __u64 cookie)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, opts, .ref_ctr_offset = n->sema_off,
@@ -401,41 +572,59 @@ static int attach_location(struct bpf_program *prog, pid_t pid,
 	struct bpf_link *l;
 	int err;
 
-	l = bpf_program__attach_uprobe_opts(prog, pid ? pid : -1, path,
-					    n->pc_off, &opts);
+	l = bpf_program__attach_uprobe_opts(prog, t->pid > 0 ? t->pid : -1,
+					    b->path, n->pc_off, &opts);
 	if (!l) {
 		err = -errno;
+		if (target_gone(t, GONE_WAIT_MS))
+			return report_gone(t);
 		tool_err("cannot attach to %s:%s at 0x%llx of %s: %s",
-			 n->provider, n->name, n->pc_off, path, strerror(-err));
+			 SHOWN(n->provider), SHOWN(n->name), n->pc_off,
+			 b->shown, strerror(-err));
 		return err;
 	}
 	return keep_link(l);
 }
 
-/* Attach the pair's role (start or done) to every location of probe p. */
-static int attach_pair_end(struct bpf_program *prog, pid_t pid,
-			   const char *path, const struct usdt_note *notes,
-			   size_t nn, const char p[2][USDT_NAME_MAX], int idx,
-			   int role, int arg)
+/* No probe matched pattern: one line, or the process's exit when that
+ * is why (its maps may have been read as it went). */
+static int report_missing(const struct usdt_sites *s, const struct target *t,
+			  const char *pattern, bool glob)
 {
+	if (target_gone(t, 0))
+		return report_gone(t);
+	usdt_sites_missing(s, t, pattern, glob);
+	return -ENOENT;
+}
+
+/* Attach the pair's role (start or done) to every location of probe p,
+ * in every file of the target. */
+static int attach_pair_end(struct bpf_program *prog, const struct target *t,
+			   const struct usdt_sites *s,
+			   const char p[2][USDT_NAME_MAX], int idx, int role,
+			   int arg)
+{
+	char probe[EXP_PROBE_LEN];
 	__u64 cookie;
-	size_t i;
+	size_t i, k;
 	int found = 0, err;
 
-	for (i = 0; i < nn; i++) {
-		if (strcmp(notes[i].provider, p[0]) || strcmp(notes[i].name, p[1]))
-			continue;
-		found++;
-		if (pair_cookie(&notes[i], idx, role, arg, &cookie))
-			return -EINVAL;
-		err = attach_location(prog, pid, path, &notes[i], cookie);
-		if (err)
-			return err;
-	}
+	for (i = 0; i < s->nbins; i++)
+		for (k = 0; k < s->bins[i].n; k++) {
+			const struct usdt_note *n = &s->bins[i].notes[k];
+
+			if (strcmp(n->provider, p[0]) || strcmp(n->name, p[1]))
+				continue;
+			found++;
+			if (pair_cookie(n, idx, role, arg, &cookie))
+				return -EINVAL;
+			err = attach_location(prog, t, &s->bins[i], n, cookie);
+			if (err)
+				return err;
+		}
 	if (!found) {
-		tool_err("no probe %s:%s in %s; list them with tplist-bpfcc -l "
-			 "%s", p[0], p[1], path, path);
-		return -ENOENT;
+		snprintf(probe, sizeof(probe), "%s:%s", p[0], p[1]);
+		return report_missing(s, t, probe, false);
 	}
 	return 0;
 }
@@ -461,54 +650,44 @@ static int count_index(int spec, const struct usdt_note *n)
 }
 
 static int attach_generic(struct exporter_bpf *skel, const struct options *o,
-			  pid_t pid, const char *path)
+			  const struct target *t, const struct usdt_sites *s)
 {
 	struct bpf_program *prog = skel->progs.usdt_hit;
-	struct usdt_note *notes = NULL;
-	char err[256], probe[EXP_PROBE_LEN];
-	size_t nn = 0, i;
-	int s, idx, ret = 0;
+	size_t i, k;
+	int sp, idx, ret = 0;
 
-	if (usdt_notes_read(path, &notes, &nn, err, sizeof(err))) {
-		tool_err("cannot read the USDT notes of %s: %s", path, err);
-		return -EINVAL;
-	}
-	for (s = 0; s < o->npairs && !ret; s++) {
-		ret = attach_pair_end(prog, pid, path, notes, nn,
-				      o->pairs[s].start, s, EXP_ROLE_START,
-				      o->pairs[s].arg);
+	for (sp = 0; sp < o->npairs && !ret; sp++) {
+		ret = attach_pair_end(prog, t, s, o->pairs[sp].start, sp,
+				      EXP_ROLE_START, o->pairs[sp].arg);
 		if (!ret)
-			ret = attach_pair_end(prog, pid, path, notes, nn,
-					      o->pairs[s].done, s,
-					      EXP_ROLE_DONE, o->pairs[s].arg);
+			ret = attach_pair_end(prog, t, s, o->pairs[sp].done, sp,
+					      EXP_ROLE_DONE, o->pairs[sp].arg);
 	}
-	for (s = 0; s < o->nspecs && !ret; s++) {
+	for (sp = 0; sp < o->nspecs && !ret; sp++) {
 		int found = 0;
 
-		for (i = 0; i < nn && !ret; i++) {
-			snprintf(probe, sizeof(probe), "%s:%s",
-				 notes[i].provider, notes[i].name);
-			if (fnmatch(o->patterns[s], probe, 0))
-				continue;
-			found++;
-			idx = count_index(s, &notes[i]);
-			if (idx < 0) {
-				tool_err("--count patterns match more than %d "
-					 "probes; narrow them", EXP_MAX_COUNTS);
-				ret = -E2BIG;
-				break;
+		for (i = 0; i < s->nbins && !ret; i++)
+			for (k = 0; k < s->bins[i].n && !ret; k++) {
+				const struct usdt_note *n = &s->bins[i].notes[k];
+
+				if (!usdt_probe_match(o->patterns[sp], n))
+					continue;
+				found++;
+				idx = count_index(sp, n);
+				if (idx < 0) {
+					tool_err("--count patterns match more "
+						 "than %d probes; narrow them",
+						 EXP_MAX_COUNTS);
+					return -E2BIG;
+				}
+				ret = attach_location(prog, t, &s->bins[i], n,
+						      EXP_COOKIE(idx,
+								 EXP_ROLE_COUNT,
+								 0, 0, 0, 0, 0));
 			}
-			ret = attach_location(prog, pid, path, &notes[i],
-					      EXP_COOKIE(idx, EXP_ROLE_COUNT,
-							 0, 0, 0, 0, 0));
-		}
-		if (!ret && !found) {
-			tool_err("no probe matches '%s' in %s; list them with "
-				 "tplist-bpfcc -l %s", o->patterns[s], path, path);
-			ret = -ENOENT;
-		}
+		if (!ret && !found)
+			ret = report_missing(s, t, o->patterns[sp], true);
 	}
-	usdt_notes_free(notes);
 	return ret;
 }
 
@@ -518,14 +697,22 @@ int main(int argc, char **argv)
 	struct exporter_bpf *skel = NULL;
 	struct MHD_Daemon *httpd = NULL;
 	struct target t = { .pidfd = -1 };
+	struct usdt_sites sites = { 0 };
+	struct pair_exit_offsets exit_offs = { 0 };
+	struct bpf_link *exit_link = NULL;
+	bool starts, generic;
 	char shown[300];
 	sigset_t sigs;
-	int fd, sig, err, status = 1;
+	int fd, sig, err, i, status = 1;
 
 	parse_args(&o, argc, argv);
 	state.per_pid = o.per_pid;
 	state.blktgt = o.blktgt;
 	state.nbd_cmds_on = o.nbd_commands;
+	state.max_series = o.max_series;
+	/* STARTs wait for their DONE: RPCs (blktgt) and pairs. */
+	starts = o.blktgt || o.npairs;
+	generic = o.npairs || o.nspecs;
 	libbpf_quiet(o.verbose);
 
 	/* Signals go to this thread only, so that sigwait() below sees them
@@ -539,19 +726,14 @@ int main(int argc, char **argv)
 	fd = http_listen(o.listen, shown, sizeof(shown));
 	if (fd < 0)
 		return fd == -2 ? 2 : 1;
-	if (o.pid) {
-		if (target_open(&t, o.pid))
-			goto out;
-	} else {
-		if (access(o.binary, R_OK)) {
-			tool_err("cannot read -b %s: %s", o.binary,
-				 strerror(errno));
-			goto out;
-		}
-		t.pid = -1;
-		snprintf(t.exe, sizeof(t.exe), "%s", o.binary);
-		snprintf(t.comm, sizeof(t.comm), "%s", o.binary);
-	}
+	if (o.pid ? target_open(&t, o.pid) : target_open_path(&t, o.binary))
+		goto out;
+	/* The probes of the executable and of every file it maps (-p), or
+	 * of the file (-b). */
+	if (generic && usdt_sites_open(&sites, &t))
+		goto out;
+	if (starts && pair_exit_detect(&exit_offs))
+		goto out;
 
 	skel = exporter_bpf__open();
 	if (!skel) {
@@ -559,15 +741,32 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	skel->rodata->per_pid = o.per_pid;
+	for (i = 0; i < o.npairs; i++)
+		if (!o.pairs[i].arg)
+			skel->rodata->tid_pairs |= 1u << i;
+	skel->rodata->pair_group_dead_off = exit_offs.group_dead_off;
+	skel->rodata->pair_task_signal_off = exit_offs.task_signal_off;
+	skel->rodata->pair_signal_live_off = exit_offs.signal_live_off;
+	bpf_program__set_autoload(skel->progs.start_exit, starts);
+	bpf_map__set_max_entries(skel->maps.starts, o.max_inflight);
+	bpf_map__set_max_entries(skel->maps.io_stats, o.max_series);
+	bpf_map__set_max_entries(skel->maps.rpc_latency, o.max_series);
+	bpf_map__set_max_entries(skel->maps.nbd_commands, o.max_series);
+	bpf_map__set_max_entries(skel->maps.nbd_conns, o.max_series);
+	bpf_map__set_max_entries(skel->maps.pair_latency, o.max_series);
+	bpf_map__set_max_entries(skel->maps.counts, o.max_series);
 	err = exporter_bpf__load(skel);
 	if (err) {
 		report_load_error(&t, err);
 		goto out;
 	}
+	/* Reclaim first: a START made once the probes are in is then never
+	 * left behind by its thread's or process's exit. */
+	if (starts && pair_exit_attach(skel->progs.start_exit, &exit_link))
+		goto out;
 	if (o.blktgt && attach_blktgt(skel, &t, o.nbd_commands))
 		goto out;
-	if ((o.npairs || o.nspecs) &&
-	    attach_generic(skel, &o, o.pid, t.exe))
+	if (generic && attach_generic(skel, &o, &t, &sites))
 		goto out;
 
 	state.io_stats = bpf_map__fd(skel->maps.io_stats);
@@ -576,6 +775,8 @@ int main(int argc, char **argv)
 	state.nbd_conns = bpf_map__fd(skel->maps.nbd_conns);
 	state.pair_latency = bpf_map__fd(skel->maps.pair_latency);
 	state.counts = bpf_map__fd(skel->maps.counts);
+	state.pair_counts = starts ? bpf_map__fd(skel->maps.pair_counts) : -1;
+	state.series_drops = bpf_map__fd(skel->maps.series_drops);
 
 	httpd = http_start(fd, &state, o.verbose);
 	if (!httpd)
@@ -590,13 +791,13 @@ int main(int argc, char **argv)
 	if (sigwait(&sigs, &sig) == 0)
 		status = 0;
 out:
-	if (httpd)
-		MHD_stop_daemon(httpd);
+	http_stop(httpd);
 	close(fd);
 	while (nlinks)
 		bpf_link__destroy(links[--nlinks]);
+	bpf_link__destroy(exit_link);
 	exporter_bpf__destroy(skel);
-	if (o.pid)
-		target_close(&t);
+	usdt_sites_close(&sites);
+	target_close(&t);
 	return status;
 }

@@ -14,6 +14,7 @@
 #ifndef __bpf__
 #include <linux/types.h>
 #endif
+#include "pair_state.h"
 
 /*
  * Histogram buckets are powers of two: latency bucket i has the upper
@@ -39,8 +40,8 @@ struct exp_hist {
 #define EXP_METHOD_LEN   64	/* RPC methods */
 #define EXP_CMD_LEN      16	/* NBD command names */
 
-#define EXP_MAX_KEYS     4096	/* series per map */
-#define EXP_MAX_INFLIGHT 65536	/* RPCs or pair starts remembered at once */
+#define EXP_MAX_KEYS     4096	/* series per map: --max-series */
+#define EXP_MAX_KEYS_LIMIT (1 << 20)
 
 struct io_key {
 	char bdev[EXP_NAME_LEN];
@@ -75,16 +76,36 @@ struct idx_key {
 	__u32 idx;
 };
 
-/* A --pair start in flight: the pair, the process, and the key (thread
- * id, or the argument's value). */
+/* A START in flight, of a --pair or of blktgt's RPCs: the process and,
+ * for a pair keyed by thread, the thread (pair_state.h's head, which the
+ * exit of either reclaims); the pair (EXP_IDX_RPC for an RPC); and the
+ * argument's value or the RPC id (0 for a thread-keyed pair).  One table
+ * for all: one bound, --max-inflight, and one reclaim. */
 struct start_key {
+	struct pair_key_head h;
 	__u32 idx;
-	__u32 tgid;
+	__u32 pad;
 	__u64 key;
 };
 
 #define EXP_MAX_PAIRS    16
 #define EXP_MAX_COUNTS   256	/* probes matched by all --count patterns */
+#define EXP_IDX_RPC      0xffff	/* start_key.idx of an RPC */
+
+/*
+ * The series_drops slots: hits not recorded because their map had no room
+ * for a new series (--max-series).  One per blktgt map, one per --pair
+ * and one per --count probe.
+ */
+enum {
+	EXP_DROP_IO,		/* io_stats: all three I/O families */
+	EXP_DROP_RPC,
+	EXP_DROP_NBD_CMDS,
+	EXP_DROP_NBD_CONNS,
+	EXP_DROP_PAIR0,		/* + the pair's index */
+	EXP_DROP_COUNT0 = EXP_DROP_PAIR0 + EXP_MAX_PAIRS, /* + the probe's */
+	EXP_DROP_SLOTS = EXP_DROP_COUNT0 + EXP_MAX_COUNTS,
+};
 
 /*
  * The attach cookie of a generic probe location: what the hit means and,
@@ -129,6 +150,8 @@ struct exp_state {
 	bool nbd_cmds_on;	/* --nbd-commands */
 	int io_stats, rpc_latency, nbd_commands,
 	    nbd_conns, pair_latency, counts;
+	int pair_counts, series_drops;	/* per-CPU arrays */
+	int max_series;			/* each map's bound */
 	int npairs;
 	char pair_names[EXP_MAX_PAIRS][EXP_METRIC_LEN];
 	int nspecs;
@@ -157,10 +180,14 @@ struct MHD_Daemon;
  */
 int http_listen(const char *spec, char *shown, size_t shownlen);
 
-/* Serve GET /metrics from s on fd, on a thread of libmicrohttpd's.
- * NULL after printing one line. */
+/* Serve GET /metrics from s on fd, on a thread of libmicrohttpd's, with
+ * a thread of ours that closes connections past their deadline.  NULL
+ * after printing one line. */
 struct MHD_Daemon *http_start(int fd, const struct exp_state *s,
 			      bool verbose);
+
+/* Stop both threads (d may be NULL). */
+void http_stop(struct MHD_Daemon *d);
 #endif
 
 #endif

@@ -4,17 +4,33 @@
  *
  * One thread of libmicrohttpd's serves every connection, so scrapes are
  * rendered one at a time.  Everything a client controls is bounded: how
- * many connections (in all and per address), how long one may sit idle,
- * and how much memory its request may take (which bounds the request
- * line and headers).  Only GET /metrics is served; anything else gets an
- * HTTP error status, and the server carries on.
+ * many connections (in all and per address), how long one may take to
+ * send a whole request and take its answer, and how much memory its
+ * request may take (which bounds the request line and headers).  Only GET
+ * /metrics is served; anything else gets an HTTP error status, and the
+ * server carries on.
+ *
+ * libmicrohttpd 0.9.75 has only idle timeouts, which each byte a client
+ * sends resets: a client sending a byte a second would hold a connection
+ * for ever.  So the exporter keeps its own table of connections
+ * (MHD_OPTION_NOTIFY_CONNECTION adds and removes them) with a deadline
+ * each, and a thread of its own shuts down the socket of a connection
+ * past its deadline; libmicrohttpd then sees the end of the stream and
+ * closes it.  The table also decides who gets in (MHD_OPTION_ACCEPT_
+ * POLICY): an address at its cap is refused, and when the table is full
+ * a newcomer from an address holding fewer connections than the largest
+ * holder takes the place of that holder's oldest connection, so a flood
+ * from some addresses cannot keep a scrape from another one out.
  */
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <microhttpd.h>
@@ -24,9 +40,13 @@
 
 #define HTTP_MAX_CONNS        32	/* connections at once */
 #define HTTP_MAX_CONNS_PER_IP 16
-#define HTTP_IDLE_TIMEOUT     10	/* seconds a connection may idle */
+#define HTTP_DEADLINE         10	/* seconds to send a request and
+					 * take its answer */
 #define HTTP_CONN_MEMORY      (32u << 10)	/* request line + headers */
 #define HTTP_HOST_MAX         255
+/* Connections libmicrohttpd may hold: ours, plus those whose socket was
+ * shut down and that it has not yet closed. */
+#define HTTP_TABLE_MAX        (2 * HTTP_MAX_CONNS)
 
 #define CT_TEXT "text/plain; version=0.0.4; charset=utf-8"
 #define CT_OM   "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -178,27 +198,266 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	vfprintf(stderr, fmt, ap);
 }
 
+/* --- the connection table ------------------------------------------------ */
+
+/* One connection libmicrohttpd holds.  Its socket stays open while it is
+ * in the table: libmicrohttpd tells us a connection is closed before it
+ * closes the socket, and both the table's callbacks and the reaper hold
+ * conns.lock, so a shutdown() never hits a reused descriptor. */
+struct conn {
+	bool used;
+	bool shut;		/* shut down: leaving, no longer counted */
+	int fd;
+	struct sockaddr_storage addr;	/* its port zeroed: the address */
+	unsigned long long seq;		/* accept order: lower is older */
+	long long deadline;		/* CLOCK_MONOTONIC ns */
+};
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	pthread_t reaper;
+	bool reaper_on, stopping;
+	unsigned long long seq;
+	struct conn c[HTTP_TABLE_MAX];
+} conns = { .lock = PTHREAD_MUTEX_INITIALIZER,
+	    .wake = PTHREAD_COND_INITIALIZER };
+
+static long long now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* addr without its port, so that equal addresses compare equal. */
+static void addr_only(struct sockaddr_storage *out, const struct sockaddr *a)
+{
+	memset(out, 0, sizeof(*out));
+	if (a->sa_family == AF_INET) {
+		struct sockaddr_in *in = (struct sockaddr_in *)out;
+
+		in->sin_family = AF_INET;
+		in->sin_addr = ((const struct sockaddr_in *)a)->sin_addr;
+	} else if (a->sa_family == AF_INET6) {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)out;
+
+		in6->sin6_family = AF_INET6;
+		in6->sin6_addr = ((const struct sockaddr_in6 *)a)->sin6_addr;
+	} else {
+		out->ss_family = a->sa_family;
+	}
+}
+
+/* The live (not shut down) connections from addr; all of them when addr
+ * is NULL. */
+static int conns_from(const struct sockaddr_storage *addr)
+{
+	int i, n = 0;
+
+	for (i = 0; i < HTTP_TABLE_MAX; i++)
+		n += conns.c[i].used && !conns.c[i].shut &&
+		     (!addr || !memcmp(&conns.c[i].addr, addr, sizeof(*addr)));
+	return n;
+}
+
+static void conn_shut(struct conn *c)
+{
+	shutdown(c->fd, SHUT_RDWR);
+	c->shut = true;
+}
+
+/*
+ * Who gets in.  An address at HTTP_MAX_CONNS_PER_IP is refused.  When
+ * HTTP_MAX_CONNS are live, the address holding the most gives up its
+ * oldest connection to a newcomer holding fewer; a newcomer that holds
+ * as many is refused.  Runs on libmicrohttpd's thread, as the notify
+ * callbacks do.
+ */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr,
+				 socklen_t addrlen)
+{
+	struct sockaddr_storage a;
+	struct conn *victim = NULL;
+	int mine, most = 0, n, i;
+	enum MHD_Result ok = MHD_YES;
+
+	(void)cls;
+	(void)addrlen;
+	addr_only(&a, addr);
+	pthread_mutex_lock(&conns.lock);
+	mine = conns_from(&a);
+	if (mine >= HTTP_MAX_CONNS_PER_IP) {
+		ok = MHD_NO;
+	} else if (conns_from(NULL) >= HTTP_MAX_CONNS) {
+		for (i = 0; i < HTTP_TABLE_MAX; i++) {
+			struct conn *c = &conns.c[i];
+
+			if (!c->used || c->shut)
+				continue;
+			n = conns_from(&c->addr);
+			if (n > most || (n == most && c->seq < victim->seq)) {
+				most = n;
+				victim = c;
+			}
+		}
+		if (victim && most > mine)
+			conn_shut(victim);
+		else
+			ok = MHD_NO;
+	}
+	pthread_mutex_unlock(&conns.lock);
+	return ok;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *mc,
+			  void **socket_context,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	const union MHD_ConnectionInfo *fd, *addr;
+	struct conn *c = *socket_context;
+	int i;
+
+	(void)cls;
+	pthread_mutex_lock(&conns.lock);
+	if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+		if (c)
+			c->used = false;
+		*socket_context = NULL;
+		goto out;
+	}
+	fd = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+	addr = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	for (i = 0; i < HTTP_TABLE_MAX && conns.c[i].used; i++)
+		;
+	/* No room (cannot happen: libmicrohttpd holds at most
+	 * HTTP_TABLE_MAX), or no socket: the connection cannot be timed,
+	 * so it is not served. */
+	if (i == HTTP_TABLE_MAX || !fd || !addr) {
+		if (fd)
+			shutdown(fd->connect_fd, SHUT_RDWR);
+		goto out;
+	}
+	c = &conns.c[i];
+	c->used = true;
+	c->shut = false;
+	c->fd = fd->connect_fd;
+	addr_only(&c->addr, addr->client_addr);
+	c->seq = conns.seq++;
+	c->deadline = now_ns() + HTTP_DEADLINE * 1000000000LL;
+	*socket_context = c;
+	pthread_cond_signal(&conns.wake);
+out:
+	pthread_mutex_unlock(&conns.lock);
+}
+
+/* An answer sent: a kept-alive connection's next request has its own
+ * HTTP_DEADLINE. */
+static void on_completed(void *cls, struct MHD_Connection *mc, void **req,
+			 enum MHD_RequestTerminationCode toe)
+{
+	const union MHD_ConnectionInfo *ctx;
+	struct conn *c;
+
+	(void)cls;
+	(void)req;
+	if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
+		return;
+	ctx = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	if (!ctx || !ctx->socket_context)
+		return;
+	c = ctx->socket_context;
+	pthread_mutex_lock(&conns.lock);
+	if (c->used && !c->shut)
+		c->deadline = now_ns() + HTTP_DEADLINE * 1000000000LL;
+	pthread_mutex_unlock(&conns.lock);
+}
+
+/* Shut down every connection past its deadline, then sleep until the
+ * next deadline (at most one HTTP_DEADLINE: a new connection wakes it). */
+static void *reaper(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&conns.lock);
+	while (!conns.stopping) {
+		long long now = now_ns(), next = now + HTTP_DEADLINE * 1000000000LL;
+		struct timespec ts;
+		int i;
+
+		for (i = 0; i < HTTP_TABLE_MAX; i++) {
+			struct conn *c = &conns.c[i];
+
+			if (!c->used || c->shut)
+				continue;
+			if (c->deadline <= now)
+				conn_shut(c);
+			else if (c->deadline < next)
+				next = c->deadline;
+		}
+		/* The condition variable's clock is CLOCK_REALTIME: sleep
+		 * for the monotonic time left. */
+		clock_gettime(CLOCK_REALTIME, &ts);
+		next -= now;
+		ts.tv_sec += next / 1000000000LL;
+		ts.tv_nsec += next % 1000000000LL;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&conns.wake, &conns.lock, &ts);
+	}
+	pthread_mutex_unlock(&conns.lock);
+	return NULL;
+}
+
 struct MHD_Daemon *http_start(int fd, const struct exp_state *s,
 			      bool verbose)
 {
 	static bool log_on;
 	struct MHD_Daemon *d;
+	int err;
 
 	log_on = verbose;
+	err = pthread_create(&conns.reaper, NULL, reaper, NULL);
+	if (err) {
+		tool_err("cannot start the HTTP server: %s", strerror(err));
+		return NULL;
+	}
+	conns.reaper_on = true;
+	/* libmicrohttpd's idle timeout stays as a second bound; the per-
+	 * address cap is the table's, which counts what it shut down
+	 * apart. */
 	d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO |
-			     MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request,
+			     MHD_USE_ERROR_LOG, 0, on_accept, NULL, on_request,
 			     (void *)s,
 			     MHD_OPTION_LISTEN_SOCKET, fd,
-			     MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNS,
-			     MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-			     (unsigned)HTTP_MAX_CONNS_PER_IP,
+			     MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_TABLE_MAX,
 			     MHD_OPTION_CONNECTION_TIMEOUT,
-			     (unsigned)HTTP_IDLE_TIMEOUT,
+			     (unsigned)HTTP_DEADLINE,
 			     MHD_OPTION_CONNECTION_MEMORY_LIMIT,
 			     (size_t)HTTP_CONN_MEMORY,
+			     MHD_OPTION_NOTIFY_CONNECTION, on_connection, NULL,
+			     MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
 			     MHD_OPTION_EXTERNAL_LOGGER, mhd_log, &log_on,
 			     MHD_OPTION_END);
-	if (!d)
+	if (!d) {
 		tool_err("cannot start the HTTP server (libmicrohttpd)");
+		http_stop(NULL);
+	}
 	return d;
+}
+
+void http_stop(struct MHD_Daemon *d)
+{
+	if (conns.reaper_on) {
+		pthread_mutex_lock(&conns.lock);
+		conns.stopping = true;
+		pthread_cond_signal(&conns.wake);
+		pthread_mutex_unlock(&conns.lock);
+		pthread_join(conns.reaper, NULL);
+		conns.reaper_on = false;
+	}
+	if (d)
+		MHD_stop_daemon(d);
 }

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 
 #include "exporter.h"
 #include "states.h"
@@ -204,6 +205,8 @@ struct family {
 	 * its size, and the metric's offset in it.  0, 0: the metric is the
 	 * whole value. */
 	size_t val_size, val_off;
+	/* Its series_drops slot; -1 for a --count's (one per probe). */
+	int drop_slot;
 };
 
 struct series {
@@ -295,7 +298,7 @@ static int emit_family(struct sbuf *b, const struct exp_state *s,
 		return 0;
 	/* Keys are only ever added, so the walk ends; the bound is for a
 	 * map that does not behave. */
-	for (w = 0; w <= EXP_MAX_KEYS; w++) {
+	for (w = 0; w <= (size_t)s->max_series; w++) {
 		if (w == cap) {
 			cap = cap ? cap * 2 : 16;
 			if (grow(&keys, cap * f->key_size) ||
@@ -336,6 +339,103 @@ out:
 	return err;
 }
 
+/* The sum over CPUs of slot of a per-CPU array of __u64. */
+static int percpu_sum(int fd, __u32 slot, unsigned long long *sum)
+{
+	static int ncpus;
+	__u64 *v;
+	int i;
+
+	if (!ncpus)
+		ncpus = libbpf_num_possible_cpus();
+	if (ncpus <= 0)
+		return -EINVAL;
+	v = calloc(ncpus, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	if (bpf_map_lookup_elem(fd, &slot, v)) {
+		free(v);
+		return -errno;
+	}
+	*sum = 0;
+	for (i = 0; i < ncpus; i++)
+		*sum += v[i];
+	free(v);
+	return 0;
+}
+
+/* A family's hits not recorded for want of room for their series. */
+static int family_drops(const struct exp_state *s, const struct family *f,
+			unsigned long long *n)
+{
+	unsigned long long one;
+	int i, err;
+
+	if (f->drop_slot >= 0)
+		return percpu_sum(s->series_drops, f->drop_slot, n);
+	*n = 0;
+	for (i = 0; i < s->ncounts; i++) {
+		if (s->count_probes[i].spec != f->sel)
+			continue;
+		err = percpu_sum(s->series_drops, EXP_DROP_COUNT0 + i, &one);
+		if (err)
+			return err;
+		*n += one;
+	}
+	return 0;
+}
+
+static int family_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct family *)a)->name,
+		      ((const struct family *)b)->name);
+}
+
+/* The exporter's own counters: what it could not record, and why. */
+static int emit_own(struct sbuf *b, const struct exp_state *s,
+		    const struct family *fams, int nf, bool om)
+{
+	const char *total = om ? "" : "_total";
+	struct family sorted[8 + EXP_MAX_PAIRS + EXP_MAX_SPECS];
+	unsigned long long n;
+	int i, err;
+
+	if (s->pair_counts >= 0) {
+		err = percpu_sum(s->pair_counts, PAIR_DROPPED, &n);
+		if (err)
+			return err;
+		sb_printf(b, "# HELP probekit_exporter_starts_dropped%s STARTs "
+			  "(RPCs' and --pairs') not kept for want of room "
+			  "(--max-inflight); their DONEs go unmeasured.\n"
+			  "# TYPE probekit_exporter_starts_dropped%s counter\n"
+			  "probekit_exporter_starts_dropped_total"
+			  "{reason=\"table_full\"} %llu\n", total, total, n);
+		err = percpu_sum(s->pair_counts, PAIR_RECLAIMED, &n);
+		if (err)
+			return err;
+		sb_printf(b, "# HELP probekit_exporter_starts_reclaimed%s STARTs "
+			  "whose thread or process exited before their DONE.\n"
+			  "# TYPE probekit_exporter_starts_reclaimed%s counter\n"
+			  "probekit_exporter_starts_reclaimed_total %llu\n",
+			  total, total, n);
+	}
+	sb_printf(b, "# HELP probekit_exporter_series_dropped%s Hits not "
+		  "recorded because their family had no room for a new series "
+		  "(--max-series), by family.\n"
+		  "# TYPE probekit_exporter_series_dropped%s counter\n",
+		  total, total);
+	memcpy(sorted, fams, nf * sizeof(*fams));
+	qsort(sorted, nf, sizeof(*sorted), family_cmp);
+	for (i = 0; i < nf; i++) {
+		err = family_drops(s, &sorted[i], &n);
+		if (err)
+			return err;
+		sb_printf(b, "probekit_exporter_series_dropped_total"
+			  "{family=\"%s\"} %llu\n", sorted[i].name, n);
+	}
+	return 0;
+}
+
 long exp_render(const struct exp_state *s, bool om, char **out)
 {
 	struct family fams[8 + EXP_MAX_PAIRS + EXP_MAX_SPECS];
@@ -352,14 +452,16 @@ long exp_render(const struct exp_state *s, bool om, char **out)
 			.kind = FAM_SECONDS, .fd = s->io_stats,
 			.key_size = sizeof(struct io_key), .labels = io_labels,
 			.val_size = sizeof(struct io_stats),
-			.val_off = offsetof(struct io_stats, latency) };
+			.val_off = offsetof(struct io_stats, latency),
+			.drop_slot = EXP_DROP_IO };
 		fams[nf++] = (struct family){
 			.name = "probekit_io_size_bytes",
 			.help = "Block I/O size, by bdev and type.",
 			.kind = FAM_BYTES, .fd = s->io_stats,
 			.key_size = sizeof(struct io_key), .labels = io_labels,
 			.val_size = sizeof(struct io_stats),
-			.val_off = offsetof(struct io_stats, size) };
+			.val_off = offsetof(struct io_stats, size),
+			.drop_slot = EXP_DROP_IO };
 		fams[nf++] = (struct family){
 			.name = "probekit_io_errors",
 			.help = "Block I/Os completed with an error, by bdev and "
@@ -367,31 +469,34 @@ long exp_render(const struct exp_state *s, bool om, char **out)
 			.kind = FAM_COUNTER, .fd = s->io_stats,
 			.key_size = sizeof(struct io_key), .labels = io_labels,
 			.val_size = sizeof(struct io_stats),
-			.val_off = offsetof(struct io_stats, errors) };
+			.val_off = offsetof(struct io_stats, errors),
+			.drop_slot = EXP_DROP_IO };
 		fams[nf++] = (struct family){
 			.name = "probekit_rpc_latency_seconds",
 			.help = "JSON-RPC latency, request to reply, by method.",
 			.kind = FAM_SECONDS, .fd = s->rpc_latency,
-			.key_size = sizeof(struct rpc_key), .labels = rpc_labels };
+			.key_size = sizeof(struct rpc_key), .labels = rpc_labels,
+			.drop_slot = EXP_DROP_RPC };
 		if (s->nbd_cmds_on)
 			fams[nf++] = (struct family){
 				.name = "probekit_nbd_commands",
 				.help = "NBD commands received, by command.",
 				.kind = FAM_COUNTER, .fd = s->nbd_commands,
 				.key_size = sizeof(struct cmd_key),
-				.labels = cmd_labels };
+				.labels = cmd_labels, .drop_slot = EXP_DROP_NBD_CMDS };
 		fams[nf++] = (struct family){
 			.name = "probekit_nbd_connections",
 			.help = "NBD connections accepted.",
 			.kind = FAM_COUNTER, .fd = s->nbd_conns,
 			.key_size = sizeof(struct idx_key), .labels = idx_labels,
-			.sel = EXP_NBD_CONNECT };
+			.sel = EXP_NBD_CONNECT, .drop_slot = EXP_DROP_NBD_CONNS };
 		fams[nf++] = (struct family){
 			.name = "probekit_nbd_disconnections",
 			.help = "NBD connections closed.",
 			.kind = FAM_COUNTER, .fd = s->nbd_conns,
 			.key_size = sizeof(struct idx_key), .labels = idx_labels,
-			.sel = EXP_NBD_DISCONNECT };
+			.sel = EXP_NBD_DISCONNECT,
+			.drop_slot = EXP_DROP_NBD_CONNS };
 	}
 	for (i = 0; i < s->npairs; i++) {
 		snprintf(names[i], sizeof(names[i]), "%s_seconds",
@@ -401,7 +506,7 @@ long exp_render(const struct exp_state *s, bool om, char **out)
 			.help = "Latency between a --pair's two probes.",
 			.kind = FAM_SECONDS, .fd = s->pair_latency,
 			.key_size = sizeof(struct idx_key), .labels = idx_labels,
-			.sel = i };
+			.sel = i, .drop_slot = EXP_DROP_PAIR0 + i };
 	}
 	for (i = 0; i < s->nspecs; i++)
 		fams[nf++] = (struct family){
@@ -409,12 +514,15 @@ long exp_render(const struct exp_state *s, bool om, char **out)
 			.help = "Hits of the probes a --count matched, by probe.",
 			.kind = FAM_COUNTER, .fd = s->counts,
 			.key_size = sizeof(struct idx_key),
-			.labels = count_labels, .sel = i };
+			.labels = count_labels, .sel = i, .drop_slot = -1 };
 	for (i = 0; i < nf; i++) {
 		err = emit_family(&b, s, &fams[i], om);
 		if (err)
 			b.err = err;
 	}
+	err = emit_own(&b, s, fams, nf, om);
+	if (err)
+		b.err = err;
 	if (om)
 		sb_printf(&b, "# EOF\n");
 	if (b.err) {

@@ -307,7 +307,10 @@ void output_emit(struct output *o, const struct hist_entry *e, size_t n)
 				fputs(", ", stdout);
 			print_json(&e[i], first, last);
 		}
-		fputs("]}\n", stdout);
+		putchar(']');
+		if (o->trailer)
+			o->trailer(o, o->trailer_ctx);
+		fputs("}\n", stdout);
 		fflush(stdout);
 		return;
 	}
@@ -329,5 +332,7 @@ void output_emit(struct output *o, const struct hist_entry *e, size_t n)
 		printed++;
 		output_hist_text(&e[i]);
 	}
+	if (o->trailer)
+		o->trailer(o, o->trailer_ctx);
 	fflush(stdout);
 }

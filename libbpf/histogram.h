@@ -53,6 +53,11 @@ struct output {
 	bool json;			/* --json: one object per line */
 	bool timestamp;			/* -T */
 	unsigned long n;		/* intervals printed so far */
+	/* NULL, or called by output_emit() after the histograms: in JSON
+	 * before the object closes (it prints ', "key": value'), in text
+	 * after the last line (it prints whole lines). */
+	void (*trailer)(struct output *o, void *ctx);
+	void *trailer_ctx;
 };
 
 /* Print one interval's histograms (n entries, sorted) as text or JSON,

@@ -19,6 +19,7 @@
 #include <linux/capability.h>
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
 #include "probekit_version.h"
@@ -107,6 +108,9 @@ static const struct tool_option common_options[] = {
 	{ OPT_MAX_RATE, "max-rate", "HITS_PER_S",
 	  "a cost guard: past this many probe hits per second,\n"
 	  "detach, print what was collected and exit 0" },
+	{ OPT_MAX_INFLIGHT, "max-inflight", "N",
+	  "STARTs awaiting their DONE that are kept (default\n"
+	  "65536); more are dropped, and counted" },
 	{ 'h', "help", NULL, "show this help and exit" },
 	{ OPT_VERSION, "version", NULL, "show probekit's version and exit" },
 	{ 0 }
@@ -116,9 +120,12 @@ static const struct tool_option common_options[] = {
 static const struct tool_option pid_any =
 	{ 'p', "pid", "PID", "trace this process (or -b)" };
 
-/* Whether a tool takes option o: -b only the tools on any binary. */
+/* Whether a tool takes option o: -b only the tools on any binary,
+ * --max-inflight only the pair tools. */
 static bool takes(const struct tool_cli *cli, const struct tool_option *o)
 {
+	if (o->key == OPT_MAX_INFLIGHT)
+		return cli->pairs;
 	return o->key != 'b' || cli->binary;
 }
 
@@ -320,6 +327,10 @@ static bool common_option(const struct tool_cli *cli, struct common_args *a,
 	case OPT_MAX_RATE:
 		a->max_rate = positive_arg("--max-rate", arg, MAX_RATE_LIMIT);
 		return true;
+	case OPT_MAX_INFLIGHT:
+		a->max_inflight = positive_arg("--max-inflight", arg,
+					       PAIR_INFLIGHT_LIMIT);
+		return true;
 	case 'h':
 		print_help(cli);
 		exit(0);
@@ -337,6 +348,7 @@ void parse_options(const struct tool_cli *cli, struct common_args *a,
 	int c, unit_given = 0;
 
 	build_tables(cli, &g);
+	a->max_inflight = PAIR_INFLIGHT_DEFAULT;
 	for (size_t i = 0; cli->unit && i < NUNITS; i++)
 		if (!strcmp(units[i].unit, cli->unit))
 			set_unit(a, &units[i]);
@@ -760,6 +772,170 @@ int collect_by_name(const struct bpf_map *map, const char *key_name,
 	return n;
 }
 
+/* --- pair tools ----------------------------------------------------- */
+
+/* Where tracefs may be mounted: its own mount point, or under debugfs. */
+static const char *const exit_formats[] = {
+	"/sys/kernel/tracing/events/sched/sched_process_exit/format",
+	"/sys/kernel/debug/tracing/events/sched/sched_process_exit/format",
+};
+
+/* The offset of group_dead in the tracepoint's record: > 0, 0 when the
+ * format has no such field, -errno when no format could be read. */
+static int group_dead_offset(void)
+{
+	char line[256];
+	int err = -ENOENT;
+
+	for (size_t i = 0; i < sizeof(exit_formats) / sizeof(*exit_formats);
+	     i++) {
+		FILE *f = fopen(exit_formats[i], "r");
+		const char *p;
+		int off = 0;
+
+		if (!f) {
+			if (err == -ENOENT)
+				err = -errno;
+			continue;
+		}
+		while (fgets(line, sizeof(line), f))
+			if (strstr(line, " group_dead;") &&
+			    (p = strstr(line, "offset:")))
+				off = atoi(p + 7);
+		fclose(f);
+		return off;
+	}
+	return err;
+}
+
+/* The byte offset of member name of struct sname in btf; -1 if none. */
+static long btf_member_offset(const struct btf *btf, const char *sname,
+			      const char *name)
+{
+	int id = btf__find_by_name_kind(btf, sname, BTF_KIND_STRUCT);
+	const struct btf_type *t = id > 0 ? btf__type_by_id(btf, id) : NULL;
+	const struct btf_member *m = t ? btf_members(t) : NULL;
+
+	for (int i = 0; t && i < btf_vlen(t); i++, m++)
+		if (!strcmp(btf__name_by_offset(btf, m->name_off), name))
+			return btf_member_bit_offset(t, i) / 8;
+	return -1;
+}
+
+int pair_exit_detect(struct pair_exit_offsets *o)
+{
+	int off = group_dead_offset();
+	long sig, live;
+	struct btf *btf;
+
+	memset(o, 0, sizeof(*o));
+	if (off < 0) {
+		tool_err("cannot read the sched_process_exit tracepoint's "
+			 "format: %s (is tracefs mounted? mount -t tracefs "
+			 "nodev /sys/kernel/tracing)", strerror(-off));
+		return off;
+	}
+	if (off > 0) {
+		o->group_dead_off = off;
+		return 0;
+	}
+	/* A kernel before group_dead in the tracepoint (Linux 6.16): its
+	 * BTF says where a task's count of live threads is.  Parsed only
+	 * here: the tools otherwise start without reading the BTF. */
+	btf = btf__load_vmlinux_btf();
+	if (!btf) {
+		tool_err("cannot tell a process's last thread at its exit: no "
+			 "group_dead in sched_process_exit, and no kernel BTF "
+			 "(%s)", strerror(errno));
+		return -ENOENT;
+	}
+	sig = btf_member_offset(btf, "task_struct", "signal");
+	live = btf_member_offset(btf, "signal_struct", "live");
+	btf__free(btf);
+	if (sig < 0 || live < 0) {
+		tool_err("cannot tell a process's last thread at its exit: the "
+			 "kernel's BTF has no task_struct.signal or "
+			 "signal_struct.live");
+		return -ENOENT;
+	}
+	o->task_signal_off = sig;
+	o->signal_live_off = live;
+	return 0;
+}
+
+int pair_exit_attach(struct bpf_program *prog, struct bpf_link **link)
+{
+	int err;
+
+	*link = bpf_program__attach_tracepoint(prog, "sched",
+					       "sched_process_exit");
+	if (*link)
+		return 0;
+	err = -errno;
+	if ((err != -EACCES && err != -EPERM) ||
+	    !privilege_error("cannot attach to sched:sched_process_exit", -1,
+			     false))
+		tool_err("cannot attach to the tracepoint sched:"
+			 "sched_process_exit: %s", strerror(-err));
+	return err;
+}
+
+/* The totals of pair_counts, summed over the CPUs; -errno. */
+static int pair_totals(const struct bpf_map *map,
+		       unsigned long long out[PAIR_NCOUNTS])
+{
+	int ncpus = libbpf_num_possible_cpus(), err = 0;
+	unsigned long long *v;
+
+	if (ncpus <= 0)
+		return ncpus ? ncpus : -EINVAL;
+	v = calloc(ncpus, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (__u32 k = 0; !err && k < PAIR_NCOUNTS; k++) {
+		out[k] = 0;
+		err = bpf_map__lookup_elem(map, &k, sizeof(k), v,
+					   ncpus * sizeof(*v), 0);
+		for (int i = 0; !err && i < ncpus; i++)
+			out[k] += v[i];
+	}
+	free(v);
+	return err < 0 ? err : -err;
+}
+
+void pair_report(struct output *o, void *ctx)
+{
+	static const char *const what[PAIR_NCOUNTS] = {
+		[PAIR_DROPPED] = "dropped (table full)",
+		[PAIR_RECLAIMED] = "reclaimed (thread or process exited)",
+	};
+	static const char *const key[PAIR_NCOUNTS] = {
+		[PAIR_DROPPED] = "dropped",
+		[PAIR_RECLAIMED] = "reclaimed",
+	};
+	struct pair_report *r = ctx;
+	unsigned long long total[PAIR_NCOUNTS], n;
+	int err = pair_totals(r->counts, total);
+
+	if (err) {
+		tool_err("cannot read the counts of lost STARTs: %s",
+			 strerror(-err));
+		memcpy(total, r->seen, sizeof(total));
+	}
+	if (o->json)
+		fputs(", \"starts\": {", stdout);
+	for (int k = 0; k < PAIR_NCOUNTS; k++) {
+		n = total[k] - r->seen[k];
+		r->seen[k] = total[k];
+		if (o->json)
+			printf("%s\"%s\": %llu", k ? ", " : "", key[k], n);
+		else if (n)
+			printf("%llu starts %s\n", n, what[k]);
+	}
+	if (o->json)
+		putchar('}');
+}
+
 /* --- the output loop ------------------------------------------------ */
 
 static volatile sig_atomic_t got_signal;
@@ -921,9 +1097,12 @@ int run_loop(const struct common_args *a, const struct target *t,
 int run_loop_print(const struct common_args *a, const struct target *t,
 		   const char *ready, print_fn print, void *ctx)
 {
+	struct pair_report report = { .counts = a->pair_counts };
 	struct output out = { .tool = tool_name, .pid = t->pid,
 			      .binary = t->exe, .json = a->json,
-			      .timestamp = a->timestamp };
+			      .timestamp = a->timestamp,
+			      .trailer = a->pair_counts ? pair_report : NULL,
+			      .trailer_ctx = &report };
 	struct sigaction sa = { .sa_handler = on_signal };
 	long long start, end = -1, next = -1, check = -1, last_check, hits, last_hits = 0;
 	double rate;

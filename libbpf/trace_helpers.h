@@ -15,8 +15,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+#include <linux/types.h>
 
 #include "histogram.h"
+#include "pair_state.h"
 
 struct bpf_program;
 struct bpf_link;
@@ -64,6 +66,12 @@ struct common_args {
 	struct bpf_object_skeleton *skel;
 	void (*detach)(void *detach_ctx);
 	void *detach_ctx;
+	/* Pair tools (cli->pairs): --max-inflight N, the in-flight table's
+	 * size (PAIR_INFLIGHT_DEFAULT unless given); and, set by the tool
+	 * before run_loop(), pair_state.bpf.h's pair_counts, which each
+	 * interval's output reports (pair_report()). */
+	long max_inflight;
+	const struct bpf_map *pair_counts;
 };
 
 /* --max-rate: the largest budget taken, and the window the rate is
@@ -89,6 +97,7 @@ struct tool_option {
 enum {
 	OPT_VERSION = 256,	/* --version: no short form, as in bcc/ */
 	OPT_MAX_RATE,		/* --max-rate: no short form, as in bcc/ */
+	OPT_MAX_INFLIGHT,	/* --max-inflight: pair tools, as in bcc/ */
 	OPT_LONG_ONLY = 512,	/* the first key of a tool's long-only option */
 };
 
@@ -114,6 +123,8 @@ struct tool_cli {
 	 * [interval [count]]: true when the tool took it (usdtlat's START
 	 * and DONE).  The first one refused starts [interval [count]]. */
 	bool (*operand)(const char *arg);
+	/* Tools that pair a START with its DONE: --max-inflight is taken. */
+	bool pairs;
 };
 
 /*
@@ -209,6 +220,41 @@ typedef int (*print_fn)(void *ctx, struct output *o);
  * by "... Hit Ctrl-C to end.", and print() prints each interval. */
 int run_loop_print(const struct common_args *a, const struct target *t,
 		   const char *ready, print_fn print, void *ctx);
+
+/* --- pair tools (pair_state.h) -------------------------------------- */
+
+/* pair_state.bpf.h's rodata, found on the running kernel. */
+struct pair_exit_offsets {
+	__u32 group_dead_off;	/* group_dead in the tracepoint's record */
+	__u32 task_signal_off;	/* else task_struct.signal, */
+	__u32 signal_live_off;	/* and signal_struct.live */
+};
+
+/*
+ * How pair_state.bpf.h tells a process's last thread at
+ * sched_process_exit on this kernel: the tracepoint's group_dead field
+ * when its format has one, else the task offsets from the kernel's BTF.
+ * 0, or one line and -errno.
+ */
+int pair_exit_detect(struct pair_exit_offsets *o);
+
+/* Attach a tool's sched_process_exit program: 0, or one line and
+ * -errno. */
+int pair_exit_attach(struct bpf_program *prog, struct bpf_link **link);
+
+/*
+ * The STARTs lost since the last report, as each interval's output ends
+ * (output.trailer; run_loop() installs it when a->pair_counts is set):
+ * in text "N starts dropped (table full)" and "N starts reclaimed
+ * (thread or process exited)", each only when N > 0; in JSON, always,
+ * '"starts": {"dropped": N, "reclaimed": M}'.  bcc/probekit_bcc.py's
+ * PairReport prints the same.
+ */
+struct pair_report {
+	const struct bpf_map *counts;
+	unsigned long long seen[PAIR_NCOUNTS];	/* totals reported */
+};
+void pair_report(struct output *o, void *report);
 
 /* "PID N (COMM)", or "PATH (every process)" for -b: where the generic
  * tools say they trace. */

@@ -8,12 +8,15 @@
  * site's operand says: a request may start on one thread and end on
  * another.  A second START of a key in flight restarts its clock; a DONE
  * with no START is ignored; when the in-flight map is full, further
- * STARTs are dropped.
+ * STARTs are dropped and counted; the STARTs of a thread (-k tid) or a
+ * process (-k argN) that exits are reclaimed and counted
+ * (pair_state.bpf.h).
  */
 #include "probekit.bpf.h"
 
 #include "usdtlat.h"
 #include "histogram.bpf.h"
+#include "pair_state.bpf.h"
 #include "usdt_site.bpf.h"
 
 /* Options, set by user space before load. */
@@ -25,7 +28,7 @@ struct hist hist;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, USDTLAT_INFLIGHT_MAX);
+	__uint(max_entries, PAIR_INFLIGHT_DEFAULT);	/* --max-inflight */
 	__type(key, struct usdtlat_key);
 	__type(value, __u64);		/* START's time, ns */
 } start SEC(".maps");
@@ -37,9 +40,10 @@ static __always_inline int pair_key(struct pt_regs *ctx,
 	const struct usdt_site *site;
 
 	key->tgid = id >> 32;
-	key->pad = 0;
+	key->tid = 0;
+	key->val = 0;
 	if (!by_arg) {
-		key->val = (__u32)id;
+		key->tid = (__u32)id;
 		return 0;
 	}
 	site = usdt_site_this(ctx);
@@ -58,7 +62,7 @@ int lat_start(struct pt_regs *ctx)
 	hit_count();
 	if (pair_key(ctx, &key))
 		return 0;
-	bpf_map_update_elem(&start, &key, &ts, BPF_ANY);
+	pair_start(&start, &key, &ts);
 	return 0;
 }
 
@@ -78,6 +82,15 @@ int lat_done(struct pt_regs *ctx)
 	bpf_map_delete_elem(&start, &key);
 	__sync_fetch_and_add(&hist.slots[hist_slot(delta, false, 1)], 1);
 	return 0;
+}
+
+SEC("tracepoint/sched/sched_process_exit")
+int lat_exit(void *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct usdtlat_key key = { .tgid = id >> 32, .tid = (__u32)id };
+
+	return pair_on_exit(ctx, &start, by_arg ? NULL : &key);
 }
 
 /* bpf_probe_read_user() needs a GPL-compatible program. */

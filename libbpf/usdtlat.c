@@ -68,7 +68,8 @@ static const struct tool_option options[] = {
 static const struct tool_cli cli = {
 	.synopsis =
 "usage: probekit-usdtlat (-p PID | -b PATH) [-h] [-k KEY] [-m|-u|-n] [-T]\n"
-"                        [-j] [-d SECS] START DONE [interval [count]]\n"
+"                        [-j] [-d SECS] [--max-inflight N]\n"
+"                        START DONE [interval [count]]\n"
 "\n"
 "Time from one USDT probe (START) to another (DONE) in any binary, and\n"
 "show the times as a histogram (libbpf CO-RE).  START and DONE are\n"
@@ -88,6 +89,7 @@ static const struct tool_cli cli = {
 	.option = option,
 	.binary = true,
 	.operand = operand,
+	.pairs = true,
 };
 
 static void parse_args(int argc, char **argv)
@@ -192,6 +194,8 @@ int main(int argc, char **argv)
 {
 	struct usdtlat_bpf *skel = NULL;
 	struct usdt_sites sites = { 0 };
+	struct pair_exit_offsets exit_offs;
+	struct bpf_link *exit_link = NULL;
 	char where[PATH_MAX + 64], ready[2 * PATH_MAX];
 	struct target t;
 	int err, rc = 1;
@@ -201,7 +205,7 @@ int main(int argc, char **argv)
 	if (env.c.pid ? target_open(&t, env.c.pid) :
 	    target_open_path(&t, env.c.path))
 		return 1;
-	if (usdt_sites_open(&sites, &t))
+	if (usdt_sites_open(&sites, &t) || pair_exit_detect(&exit_offs))
 		goto out;
 
 	skel = usdtlat_bpf__open();
@@ -214,12 +218,19 @@ int main(int argc, char **argv)
 	skel->rodata->by_arg = env.key_arg > 0;
 	skel->rodata->unit_ns = env.c.unit_ns;
 	skel->rodata->count_hits = env.c.max_rate > 0;
+	skel->rodata->pair_group_dead_off = exit_offs.group_dead_off;
+	skel->rodata->pair_task_signal_off = exit_offs.task_signal_off;
+	skel->rodata->pair_signal_live_off = exit_offs.signal_live_off;
+	bpf_map__set_max_entries(skel->maps.start, env.c.max_inflight);
 	err = usdtlat_bpf__load(skel);
 	if (err) {
 		report_load_error(&t, err);
 		goto out;
 	}
-	if (attach_all(skel, &sites, &t))
+	/* Reclaim first: a START made once the uprobes are in is then
+	 * never left behind by its thread's exit. */
+	if (pair_exit_attach(skel->progs.lat_exit, &exit_link) ||
+	    attach_all(skel, &sites, &t))
 		goto out;
 
 	target_where(&t, where, sizeof(where));
@@ -228,9 +239,11 @@ int main(int argc, char **argv)
 	env.c.hits = skel->maps.hits;
 	env.c.detach = usdt_sites_detach;
 	env.c.detach_ctx = &sites;
+	env.c.pair_counts = skel->maps.pair_counts;
 	rc = run_loop_print(&env.c, &t, ready, print, skel);
 out:
 	usdt_sites_close(&sites);
+	bpf_link__destroy(exit_link);
 	usdtlat_bpf__destroy(skel);
 	target_close(&t);
 	return rc;

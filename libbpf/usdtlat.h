@@ -4,15 +4,15 @@
 #define PROBEKIT_USDTLAT_H
 
 #include "histogram.h"
+#include "pair_state.h"
 #include "usdt_site.h"
 
-#define USDTLAT_INFLIGHT_MAX 65536	/* STARTs awaiting their DONE */
-
-/* A pair's key: the thread (-k tid) or an argument's value (-k argN),
- * within one process. */
+/* A pair's key, within one process: the thread (-k tid: val 0) or an
+ * argument's value (-k argN: tid 0).  It starts with struct
+ * pair_key_head, so pair_state.bpf.h reclaims it. */
 struct usdtlat_key {
 	__u32 tgid;
-	__u32 pad;
+	__u32 tid;
 	__u64 val;
 };
 

@@ -92,7 +92,8 @@ $(LIBBPF_OBJ)/usdt_sites.o $(LIBBPF_USDT_TOOLS:%=$(LIBBPF_OBJ)/%.o): \
 	LIBBPF_CFLAGS += -Iprobes/usdt
 
 # probekit-exporter: three files of user space (main and attach, the
-# scrape's text, HTTP), linked with libmicrohttpd and the USDT note reader
+# scrape's text, HTTP), linked with libmicrohttpd, the generic tools' site
+# finder (usdt_sites.o: a process's libraries) and the USDT note reader
 # (mk/usdt.mk's archive, named here in full: that file is read after
 # this one).  It reads target/io_batch.h (the io__batch
 # record) and target/states.h (the I/O type names).
@@ -101,7 +102,7 @@ EXPORTER_OBJS := $(addprefix $(LIBBPF_OBJ)/,exporter.o exporter_render.o \
 $(EXPORTER_OBJS): LIBBPF_CFLAGS += -Itarget -Iprobes/usdt
 $(LIBBPF_OBJ)/exporter.bpf.o: BPF_CFLAGS += -Itarget
 $(LIBBPF_OBJ)/exporter.o: $(LIBBPF_GEN)/exporter.skel.h
-$(EXPORTER): $(EXPORTER_OBJS) $(addprefix $(LIBBPF_OBJ)/,$(addsuffix .o,$(LIBBPF_HELPERS))) \
+$(EXPORTER): $(EXPORTER_OBJS) $(LIBBPF_OBJ)/usdt_sites.o $(addprefix $(LIBBPF_OBJ)/,$(addsuffix .o,$(LIBBPF_HELPERS))) \
 		$(O)/lib/libprobekit_usdt.a | $(O)/bin
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBBPF_LDLIBS) -lmicrohttpd -lm

@@ -251,7 +251,7 @@ int bdev_submit(struct bdev_io *io)
 	if (rc)
 		return rc;
 	io->id = ((uint64_t)(t - threads) << 48) | (++t->next_id & ((1ull << 48) - 1));
-	io->submit_ns = now_ns();
+	io->submit_ns = reactor_now_ns();
 	io->next = NULL;
 	t->stats.submitted++;
 	if (BLKTGT_IO_SUBMIT_ENABLED())
@@ -337,7 +337,7 @@ static void batch_flush(struct bdev_thread *t)
 __attribute__((noinline))
 static void batch_record(struct bdev_thread *t, const struct bdev_io *head)
 {
-	uint64_t now = now_ns();
+	uint64_t now = reactor_now_ns();
 
 	for (const struct bdev_io *io = head; io; io = io->next) {
 		struct io_rec *r = &t->batch[t->batch_n++];

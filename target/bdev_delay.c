@@ -54,7 +54,7 @@ static uint64_t due_ns(const struct bdev_io *io)
 /* Arm t's timer for its head: 0, or -errno (the timer is gone then). */
 static int arm(struct delay_thread *t)
 {
-	uint64_t due = due_ns(t->head), now = now_ns();
+	uint64_t due = due_ns(t->head), now = reactor_now_ns();
 
 	/* 0 would disarm it: an io already due fires at once instead. */
 	return reactor_timer_set(t->timer, due > now ? due - now : 1, 0);
@@ -79,7 +79,7 @@ static void flush_all(struct delay_thread *t)
 static void tick(void *ctx)
 {
 	struct delay_thread *t = ctx;
-	uint64_t now = now_ns();
+	uint64_t now = reactor_now_ns();
 
 	while (t->head && due_ns(t->head) <= now) {
 		struct bdev_io *io = t->head;

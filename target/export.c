@@ -5,7 +5,7 @@
  * Every reactor keeps its own view of each export (state, in-flight count,
  * queue of I/O held while paused), touched only by that reactor, so the
  * I/O path takes no lock.  A state change walks the reactors with
- * for_each_thread(): on each, the reactor flips its view and, when the new
+ * reactor_for_each_thread(): on each, the reactor flips its view and, when the new
  * state stops I/O (PAUSED or INACTIVE), waits for its in-flight I/O to
  * finish before the walk moves on.  When the walk is done every reactor
  * has the new state and no I/O of the old one is still running.
@@ -25,7 +25,7 @@ struct export_thread {
 	_Alignas(64) enum export_state state;
 	uint64_t inflight;
 	struct bdev_io *held_head, *held_tail;  /* submitted while paused */
-	struct foreach *waiting;                /* a change waiting for inflight == 0 */
+	struct reactor_foreach *waiting;                /* a change waiting for inflight == 0 */
 };
 
 struct export {
@@ -103,12 +103,12 @@ void export_put(struct export *e)
 
 /* --- the I/O path ------------------------------------------------------ */
 
-static void thread_step_done(struct export *e, struct export_thread *t, struct foreach *it)
+static void thread_step_done(struct export *e, struct export_thread *t, struct reactor_foreach *it)
 {
 	if (BLKTGT_EXPORT_THREAD_DONE_ENABLED())
 		BLKTGT_EXPORT_THREAD_DONE(e->name, reactor_index(reactor_self()), t->state,
 					  export_state_name(t->state));
-	foreach_continue(it, 0);
+	reactor_foreach_continue(it, 0);
 }
 
 static void export_io_done(struct bdev_io *io, void *ctx)
@@ -123,7 +123,7 @@ static void export_io_done(struct bdev_io *io, void *ctx)
 	/* After the callback: anything it resubmitted while pausing is held,
 	 * so inflight only falls from here. */
 	if (t->inflight == 0 && t->waiting) {
-		struct foreach *it = t->waiting;
+		struct reactor_foreach *it = t->waiting;
 
 		t->waiting = NULL;
 		thread_step_done(e, t, it);
@@ -197,7 +197,7 @@ static void release_held(struct export *e, struct export_thread *t)
 
 /* --- state changes ----------------------------------------------------- */
 
-static void change_step(struct foreach *it, void *ctx)
+static void change_step(struct reactor_foreach *it, void *ctx)
 {
 	struct change *ch = ctx;
 	struct export *e = ch->e;
@@ -271,7 +271,7 @@ static int change_start(struct export *e, enum export_state to, export_done_fn d
 	if (BLKTGT_EXPORT_CHANGE_START_ENABLED())
 		BLKTGT_EXPORT_CHANGE_START(e->name, ch->from, to, export_state_name(ch->from),
 					   export_state_name(to));
-	rc = for_each_thread(change_step, ch, change_done);
+	rc = reactor_for_each_thread(change_step, ch, change_done);
 	if (rc) {
 		e->changing = false;
 		free(ch);

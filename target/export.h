@@ -6,7 +6,7 @@
  *        ^                  |                          |
  *        +------stop--------+--------------------------+
  *
- * A state change runs on every reactor (for_each_thread), each reactor
+ * A state change runs on every reactor (reactor_for_each_thread), each reactor
  * flipping its own view of the export, then completes with a callback.
  * Pausing waits, on each reactor, for that reactor's in-flight I/O to
  * finish; I/O submitted while paused is queued on its reactor and goes out

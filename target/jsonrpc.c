@@ -150,7 +150,7 @@ static void conn_close(struct rpc_conn *c)
 		}
 	}
 	nconns--;
-	if (!c->busy && send_msg(reactor_self(), conn_free_msg, c) != 0)
+	if (!c->busy && reactor_send_msg(reactor_self(), conn_free_msg, c) != 0)
 		log_warn("rpc: out of memory; leaking a closed connection");
 	/* else: freed when its request finishes (jsonrpc_request_finish). */
 	/* A descriptor is free again: the reserve first, then new clients. */
@@ -166,7 +166,7 @@ static void conn_stall_clock(struct rpc_conn *c)
 	if (!(c->closing || (!c->busy && c->inlen > 0)))
 		c->owed_since = 0;
 	else if (!c->owed_since)
-		c->owed_since = now_ns();
+		c->owed_since = reactor_now_ns();
 }
 
 static void conn_flush(struct rpc_conn *c)
@@ -287,11 +287,11 @@ void jsonrpc_request_finish(struct rpc_request *req, int code, const char *text,
 		if (!req->notify && !c->dead)
 			conn_queue(c, text, len);
 		c->busy = NULL;
-		c->idle_since = now_ns();
+		c->idle_since = reactor_now_ns();
 		if (c->dead) {
 			/* Closed while busy: nobody else will free it.  Later, since
 			 * process_input may be up the stack. */
-			if (send_msg(reactor_self(), conn_free_msg, c) != 0)
+			if (reactor_send_msg(reactor_self(), conn_free_msg, c) != 0)
 				log_warn("rpc: out of memory; leaking a closed connection");
 		} else if (!c->dispatching)
 			process_input(c);
@@ -645,7 +645,7 @@ static struct rpc_conn *stalled_longest(uint64_t now)
  * connection, if there is one.  True when a place is free. */
 static bool conn_evict_stalled(void)
 {
-	uint64_t now = now_ns();
+	uint64_t now = reactor_now_ns();
 	struct rpc_conn *victim = stalled_longest(now);
 
 	if (!victim)
@@ -700,7 +700,7 @@ static void accept_event(void *ctx, uint32_t events)
 			continue;
 		}
 		c->fd = fd;
-		c->idle_since = now_ns();
+		c->idle_since = reactor_now_ns();
 		c->watch = reactor_fd_add(fd, EPOLLIN, conn_event, c);
 		if (!c->watch) {
 			close(fd);
@@ -717,7 +717,7 @@ static void accept_event(void *ctx, uint32_t events)
 /* Once a second while the stall limit is on, or while the listener rests. */
 static void tick_event(void *ctx)
 {
-	uint64_t now = now_ns();
+	uint64_t now = reactor_now_ns();
 	uint64_t limit = (uint64_t)stall_limit_s * 1000000000ull;
 	struct rpc_conn *c = conns;
 

@@ -87,7 +87,7 @@ enum target_state target_state(void)
 
 uint64_t target_uptime_ns(void)
 {
-	return now_ns() - start_ns;
+	return reactor_now_ns() - start_ns;
 }
 
 static void set_state(enum target_state s)
@@ -234,7 +234,7 @@ void target_shutdown(void)
 		return;
 	shutting_down = true;
 	/* As a message, so that whoever asked (an RPC) finishes first. */
-	if (send_msg(reactor_get(0), shutdown_begin, NULL) != 0) {
+	if (reactor_send_msg(reactor_get(0), shutdown_begin, NULL) != 0) {
 		log_error("out of memory starting shutdown");
 		exit(1);
 	}
@@ -429,7 +429,7 @@ static void target_start(void *ctx)
 
 	set_state(TARGET_LISTEN);
 	if (opt.listen_tcp) {
-		rc = nbd_listen_tcp(opt.host, opt.port, &bound_port);
+		rc = nbd_serve_tcp(opt.host, opt.port, &bound_port);
 		if (rc) {
 			log_error("NBD listener %s:%u: %s", opt.host, opt.port, strerror(-rc));
 			startup_failed();
@@ -437,7 +437,7 @@ static void target_start(void *ctx)
 		}
 	}
 	if (opt.unix_path) {
-		rc = nbd_listen_unix(opt.unix_path);
+		rc = nbd_serve_unix(opt.unix_path);
 		if (rc) {
 			log_error("NBD listener %s: %s", opt.unix_path, strerror(-rc));
 			startup_failed();
@@ -476,9 +476,9 @@ static void announce_trace_ring(void)
 
 /* A step on every reactor: once the walk is done, every reactor's loop is
  * running (thread__start has fired on each) before start-up goes on. */
-static void reactor_started(struct foreach *it, void *ctx)
+static void reactor_started(struct reactor_foreach *it, void *ctx)
 {
-	foreach_continue(it, 0);
+	reactor_foreach_continue(it, 0);
 }
 
 static void reactors_all_started(void *ctx, int status)
@@ -488,7 +488,7 @@ static void reactors_all_started(void *ctx, int status)
 
 static void target_begin(void *ctx)
 {
-	if (for_each_thread(reactor_started, NULL, reactors_all_started) != 0) {
+	if (reactor_for_each_thread(reactor_started, NULL, reactors_all_started) != 0) {
 		log_error("out of memory");
 		startup_failed();
 	}
@@ -659,7 +659,7 @@ int main(int argc, char **argv)
 	int rc;
 
 	states_init();
-	start_ns = now_ns();
+	start_ns = reactor_now_ns();
 	set_state(TARGET_NONE);
 	parse_args(argc, argv);
 	set_state(TARGET_INIT);
@@ -688,7 +688,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	announce_trace_ring();
-	if (send_msg(reactor_get(0), target_begin, NULL) != 0) {
+	if (reactor_send_msg(reactor_get(0), target_begin, NULL) != 0) {
 		log_error("out of memory");
 		return 1;
 	}

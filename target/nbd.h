@@ -14,14 +14,14 @@
 
 #include <stdint.h>
 
-/* Listen on TCP host:port (port 0 picks one); *bound gets the port.
- * Reactor 0 only.  0 or -errno. */
-int nbd_listen_tcp(const char *host, uint16_t port, uint16_t *bound);
-/* Listen on a unix socket at path (an old socket file is replaced). */
-int nbd_listen_unix(const char *path);
+/* Serve clients on TCP host:port (port 0 picks one); *bound gets the
+ * port.  Reactor 0 only.  0 or -errno. */
+int nbd_serve_tcp(const char *host, uint16_t port, uint16_t *bound);
+/* Serve clients on a unix socket at path (an old socket file is replaced). */
+int nbd_serve_unix(const char *path);
 
 /* Close a connection still negotiating this many seconds after it
- * connected (0: never).  Before the first listener. */
+ * connected (0: never).  Before the first nbd_serve_*(). */
 #define NBD_HANDSHAKE_LIMIT_DEFAULT 10
 #define NBD_HANDSHAKE_LIMIT_MAX     86400
 void nbd_set_handshake_limit(unsigned seconds);

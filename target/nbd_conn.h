@@ -1,15 +1,24 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
  * nbd_conn.h: what the files of the NBD server share, and nothing outside
- * them includes.  One connection moves through them in order:
+ * them includes.  They are rooms on two floors:
  *
- *   nbd_listen.c  listeners: accept, fd-limit back-off, the handshake limit
- *   nbd_neg.c     negotiation on reactor 0 (glue around nbd_proto.c's
- *                 byte-buffer engine), then the hand-off to a reactor
+ *   nbd.c         a connection's lifetime: accept, hand-off to its reactor,
+ *                 close, free; the per-reactor lists, the handshake limit,
+ *                 shutdown and figures.  It owns every socket callback and
+ *                 calls the rooms below, which never call it back.
+ *   ------------- below -------------------------------------------------
+ *   nbd_listen.c  listeners: accept() and the fd-limit back-off
+ *   nbd_neg.c     negotiation on reactor 0: the socket side of nbd_proto.c's
+ *                 byte-buffer engine, the export lookups, the chosen export
  *   nbd_tx.c      transmission on the owner reactor: requests, payloads,
  *                 I/O, replies
- *   nbd.c         a connection's lifetime (kill, check, free), the
- *                 per-reactor lists, shutdown and figures
+ *   nbd_proto.c   the wire protocol, on byte buffers (all of them use it)
+ *
+ * A room below reports back up in three ways only: a return value, the
+ * state it leaves in the connection (nbd_conn_fail() below), and the
+ * callbacks nbd.c hands it (struct nbd_listen_ops, struct nbd_conn_ops).
+ * tests/test_rooms.py reads the call graph and holds them to it.
  */
 #ifndef BLKTGT_NBD_CONN_H
 #define BLKTGT_NBD_CONN_H
@@ -17,6 +26,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include "bdev.h"
@@ -25,16 +36,27 @@
 
 #define NBD_PEER_MAX        128
 #define NBD_DESC_MAX        128
+#define NBD_WHY_MAX         128
 
 enum conn_state {
 	CONN_NEGOTIATING,       /* reactor 0: option haggling */
 	CONN_HANDOFF,           /* reactor 0: GO answered, flushing the reply */
 	CONN_TRANSMITTING,      /* owner reactor: serving requests */
 	CONN_DRAINING,          /* NBD_CMD_DISC seen: close once all is replied */
+	CONN_CLOSING,           /* failed (nbd_conn_fail): nbd.c closes it */
 	CONN_DEAD,              /* socket closed: freed once its I/O is done */
 };
 
 struct nbd_conn;
+
+/* What nbd.c hands the rooms below in every connection, so that they can
+ * report without calling it. */
+struct nbd_conn_ops {
+	/* The end of an entry point a room below owns (an I/O completion,
+	 * a deferred flush): nbd.c closes c if it failed, and frees it once
+	 * nothing refers to it, so c may be gone when this returns. */
+	void (*settle)(struct nbd_conn *c);
+};
 
 /* One transmission request, from its header to its reply.  It keeps what
  * the client asked (command, offset, length, flags), so a write whose
@@ -66,6 +88,8 @@ struct nbd_conn {
 	char desc[NBD_DESC_MAX];        /* NBD_INFO_DESCRIPTION */
 	int fd;
 	enum conn_state state;
+	char why[NBD_WHY_MAX];          /* CONN_CLOSING: the reason ("": none) */
+	const struct nbd_conn_ops *ops;
 	struct reactor_fd *w;
 	uint32_t events;                /* what w watches now */
 	bool want_out;                  /* output is waiting for EPOLLOUT */
@@ -75,7 +99,7 @@ struct nbd_conn {
 
 	/* negotiation (reactor 0) */
 	uint64_t accepted_ns;           /* for the handshake limit */
-	struct nbd_neg neg;
+	struct nbd_proto_neg neg;
 	struct nbd_buf out;
 
 	/* transmission (owner reactor) */
@@ -96,13 +120,12 @@ struct nbd_conn {
 	uint64_t requests;
 };
 
-/* Per-reactor state, touched only by its reactor (the counters are also
- * read, approximately, by nbd_get_stats). */
+/* Per-reactor state of nbd.c, touched only by its reactor (the counter is
+ * also read, approximately, by nbd_get_stats). */
 struct nbd_thread {
 	_Alignas(64) struct nbd_conn *conns;
 	unsigned nconns;
-	struct foreach *shutdown_it;    /* shutdown waiting for nconns == 0 */
-	uint64_t requests;
+	struct reactor_foreach *shutdown_it;    /* shutdown waiting for nconns == 0 */
 	uint64_t closed;
 };
 
@@ -117,39 +140,59 @@ static inline uint64_t nbd_counter_get(const uint64_t *v)
 	return __atomic_load_n(v, __ATOMIC_RELAXED);
 }
 
-/* --- nbd.c: lifetime -------------------------------------------------- */
+/* --- every room: the connection's state ------------------------------- */
 
-/* The calling reactor's list and counters. */
-struct nbd_thread *nbd_thread_self(void);
-/* One more transmission request on c, in its and its reactor's counts. */
-void nbd_count_request(struct nbd_conn *c);
-/* Connections open now, on every reactor. */
-unsigned nbd_open_connections(void);
-/* Shutdown has begun: no new connection, no new transmission. */
-bool nbd_shutting_down(void);
-
-/* A new connection on socket fd, on reactor 0's list (reactor 0 only);
- * NULL on ENOMEM, and fd is then still the caller's.  peer is copied. */
-struct nbd_conn *nbd_conn_new(int fd, const char *peer);
-/* Move c from the calling reactor's list to the one that adopts it. */
-void nbd_conn_detach(struct nbd_conn *c);
-void nbd_conn_attach(struct nbd_conn *c);
-/* Make the socket's epoll mask match c's state. */
-void nbd_conn_update_events(struct nbd_conn *c);
-/* Close the socket and drop what can no longer be sent (why: logged, NULL
- * for an ordinary close); c is freed by nbd_conn_check() once its
- * in-flight I/O has completed. */
-void nbd_conn_kill(struct nbd_conn *c, const char *why);
 /*
- * Called at the end of every entry point (fd callback, completion, deferred
- * flush, message) and nowhere else, so nothing above it on the stack still
- * uses c when it is freed: resumes reading once the in-flight load fell,
- * closes a drained connection, frees a dead one whose I/O is done.
+ * c must close (why: logged; NULL for an ordinary close).  A room below
+ * says so here and stops serving c at once; nbd.c closes the socket and
+ * drops what is queued at the end of the entry point (before its own
+ * callbacks return, or when a room below calls ops->settle).  The first
+ * reason wins.
  */
-void nbd_conn_check(struct nbd_conn *c);
+static inline void nbd_conn_fail(struct nbd_conn *c, const char *why)
+{
+	if (c->state == CONN_CLOSING || c->state == CONN_DEAD)
+		return;
+	c->state = CONN_CLOSING;
+	snprintf(c->why, sizeof(c->why), "%s", why ? why : "");
+}
+
+/* Make the socket's epoll mask match c's state: input while negotiating or
+ * transmitting (unless too much is in flight), output while some waits. */
+static inline void nbd_conn_update_events(struct nbd_conn *c)
+{
+	uint32_t ev = 0;
+
+	if (!c->w)
+		return;
+	if (c->state == CONN_NEGOTIATING ||
+	    (c->state == CONN_TRANSMITTING && !c->rx_blocked))
+		ev |= EPOLLIN;
+	if (c->want_out)
+		ev |= EPOLLOUT;
+	if (ev == c->events)
+		return;
+	if (reactor_fd_modify(c->w, ev) == 0)
+		c->events = ev;
+}
 
 /* --- nbd_listen.c ------------------------------------------------------ */
 
+/* What nbd.c hands a listener. */
+struct nbd_listen_ops {
+	/* A client connected: fd is its socket (non-blocking, close-on-exec),
+	 * now the callee's; peer ("host:port", "unix:PATH") is copied. */
+	void (*accepted)(int fd, const char *peer);
+	/* Connections open now, for the warning when accept() rests. */
+	unsigned (*open_connections)(void);
+};
+
+/* Listen on TCP host:port (port 0 picks one; *bound gets it) or on a unix
+ * socket at path (an old socket file is replaced), handing clients to ops.
+ * Reactor 0 only.  0 or -errno. */
+int nbd_listen_tcp(const char *host, uint16_t port, uint16_t *bound,
+		   const struct nbd_listen_ops *ops);
+int nbd_listen_unix(const char *path, const struct nbd_listen_ops *ops);
 /* A descriptor was closed (any reactor): listeners resting for want of
  * one try again. */
 void nbd_listen_fd_freed(void);
@@ -158,18 +201,32 @@ void nbd_listen_close_all(void);
 
 /* --- nbd_neg.c --------------------------------------------------------- */
 
-/* Greet c, just accepted on reactor 0, and negotiate with it. */
+/* Greet c, just accepted on reactor 0 with its socket watched for input,
+ * and negotiate with it. */
 void nbd_neg_start(struct nbd_conn *c);
+/*
+ * Socket events on c while it negotiates (reactor 0).  True when c is
+ * ready to be handed to its reactor: an export is chosen, c holds a
+ * reference to it and its limits, and the last reply is sent.  Otherwise
+ * it goes on negotiating, or failed (nbd_conn_fail).
+ */
+bool nbd_neg_events(struct nbd_conn *c, uint32_t events);
 
 /* --- nbd_tx.c ---------------------------------------------------------- */
 
-/* Message: the calling reactor takes c over for transmission. */
-void nbd_tx_adopt(void *ctx);
+/* c was handed to the calling reactor and watched for input: serve what
+ * the client sent behind its last option. */
+void nbd_tx_start(struct nbd_conn *c);
+/* Socket events on c while it transmits. */
+void nbd_tx_events(struct nbd_conn *c, uint32_t events);
 /* Reading paused for too much in flight: resume it when the load fell. */
 void nbd_tx_unblock(struct nbd_conn *c);
-/* A dead connection: drop queued replies and a half-received write. */
+/* A closed connection: drop queued replies and a half-received write. */
 void nbd_tx_drop(struct nbd_conn *c);
 /* Free the idle requests (the connection is being freed). */
 void nbd_tx_free(struct nbd_conn *c);
+/* Transmission requests received, summed over every reactor
+ * (approximate while I/O runs). */
+uint64_t nbd_tx_requests(void);
 
 #endif

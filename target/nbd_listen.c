@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * nbd_listen.c: the NBD listeners, on reactor 0.  They accept clients
- * (refusing those past NBD_MAX_CONNECTIONS or during shutdown), rest when
- * the process is out of descriptors instead of spinning on accept(), and
- * close connections that never finish the handshake.
+ * nbd_listen.c: the NBD listeners, on reactor 0, a room below nbd.c.  They
+ * accept clients and hand each socket to nbd.c through the ops it gave
+ * them, and rest when the process is out of descriptors instead of
+ * spinning on accept().  They know nothing of connections.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,6 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "nbd.h"
 #include "nbd_conn.h"
 #include "reactor.h"
 
@@ -36,18 +36,16 @@ struct listener {
 	int fd;
 	bool tcp;
 	struct reactor_fd *w;
+	const struct nbd_listen_ops *ops;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 };
 
 static struct listener listeners[NBD_MAX_LISTENERS];
 static unsigned nlisteners;
-static unsigned handshake_limit_s = NBD_HANDSHAKE_LIMIT_DEFAULT;
-static struct reactor_timer *sweep_timer;   /* reactor 0: the handshake limit */
 static struct reactor_timer *retry_timer;   /* reactor 0: resting listeners */
 static bool accept_resting;                 /* reactor 0 */
 static atomic_bool accept_wanted;           /* a closed fd should wake them */
 static struct log_limit accept_warn = LOG_LIMIT_INIT(NBD_WARN_NS);
-static struct log_limit refuse_warn = LOG_LIMIT_INIT(NBD_WARN_NS);
 
 static void listeners_wake(void *ctx);
 
@@ -73,23 +71,16 @@ static void format_peer(char *buf, size_t len, const struct sockaddr_storage *ss
 	}
 }
 
-/* A client is in: a connection, negotiating from now on. */
-static void conn_accept(int fd, const struct sockaddr_storage *ss, const struct listener *l)
+/* A client is in: its socket is the listener's owner's now. */
+static void client_accepted(int fd, const struct sockaddr_storage *ss, const struct listener *l)
 {
 	char peer[NBD_PEER_MAX];
-	struct nbd_conn *c;
 	int one = 1;
 
 	format_peer(peer, sizeof(peer), ss, l);
-	c = nbd_conn_new(fd, peer);
-	if (!c) {
-		log_error("nbd: out of memory accepting a connection");
-		close(fd);
-		return;
-	}
 	if (l->tcp)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	nbd_neg_start(c);
+	l->ops->accepted(fd, peer);
 }
 
 /*
@@ -100,14 +91,14 @@ static void conn_accept(int fd, const struct sockaddr_storage *ss, const struct 
  * (a descriptor freed elsewhere, such as by an RPC client), and say so at
  * most once per NBD_WARN_NS.  Waiting clients stay in the backlog.
  */
-static void listeners_rest(int err)
+static void listeners_rest(const struct listener *l, int err)
 {
 	struct rlimit rl = { 0, 0 };
 
 	getrlimit(RLIMIT_NOFILE, &rl);
 	log_limited(&accept_warn, LOG_WARN,
 		    "nbd: accept: %s (%u connections open, soft fd limit %llu); new clients "
-		    "wait until a connection closes", strerror(err), nbd_open_connections(),
+		    "wait until a connection closes", strerror(err), l->ops->open_connections(),
 		    (unsigned long long)rl.rlim_cur);
 	if (accept_resting)
 		return;
@@ -118,10 +109,12 @@ static void listeners_rest(int err)
 	atomic_store(&accept_wanted, true);
 }
 
-/* Reactor 0, as a message from a closing connection or the retry timer. */
+/* Reactor 0, as a message from a closing connection or the retry timer.
+ * After nbd_listen_close_all() nothing rests, so a late message does
+ * nothing. */
 static void listeners_wake(void *ctx)
 {
-	if (!accept_resting || nbd_shutting_down())
+	if (!accept_resting)
 		return;
 	atomic_store(&accept_wanted, false);
 	accept_resting = false;
@@ -149,89 +142,30 @@ static void listener_cb(void *ctx, uint32_t events)
 			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
 			    errno == ENOMEM) {
 				if (i == 0)
-					listeners_rest(errno);
+					listeners_rest(l, errno);
 			} else if (errno != EAGAIN && errno != EWOULDBLOCK) {
 				log_limited(&accept_warn, LOG_WARN, "nbd: accept: %s",
 					    strerror(errno));
 			}
 			return;
 		}
-		if (nbd_shutting_down() ||
-		    nbd_open_connections() >= NBD_MAX_CONNECTIONS) {
-			if (nbd_shutting_down())
-				log_limited(&refuse_warn, LOG_WARN,
-					    "nbd: refusing a connection: shutting down");
-			else
-				log_limited(&refuse_warn, LOG_WARN,
-					    "nbd: refusing a connection: %d open, the most allowed",
-					    NBD_MAX_CONNECTIONS);
-			close(fd);
-			continue;
-		}
-		conn_accept(fd, &ss, l);
+		client_accepted(fd, &ss, l);
 	}
 }
 
-/* --- the handshake limit (reactor 0) --------------------------------- */
-
-/*
- * A client that connects and never finishes negotiating (or never reads
- * the NBD_OPT_GO reply) would hold one of NBD_MAX_CONNECTIONS forever, so
- * a few idle sockets could lock every real client out.  Once a second,
- * reactor 0 closes connections still in the handshake after the limit,
- * so one goes between limit and limit + 1 s after it connected.
- */
-void nbd_set_handshake_limit(unsigned seconds)
-{
-	handshake_limit_s = seconds;
-}
-
-static void handshake_sweep(void *ctx)
-{
-	uint64_t now = now_ns();
-	uint64_t limit = (uint64_t)handshake_limit_s * 1000000000ull;
-	struct nbd_conn *c = nbd_thread_self()->conns;
-
-	while (c) {
-		struct nbd_conn *next = c->next;
-
-		if ((c->state == CONN_NEGOTIATING || c->state == CONN_HANDOFF) &&
-		    now - c->accepted_ns >= limit) {
-			char why[64];
-
-			snprintf(why, sizeof(why), "handshake not finished within %u s",
-				 handshake_limit_s);
-			nbd_conn_kill(c, why);
-			nbd_conn_check(c);
-		}
-		c = next;
-	}
-}
-
-static int handshake_sweep_start(void)
-{
-	if (!handshake_limit_s || sweep_timer)
-		return 0;
-	sweep_timer = reactor_timer_add(1000000000ull, 1000000000ull, handshake_sweep, NULL);
-	return sweep_timer ? 0 : -errno;
-}
-
-static int listener_add(int fd, bool tcp, const char *path)
+static int listener_add(int fd, bool tcp, const char *path, const struct nbd_listen_ops *ops)
 {
 	struct listener *l = &listeners[nlisteners];
-	int rc;
 
 	if (listen(fd, NBD_LISTEN_BACKLOG) < 0)
 		return -errno;
-	rc = handshake_sweep_start();
-	if (rc)
-		return rc;
 	/* Now: when it is needed, there may be no descriptor for a timerfd. */
 	if (!retry_timer && !(retry_timer = reactor_timer_add(0, 0, listeners_wake, NULL)))
 		return -errno;
 	memset(l, 0, sizeof(*l));
 	l->fd = fd;
 	l->tcp = tcp;
+	l->ops = ops;
 	if (path)
 		snprintf(l->path, sizeof(l->path), "%s", path);
 	l->w = reactor_fd_add(fd, EPOLLIN, listener_cb, l);
@@ -241,7 +175,8 @@ static int listener_add(int fd, bool tcp, const char *path)
 	return 0;
 }
 
-int nbd_listen_tcp(const char *host, uint16_t port, uint16_t *bound)
+int nbd_listen_tcp(const char *host, uint16_t port, uint16_t *bound,
+		   const struct nbd_listen_ops *ops)
 {
 	struct addrinfo hints = {
 		.ai_family = AF_UNSPEC,
@@ -253,7 +188,6 @@ int nbd_listen_tcp(const char *host, uint16_t port, uint16_t *bound)
 	int fd = -1, err = -EADDRNOTAVAIL, rc;
 
 	REACTOR_0_ONLY();
-	nbd_proto_init();
 	if (nlisteners == NBD_MAX_LISTENERS)
 		return -ENOSPC;
 	if (host && host[0] == '[') {   /* [v6addr] */
@@ -302,7 +236,7 @@ int nbd_listen_tcp(const char *host, uint16_t port, uint16_t *bound)
 	}
 	*bound = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
 						 : ((struct sockaddr_in *)&ss)->sin_port);
-	rc = listener_add(fd, true, NULL);
+	rc = listener_add(fd, true, NULL, ops);
 	if (rc) {
 		close(fd);
 		return rc;
@@ -310,14 +244,13 @@ int nbd_listen_tcp(const char *host, uint16_t port, uint16_t *bound)
 	return 0;
 }
 
-int nbd_listen_unix(const char *path)
+int nbd_listen_unix(const char *path, const struct nbd_listen_ops *ops)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct stat st;
 	int fd, rc;
 
 	REACTOR_0_ONLY();
-	nbd_proto_init();
 	if (nlisteners == NBD_MAX_LISTENERS)
 		return -ENOSPC;
 	if (strlen(path) >= sizeof(sa.sun_path))
@@ -338,7 +271,7 @@ int nbd_listen_unix(const char *path)
 		close(fd);
 		return rc;
 	}
-	rc = listener_add(fd, false, path);
+	rc = listener_add(fd, false, path, ops);
 	if (rc) {
 		close(fd);
 		unlink(path);
@@ -352,7 +285,7 @@ int nbd_listen_unix(const char *path)
 void nbd_listen_fd_freed(void)
 {
 	if (atomic_exchange(&accept_wanted, false) &&
-	    send_msg(reactor_get(0), listeners_wake, NULL) != 0)
+	    reactor_send_msg(reactor_get(0), listeners_wake, NULL) != 0)
 		log_warn("nbd: out of memory; listeners wait for their retry timer");
 }
 
@@ -367,8 +300,6 @@ void nbd_listen_close_all(void)
 			unlink(l->path);
 	}
 	nlisteners = 0;
-	reactor_timer_remove(sweep_timer);
-	sweep_timer = NULL;
 	reactor_timer_remove(retry_timer);
 	retry_timer = NULL;
 	accept_resting = false;

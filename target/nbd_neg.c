@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * nbd_neg.c: fixed newstyle negotiation, on reactor 0.  nbd_proto.c does
- * the protocol on byte buffers; this file feeds it what the socket gives,
- * sends what it writes, answers its export lookups from the registry, and
- * when the client has picked an export hands the connection to the
- * reactor that will serve it.
+ * nbd_neg.c: fixed newstyle negotiation, on reactor 0, a room below
+ * nbd.c.  nbd_proto.c does the protocol on byte buffers; this file feeds
+ * it what the socket gives, sends what it writes, answers its export
+ * lookups from the registry, and when the client has picked an export
+ * takes a reference to it and tells nbd.c, by its return value, that the
+ * connection is ready for the reactor that will serve it.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -23,31 +24,6 @@
  * CAN_MULTI_CONN holds. */
 #define NBD_TFLAGS (NBD_FLAG_HAS_FLAGS | NBD_FLAG_SEND_FLUSH | NBD_FLAG_SEND_FUA | \
 		    NBD_FLAG_SEND_TRIM | NBD_FLAG_CAN_MULTI_CONN)
-
-static unsigned next_reactor = 1;       /* round robin, reactor 0 */
-
-/* Pass c to the next reactor in turn; true when it is on its way. */
-static bool conn_handoff(struct nbd_conn *c)
-{
-	unsigned n = reactor_count();
-	unsigned idx = next_reactor % n;
-	struct reactor *r = reactor_get(idx);
-
-	/* 1, 2, .. n-1, 0, 1, ..: reactor 0 also runs the control plane, so
-	 * it gets its turn last. */
-	next_reactor = (idx + 1) % n;
-
-	reactor_fd_remove(c->w);
-	c->w = NULL;
-	nbd_buf_free(&c->out);
-	nbd_conn_detach(c);
-	if (send_msg(r, nbd_tx_adopt, c) < 0) {
-		nbd_conn_attach(c);
-		nbd_conn_kill(c, "out of memory handing the connection over");
-		return false;
-	}
-	return true;
-}
 
 static void info_fill(struct nbd_conn *c, struct export *e, struct nbd_export_info *out)
 {
@@ -108,7 +84,7 @@ static void neg_option(void *ctx, uint32_t option, int status)
 		BLKTGT_NBD_OPTION(c->id, option, nbd_option_name(option), status);
 }
 
-static const struct nbd_neg_ops neg_ops = {
+static const struct nbd_proto_neg_ops neg_ops = {
 	.lookup = neg_lookup,
 	.list = neg_list,
 	.option = neg_option,
@@ -142,25 +118,23 @@ static int neg_send(struct nbd_conn *c)
 }
 
 /*
- * Act on where negotiation stands after new input or sent output, then
- * nbd_conn_check().  Returns true when c was handed to another reactor: from
- * then on that reactor owns it (and may already have freed it), so the
- * caller must not touch c again.
+ * Act on where negotiation stands after new input or sent output.  True
+ * when c is ready for the hand-off: the export is chosen and held, and
+ * the last reply has left.
  */
 static bool neg_advance(struct nbd_conn *c)
 {
 	int rc = neg_send(c);
 
 	if (rc < 0 && rc != -EAGAIN) {
-		nbd_conn_kill(c, NULL);
-		nbd_conn_check(c);
+		nbd_conn_fail(c, NULL);
 		return false;
 	}
 	switch (c->neg.state) {
-	case NBD_NEG_CLIENT_FLAGS:
-	case NBD_NEG_OPTIONS:
+	case NBD_PROTO_NEG_CLIENT_FLAGS:
+	case NBD_PROTO_NEG_OPTIONS:
 		break;
-	case NBD_NEG_GO:
+	case NBD_PROTO_NEG_GO:
 		if (c->state == CONN_NEGOTIATING) {
 			struct export *e = c->neg.chosen.handle;
 
@@ -170,8 +144,7 @@ static bool neg_advance(struct nbd_conn *c)
 			 * still the export the client was told about. */
 			if (!export_accepting(e) ||
 			    bdev_size(export_bdev(e)) != c->neg.chosen.size) {
-				nbd_conn_kill(c, "export deleted during negotiation");
-				nbd_conn_check(c);
+				nbd_conn_fail(c, "export deleted during negotiation");
 				return false;
 			}
 			export_get(e);
@@ -183,64 +156,54 @@ static bool neg_advance(struct nbd_conn *c)
 			c->state = CONN_HANDOFF;
 			nbd_conn_update_events(c);  /* stop reading: the rest is theirs */
 		}
-		if (rc == 0 && conn_handoff(c))
+		if (rc == 0) {
+			nbd_buf_free(&c->out);      /* negotiation is over */
 			return true;
+		}
 		break;
-	case NBD_NEG_ABORT:
+	case NBD_PROTO_NEG_ABORT:
 		if (rc == 0)
-			nbd_conn_kill(c, NULL);
+			nbd_conn_fail(c, NULL);
 		break;
-	case NBD_NEG_FAIL:
-		nbd_conn_kill(c, c->neg.why);
+	case NBD_PROTO_NEG_FAIL:
+		nbd_conn_fail(c, c->neg.why);
 		break;
 	}
-	nbd_conn_check(c);
 	return false;
 }
 
-static void conn_neg_cb(void *ctx, uint32_t events)
+bool nbd_neg_events(struct nbd_conn *c, uint32_t events)
 {
-	struct nbd_conn *c = ctx;
-
 	if ((events & EPOLLIN) && c->state == CONN_NEGOTIATING) {
 		ssize_t n = recv(c->fd, c->rbuf + c->rlen, NBD_RBUF_SIZE - c->rlen, 0);
 
 		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR &&
 			       errno != EWOULDBLOCK)) {
-			nbd_conn_kill(c, NULL);
-			nbd_conn_check(c);
-			return;
+			nbd_conn_fail(c, NULL);
+			return false;
 		}
 		if (n > 0) {
 			size_t used;
 
 			c->rlen += (size_t)n;
-			used = nbd_neg_input(&c->neg, c->rbuf, c->rlen, &c->out);
+			used = nbd_proto_neg_input(&c->neg, c->rbuf, c->rlen, &c->out);
 			memmove(c->rbuf, c->rbuf + used, c->rlen - used);
 			c->rlen -= used;
 		}
 	} else if (events & (EPOLLERR | EPOLLHUP)) {
-		nbd_conn_kill(c, NULL);
-		nbd_conn_check(c);
-		return;
+		nbd_conn_fail(c, NULL);
+		return false;
 	}
-	neg_advance(c);
+	return neg_advance(c);
 }
 
 void nbd_neg_start(struct nbd_conn *c)
 {
-	nbd_neg_init(&c->neg, &neg_ops, c);
-	if (nbd_neg_greeting(&c->out) < 0) {
-		nbd_conn_kill(c, "out of memory");
-		nbd_conn_check(c);
+	nbd_proto_neg_init(&c->neg, &neg_ops, c);
+	if (nbd_proto_neg_greeting(&c->out) < 0) {
+		nbd_conn_fail(c, "out of memory");
 		return;
 	}
-	c->events = EPOLLIN;
-	c->w = reactor_fd_add(c->fd, EPOLLIN, conn_neg_cb, c);
-	if (!c->w) {
-		nbd_conn_kill(c, "cannot watch the socket");
-		nbd_conn_check(c);
-		return;
-	}
+	/* The greeting alone cannot end negotiation: never ready here. */
 	neg_advance(c);
 }

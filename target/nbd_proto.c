@@ -153,15 +153,16 @@ static uint16_t get_be16(const uint8_t *p)
 	return be16toh(v);
 }
 
-void nbd_neg_init(struct nbd_neg *n, const struct nbd_neg_ops *ops, void *ctx)
+void nbd_proto_neg_init(struct nbd_proto_neg *n, const struct nbd_proto_neg_ops *ops,
+			void *ctx)
 {
 	memset(n, 0, sizeof(*n));
 	n->ops = ops;
 	n->ctx = ctx;
-	n->state = NBD_NEG_CLIENT_FLAGS;
+	n->state = NBD_PROTO_NEG_CLIENT_FLAGS;
 }
 
-int nbd_neg_greeting(struct nbd_buf *out)
+int nbd_proto_neg_greeting(struct nbd_buf *out)
 {
 	struct nbd_wire_greeting g = {
 		.magic = htobe64(NBD_MAGIC),
@@ -208,13 +209,13 @@ static int reply_status(uint32_t reply)
 	}
 }
 
-static void fail(struct nbd_neg *n, const char *why)
+static void fail(struct nbd_proto_neg *n, const char *why)
 {
-	n->state = NBD_NEG_FAIL;
+	n->state = NBD_PROTO_NEG_FAIL;
 	n->why = why;
 }
 
-static void option_done(struct nbd_neg *n, uint32_t option, int status)
+static void option_done(struct nbd_proto_neg *n, uint32_t option, int status)
 {
 	if (n->ops->option)
 		n->ops->option(n->ctx, option, status);
@@ -256,7 +257,7 @@ static int list_one(void *fctx, const struct nbd_export_info *e)
 	return rc;
 }
 
-static int opt_list(struct nbd_neg *n, uint32_t optlen, struct nbd_buf *out)
+static int opt_list(struct nbd_proto_neg *n, uint32_t optlen, struct nbd_buf *out)
 {
 	if (optlen != 0) {
 		option_done(n, NBD_OPT_LIST, -EINVAL);
@@ -286,14 +287,14 @@ static int send_info_string(struct nbd_buf *out, uint32_t option,
 
 /* NBD_OPT_INFO and NBD_OPT_GO share their request and replies. */
 /* Answer option with NBD_REP_ERR_INVALID, saying why. */
-static int opt_invalid(struct nbd_neg *n, uint32_t option, struct nbd_buf *out,
+static int opt_invalid(struct nbd_proto_neg *n, uint32_t option, struct nbd_buf *out,
 		       const char *why)
 {
 	option_done(n, option, -EINVAL);
 	return send_error(out, option, NBD_REP_ERR_INVALID, why);
 }
 
-static int opt_info_go(struct nbd_neg *n, uint32_t option,
+static int opt_info_go(struct nbd_proto_neg *n, uint32_t option,
 		       const uint8_t *data, uint32_t optlen, struct nbd_buf *out)
 {
 	char name[NBD_MAX_NAME_LEN + 1];
@@ -353,14 +354,14 @@ static int opt_info_go(struct nbd_neg *n, uint32_t option,
 	option_done(n, option, 0);
 	if (option == NBD_OPT_GO) {
 		n->chosen = e;
-		n->state = NBD_NEG_GO;
+		n->state = NBD_PROTO_NEG_GO;
 	}
 	return 0;
 }
 
 /* NBD_OPT_EXPORT_NAME cannot report an error: an unknown export is a hard
  * disconnect, as the spec requires. */
-static int opt_export_name(struct nbd_neg *n, const uint8_t *data,
+static int opt_export_name(struct nbd_proto_neg *n, const uint8_t *data,
 			   uint32_t optlen, struct nbd_buf *out)
 {
 	char name[NBD_MAX_NAME_LEN + 1];
@@ -388,12 +389,12 @@ static int opt_export_name(struct nbd_neg *n, const uint8_t *data,
 		return rc;
 	option_done(n, NBD_OPT_EXPORT_NAME, 0);
 	n->chosen = e;
-	n->state = NBD_NEG_GO;
+	n->state = NBD_PROTO_NEG_GO;
 	return 0;
 }
 
 /* Handle one whole option; 0 or -ENOMEM (replies could not be queued). */
-static int handle_option(struct nbd_neg *n, uint32_t option,
+static int handle_option(struct nbd_proto_neg *n, uint32_t option,
 			 const uint8_t *data, uint32_t optlen,
 			 struct nbd_buf *out)
 {
@@ -403,7 +404,7 @@ static int handle_option(struct nbd_neg *n, uint32_t option,
 	case NBD_OPT_ABORT:
 		/* Any data is ignored, as the spec asks. */
 		option_done(n, option, 0);
-		n->state = NBD_NEG_ABORT;
+		n->state = NBD_PROTO_NEG_ABORT;
 		return send_reply(out, option, NBD_REP_ACK, NULL, 0);
 	case NBD_OPT_LIST:
 		return opt_list(n, optlen, out);
@@ -419,15 +420,15 @@ static int handle_option(struct nbd_neg *n, uint32_t option,
 	}
 }
 
-size_t nbd_neg_input(struct nbd_neg *n, const uint8_t *in, size_t len,
-		     struct nbd_buf *out)
+size_t nbd_proto_neg_input(struct nbd_proto_neg *n, const uint8_t *in, size_t len,
+			   struct nbd_buf *out)
 {
 	size_t used = 0;
 
-	while (n->state == NBD_NEG_CLIENT_FLAGS || n->state == NBD_NEG_OPTIONS) {
+	while (n->state == NBD_PROTO_NEG_CLIENT_FLAGS || n->state == NBD_PROTO_NEG_OPTIONS) {
 		size_t avail = len - used;
 
-		if (n->state == NBD_NEG_CLIENT_FLAGS) {
+		if (n->state == NBD_PROTO_NEG_CLIENT_FLAGS) {
 			if (avail < sizeof(struct nbd_wire_client_flags))
 				break;
 			n->cflags = get_be32(in + used);
@@ -436,7 +437,7 @@ size_t nbd_neg_input(struct nbd_neg *n, const uint8_t *in, size_t len,
 				fail(n, "unknown client flags");
 				break;
 			}
-			n->state = NBD_NEG_OPTIONS;
+			n->state = NBD_PROTO_NEG_OPTIONS;
 			continue;
 		}
 

@@ -9,10 +9,11 @@
  * Everything an untrusted client controls is bounded by one of the NBD_MAX_*
  * limits below, checked before any allocation or copy.
  *
- * The negotiation engine (nbd_neg_*) and the request checks
+ * The negotiation engine (nbd_proto_neg_*) and the request checks
  * (nbd_request_decode, nbd_request_validate) take buffers, not sockets, so
  * the fuzz harness (fuzz/nbd_fuzz.c) drives exactly the code the server
- * runs.  nbd.c owns the sockets, the reactors and the exports.
+ * runs.  The server's rooms (nbd_conn.h lists them) own the sockets, the
+ * reactors and the exports.
  */
 #ifndef BLKTGT_NBD_PROTO_H
 #define BLKTGT_NBD_PROTO_H
@@ -275,7 +276,7 @@ struct nbd_export_info {
 
 typedef int (*nbd_list_fn)(void *fctx, const struct nbd_export_info *e);
 
-struct nbd_neg_ops {
+struct nbd_proto_neg_ops {
 	/* Fill *out for the export called name ("" = the default export);
 	 * 0 or -ENOENT. */
 	int (*lookup)(void *ctx, const char *name, struct nbd_export_info *out);
@@ -286,27 +287,28 @@ struct nbd_neg_ops {
 	void (*option)(void *ctx, uint32_t option, int status);
 };
 
-enum nbd_neg_state {
-	NBD_NEG_CLIENT_FLAGS,     /* waiting for the client's flags */
-	NBD_NEG_OPTIONS,          /* option haggling */
-	NBD_NEG_GO,               /* done: send the output, then transmit */
-	NBD_NEG_ABORT,            /* done: send the output, then close */
-	NBD_NEG_FAIL,             /* done: close at once (hard disconnect) */
+enum nbd_proto_neg_state {
+	NBD_PROTO_NEG_CLIENT_FLAGS,     /* waiting for the client's flags */
+	NBD_PROTO_NEG_OPTIONS,          /* option haggling */
+	NBD_PROTO_NEG_GO,               /* done: send the output, then transmit */
+	NBD_PROTO_NEG_ABORT,            /* done: send the output, then close */
+	NBD_PROTO_NEG_FAIL,             /* done: close at once (hard disconnect) */
 };
 
-struct nbd_neg {
-	const struct nbd_neg_ops *ops;
+struct nbd_proto_neg {
+	const struct nbd_proto_neg_ops *ops;
 	void *ctx;
-	enum nbd_neg_state state;
+	enum nbd_proto_neg_state state;
 	uint32_t cflags;
 	unsigned options;         /* options handled so far */
-	struct nbd_export_info chosen; /* valid in NBD_NEG_GO */
-	const char *why;          /* NBD_NEG_FAIL: the reason, for the log */
+	struct nbd_export_info chosen; /* valid in NBD_PROTO_NEG_GO */
+	const char *why;          /* NBD_PROTO_NEG_FAIL: the reason, for the log */
 };
 
-void nbd_neg_init(struct nbd_neg *n, const struct nbd_neg_ops *ops, void *ctx);
+void nbd_proto_neg_init(struct nbd_proto_neg *n, const struct nbd_proto_neg_ops *ops,
+			void *ctx);
 /* The server's greeting: append it to out first.  0 or -ENOMEM. */
-int nbd_neg_greeting(struct nbd_buf *out);
+int nbd_proto_neg_greeting(struct nbd_buf *out);
 /*
  * Feed client bytes in[0..len).  Whole messages are consumed and their
  * replies appended to out; a partial message is left for the next call
@@ -314,8 +316,8 @@ int nbd_neg_greeting(struct nbd_buf *out);
  * Stops after the option that ends negotiation, so bytes behind it belong
  * to the transmission phase.  n->state says what to do next.
  */
-size_t nbd_neg_input(struct nbd_neg *n, const uint8_t *in, size_t len,
-		     struct nbd_buf *out);
+size_t nbd_proto_neg_input(struct nbd_proto_neg *n, const uint8_t *in, size_t len,
+			   struct nbd_buf *out);
 
 /* --- transmission requests ------------------------------------------ */
 

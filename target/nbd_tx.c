@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
  * nbd_tx.c: the transmission phase, on the reactor that owns the
- * connection.
+ * connection; a room below nbd.c.  nbd.c calls it on socket events; its
+ * own entry points (an I/O completion, a deferred flush) end in
+ * c->ops->settle, and a connection that must close is failed
+ * (nbd_conn_fail) for nbd.c to close.
  *
  *  - receive: one recv() fills a per-connection buffer with as many
  *    requests as the client has sent; every whole request is checked
@@ -36,7 +39,18 @@
 #define NBD_FREE_REQS_MAX   64   /* idle requests kept per connection */
 #define NBD_BUF_ALIGN       4096
 
+/* Requests received, per reactor: written by that reactor only. */
+static struct {
+	_Alignas(64) uint64_t requests;
+} tx_threads[REACTOR_MAX];
+
 static void conn_parse(struct nbd_conn *c);
+
+/* A connection nbd.c is closing or has closed: serve it no more. */
+static bool conn_gone(const struct nbd_conn *c)
+{
+	return c->state == CONN_CLOSING || c->state == CONN_DEAD;
+}
 
 /* --- requests ------------------------------------------------------------ */
 
@@ -161,7 +175,7 @@ static void tx_flush(struct nbd_conn *c)
 				nbd_conn_update_events(c);
 				return;
 			}
-			nbd_conn_kill(c, strerror(errno));
+			nbd_conn_fail(c, strerror(errno));
 			return;
 		}
 
@@ -202,7 +216,7 @@ static void conn_flush_deferred(void *ctx)
 	c->flush_queued = false;
 	if (c->state == CONN_TRANSMITTING || c->state == CONN_DRAINING)
 		tx_flush(c);
-	nbd_conn_check(c);
+	c->ops->settle(c);
 }
 
 /* Queue r's reply; replies queued in one loop pass leave together. */
@@ -236,7 +250,7 @@ static void req_io_done(struct bdev_io *io, void *ctx)
 	struct nbd_conn *c = r->conn;
 
 	c->io_inflight--;
-	if (io->status == 0 && r->trim_left > 0 && c->state != CONN_DEAD) {
+	if (io->status == 0 && r->trim_left > 0 && !conn_gone(c)) {
 		int rc = req_trim_next(r);
 
 		if (rc == 0)
@@ -244,7 +258,7 @@ static void req_io_done(struct bdev_io *io, void *ctx)
 		io->status = rc;
 	}
 	r->error = nbd_errno_to_wire(io->status);
-	if (c->state == CONN_DEAD) {
+	if (conn_gone(c)) {
 		req_put(r);
 	} else {
 		reply_queue(r);
@@ -253,7 +267,7 @@ static void req_io_done(struct bdev_io *io, void *ctx)
 		if (c->io_inflight == 0 && !c->want_out)
 			tx_flush(c);
 	}
-	nbd_conn_check(c);
+	c->ops->settle(c);
 }
 
 /* Submit one bdev I/O for r; FUA goes with it where the command has it. */
@@ -333,14 +347,15 @@ static void conn_request(struct nbd_conn *c, const struct nbd_request *q)
 	enum nbd_verdict v;
 	struct nbd_req *r;
 
-	nbd_count_request(c);
+	c->requests++;
+	nbd_counter_inc(&tx_threads[c->owner_idx].requests);
 	if (BLKTGT_NBD_REQUEST_ENABLED())
 		BLKTGT_NBD_REQUEST(c->id, q->handle, q->type, q->offset, q->len,
 				   nbd_cmd_name(q->type), q->flags);
 
 	v = nbd_request_validate(q, &c->lim, &error, &why);
 	if (v == NBD_REQ_DISCONNECT) {
-		nbd_conn_kill(c, why);
+		nbd_conn_fail(c, why);
 		return;
 	}
 	if (q->type == NBD_CMD_DISC) {
@@ -354,7 +369,7 @@ static void conn_request(struct nbd_conn *c, const struct nbd_request *q)
 	bool has_data = v == NBD_REQ_OK && (q->type == NBD_CMD_READ || payload);
 	r = req_get(c, has_data ? q->len : 0);
 	if (!r) {
-		nbd_conn_kill(c, "out of memory for a request");
+		nbd_conn_fail(c, "out of memory for a request");
 		return;
 	}
 	r->handle = q->handle;
@@ -429,7 +444,7 @@ static void conn_parse(struct nbd_conn *c)
 		if (c->rlen - off < sizeof(struct nbd_wire_request))
 			break;
 		if (conn_over_limit(c)) {
-			c->rx_blocked = true;   /* nbd_conn_check() resumes */
+			c->rx_blocked = true;   /* nbd.c resumes, when it settles c */
 			nbd_conn_update_events(c);
 			break;
 		}
@@ -437,7 +452,7 @@ static void conn_parse(struct nbd_conn *c)
 		off += sizeof(struct nbd_wire_request);
 		conn_request(c, &q);
 	}
-	if (off && c->state != CONN_DEAD) {
+	if (off && !conn_gone(c)) {
 		memmove(c->rbuf, c->rbuf + off, c->rlen - off);
 		c->rlen -= off;
 	}
@@ -470,14 +485,14 @@ static void conn_rx(struct nbd_conn *c)
 			}
 		}
 		if (n == 0) {
-			nbd_conn_kill(c, NULL);     /* the client closed */
+			nbd_conn_fail(c, NULL);     /* the client closed */
 			return;
 		}
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				nbd_conn_kill(c, strerror(errno));
+				nbd_conn_fail(c, strerror(errno));
 			return;
 		}
 		if ((size_t)n < room)
@@ -485,38 +500,23 @@ static void conn_rx(struct nbd_conn *c)
 	}
 }
 
-static void conn_tx_cb(void *ctx, uint32_t events)
-{
-	struct nbd_conn *c = ctx;
+/* --- called by nbd.c ------------------------------------------------- */
 
+void nbd_tx_events(struct nbd_conn *c, uint32_t events)
+{
 	if (events & EPOLLOUT)
 		tx_flush(c);
 	if ((events & EPOLLERR) ||
 	    ((events & EPOLLHUP) && !(events & EPOLLIN)))
-		nbd_conn_kill(c, events & EPOLLERR ? "socket error" : NULL);
+		nbd_conn_fail(c, events & EPOLLERR ? "socket error" : NULL);
 	else if (events & EPOLLIN)
 		conn_rx(c);
-	nbd_conn_check(c);
 }
 
-/* --- called from the other nbd files ------------------------------- */
-
-void nbd_tx_adopt(void *ctx)
+void nbd_tx_start(struct nbd_conn *c)
 {
-	struct nbd_conn *c = ctx;
-
-	nbd_conn_attach(c);
-	c->state = CONN_TRANSMITTING;
-	BLKTGT_NBD_TRANSMIT(c->id, c->fd, c->owner_idx);
-	c->events = EPOLLIN;
-	c->w = reactor_fd_add(c->fd, EPOLLIN, conn_tx_cb, c);
-	if (!c->w)
-		nbd_conn_kill(c, "cannot watch the socket");
-	else if (nbd_shutting_down())
-		nbd_conn_kill(c, "server shutting down");
-	else if (c->rlen)
+	if (c->rlen)
 		conn_parse(c);  /* requests sent right behind NBD_OPT_GO */
-	nbd_conn_check(c);
 }
 
 void nbd_tx_unblock(struct nbd_conn *c)
@@ -551,4 +551,13 @@ void nbd_tx_free(struct nbd_conn *c)
 		c->free = r->next;
 		req_free(r);
 	}
+}
+
+uint64_t nbd_tx_requests(void)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < REACTOR_MAX; i++)
+		n += nbd_counter_get(&tx_threads[i].requests);
+	return n;
 }

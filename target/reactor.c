@@ -41,7 +41,7 @@
 
 struct msg {
 	_Atomic(struct msg *) next;
-	msg_fn fn;
+	reactor_msg_fn fn;
 	void *ctx;
 };
 
@@ -93,7 +93,7 @@ __thread struct reactor *reactor_cur;
 static __thread struct msg *msg_cache;
 static __thread unsigned msg_cache_len;
 
-uint64_t now_ns(void)
+uint64_t reactor_now_ns(void)
 {
 	struct timespec ts;
 
@@ -189,7 +189,7 @@ static void reactor_wake(struct reactor *r)
 		log_error("%s: eventfd write: %s", r->name, strerror(errno));
 }
 
-int send_msg(struct reactor *r, msg_fn fn, void *ctx)
+int reactor_send_msg(struct reactor *r, reactor_msg_fn fn, void *ctx)
 {
 	struct msg *m;
 
@@ -570,7 +570,7 @@ static unsigned run_messages(struct reactor *r)
 
 	for (n = 0; n < REACTOR_MSG_BATCH; n++) {
 		struct msg *m = mpsc_pop(r);
-		msg_fn fn;
+		reactor_msg_fn fn;
 		void *ctx;
 
 		if (!m)
@@ -602,7 +602,7 @@ static int reactor_loop(struct reactor *r)
 		run_deferred(r);
 		if (ran < REACTOR_MSG_BATCH && !r->defer_head) {
 			/* Going to sleep: announce it, then look once more, so a
-			 * message pushed in between is not missed (send_msg). */
+			 * message pushed in between is not missed (reactor_send_msg). */
 			atomic_store_explicit(&r->sleeping, 1, memory_order_seq_cst);
 			if (mpsc_empty(r) && !atomic_load(&r->stop))
 				timeout = -1;
@@ -688,13 +688,13 @@ int reactors_run(void)
 	return rc;
 }
 
-/* --- for_each_thread ----------------------------------------------------- */
+/* --- reactor_for_each_thread ----------------------------------------------------- */
 
-struct foreach {
+struct reactor_foreach {
 	uint64_t id;
-	foreach_fn fn;
+	reactor_foreach_fn fn;
 	void *ctx;
-	foreach_done_fn done;
+	reactor_foreach_done_fn done;
 	struct reactor *origin;
 	unsigned next;
 	int status;
@@ -704,33 +704,33 @@ static _Atomic uint64_t foreach_ids;
 
 static void foreach_step(void *arg)
 {
-	struct foreach *it = arg;
+	struct reactor_foreach *it = arg;
 
 	it->fn(it, it->ctx);
 }
 
 static void foreach_finish(void *arg)
 {
-	struct foreach *it = arg;
+	struct reactor_foreach *it = arg;
 
 	BLKTGT_FOREACH_DONE(it->id, it->fn, it->ctx, it->done);
 	it->done(it->ctx, it->status);
 	free(it);
 }
 
-static void foreach_send(struct reactor *r, msg_fn fn, struct foreach *it)
+static void foreach_send(struct reactor *r, reactor_msg_fn fn, struct reactor_foreach *it)
 {
 	/* A foreach cannot be abandoned half-way: its done callback is what
 	 * its owner waits for.  Running out of memory here is fatal. */
-	if (send_msg(r, fn, it) != 0) {
-		log_error("for_each_thread: out of memory passing a message");
+	if (reactor_send_msg(r, fn, it) != 0) {
+		log_error("reactor_for_each_thread: out of memory passing a message");
 		abort();
 	}
 }
 
-int for_each_thread(foreach_fn fn, void *ctx, foreach_done_fn done)
+int reactor_for_each_thread(reactor_foreach_fn fn, void *ctx, reactor_foreach_done_fn done)
 {
-	struct foreach *it;
+	struct reactor_foreach *it;
 
 	/* done runs on the caller's reactor: there must be one. */
 	REACTOR_ANY_ONLY();
@@ -748,7 +748,7 @@ int for_each_thread(foreach_fn fn, void *ctx, foreach_done_fn done)
 	return 0;
 }
 
-void foreach_continue(struct foreach *it, int status)
+void reactor_foreach_continue(struct reactor_foreach *it, int status)
 {
 	/* The step that continues runs on reactors[it->next - 1]. */
 	if (reactor_cur != reactors[it->next - 1])

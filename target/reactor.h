@@ -8,7 +8,7 @@
  * 1..N-1 are threads created by reactors_start().
  *
  * Contract:
- *  - send_msg() may be called from any thread, reactor or not; it never
+ *  - reactor_send_msg() may be called from any thread, reactor or not; it never
  *    blocks and never takes a lock (a lock-free multi-producer queue).
  *  - each loop pass runs at most REACTOR_MSG_BATCH messages, then the fd
  *    callbacks that are ready, then the pass hooks;
@@ -31,7 +31,7 @@
 
 struct reactor;
 
-typedef void (*msg_fn)(void *ctx);
+typedef void (*reactor_msg_fn)(void *ctx);
 
 /* Create n reactors (1 <= n <= REACTOR_MAX); threads start in reactor_run(). */
 int reactors_init(unsigned n);
@@ -67,20 +67,20 @@ void reactor_check_0(const char *func);
 
 /* Queue fn(ctx) to run on reactor r.  0, or -ENOMEM.  r must not have left
  * its loop (reactors_stop): the message would never run. */
-int send_msg(struct reactor *r, msg_fn fn, void *ctx);
+int reactor_send_msg(struct reactor *r, reactor_msg_fn fn, void *ctx);
 
 /*
  * Run fn on every reactor in turn (0, 1, .. N-1), then done on the reactor
- * that called for_each_thread().  fn receives the iteration and must call
- * foreach_continue(it) exactly once, now or later (from the same reactor),
+ * that called reactor_for_each_thread().  fn receives the iteration and must call
+ * reactor_foreach_continue(it) exactly once, now or later (from the same reactor),
  * which is how a step can wait, e.g. for in-flight I/O to drain.
  */
-struct foreach;
-typedef void (*foreach_fn)(struct foreach *it, void *ctx);
-typedef void (*foreach_done_fn)(void *ctx, int status);
-int for_each_thread(foreach_fn fn, void *ctx, foreach_done_fn done);
+struct reactor_foreach;
+typedef void (*reactor_foreach_fn)(struct reactor_foreach *it, void *ctx);
+typedef void (*reactor_foreach_done_fn)(void *ctx, int status);
+int reactor_for_each_thread(reactor_foreach_fn fn, void *ctx, reactor_foreach_done_fn done);
 /* Move on to the next reactor; a non-zero status is kept for done. */
-void foreach_continue(struct foreach *it, int status);
+void reactor_foreach_continue(struct reactor_foreach *it, int status);
 
 /* File descriptors watched by the calling reactor's epoll (level-triggered).
  * events are EPOLLIN/EPOLLOUT bits; cb runs on this reactor. */
@@ -129,6 +129,6 @@ struct reactor_defer {
 void reactor_defer(struct reactor_defer *d);
 
 /* Monotonic nanoseconds (CLOCK_MONOTONIC), the clock every figure uses. */
-uint64_t now_ns(void);
+uint64_t reactor_now_ns(void);
 
 #endif

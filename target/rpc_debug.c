@@ -80,7 +80,7 @@ static void pass_query_run(void *ctx)
 		q->passes = reactor_passes() - pc->added_at;
 		q->runs = pc->runs;
 	}
-	if (send_msg(reactor_get(0), pass_query_reply, q) != 0)
+	if (reactor_send_msg(reactor_get(0), pass_query_reply, q) != 0)
 		abort();        /* the request would never be answered */
 }
 
@@ -118,7 +118,7 @@ static void rpc_debug_pass_hook(struct rpc_request *req, const struct json_val *
 	q->req = req;
 	q->reactor = (unsigned)p.reactor;
 	q->add = p.add;
-	if (send_msg(reactor_get(q->reactor), pass_query_run, q) != 0) {
+	if (reactor_send_msg(reactor_get(q->reactor), pass_query_run, q) != 0) {
 		free(q);
 		rpc_error(req, -ENOMEM, "out of memory");
 	}
@@ -126,13 +126,13 @@ static void rpc_debug_pass_hook(struct rpc_request *req, const struct json_val *
 
 /* --- debug_break_rule ---------------------------------------------------- */
 
-static void noop_step(struct foreach *it, void *ctx) { foreach_continue(it, 0); }
+static void noop_step(struct reactor_foreach *it, void *ctx) { reactor_foreach_continue(it, 0); }
 static void noop_done(void *ctx, int status) { }
 static void noop_event(void *ctx, uint32_t events) { }
 
 static void *call_foreach_off_reactor(void *arg)
 {
-	for_each_thread(noop_step, NULL, noop_done);
+	reactor_for_each_thread(noop_step, NULL, noop_done);
 	return NULL;
 }
 
@@ -155,7 +155,7 @@ static const struct rpc_param rule_spec[] = {
 };
 
 /* {rule}: break a thread rule; the target aborts (no reply).
- *   off_reactor     for_each_thread from a thread that is not a reactor
+ *   off_reactor     reactor_for_each_thread from a thread that is not a reactor
  *   not_reactor_0   export_lookup on the last reactor
  *   foreign_fd      reactor_fd_modify, on the last reactor, of a watcher
  *                   reactor 0 added */
@@ -174,12 +174,12 @@ static void rpc_debug_break_rule(struct rpc_request *req, const struct json_val 
 		if (!rc)
 			pthread_detach(t);
 	} else if (strcmp(p.rule, "not_reactor_0") == 0) {
-		rc = send_msg(last, call_export_lookup, NULL);
+		rc = reactor_send_msg(last, call_export_lookup, NULL);
 	} else if (strcmp(p.rule, "foreign_fd") == 0) {
 		int fd = eventfd(0, EFD_CLOEXEC);
 		struct reactor_fd *w = fd < 0 ? NULL : reactor_fd_add(fd, 0, noop_event, NULL);
 
-		rc = w ? send_msg(last, modify_foreign_fd, w) : -errno;
+		rc = w ? reactor_send_msg(last, modify_foreign_fd, w) : -errno;
 	} else {
 		rpc_error(req, JSONRPC_INVALID_PARAMS, "invalid params: unknown 'rule' %s; "
 			  "use off_reactor, not_reactor_0 or foreign_fd", p.rule);

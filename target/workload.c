@@ -137,7 +137,7 @@ static bool job_more(struct job *j)
 		return false;
 	if (j->o.count)
 		return j->submitted < j->o.count;
-	return now_ns() < j->deadline_ns;
+	return reactor_now_ns() < j->deadline_ns;
 }
 
 /* Submit on slot s; false when it was refused outright (counted). */
@@ -148,7 +148,7 @@ static bool slot_submit(struct job *j, struct slot *s)
 	slot_prepare(j, s);
 	s->io.cb = job_io_done;
 	s->io.cb_ctx = s;
-	s->start_ns = now_ns();
+	s->start_ns = reactor_now_ns();
 	j->submitted++;
 	j->inflight++;
 	rc = j->export ? export_submit(j->export, &s->io) : bdev_submit(&s->io);
@@ -170,7 +170,7 @@ static void job_io_done(struct bdev_io *io, void *ctx)
 {
 	struct slot *s = ctx;
 	struct job *j = s->job;
-	uint64_t lat = now_ns() - s->start_ns;
+	uint64_t lat = reactor_now_ns() - s->start_ns;
 
 	j->inflight--;
 	j->res.ios++;
@@ -198,8 +198,8 @@ static void job_end(void *ctx);
 
 static void job_finish_on_reactor(struct job *j)
 {
-	j->res.elapsed_ns = now_ns() - j->start_ns;
-	if (send_msg(reactor_get(0), job_end, j) != 0) {
+	j->res.elapsed_ns = reactor_now_ns() - j->start_ns;
+	if (reactor_send_msg(reactor_get(0), job_end, j) != 0) {
 		log_error("workload %llu: out of memory ending the job",
 			  (unsigned long long)j->id);
 		abort();
@@ -212,7 +212,7 @@ static void job_start(void *ctx)
 	uint64_t first = j->o.count && j->o.count < j->o.queue_depth ? j->o.count
 								      : j->o.queue_depth;
 
-	j->start_ns = now_ns();
+	j->start_ns = reactor_now_ns();
 	j->deadline_ns = j->start_ns + j->o.seconds * 1000000000ull;
 	for (uint64_t i = 0; i < first && !j->stop; i++)
 		slot_submit(j, &j->slots[i]);
@@ -319,7 +319,7 @@ int workload_run(const struct workload_opts *o, workload_done_fn done, void *ctx
 	jobs = j;
 	njobs++;
 	BLKTGT_WORKLOAD_START(j->id, j->bdev_name, j->pattern_name, o->io_size, o->queue_depth);
-	if (send_msg(j->reactor, job_start, j) != 0) {
+	if (reactor_send_msg(j->reactor, job_start, j) != 0) {
 		jobs = j->next;
 		njobs--;
 		b->users--;

@@ -40,7 +40,7 @@ PACKAGES = {
     "perf": "linux-perf",
     "py:bcc": "python3-bpfcc", "py:elftools": "python3-pyelftools",
     "dpkg-buildpackage": "dpkg-dev", "dh": "debhelper", "lintian": "lintian",
-    "man": "man-db",
+    "man": "man-db", "cscope": "cscope",
     "prometheus": "prometheus", "promtool": "prometheus",
     "g++": "g++", "gcc": "gcc", "/usr/bin/python3.11": "python3.11",
     "/usr/lib/postgresql/15/bin/postgres": "postgresql-15",

@@ -226,7 +226,7 @@ def test_msgs_sent_equal_executed(bpf, tgt):
     lines = run_trace(tgt.pid, "msgs.bt", act)
     sent, executed = keyed(lines, "msg_sent"), keyed(lines, "msg_executed")
     assert sent and sent == executed, lines
-    # One for_each_thread() per export state change; its steps run on
+    # One reactor_for_each_thread() per export state change; its steps run on
     # every reactor.
     foreach = keyed(lines, "msg_foreach")
     assert sum(foreach.values()) == 2, lines

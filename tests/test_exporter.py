@@ -19,9 +19,12 @@ import http.client
 import json
 import math
 import os
+import re
+import select
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.parse
 
@@ -425,6 +428,23 @@ def run_bad(build, *args):
     (["--count", "probekit_io=a:b"], "probekit_ names are the exporter's"),
     (["--pair", "q=" + "a" * 600 + ":b,c:d"], "longer than 512"),
     (["--listen", "nohost"], "give HOST:PORT"),
+    # Two families whose sample names would mix: a parser rejects the
+    # scrape, so Prometheus would get none of it.
+    (["--pair", "a=p:s,p:d", "--count", "a_seconds=p:x"],
+     "--pair a and --count a_seconds both make a metric named a_seconds "),
+    (["--pair", "lat=p:s,p:d", "--count", "lat_seconds_bucket=p:x"],
+     "--pair lat and --count lat_seconds_bucket both make a metric named "
+     "lat_seconds_bucket "),
+    (["--count", "lat=p:x", "--count", "lat_total=p:y"],
+     "named lat_total "),
+    (["--count", "h_seconds_created=p:x", "--pair", "h=p:s,p:d"],
+     "named h_seconds_created "),
+    # What a user typed is shown on one line, control bytes escaped.
+    (["--pair", "a\nb=p:s,p:d"], "bad --pair NAME 'a\\nb': letters"),
+    (["--pair", "q=p:s\x1b[2J,p:d"], "bad --pair START 'p:s\\x1b[2J'"),
+    (["--count", "n=p:a\nb"], "bad --count 'n=p:a\\nb'"),
+    (["--max-inflight", "0"], "--max-inflight: must be 1.."),
+    (["--max-series", "x"], "--max-series: not a number"),
     (["--count", "n=a:b", "--nbd-commands"], "give --blktgt too"),
 ])
 def test_bad_specs(build, spec, why):
@@ -442,7 +462,7 @@ def test_bad_targets(build, bpf, tmp_path):
         sleeper.wait()
     rc, line = run_bad(build, "-b", f"{PG_BIN}/postgres",
                        "--count", "x=postgresql:nope*")
-    assert rc == 1 and "no probe matches 'postgresql:nope*'" in line
+    assert rc == 1 and "no USDT probe matches postgresql:nope* in " in line
     # An argument only a symbol names: the exporter cannot pair by it.
     rc, line = run_bad(build, "-b", f"{PG_BIN}/postgres", "--pair",
                        "c=postgresql:checkpoint__start,"
@@ -522,3 +542,327 @@ def test_pair_by_argument_and_count(bpf, target, exporter):
     assert sample(body, 'io_events_total{probe="blktgt:io__submit"}') == 31
     assert sample(body, 'io_events_total{probe="blktgt:io__done"}') == 31
     assert 'probe="blktgt:io__batch"' in body
+
+
+def http_limit(name):
+    """A limit of the exporter's HTTP server, read from where it is
+    declared (libbpf/exporter_http.c), so the test follows it."""
+    src = open(os.path.join(probekit.ROOT, "libbpf", "exporter_http.c")).read()
+    return int(re.search(r"#define %s\s+(\d+)" % name, src).group(1))
+
+
+class SlowClients:
+    """Connections from one source address that send a request a byte at
+    a time and never finish it; each remembers when it connected and
+    when the server closed it."""
+
+    REQUEST = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 4096
+
+    def __init__(self, port, source, n):
+        self.conns = []
+        for _ in range(n):
+            s = socket.socket()
+            s.bind((source, 0))
+            s.connect(("127.0.0.1", port))
+            self.conns.append({"sock": s, "at": time.monotonic(),
+                               "sent": 0, "closed": None})
+            self.send(self.conns[-1])
+
+    def send(self, c):
+        try:
+            c["sock"].send(self.REQUEST[c["sent"]:c["sent"] + 1])
+            c["sent"] += 1
+        except OSError:		# reset by the server: poll() says so
+            pass
+
+    def open(self):
+        return [c for c in self.conns if c["closed"] is None]
+
+    def poll(self, timeout):
+        """Wait up to timeout seconds for the server to close any of
+        them; note each one closed."""
+        p = select.poll()
+        by_fd = {c["sock"].fileno(): c for c in self.open()}
+        for fd in by_fd:
+            p.register(fd, select.POLLIN)
+        for fd, _ in p.poll(timeout * 1000):
+            c = by_fd[fd]
+            try:
+                data = c["sock"].recv(65536)
+            except OSError:
+                data = b""
+            if not data:	# EOF or reset: what the server sends back
+                c["closed"] = time.monotonic()	# is none of our business
+
+    def tick(self):
+        """A second's worth: a byte on each open connection, then wait
+        out the second for closes."""
+        for c in self.open():
+            self.send(c)
+        self.poll(1)
+
+    def close(self):
+        for c in self.conns:
+            c["sock"].close()
+
+
+def test_slow_clients_cannot_block_a_scrape(bpf, target, exporter):
+    """200 connections from 127.0.0.2, each sending a byte a second: the
+    exporter serves PER_IP of them at once, refuses the rest, and closes
+    each one it served at its deadline, though every byte would reset an
+    idle timer; meanwhile a scrape from 127.0.0.1 gets its whole answer."""
+    deadline = http_limit("HTTP_DEADLINE")
+    per_ip = http_limit("HTTP_MAX_CONNS_PER_IP")
+    e = exporter("-p", str(target.pid))
+    slow = SlowClients(e.port, "127.0.0.2", 200)
+    try:
+        end = time.monotonic() + probekit.TIMEOUT
+        while len(slow.open()) > per_ip and time.monotonic() < end:
+            slow.tick()
+        held = slow.open()
+        assert len(held) == per_ip
+        _, body = e.scrape()
+        assert body.startswith("# HELP probekit_io_latency_seconds ")
+        assert "# TYPE probekit_nbd_disconnections_total counter\n" in body
+        end = time.monotonic() + deadline + probekit.TIMEOUT
+        while slow.open() and time.monotonic() < end:
+            slow.tick()
+        assert slow.open() == [], "still open past the deadline"
+        # Closed at the deadline, not before: a lower bound, which a
+        # loaded machine cannot break.
+        for c in held:
+            assert c["closed"] - c["at"] >= deadline - 0.05, c
+            assert c["sent"] >= 2
+    finally:
+        slow.close()
+    # And serving goes on.
+    assert e.scrape()[1].startswith("# HELP probekit_io_latency_seconds ")
+
+
+def test_flood_from_other_addresses_cannot_starve_a_scrape(bpf, target,
+                                                           exporter):
+    """Two addresses hold every connection the exporter serves at once;
+    a scrape from a third gets in all the same, in the place of the
+    oldest connection of an address holding the most."""
+    per_ip = http_limit("HTTP_MAX_CONNS_PER_IP")
+    total = http_limit("HTTP_MAX_CONNS")
+    assert total == 2 * per_ip
+    e = exporter("-p", str(target.pid))
+    floods = [SlowClients(e.port, a, per_ip)
+              for a in ("127.0.0.2", "127.0.0.3")]
+    try:
+        for f in floods:
+            f.poll(0)
+        assert [len(f.open()) for f in floods] == [per_ip, per_ip]
+        _, body = e.scrape()
+        assert body.startswith("# HELP probekit_io_latency_seconds ")
+        for f in floods:
+            f.poll(0)
+        closed = [(i, k) for i, f in enumerate(floods)
+                  for k, c in enumerate(f.conns) if c["closed"] is not None]
+        assert closed == [(0, 0)]
+    finally:
+        for f in floods:
+            f.close()
+
+
+def scrape_until(e, series, want):
+    """Scrape until series reaches want (hits are counted as they come);
+    the last scrape."""
+    end = time.monotonic() + probekit.TIMEOUT
+    while True:
+        _, body = e.scrape()
+        if sample(body, series) == want or time.monotonic() > end:
+            return body
+        time.sleep(0.05)
+
+
+def promtool_ok(body):
+    chk = subprocess.run(["promtool", "check", "metrics"], input=body,
+                         text=True, capture_output=True)
+    assert chk.returncode == 0, chk.stdout + chk.stderr
+
+
+STARTS_DROPPED = 'probekit_exporter_starts_dropped_total{reason="table_full"}'
+STARTS_RECLAIMED = "probekit_exporter_starts_reclaimed_total"
+
+
+def series_dropped(family):
+    return f'probekit_exporter_series_dropped_total{{family="{family}"}}'
+
+
+def test_dead_processes_starts_reclaimed(bpf, blktgt_bin, tmp_path,
+                                         exporter):
+    """-b: three blktgt processes each killed with 8 I/Os in flight, on a
+    table with room for 31.  Their 24 STARTs are reclaimed as each dies,
+    so a fourth process's 23 I/Os are all measured; without that, 24 dead
+    entries and its 8 in flight would not fit, and some would be lost."""
+    e = exporter("-b", blktgt_bin, "--max-inflight", "31",
+                 "--pair", "io=blktgt:io__submit,blktgt:io__done,arg1",
+                 "--count", "subs=blktgt:io__submit",
+                 "--count", "dones=blktgt:io__done")
+    subs = 'subs_total{probe="blktgt:io__submit"}'
+    dones = 'dones_total{probe="blktgt:io__done"}'
+    for i in range(3):
+        t = probekit.Target(blktgt_bin, tmp_path / f"killed{i}")
+        (tmp_path / f"killed{i}").mkdir()
+        t.start()
+        t.rpc("bdev_malloc_create", name="M0", size_mb=4, block_size=512)
+        # 10 s a read: still in flight when the process is killed.
+        t.rpc("bdev_delay_create", name="D0", base="M0",
+              read_us=10000000, write_us=10000000)
+
+        def run(t=t):
+            try:
+                t.rpc("workload_run", bdev="D0", pattern="randread",
+                      io_size=4096, queue_depth=8, count=8)
+            except (OSError, probekit.RpcError):
+                pass		# killed under it
+        th = threading.Thread(target=run)
+        th.start()
+        scrape_until(e, subs, 8 * (i + 1))
+        t.proc.kill()
+        t.proc.wait()
+        th.join(timeout=probekit.TIMEOUT)
+        t.remove_trace_file()
+    _, body = e.scrape()
+    assert sample(body, subs) == 24
+    in_flight = 24 - (sample(body, dones) or 0)
+    assert sample(body, STARTS_RECLAIMED) == in_flight
+    assert in_flight > 31 - 8	# what makes the last run need them gone
+    assert (sample(body, "io_seconds_count") or 0) == 24 - in_flight
+
+    (tmp_path / "healthy").mkdir()
+    t = probekit.Target(blktgt_bin, tmp_path / "healthy").start()
+    try:
+        t.rpc("bdev_null_create", name="N0", size_mb=4, block_size=512)
+        run = t.rpc("workload_run", bdev="N0", pattern="randread",
+                    io_size=4096, queue_depth=8, count=23)
+        assert run["ios"] == 23
+        body = scrape_until(e, "io_seconds_count", 24 - in_flight + 23)
+        assert sample(body, "io_seconds_count") == 24 - in_flight + 23
+        assert sample(body, STARTS_DROPPED) == 0
+        assert sample(body, STARTS_RECLAIMED) == in_flight
+        promtool_ok(body)
+    finally:
+        t.stop()
+
+
+def test_full_table_drops_counted(bpf, target, exporter):
+    """A table with room for 7 STARTs, 16 I/Os in flight at a time: each
+    of 23 I/Os is either measured or counted as dropped, never lost
+    without a word."""
+    target.rpc("bdev_malloc_create", name="M0", size_mb=4, block_size=512)
+    target.rpc("bdev_delay_create", name="D0", base="M0", read_us=20000,
+               write_us=20000)
+    e = exporter("-p", str(target.pid), "--max-inflight", "7",
+                 "--pair", "io=blktgt:io__submit,blktgt:io__done,arg1")
+    run = target.rpc("workload_run", bdev="D0", pattern="randread",
+                     io_size=4096, queue_depth=16, count=23)
+    assert run["ios"] == 23
+    _, body = e.scrape()
+    measured, dropped = sample(body, "io_seconds_count"), \
+        sample(body, STARTS_DROPPED)
+    assert measured + dropped == 23, body
+    assert dropped >= 16 - 7, body	# the first 16 went out together
+    assert sample(body, STARTS_RECLAIMED) == 0
+    assert sample(body, series_dropped("io_seconds")) == 0
+    promtool_ok(body)
+
+
+def test_series_cap_drops_counted(bpf, target, exporter):
+    """Two series a family at most: the third RPC method's 13 calls are
+    not recorded, and counted as such, under their family."""
+    e = exporter("-p", str(target.pid), "--max-series", "2")
+    for method, n in (("target_stats", 7), ("bdev_list", 11),
+                      ("export_list", 13)):
+        for _ in range(n):
+            target.rpc(method)
+    _, body = e.scrape()
+    rpc = "probekit_rpc_latency_seconds"
+    assert sample(body, f'{rpc}_count{{method="target_stats"}}') == 7
+    assert sample(body, f'{rpc}_count{{method="bdev_list"}}') == 11
+    assert f'method="export_list"' not in body
+    assert sample(body, series_dropped(rpc)) == 13
+    for fam in ("probekit_io_latency_seconds", "probekit_io_size_bytes",
+                "probekit_io_errors", "probekit_nbd_connections",
+                "probekit_nbd_disconnections"):
+        assert sample(body, series_dropped(fam)) == 0
+    assert sample(body, STARTS_DROPPED) == 0
+    promtool_ok(body)
+    _, om = e.scrape(openmetrics=True)
+    assert sample(om, series_dropped(rpc)) == 13
+    assert "# TYPE probekit_exporter_series_dropped counter\n" in om
+
+
+@pytest.mark.needs("g++")
+def test_pid_finds_a_librarys_probes(bpf, tmp_path, exporter):
+    """-p counts and pairs libstdc++'s probes, in a library the process
+    maps, not in its executable."""
+    import thirdparty
+    exe = thirdparty.build_throws(str(tmp_path))
+    k = 29
+    p = subprocess.Popen([exe, str(k)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out = probekit.LineReader(p.stdout)
+    try:
+        out.wait_for("^ready$")
+        e = exporter("-p", str(p.pid), "--count", "cxx=libstdcxx:*",
+                     "--pair", "exc=libstdcxx:throw,libstdcxx:catch")
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        out.wait_for("^caught %d$" % k)
+        assert p.wait(timeout=probekit.TIMEOUT) == 0, out.lines
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    _, body = e.scrape()
+    assert sample(body, 'cxx_total{probe="libstdcxx:throw"}') == k
+    assert sample(body, 'cxx_total{probe="libstdcxx:catch"}') == k
+    assert sample(body, "exc_seconds_count") == k
+    assert sample(body, STARTS_RECLAIMED) == 0
+    promtool_ok(body)
+
+
+@pytest.mark.needs("g++")
+def test_exit_during_attach_one_line(bpf, build, tmp_path):
+    """A process killed at moments spread over the exporter's start: each
+    run either serves (the kill came after every probe was in) or prints
+    one line that says the process exited, never an attach error that
+    blames a file or a probe."""
+    import thirdparty
+    exe = thirdparty.build_throws(str(tmp_path))
+    outcomes = {"served": 0, "exited": 0}
+    for i in range(23):
+        p = subprocess.Popen([exe, "1"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE)
+        assert p.stdout.readline() == b"ready\n"
+        ex = subprocess.Popen(
+            [exporter_bin(build), "--listen", "127.0.0.1:0", "-p",
+             str(p.pid), "--count", "cxx=libstdcxx:*",
+             "--pair", "exc=libstdcxx:throw,libstdcxx:catch"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # The race itself: the kill lands somewhere in the start-up.
+        time.sleep(i * 0.02)
+        p.kill()
+        p.wait()
+        line = ex.stdout.readline()
+        if line:
+            assert "Hit Ctrl-C to end." in line
+            ex.send_signal(signal.SIGINT)
+            outcomes["served"] += 1
+        rc = ex.wait(timeout=probekit.TIMEOUT)
+        err = ex.stderr.read()
+        if line:
+            assert rc == 0 and err == "", err
+            continue
+        pid = p.pid
+        assert rc == 1 and err.count("\n") == 1, err
+        assert err in (
+            f"probekit-exporter: PID {pid} (throws) exited while the "
+            "exporter was attaching; nothing to serve\n",
+            f"probekit-exporter: PID {pid} has exited\n",
+            f"probekit-exporter: no process with PID {pid}\n"), err
+        outcomes["exited"] += 1
+    assert sum(outcomes.values()) == 23, outcomes

@@ -327,7 +327,7 @@ def no_core():
 
 
 @pytest.mark.parametrize("rule,line", [
-    ("off_reactor", "blktgt: error: thread rule broken in for_each_thread(): it runs on "
+    ("off_reactor", "blktgt: error: thread rule broken in reactor_for_each_thread(): it runs on "
      "a reactor thread only; called on a thread that is not a reactor"),
     ("not_reactor_0", "blktgt: error: thread rule broken in export_lookup(): it runs on "
      "reactor_0 only; called on reactor_2"),

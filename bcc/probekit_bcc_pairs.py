@@ -1,0 +1,192 @@
+# SPDX-License-Identifier: BSD-2-Clause
+"""probekit_bcc_pairs: the in-flight table of a bcc/ tool that pairs a
+START with its DONE, kept honest as libbpf/pair_state.bpf.h keeps the
+libbpf twins' (libbpf/pair_state.h says what is counted and why): a START
+that finds the table full is dropped and counted; the STARTs of a thread
+or process that exits are reclaimed and counted.  The counts reach the
+output through probekit_bcc.PairReport.
+
+A tool's BPF text includes C_TEXT (after probekit_bcc_load.BPF_COMMON),
+keys its table by a struct that starts with u32 tgid, u32 tid, and:
+  - inserts a START only when pair_mark(tgid) returns 0, then passes the
+    update's result to pair_inserted();
+  - defines TRACEPOINT_PROBE(sched, sched_process_exit) that returns
+    unless pair_tgids has the tgid, deletes the exiting thread's key
+    (thread-keyed tables; pair_count(PAIR_RECLAIMED) when there was one)
+    and ends with pair_exit(PAIR_GROUP_DEAD(args), tgid, BY_THREAD).
+User space compiles with cflags() and hands a Sweeper to probekit_bcc.run().
+
+How a process's death is seen, measured here on BCC 0.26 and Linux 6.18:
+BCC builds TRACEPOINT_PROBE's args from the tracepoint's format file at
+run time, so args->group_dead is read when the kernel has that field
+(6.16 on), and cflags() detects it there.  BCC's task_struct comes from
+its kernel headers (6.1 here), whose layout is not the running kernel's,
+so task->signal->live cannot be read reliably; and bpf_for_each_map_elem()
+takes the map itself, which BCC 0.26 passes only to the map methods it
+rewrites, so BPF cannot walk the table either.  BPF therefore notes the
+death and its time in pair_dead, and the Sweeper, from the output loop
+every tick, deletes the dead process's entries that are older than its
+death: an entry of a later process given the same PID is newer, so PID
+reuse cannot lose it.  Without group_dead, the Sweeper treats a process
+as dead when /proc has no entry for it.
+"""
+
+import os
+import time
+
+from probekit_bcc_load import MAX_INFLIGHT
+
+PAIR_TGIDS_MAX = 16384      # libbpf/pair_state.h's: processes with STARTs
+PAIR_INFLIGHT_LIMIT = 1 << 22   # --max-inflight's largest, as libbpf's
+PAIR_DROPPED, PAIR_RECLAIMED = 0, 1     # enum pair_count
+EXIT_FORMATS = ("/sys/kernel/tracing/events/sched/sched_process_exit/format",
+                "/sys/kernel/debug/tracing/events/sched/sched_process_exit/"
+                "format")
+
+C_TEXT = r"""
+#ifndef E2BIG
+#define E2BIG 7         /* an update of a full preallocated hash */
+#endif
+#ifndef ENOMEM
+#define ENOMEM 12       /* the same, of a hash allocated on use */
+#endif
+#define PAIR_DROPPED 0
+#define PAIR_RECLAIMED 1
+BPF_PERCPU_ARRAY(pair_counts, u64, 2);
+BPF_HASH(pair_tgids, u32, u8, PAIR_TGIDS_MAX);  /* processes with STARTs */
+BPF_HASH(pair_dead, u32, u64, PAIR_TGIDS_MAX);  /* tgid -> death, ns */
+
+static __always_inline void pair_count(int what)
+{
+    u64 *n = pair_counts.lookup(&what);
+
+    if (n)
+        (*n)++;
+}
+
+/* 0 when tgid may insert a START; else it is dropped, and counted. */
+static __always_inline int pair_mark(u32 tgid)
+{
+    u8 one = 1;
+    int err;
+
+    if (pair_tgids.lookup(&tgid))
+        return 0;
+    err = pair_tgids.update(&tgid, &one);
+    if (err == -E2BIG || err == -ENOMEM) {
+        pair_count(PAIR_DROPPED);
+        return err;
+    }
+    return 0;
+}
+
+/* An update of the in-flight table returned err: count a full table. */
+static __always_inline void pair_inserted(int err)
+{
+    if (err == -E2BIG || err == -ENOMEM)
+        pair_count(PAIR_DROPPED);
+}
+
+/* Whether the exiting thread is its process's last: the tracepoint's
+ * own field, or, without one, never (the Sweeper looks in /proc). */
+#ifdef HAVE_GROUP_DEAD
+#define PAIR_GROUP_DEAD(args) ((args)->group_dead)
+#else
+#define PAIR_GROUP_DEAD(args) 0
+#endif
+
+/* A thread of tgid has exited, the last one when group_dead: then the
+ * Sweeper deletes what the process left (BPF cannot walk the table). */
+static __always_inline void pair_exit(int group_dead, u32 tgid, int by_thread)
+{
+    u64 now = bpf_ktime_get_ns();
+
+    if (!group_dead)
+        return;
+    if (!by_thread)
+        pair_dead.update(&tgid, &now);
+    pair_tgids.delete(&tgid);
+}
+"""
+
+
+def group_dead():
+    """Whether this kernel's sched_process_exit has group_dead."""
+    for path in EXIT_FORMATS:
+        try:
+            with open(path) as f:
+                return " group_dead;" in f.read(1 << 16)
+        except OSError:
+            continue
+    return False
+
+
+def cflags(max_inflight):
+    return ["-DMAX_INFLIGHT=%d" % max_inflight,
+            "-DPAIR_TGIDS_MAX=%d" % PAIR_TGIDS_MAX] + \
+        (["-DHAVE_GROUP_DEAD"] if group_dead() else [])
+
+
+def max_inflight(s):
+    """--max-inflight: 1..PAIR_INFLIGHT_LIMIT entries."""
+    import argparse
+    from probekit_bcc_args import positive_int
+    v = positive_int(s)
+    if v > PAIR_INFLIGHT_LIMIT:
+        raise argparse.ArgumentTypeError(
+            "want at most %d, got '%s'" % (PAIR_INFLIGHT_LIMIT, s))
+    return v
+
+
+def add_option(p):
+    p.add_argument("--max-inflight", type=max_inflight, metavar="N",
+                   default=MAX_INFLIGHT,
+                   help="STARTs awaiting their DONE that are kept "
+                        "(default %d); more are dropped, and counted"
+                   % MAX_INFLIGHT)
+
+
+class Sweeper:
+    """Deletes the in-flight entries of dead processes (see the top of
+    this file); counts them as reclaimed.  table is the in-flight hash,
+    its keys starting with tgid, its values a START's time in ns (when()
+    reads it from a value otherwise)."""
+
+    def __init__(self, bpf, table, when=lambda v: v.value):
+        self.bpf, self.table, self.when = bpf, bpf[table], when
+        self.dead, self.tgids = bpf["pair_dead"], bpf["pair_tgids"]
+        self.by_proc = not group_dead()
+        self.reclaimed = 0
+
+    def _gone(self):
+        """{tgid: death ns} of processes seen dead from user space."""
+        now = time.monotonic_ns()      # bpf_ktime_get_ns()'s clock
+        out = {}
+        for k in list(self.tgids.keys()):
+            if not os.path.exists("/proc/%d" % k.value):
+                out[k.value] = now
+                try:
+                    del self.tgids[k]
+                except KeyError:
+                    pass
+        return out
+
+    def sweep(self):
+        dead = {k.value: v.value for k, v in self.dead.items()}
+        if self.by_proc:
+            dead.update(self._gone())
+        if not dead:
+            return
+        for k, v in list(self.table.items()):
+            death = dead.get(k.tgid)
+            if death is not None and self.when(v) <= death:
+                try:
+                    del self.table[k]
+                    self.reclaimed += 1
+                except KeyError:
+                    pass            # its DONE came meanwhile
+        for tgid, death in dead.items():
+            k = self.dead.Key(tgid)
+            v = self.dead.get(k)
+            if v is not None and v.value == death:
+                del self.dead[k]

@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
+/*
+ * pair_state.bpf.h: the in-flight table of a tool that pairs a START with
+ * its DONE, kept honest (pair_state.h says what is counted and why).
+ *
+ * A tool includes this after probekit.bpf.h and:
+ *   - inserts a START with pair_start(&table, &key, &value), which counts
+ *     a START the table has no room for;
+ *   - defines SEC("tracepoint/sched/sched_process_exit") calling
+ *     pair_on_exit(ctx, &table, thread_key), thread_key the key the
+ *     exiting thread's START would have, or NULL when the table is keyed
+ *     by something else (an argument, a request id);
+ *   - in user space, fills pair_group_dead_off (or the task offsets) with
+ *     pair_exit_detect() and attaches that program before the uprobes
+ *     (trace_helpers.h).
+ * Its keys start with struct pair_key_head: the tgid, then the tid (or 0).
+ *
+ * Why sched_process_exit: it fires in the exiting thread (so the current
+ * tgid and tid are the dead thread's) once per thread, the last one of a
+ * process with group_dead set.  A thread-keyed entry goes with its
+ * thread, which also keeps a recycled tid from pairing a dead thread's
+ * START with a new thread's DONE; an entry keyed otherwise goes with its
+ * process, since a request may finish on another thread.  The classic
+ * tracepoint, not tp_btf: it needs no kernel BTF at load time
+ * (probekit.bpf.h says what that costs).
+ */
+#ifndef PROBEKIT_PAIR_STATE_BPF_H
+#define PROBEKIT_PAIR_STATE_BPF_H
+
+#include "pair_state.h"
+
+/* The errors of an update of a full hash map: -E2BIG preallocated,
+ * -ENOMEM otherwise. */
+#define PAIR_E2BIG 7
+#define PAIR_ENOMEM 12
+
+/*
+ * How to tell that the exiting thread is its process's last, set by user
+ * space (pair_exit_detect()): the offset of group_dead in the
+ * tracepoint's record when the kernel has that field (Linux 6.16 on),
+ * else the offsets of task_struct.signal and signal_struct.live, whose
+ * count the kernel has dropped to 0 by then.
+ */
+const volatile __u32 pair_group_dead_off = 0;
+const volatile __u32 pair_task_signal_off = 0;
+const volatile __u32 pair_signal_live_off = 0;
+
+/* Counts since load, per CPU, indexed by enum pair_count. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PAIR_NCOUNTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} pair_counts SEC(".maps");
+
+/* The processes that have inserted a START: an exit of any other
+ * process is one lookup here and nothing more. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PAIR_TGIDS_MAX);
+	__type(key, __u32);
+	__type(value, __u8);
+} pair_tgids SEC(".maps");
+
+static __always_inline void pair_count(__u32 what)
+{
+	__u64 *n = bpf_map_lookup_elem(&pair_counts, &what);
+
+	if (n)
+		(*n)++;		/* per CPU: no other writer */
+}
+
+/*
+ * Insert a START (key starts with struct pair_key_head) into table:
+ * 0, or the update's error.  A full table, or one process more than
+ * pair_tgids holds, drops the START and counts it.
+ */
+static __always_inline long pair_start(void *table, const void *key,
+				       const void *value)
+{
+	__u32 tgid = ((const struct pair_key_head *)key)->tgid;
+	__u8 one = 1;
+	long err;
+
+	if (!bpf_map_lookup_elem(&pair_tgids, &tgid)) {
+		err = bpf_map_update_elem(&pair_tgids, &tgid, &one, BPF_ANY);
+		if (err == -PAIR_E2BIG || err == -PAIR_ENOMEM) {
+			pair_count(PAIR_DROPPED);
+			return err;
+		}
+	}
+	err = bpf_map_update_elem(table, key, value, BPF_ANY);
+	if (err == -PAIR_E2BIG || err == -PAIR_ENOMEM)
+		pair_count(PAIR_DROPPED);
+	return err;
+}
+
+/* Whether the thread exiting now is the last of its process. */
+static __always_inline bool pair_group_dead(void *ctx)
+{
+	void *signal = 0;
+	__u8 dead = 0;
+	int live = 1;
+
+	if (pair_group_dead_off) {
+		bpf_probe_read_kernel(&dead, 1, ctx + pair_group_dead_off);
+		return dead;
+	}
+	bpf_probe_read_kernel(&signal, sizeof(signal),
+			      (void *)bpf_get_current_task() +
+			      pair_task_signal_off);
+	if (!signal)
+		return false;
+	bpf_probe_read_kernel(&live, sizeof(live),
+			      signal + pair_signal_live_off);
+	return live == 0;
+}
+
+/* bpf_for_each_map_elem()'s callback: delete the entries of one process
+ * (deleting the element being visited is allowed in a hash map). */
+static long pair_reclaim_one(void *table, const struct pair_key_head *key,
+			     void *value, __u32 *tgid)
+{
+	if (key->tgid == *tgid && !bpf_map_delete_elem(table, key))
+		pair_count(PAIR_RECLAIMED);
+	return 0;
+}
+
+/*
+ * At a thread's exit (ctx: the sched_process_exit tracepoint's record):
+ * delete its entry (thread_key, when table is keyed by thread), and when
+ * it is its process's last thread, forget the process, first deleting
+ * every entry of it (a walk of the table, only for a process that has
+ * inserted a START).  Each entry deleted is counted as reclaimed.
+ */
+static __always_inline int pair_on_exit(void *ctx, void *table,
+					const void *thread_key)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (!bpf_map_lookup_elem(&pair_tgids, &tgid))
+		return 0;
+	if (thread_key && !bpf_map_delete_elem(table, thread_key))
+		pair_count(PAIR_RECLAIMED);
+	if (!pair_group_dead(ctx))
+		return 0;
+	/* With thread keys, each thread has deleted its own on its way. */
+	if (!thread_key)
+		bpf_for_each_map_elem(table, pair_reclaim_one, &tgid, 0);
+	bpf_map_delete_elem(&pair_tgids, &tgid);
+	return 0;
+}
+
+#endif

@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * pair_state.h: what a tool that keeps a START until its DONE shares
+ * between its BPF programs (pair_state.bpf.h) and user space
+ * (trace_helpers.h's pair report): the counts of STARTs lost, and the
+ * bounds of the tables that hold them.
+ *
+ * A START can be lost two ways, and both are counted: the in-flight
+ * table was full (dropped: its DONE will find nothing, so the histogram
+ * misses a pair), or its thread or process exited first (reclaimed: its
+ * DONE can never come, and the entry would otherwise fill the table, or
+ * pair with a DONE of a later thread given the same id).
+ */
+#ifndef PROBEKIT_PAIR_STATE_H
+#define PROBEKIT_PAIR_STATE_H
+
+/* The in-flight table's default size, and the most --max-inflight takes
+ * (a preallocated hash of 4M entries is some 300 MB of kernel memory). */
+#define PAIR_INFLIGHT_DEFAULT 65536
+#define PAIR_INFLIGHT_LIMIT (1 << 22)
+
+/* Processes with STARTs in a table at once: an exit of any other process
+ * costs one hash lookup.  A START of one more process is dropped, and
+ * counted as the table being full. */
+#define PAIR_TGIDS_MAX 16384
+
+/* The index of each count in pair_state.bpf.h's pair_counts. */
+enum pair_count {
+	PAIR_DROPPED,		/* a START found its table full */
+	PAIR_RECLAIMED,		/* a START whose thread or process exited */
+	PAIR_NCOUNTS,
+};
+
+/*
+ * The first fields of every in-flight key that pair_state.bpf.h reclaims:
+ * the process, then the thread for a thread-keyed table (0 otherwise).
+ * A tool's key starts with these and adds what it pairs by.
+ */
+struct pair_key_head {
+	__u32 tgid;
+	__u32 tid;
+};
+
+#endif
