@@ -14,16 +14,23 @@ import os
 import signal
 import sys
 
-import probekit_spec
+# probes/: the probelib package, probekit's one Python reader and the
+# argparse base every probekit command shares (probelib.cmdline).  It
+# sits beside bcc/ in the checkout and under PREFIX/share/probekit alike,
+# so this module's real path finds it, for every bcc/ module.
+PROBES_DIR = os.path.join(os.path.dirname(os.path.dirname(
+    os.path.realpath(__file__))), "probes")
+if PROBES_DIR not in sys.path:
+    sys.path.insert(0, PROBES_DIR)
+
+import probekit_spec  # noqa: E402
+from probelib import cmdline  # noqa: E402
 
 UNITS = {"nsecs": 1, "usecs": 1000, "msecs": 1000000}
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse that reports a usage error in one line, exit 2."""
-
-    def error(self, message):
-        self.exit(2, "%s: %s (see --help)\n" % (self.prog, message))
+# One-line usage errors, exit 2; an unknown option named first.
+Parser = cmdline.Parser
 
 
 def pid_type(s):

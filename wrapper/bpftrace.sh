@@ -5,8 +5,9 @@
 #
 # USAGE: probekit-bpftrace [-n] [-o FILE] [-d SECONDS] [-f text|json] PID|PATH SCRIPT [SCRIPT...] [-- ARG...]
 #
-# The command line of SPDK's scripts/bpftrace.sh (PID, then scripts;
-# BPF_OUTFILE names an output file), without its traps:
+# bpftrace -p PID for scripts written against a binary, not a path: the
+# PID (or PATH), then the scripts; BPF_OUTFILE names an output file.
+# What it adds to bpftrace itself:
 #
 #  - __EXE__ in a usdt:, uprobe: or uretprobe: attach point (or their short
 #    forms U:, u:, ur:) becomes the path of PID's executable, read from
@@ -86,6 +87,14 @@
 # traced through /proc/PID/exe for uprobes; its USDT probes are refused,
 # because bpftrace 0.17 resolves them by path and attaches nothing.  A
 # deleted or replaced library that holds a probe is refused, saying so.
+#
+# examples:
+#   probekit-bpftrace 1234 bt/iolat.bt            # one script, one process
+#   probekit-bpftrace 1234 bt/iolat.bt bt/nbd.bt  # two, joined
+#   probekit-bpftrace -d 10 -f json 1234 bt/iosize.bt  # 10 s, as JSON lines
+#   probekit-bpftrace /usr/lib/postgresql/15/bin/postgres my.bt
+#                                       # every process running that file
+#   probekit-bpftrace -n 1234 bt/iolat.bt         # print the program only
 
 set -u
 export LC_ALL=C

@@ -26,6 +26,7 @@ import sys
 
 from . import argspec, notes, process
 from .catalog import CatalogError, parse_catalog
+from .cmdline import Parser
 from .version import VersionAction
 
 READERS = ("bpftrace 0.17", "libbpf 1.1")
@@ -43,9 +44,8 @@ read (one line on stderr), 2 for a usage error.
 """
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        self.exit(2, f"{self.prog}: {message} (see --help)\n")
+# One-line usage errors, exit 2 (probelib.cmdline).
+_Parser = Parser
 
 
 def _match(pattern, full):
@@ -128,9 +128,16 @@ def listing(files, pattern, pid=None, catalog=None):
     return lines, n
 
 
+EXAMPLES = """examples:
+  probekit-list build/bin/blktgt          # every probe of a binary
+  probekit-list -p 1234 'blktgt:io__*'    # a process's, by pattern
+  probekit-list -p 1234 --catalog probes/blktgt.d   # with argument names
+"""
+
+
 def main(argv=None):
     p = _Parser(prog="probekit-list", description=DESCRIPTION,
-                formatter_class=argparse.RawDescriptionHelpFormatter)
+                epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action=VersionAction)
     p.add_argument("-p", "--pid", type=int, metavar="PID",
                    help="list the probes of this process and its libraries")
