@@ -148,6 +148,9 @@ def test_scratch_option_reaches_both_parsers_help_and_man(tmp_path):
     shutil.copytree(os.path.join(ROOT, "bcc"), tree / "bcc", symlinks=True,
                     ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(os.path.join(ROOT, "VERSION"), tree / "VERSION")
+    shutil.copytree(os.path.join(ROOT, "probes", "probelib"),
+                    tree / "probes" / "probelib",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     with open(tree / "tools" / "iosize.toml", "a") as f:
         f.write(SCRATCH)
     spec_dir = str(tree / "tools")
