@@ -46,10 +46,10 @@ provider blktgt {
 	/* A reactor ran a message; fn names the function (usym()). */
 	probe msg__exec(uint32_t thread, void *fn, void *ctx);
 
-	/* for_each_thread() started: fn runs on every reactor, then done. */
+	/* reactor_for_each_thread() started: fn runs on every reactor, then done. */
 	probe foreach__start(uint64_t id, void *fn, void *ctx, void *done);
 
-	/* for_each_thread() finished on every reactor and called done. */
+	/* reactor_for_each_thread() finished on every reactor and called done. */
 	probe foreach__done(uint64_t id, void *fn, void *ctx, void *done);
 
 	/* --- export state machine --------------------------------------- */

@@ -461,8 +461,7 @@ def test_bad_input(fixbin, tmp_path):
     r, errors = run("--binary", fixbin, str(tmp_path / "nope.bt"))
     assert r.returncode == 1
     assert errors == [f"{tmp_path}/nope.bt:1: -: cannot read: "
-                      f"[Errno 2] No such file or directory: "
-                      f"'{tmp_path}/nope.bt'"]
+                      "No such file or directory"]
     notelf = tmp_path / "x"
     notelf.write_text("not an ELF file\n")
     r, _ = run("--binary", str(notelf))

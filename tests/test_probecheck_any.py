@@ -117,12 +117,23 @@ def test_exe_probes_in_a_library(tmp_path):
                          capture_output=True, text=True).stdout.strip()
     rc, out, err = check("--binary", exe, "--lib", lib, bt)
     assert (rc, err) == (0, []), (out, err)
+    # The coverage counts the probes checked: the program's (none) and
+    # the library's three.
+    unused = "; not used: libstdcxx:catch, libstdcxx:rethrow"
+    assert out == [f"probekit-check: coverage: 1 of 3 probes of {exe}, "
+                   f"{lib} used by 1 file{unused}"], out
     p = subprocess.Popen([exe, "1"], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE)
     try:
         LineReader(p.stdout).wait_for("^ready$")
         rc, out, err = check("--pid", p.pid, bt)
         assert (rc, err) == (0, []), (out, err)
+        with open(f"/proc/{p.pid}/maps") as f:
+            mapped = next(ln.split()[5] for ln in f if "libstdc++" in ln)
+        root = f"/proc/{p.pid}/root"
+        assert out == [f"probekit-check: coverage: 1 of 3 probes of "
+                       f"{root}{os.path.realpath(exe)}, {root}{mapped} "
+                       f"used by 1 file{unused}"], out
         bt.write_text("usdt:__EXE__:libstdcxx:thrown { @t = count(); }\n")
         rc, out, err = check("--pid", p.pid, bt)
         assert rc == 1 and re.fullmatch(
@@ -132,3 +143,81 @@ def test_exe_probes_in_a_library(tmp_path):
     finally:
         p.kill()
         p.wait()
+
+
+# A pointer a probe takes from a global: sys/sdt.h's "m" constraint keeps
+# the compiler's symbol-relative operand, 8@label(%rip).
+NAMED_C = r"""
+#include <sys/sdt.h>
+char *label = "named";
+#undef STAP_SDT_ARG_CONSTRAINT
+#define STAP_SDT_ARG_CONSTRAINT m
+__attribute__((noinline)) void named(void)
+{
+	STAP_PROBE1(probekit, named, label);
+}
+int main(void) { named(); return 0; }
+"""
+
+
+@pytest.fixture(scope="module")
+def named(tmp_path_factory):
+    d = tmp_path_factory.mktemp("named")
+    (d / "named.c").write_text(NAMED_C)
+    exe = str(d / "named")
+    r = subprocess.run(["gcc", "-O2", "-o", exe, str(d / "named.c")],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    return exe
+
+
+def bpftrace_name():
+    """How probekit-check names the installed bpftrace, from what its
+    --version says here ("bpftrace v0.17.0": "bpftrace 0.17")."""
+    out = subprocess.run(["bpftrace", "--version"], capture_output=True,
+                         text=True, timeout=TIMEOUT).stdout
+    m = re.match(r"bpftrace v?(\d+)\.(\d+)", out)
+    return f"bpftrace {m[1]}.{m[2]}"
+
+
+@pytest.mark.needs("gcc", "bpftrace")
+def test_one_bad_read_one_report(named, tmp_path):
+    """str(arg0) is one read of arg0: an operand bpftrace cannot read is
+    reported once, as str(arg0), not again for the arg0 inside it; an
+    out-of-range str(arg1) and a str(arg0) in a uretprobe once each, in
+    their own words."""
+    assert subprocess.run(["readelf", "-n", named], capture_output=True,
+                          text=True).stdout.count("8@label(%rip)") == 1
+    bt = tmp_path / "named.bt"
+    bt.write_text('usdt:__EXE__:probekit:named { printf("%s\\n", str(arg0)); }\n'
+                  "usdt:__EXE__:probekit:named { @[str(arg1)] = count(); }\n"
+                  "uretprobe:__EXE__:named { @r = str(arg0); }\n")
+    rc, out, err = check("--binary", named, bt)
+    assert (rc, err) == (1, [
+        f"{bt}:1: probekit:named: str(arg0): {bpftrace_name()} cannot read "
+        "label(%rip): a symbol-relative %rip operand",
+        f"{bt}:2: probekit:named: str(arg1) out of range: the probe has 1 "
+        "argument, arg0..arg0",
+        f"{bt}:3: uretprobe:named: str(arg0) in a uretprobe: arguments are "
+        "gone at return; read them at entry",
+        "probekit-check: 3 errors"]), (out, err)
+    assert out == ["probekit-check: coverage: 1 of 1 probes of "
+                   f"{named} used by 1 file"], out
+
+
+@pytest.mark.needs("gcc")
+def test_messages_name_the_installed_bpftrace(named, tmp_path):
+    """The reader a message names is the bpftrace that is installed
+    ($BPFTRACE, as the wrapper runs it); with none, "bpftrace" without a
+    version.  What is checked is the same either way."""
+    bt = tmp_path / "named.bt"
+    bt.write_text("usdt:__EXE__:probekit:named { @a = arg0; }\n")
+    for env, name in (("/nonexistent/bpftrace", "bpftrace"),
+                      (str(tmp_path), "bpftrace")):
+        r = subprocess.run([CHECK, "--binary", named, str(bt)],
+                           capture_output=True, text=True, timeout=TIMEOUT,
+                           env={**os.environ, "BPFTRACE": env})
+        assert (r.returncode, r.stderr.splitlines()) == (1, [
+            f"{bt}:1: probekit:named: arg0: {name} cannot read label(%rip): "
+            "a symbol-relative %rip operand",
+            "probekit-check: 1 error"]), r.stderr

@@ -16,6 +16,7 @@ The C reader must also refuse a corrupt or truncated ELF file in one line."""
 
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -121,36 +122,110 @@ def test_notes_truncated(sites, tmp_path, keep):
     one_error_line(scan("notes", cut, check=False), cut)
 
 
-def test_notes_corrupt(sites, tmp_path):
-    """A note whose strings do not end inside it, or whose description is
-    too short for its addresses, or a provider name longer than the field:
-    one line, exit 1."""
-    data = open(sites, "rb").read()
-    _, _, pc, base, sem, _ = readelf_notes(sites)[0]
+LIST = os.path.join(probekit.BUILD, "bin", "probekit-list")
+CHECK = os.path.join(probekit.BUILD, "bin", "probekit-check")
+
+
+def first_note(path):
+    """(file bytes, offset of the first stapsdt note's header, its
+    namesz, descsz, type, and its provider, name and spec)."""
+    data = open(path, "rb").read()
+    prov, name, pc, base, sem, spec = readelf_notes(path)[0]
     at = data.index(struct.pack("<3Q", pc, base, sem))
     # The note header sits just before its "stapsdt\0" name and the desc.
     hdr = at - 8 - 12
-    namesz, descsz, typ = struct.unpack_from("<3I", data, hdr)
+    return (data, hdr, *struct.unpack_from("<3I", data, hdr),
+            prov.encode(), name.encode(), spec.encode())
+
+
+def mutations(path):
+    """{case: (the bytes of a corrupt copy of path, the cause both readers
+    must name)}: each a real binary with one thing wrong in its first
+    stapsdt note."""
+    data, hdr, namesz, descsz, typ, prov, name, spec = first_note(path)
     assert (namesz, typ) == (8, 3)
-    cases = {
-        # The description ends before its three strings end.
-        "short_strings": struct.pack("<3I", namesz, 3 * 8 + 5, typ),
-        # Too short for the three addresses.
-        "short_desc": struct.pack("<3I", namesz, 8, typ),
+    desc = hdr + 12 + 8
+    strings = desc + 24
+    text = prov + b"\0" + name + b"\0" + spec + b"\0"
+    assert data[strings:desc + descsz] == text
+    # The three strings run together: a probe of two or more arguments
+    # has a space in its spec, which no provider has.
+    assert b" " in spec and len(prov + name + spec) < 127, spec
+
+    def header(size):
+        return data[:hdr] + struct.pack("<3I", namesz, size, typ) + \
+            data[hdr + 12:]
+
+    def strings_as(new):
+        return data[:strings] + new + data[strings + len(new):]
+    nul = "is not NUL-terminated inside the note"
+    name_bytes = "has a control, non-ASCII, space or colon byte"
+    return {
+        "nuls_removed": (strings_as(text.replace(b"\0", b"") + b"\0" * 3),
+                         f"its provider {name_bytes} (0x20)"),
+        "nuls_replaced": (strings_as(text.replace(b"\0", b"x")),
+                          f"its provider {nul}"),
+        "provider_cut": (header(24 + len(prov)), f"its provider {nul}"),
+        "name_cut": (header(24 + len(prov) + 1 + len(name) - 2),
+                     f"its probe name {nul}"),
+        "spec_cut": (header(24 + len(prov) + len(name) + 2 + 3),
+                     f"its argument spec {nul}"),
+        "desc_short": (header(8), "its description of 8 bytes is shorter "
+                       "than its three 8-byte addresses"),
+        "desc_huge": (header(1 << 28), "its name (8 bytes) and description "
+                      "(268435456 bytes) run past the end of .note.stapsdt"),
+        "name_newline": (strings_as(prov + b"\0" + name[:2] + b"\n"),
+                         f"its probe name {name_bytes} (0x0a)"),
+        # The strings run on over the next note: the provider is longer
+        # than the readers' field.
+        "provider_long": (header(24 + 200)[:strings] + b"p" * 150 + b"\0"
+                          + data[strings + 151:],
+                          "its provider is longer than 127 bytes"),
     }
-    for name, new in cases.items():
-        bad = str(tmp_path / name)
-        with open(bad, "wb") as f:
-            f.write(data[:hdr] + new + data[hdr + 12:])
-        one_error_line(scan("notes", bad, check=False), bad)
-    # A provider of 200 bytes: longer than USDT_NAME_MAX, and still inside
-    # the section (the strings run on into the next notes).
-    bad = str(tmp_path / "long_provider")
-    strings = at + 24
+
+
+@pytest.mark.needs("readelf")
+@pytest.mark.parametrize("case", ["nuls_removed", "nuls_replaced",
+                                  "provider_cut", "name_cut", "spec_cut",
+                                  "desc_short", "desc_huge", "name_newline",
+                                  "provider_long"])
+def test_notes_corrupt(blktgt_bin, tmp_path, case):
+    """A copy of blktgt with one corrupt note: the C reader
+    (probekit-scan), the Python one (probekit-list, probekit-check and
+    notes.read_probes) each give the same one line, naming the file, the
+    note's file offset and the cause, and exit 1.  No probe is listed."""
+    data, cause = mutations(blktgt_bin)[case]
+    hdr = first_note(blktgt_bin)[1]
+    bad = str(tmp_path / case)
     with open(bad, "wb") as f:
-        f.write(data[:strings] + b"p" * (descsz - 24) + data[strings + descsz - 24:])
-    r = scan("notes", bad, check=False)
-    one_error_line(r, bad)
+        f.write(data)
+    line = f"{bad}: the stapsdt note at file offset 0x{hdr:x} is " \
+           f"corrupt: {cause}"
+    with pytest.raises(notes.NoteError) as e:
+        notes.read_probes(bad)
+    assert f"{bad}: {e.value}" == line
+    for cmd, prog in (([SCAN, "notes"], "probekit-bpftrace"),
+                      ([LIST], "probekit-list"),
+                      ([LIST, bad, "blktgt:*"], "probekit-list"),
+                      ([CHECK, "--binary"], "probekit-check")):
+        argv = cmd + [bad] if bad not in cmd else cmd
+        r = subprocess.run(argv, capture_output=True, text=True,
+                           timeout=probekit.TIMEOUT)
+        assert (r.returncode, r.stdout, r.stderr) == \
+            (1, "", f"{prog}: {line}\n"), argv
+
+
+def test_note_bounds_agree():
+    """The bounds on a note's strings and on their number are the same in
+    both readers (usdt_notes.h, notes.py)."""
+    h = open(os.path.join(probekit.ROOT, "probes", "usdt",
+                          "usdt_notes.h")).read()
+
+    def define(name):
+        return int(re.search(rf"#define {name} (\d+)", h).group(1))
+    assert (define("USDT_NAME_MAX") - 1, define("USDT_SPEC_MAX") - 1,
+            define("USDT_NOTES_MAX")) == \
+        (notes.NAME_MAX, notes.SPEC_MAX, notes.NOTES_MAX) == (127, 511, 65536)
 
 
 def test_not_elf(tmp_path):

@@ -3,6 +3,8 @@
 and the checker built on it.
 
 Readers (used by probekit-check, the bcc/ tools and the tests):
+  inputs    paths given by a user, opened only when regular files, and
+            names echoed in one-line messages
   elf       ELF files: symbols, virtual address to file offset
   notes     stapsdt notes: probes, sites, semaphores, argument specs
   argspec   argument operands: parsed, and which tracers can read them
@@ -11,6 +13,7 @@ Readers (used by probekit-check, the bcc/ tools and the tests):
   bpftrace  bpftrace scripts: probe blocks, attach points, argument reads
 
 The checker (probekit-check, through cli.main):
+  installed (how a message names the installed bpftrace),
   target, report, ctext, checker, pyeval,
   check_catalog, check_bt, check_bcc, check_libbpf, cli
 

@@ -15,6 +15,8 @@ BCC only.
 import re
 from dataclasses import dataclass
 
+from . import installed
+
 # Each general-purpose register, in every width, and the struct pt_regs
 # field that holds it.
 PT_REGS = {"rip": "ip"}
@@ -89,14 +91,14 @@ def operand_problem(op):
     if m:
         if not re.fullmatch(r"-?\d+", m.group(1)):
             return f"constant {op} is not decimal; libbpf 1.1 misreads it"
-        return (f"immediate operand {op}: bpftrace 0.17 cannot read it "
-                "(BCC and libbpf can)")
+        return (f"immediate operand {op}: {installed.bpftrace()} cannot "
+                "read it (BCC and libbpf can)")
     m = _OP_REG.match(op)
     if m:
         reg = m.group(1)
         if reg.startswith("xmm") or reg.startswith("ymm"):
-            return (f"register %{reg}: bpftrace 0.17 cannot read it, BCC 0.26 "
-                    "reads 0, libbpf 1.1 refuses it")
+            return (f"register %{reg}: {installed.bpftrace()} cannot read "
+                    "it, BCC 0.26 reads 0, libbpf 1.1 refuses it")
         if reg not in GPR:
             return f"register %{reg} is not one bpftrace, BCC and libbpf read"
         if reg == "rip":
@@ -112,13 +114,13 @@ def operand_problem(op):
         return None
     m = _OP_SYM.match(op)
     if m:
-        return (f"symbol-relative operand {op}: bpftrace 0.17 and libbpf 1.1 "
-                "cannot read it (only BCC can)")
+        return (f"symbol-relative operand {op}: {installed.bpftrace()} and "
+                "libbpf 1.1 cannot read it (only BCC can)")
     m = _OP_INDEX.match(op)
     if m:
         if m.group(2) not in GPR or m.group(3) not in GPR:
             return f"operand {op} uses a register that is not a general register"
-        return (f"scale-index-base operand {op}: bpftrace 0.17 and "
+        return (f"scale-index-base operand {op}: {installed.bpftrace()} and "
                 "libbpf 1.1 cannot read it (only BCC can)")
     return f"operand '{op}' is not one bpftrace, BCC and libbpf parse"
 
@@ -144,9 +146,11 @@ def spec_problems(spec):
 # on this machine for bpftrace 0.17's immediates and symbol-relative
 # operands; libbpf 1.1 from its x86 parser, which knows only off(%reg),
 # %reg and $imm; BCC 0.26 from its usdt_args.cc).  bpftrace and libbpf
-# need a general-purpose base register other than %rip.
+# need a general-purpose base register other than %rip.  A message names
+# bpftrace as installed (reader_name).
+BPFTRACE = "bpftrace"
 READERS = {
-    "bpftrace 0.17": ("reg", "mem"),
+    BPFTRACE: ("reg", "mem"),
     "libbpf 1.1": ("const", "reg", "mem"),
     "BCC 0.26": ("const", "reg", "mem", "sym", "index"),
 }
@@ -158,12 +162,18 @@ _KIND_WHY = {
 }
 
 
+def reader_name(reader):
+    """How a message names reader: bpftrace by the installed version."""
+    return installed.bpftrace() if reader == BPFTRACE else reader
+
+
 def reader_problem(op, reader, kinds=None):
     """Why reader (a key of READERS, or any name with the kinds it reads)
     cannot read operand op, as "READER cannot read OPERAND: a ...
     operand", or None when it can."""
     o = parse_operand(op)
     kinds = kinds or READERS[reader]
+    reader = reader_name(reader)
     if o.kind in ("reg", "mem") and (o.base not in GPR or o.base == "rip"):
         return f"{reader} cannot read {op}: %{o.base} is not a general register"
     if o.kind in kinds:

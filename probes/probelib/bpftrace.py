@@ -43,11 +43,15 @@ class AttachPoint:
 @dataclass
 class Read:
     """An argument read: argN (string=False), or str()/buf() of argN or
-    of a variable set from it (string=True); index counts from 0."""
+    of a variable set from it (string=True); index counts from 0.  direct
+    is False for str($x) where $x = argN: argN itself is read (and
+    checked) where $x is set, and this read adds only that it is a
+    string."""
     off: int
     index: int
     form: str
     string: bool
+    direct: bool = True
 
 
 @dataclass
@@ -147,15 +151,25 @@ def _reads(text, masked, block):
     region = masked[start:block.end]
     # $x = argN; then str($x) reads argN.
     alias = {m.group(1): int(m.group(2)) for m in _VARSET.finditer(region)}
-    for m in _ARG.finditer(region):
-        block.reads.append(Read(start + m.start(), int(m.group(1)),
-                                m.group(0), False))
+    # str(argN) is one read of argN, as a string: the argN inside it is
+    # not a second read (each of its faults would be reported twice).
+    inside = set()
     for m in _STRFN.finditer(region):
         ref = m.group(2)
-        idx = alias.get(ref) if ref.startswith("$") else int(ref[3:])
+        if ref.startswith("$"):
+            idx = alias.get(ref)
+        else:
+            idx = int(ref[3:])
+            inside.add(m.start(2))
         if idx is not None:
             block.reads.append(Read(start + m.start(), idx,
-                                    f"{m.group(1)}({ref})", True))
+                                    f"{m.group(1)}({ref})", True,
+                                    not ref.startswith("$")))
+    for m in _ARG.finditer(region):
+        if m.start() not in inside:
+            block.reads.append(Read(start + m.start(), int(m.group(1)),
+                                    m.group(0), False))
+    block.reads.sort(key=lambda r: r.off)
     block.printfs = list(_printf_args(text, masked, start, block.end))
     m = re.search(r"\bretval\b", region)
     block.retval = start + m.start() if m else None

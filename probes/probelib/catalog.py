@@ -6,6 +6,7 @@ probekit-check checks binaries and scripts against it."""
 
 import re
 
+from .inputs import open_regular
 from .notes import MAX_ARGS
 
 # The C types the catalog may use, with their size in bytes and whether
@@ -47,7 +48,7 @@ def parse_catalog(path, strict=True):
     probes.d: its own type names, arguments without names): an argument
     probekit's rules refuse keeps its text as its type, its name if it
     has one, and size and pointer None."""
-    with open(path, encoding="utf-8") as f:
+    with open_regular(path, "r", encoding="utf-8") as f:
         text = f.read()
     m = _PROVIDER.search(text)
     if not m:

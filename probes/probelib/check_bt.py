@@ -5,13 +5,16 @@ printf conversions that fit the argument; uprobe functions that are real
 and not inlined away, read within their parameters; retval only in
 uretprobes."""
 
-from . import bpftrace
+from . import argspec, bpftrace, installed
 from .bpftrace import MAX_ARG
 from .check_structs import check_struct_reads
 
-ARG_LIMIT = ("arg{0} exists, but bpftrace 0.17 reads only arg0..arg5 "
-             "on x86_64 (\"x86_64 doesn't support arg{0}\"); read it "
-             "with BCC or libbpf")
+
+
+def arg_limit(i):
+    return (f"arg{i} exists, but {installed.bpftrace()} reads only "
+            f"arg0..arg5 on x86_64 (\"x86_64 doesn't support arg{i}\"); "
+            "read it with BCC or libbpf")
 
 
 def check_bpftrace(ck, path, text):
@@ -43,7 +46,7 @@ def check_bt_block(ck, path, script, block):
         elif kind == "uretprobe":
             label = f"uretprobe:{found[1]}" if found else first
             for r in block.reads:
-                if not r.form.startswith(("str", "buf")):
+                if r.direct:
                     ck.report.error(path, script.line(r.off), label,
                                     f"{r.form} in a uretprobe: arguments are "
                                     "gone at return; read them at entry")
@@ -96,13 +99,13 @@ def _uprobe_reads(ck, path, script, block, t, sym):
     params = t.params(sym)
     what = f"uprobe:{sym}"
     for r in block.reads:
-        if r.index > MAX_ARG and not r.string and \
+        if r.index > MAX_ARG and r.direct and \
                 (params is None or r.index < len(params)):
             ck.report.error(path, script.line(r.off), what,
-                            ARG_LIMIT.format(r.index))
+                            arg_limit(r.index))
     for r in (block.reads if params is not None else ()):
         line = script.line(r.off)
-        if r.index >= len(params) and not r.string:
+        if r.index >= len(params) and r.direct:
             n = len(params)
             ck.report.error(path, line, what,
                             f"{r.form} out of range: {sym}() takes "
@@ -121,16 +124,18 @@ def _usdt_reads(ck, path, script, block, probe):
     str() and printf %s only of pointers, printf %d not of strings."""
     for r in block.reads:
         line = script.line(r.off)
-        if 0 <= r.index < len(probe.args):
-            ck.readable(path, line, probe, probe.args[r.index],
-                        "bpftrace 0.17", r.form)
-        if not r.string:
+        # A read of argN itself (argN, str(argN)): in range, within
+        # bpftrace's reach, of an operand bpftrace reads.  str($x) was
+        # checked so where $x = argN.
+        if r.direct:
+            if 0 <= r.index < len(probe.args):
+                ck.readable(path, line, probe, probe.args[r.index],
+                            argspec.BPFTRACE, r.form)
             if ck.arg_in_range(path, line, probe, r.index, r.form, 0, "arg") \
                     and r.index > MAX_ARG:
                 ck.report.error(path, line, probe.full,
-                                ARG_LIMIT.format(r.index))
-        elif r.index < len(probe.args):
-            # (An out-of-range argN inside str() is reported once, as argN.)
+                                arg_limit(r.index))
+        if r.string and r.index < len(probe.args):
             ck.string_read(path, line, probe, probe.args[r.index], r.index,
                            r.form)
     for off, conv, expr in block.printfs:

@@ -5,14 +5,17 @@ counts, sizes and signedness, and argument specs that bpftrace 0.17, BCC
 
 import re
 
+from . import installed
+
 from .argspec import spec_problems
 from .catalog import ctype_name
+from .inputs import open_regular
 from .bpftrace import MAX_ARG as BPFTRACE_MAX_ARG
 from .report import near
 
 
 def check_catalog(report, catalog, catalog_path, binary):
-    with open(catalog_path, encoding="utf-8") as f:
+    with open_regular(catalog_path, "r", encoding="utf-8") as f:
         text = f.read()
     m = re.search(r"\bprovider\s+\w+", text)
     prov_line = text.count("\n", 0, m.start()) + 1 if m else 1
@@ -67,8 +70,8 @@ def check_catalog(report, catalog, catalog_path, binary):
             late = ", ".join(f"arg{i} '{ctype_name(a)}'" for i, a in
                              enumerate(p["args"]) if i > BPFTRACE_MAX_ARG)
             report.notice(f"{catalog_path}:{p['line']}: {full}: {late}: "
-                          "beyond bpftrace 0.17's arg0..arg5; only BCC and "
-                          "libbpf can read it")
+                          f"beyond {installed.bpftrace()}'s arg0..arg5; only "
+                          "BCC and libbpf can read it")
     for key in extra:
         full = f"{key[0]}:{key[1]}"
         missing = [p for p in catalog["probes"]

@@ -8,7 +8,7 @@ name real members, follow only pointers, and read neither a bitfield
 
 import re
 
-from . import dwarf
+from . import dwarf, installed
 from .cdefs import PREFIX, find
 from .report import near
 
@@ -100,5 +100,6 @@ def _check_chain(ck, path, line, types, root, m):
     if m.group(1) and mem is not None and mem.type is not None and \
             mem.type.kind == "array" and not index:
         ck.report.error(path, line, what,
-                        f"str({shown}) of a char array: bpftrace 0.17 "
-                        "refuses it; print it with printf %s as it is")
+                        f"str({shown}) of a char array: "
+                        f"{installed.bpftrace()} refuses it; print it with "
+                        "printf %s as it is")

@@ -68,6 +68,7 @@ class Checker:
             for lib in self.libs:
                 found = lib.match(provider, name)
                 if found:
+                    self._used(lib, found)
                     return lib, found
         if not found:
             names = [n for tt in [t] + (self.libs if t is self.binary else [])
@@ -82,10 +83,12 @@ class Checker:
             if t is self.binary and self.libs:
                 where += " or " + ", ".join(lib.path for lib in self.libs)
             self.report.error(path, line, shown, f"{what} in {where}{hint}")
-        if t is self.binary:
-            for p in found:
-                self.report.used.add((p.provider, p.name))
+        self._used(t, found)
         return t, found
+
+    def _used(self, t, found):
+        for p in found:
+            self.report.used.add((t.path, p.provider, p.name))
 
     def function(self, path, line, target, sym, kind):
         """Check that sym (maybe with wildcards or +offset) is a function
@@ -155,7 +158,7 @@ class Checker:
 
     def readable(self, path, line, probe, arg, reader, form):
         """An error for each operand of arg (at any site of the probe)
-        that reader ("bpftrace 0.17", "libbpf 1.1") cannot read: it would
+        that reader (a key of argspec.READERS) cannot read: it would
         read garbage or refuse the probe."""
         for why in arg.unreadable(reader):
             self.report.error(path, line, probe.full, f"{form}: {why}")

@@ -5,7 +5,7 @@ each file by its kind, report errors and coverage."""
 import argparse
 import sys
 
-from . import argspec, process
+from . import argspec, notes, process
 from .catalog import CatalogError, parse_catalog
 from .check_bcc import check_bcc
 from .check_bt import check_bpftrace
@@ -13,6 +13,7 @@ from .check_catalog import check_catalog
 from .check_libbpf import check_libbpf
 from .checker import Checker
 from .ctext import read_text
+from .inputs import one_line, why
 from .report import Report
 from .target import Target, catalog_target
 from .cmdline import Parser
@@ -56,15 +57,21 @@ the reader: bpftrace 0.17 reads no immediate ($N), symbol-relative
 libbpf 1.1 refuses to attach a probe with any symbol-relative or
 scale-index-base operand, read or not.  Given a binary alone (no catalog,
 no FILE), it lists as notes the operands that bpftrace or libbpf cannot
-read.
+read.  The bpftrace rules are bpftrace 0.17's, applied whatever is
+installed; a message names the installed bpftrace ($BPFTRACE, else
+bpftrace on PATH) by its --version, or says "bpftrace" without one.
 
 A script's __EXE__ probes may live in a shared library: --lib PATH names
 one, and --pid PID takes the files a running process maps (through
 /proc/PID/root, so a container's library is found), its executable being
 the binary unless --binary says otherwise.
 
-Each error is one line, "file:line: probe: what is wrong", on stderr.  Exit
-status: 0 when all is well, 1 on any error.
+Each error is one line, "file:line: probe: what is wrong", on stderr, with
+any control character in it escaped (as \\n or \\xNN).  A FILE, --binary,
+--lib or --catalog that is not a regular file (a FIFO, a device, a
+directory) is an error at once, as are corrupt stapsdt notes (the line
+names the note's file offset).  Exit status: 0 when all is well, 1 on any
+error.
 """
 
 CHECKS = {"bpftrace": check_bpftrace, "bcc": check_bcc,
@@ -82,19 +89,27 @@ def file_kind(path, text):
     return None
 
 
-def coverage(report, catalog, binary, nfiles):
+def coverage(report, catalog, binary, libs, nfiles):
+    """The coverage line: how many of the probes the files were checked
+    against (the catalog's, else those of the binary and of each --lib or
+    --pid file that has probes) some file uses, and which none does."""
     if catalog:
-        names = [(catalog["provider"], p["name"]) for p in catalog["probes"]]
+        names = [(binary.path, catalog["provider"], p["name"])
+                 for p in catalog["probes"]]
         what = "catalog probes"
     elif binary:
-        names = sorted(binary.probes)
-        what = f"probes of {binary.path}"
+        files = [binary] + [t for t in libs if t.probes]
+        names = [(t.path, p, n) for t in files for p, n in sorted(t.probes)]
+        what = "probes of " + ", ".join(t.path for t in files)
     else:
         return
-    unused = [f"{p}:{n}" for p, n in names if (p, n) not in report.used]
-    print(f"probekit-check: coverage: {len(names) - len(unused)} of {len(names)} "
-          f"{what} used by {nfiles} file{'s' if nfiles != 1 else ''}"
-          + (f"; not used: {', '.join(unused)}" if unused else ""))
+    unused = list(dict.fromkeys(f"{p}:{n}" for path, p, n in names
+                                if (path, p, n) not in report.used))
+    nused = sum(1 for key in names if key in report.used)
+    print(one_line(
+        f"probekit-check: coverage: {nused} of {len(names)} {what} used by "
+        f"{nfiles} file{'s' if nfiles != 1 else ''}"
+        + (f"; not used: {', '.join(unused)}" if unused else "")))
 
 
 # One-line usage errors, exit 2 (probelib.cmdline).
@@ -147,6 +162,19 @@ def _libraries(a):
     return libs
 
 
+def _fail(msg):
+    print(f"probekit-check: {one_line(msg)}", file=sys.stderr)
+
+
+def unreadable(path, e):
+    """The one line that says why the ELF file at path cannot be read."""
+    if isinstance(e, OSError):
+        return f"{path}: {why(e)}"
+    if isinstance(e, notes.NoteError):
+        return f"{path}: {e}"
+    return f"{path}: cannot read as ELF: {e}"
+
+
 def _load(a, report):
     """(catalog, binary Target) as the arguments name them, the catalog
     checked against the binary; None after printing why they cannot be
@@ -155,24 +183,27 @@ def _load(a, report):
     if a.catalog:
         try:
             catalog = parse_catalog(a.catalog)
-        except (OSError, UnicodeDecodeError) as e:
-            print(f"probekit-check: {a.catalog}: {e}", file=sys.stderr)
+        except OSError as e:
+            _fail(f"{a.catalog}: {why(e)}")
+            return None
+        except UnicodeDecodeError as e:
+            _fail(f"{a.catalog}: {e}")
             return None
         except CatalogError as e:
-            print(f"{e}".replace(": probe ", ": ", 1), file=sys.stderr)
+            print(one_line(f"{e}".replace(": probe ", ": ", 1)),
+                  file=sys.stderr)
             return None
     try:
         libs = _libraries(a)
     except process.ProcessError as e:
-        print(f"probekit-check: {e}", file=sys.stderr)
+        _fail(str(e))
         return None
     binary = None
     if a.binary:
         try:
             binary = Target(a.binary, catalog)
         except Exception as e:  # OSError, ELFError and friends
-            print(f"probekit-check: {a.binary}: cannot read as ELF: {e}",
-                  file=sys.stderr)
+            _fail(unreadable(a.binary, e))
             return None
         if catalog:
             check_catalog(report, catalog, a.catalog, binary)
@@ -184,9 +215,8 @@ def _load(a, report):
         try:
             t = Target(path)
         except Exception as e:  # OSError, ELFError and friends
-            if path in a.lib:
-                print(f"probekit-check: {path}: cannot read as ELF: {e}",
-                      file=sys.stderr)
+            if path in a.lib or isinstance(e, notes.NoteError):
+                _fail(unreadable(name, e))
                 return None
             continue
         if t.probes or path in a.lib:
@@ -220,7 +250,8 @@ def main(argv=None):
         try:
             text = read_text(path)
         except (OSError, ValueError) as e:
-            report.error(path, 1, "-", f"cannot read: {e}")
+            report.error(path, 1, "-", "cannot read: "
+                         + (why(e) if isinstance(e, OSError) else str(e)))
             continue
         kind = file_kind(path, text)
         if kind is None:
@@ -232,7 +263,7 @@ def main(argv=None):
 
     for e in report.sorted():
         print(e, file=sys.stderr)
-    coverage(report, catalog, binary, checked)
+    coverage(report, catalog, binary, libs, checked)
     if report.errors:
         print(f"probekit-check: {len(report.errors)} error"
               f"{'s' if len(report.errors) != 1 else ''}", file=sys.stderr)

@@ -3,7 +3,8 @@
 (probes/*, bcc/*, target/rpc.py, target/blktgt-trace), so that they keep
 one set of conventions (ARCHITECTURE.md, "Conventions"):
 
-  - a usage error is one line, "PROG: why (see --help)", exit 2;
+  - a usage error is one line, "PROG: why (see --help)", exit 2, its
+    control characters escaped (probelib.inputs.one_line);
   - an unknown option is named first, before any missing required
     argument (argparse alone would complain of the missing -p and never
     mention the misspelt option that was meant to be it);
@@ -17,6 +18,7 @@ import argparse
 import re
 import sys
 
+from probelib.inputs import one_line
 from probelib.version import VersionAction, probekit_version  # noqa: F401
 
 # An argument that looks like a negative number is a value, not an option.
@@ -27,7 +29,8 @@ class Parser(argparse.ArgumentParser):
     """argparse with probekit's one-line usage errors."""
 
     def error(self, message):
-        self.exit(2, "%s: %s (see --help)\n" % (self.prog, message))
+        # A control character in what the user typed cannot break the line.
+        self.exit(2, "%s: %s (see --help)\n" % (self.prog, one_line(message)))
 
     def _takes_value(self, opt):
         action = self._option_string_actions.get(opt)

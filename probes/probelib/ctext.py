@@ -5,11 +5,13 @@ and the calls within a range.  Offsets always map to the original text."""
 
 import re
 
+from .inputs import open_regular
+
 MAX_FILE = 4 << 20          # bytes read from any script or tool
 
 
 def read_text(path):
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         data = f.read(MAX_FILE + 1)
     if len(data) > MAX_FILE:
         raise ValueError(f"larger than {MAX_FILE} bytes")

@@ -6,6 +6,7 @@ those)."""
 import os
 
 from .elf import ELFFile
+from .inputs import open_regular
 
 
 def _die_type(die, depth=0):
@@ -28,7 +29,7 @@ def read_dwarf(path):
     from DWARF; both empty when the file has no debug information."""
 
     inlined, params = {}, {}
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         elf = ELFFile(f)
         if not elf.has_dwarf_info():
             return inlined, params
@@ -141,7 +142,7 @@ class Types:
         self.path = path
         self.structs, self.unions, self.enums, self.typedefs = {}, {}, {}, {}
         self._cache = {}
-        self._file = open(_debug_file(path), "rb")
+        self._file = open_regular(_debug_file(path))
         try:
             elf = ELFFile(self._file)
             if not elf.has_dwarf_info() or \
@@ -297,7 +298,7 @@ def _debug_file(path):
     """path, or the separate debug file a debug symbols package installs
     for its build-id (/usr/lib/debug/.build-id/xx/rest.debug) when path
     itself has no .debug_info."""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         elf = ELFFile(f)
         if elf.get_section_by_name(".debug_info") is not None:
             return path

@@ -6,6 +6,8 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
+from .inputs import open_regular
+
 __all__ = ["ELFError", "ELFFile", "file_offset", "function_offset",
            "read_symbols"]
 
@@ -27,7 +29,7 @@ def read_symbols(path):
     """{name: (value, size, type)} of the ELF file's function and object
     symbols, from .symtab (or .dynsym when stripped)."""
     syms = {}
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         elf = ELFFile(f)
         for secname in (".symtab", ".dynsym"):
             sec = elf.get_section_by_name(secname)
@@ -52,5 +54,5 @@ def function_offset(path, name):
     sym = read_symbols(path).get(name)
     if sym is None or sym[2] not in FUNC_TYPES:
         return None
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         return file_offset(ELFFile(f), sym[0])

@@ -25,11 +25,12 @@ import fnmatch
 import sys
 
 from . import argspec, notes, process
+from .inputs import one_line, open_regular, why
 from .catalog import CatalogError, parse_catalog
 from .cmdline import Parser
 from .version import VersionAction
 
-READERS = ("bpftrace 0.17", "libbpf 1.1")
+READERS = (argspec.BPFTRACE, "libbpf 1.1")
 MAX_PATTERN = 256
 
 DESCRIPTION = """probekit-list: the USDT probes of a binary, or of a process
@@ -104,6 +105,10 @@ def listing(files, pattern, pid=None, catalog=None):
     for name, path in files:
         try:
             found = notes.by_name(notes.read_probes(path))
+        except notes.NoteError as e:
+            # Corrupt notes in any file fail the listing: the file is ELF
+            # and has probes, and which of them are real cannot be told.
+            raise notes.NoteError(f"{name}: {e}") from None
         except Exception:   # OSError, ELFError and what a corrupt file raises
             if len(files) == 1:
                 raise
@@ -159,7 +164,7 @@ def main(argv=None):
         p.error(f"invalid PID {args.pid}")
 
     def fail(msg):
-        sys.stderr.write(f"probekit-list: {msg}\n")
+        sys.stderr.write(f"probekit-list: {one_line(msg)}\n")
         return 1
 
     catalog = None
@@ -167,19 +172,26 @@ def main(argv=None):
         try:
             catalog = parse_catalog(args.catalog, strict=False)
         except OSError as e:
-            return fail(f"cannot read catalog {args.catalog}: {e.strerror}")
+            return fail(f"cannot read catalog {args.catalog}: {why(e)}")
         except CatalogError as e:
             return fail(f"bad catalog: {e}")
     try:
         if args.pid is not None:
             files = process.files(args.pid)
             where = f"PID {args.pid} or the files it maps"
+            path = files[0][0] if files else where
         else:
-            if not process.is_elf(path):
-                return fail(f"{path} is not an ELF file (or cannot be read)")
+            with open_regular(path) as f:
+                if f.read(len(process.ELF_MAGIC)) != process.ELF_MAGIC:
+                    return fail(f"{path} is not an ELF file (or cannot "
+                                "be read)")
             files, where = [(path, path)], path
         lines, n = listing(files, pattern, args.pid, catalog)
     except process.ProcessError as e:
+        return fail(str(e))
+    except OSError as e:
+        return fail(f"{path}: {why(e)}")
+    except notes.NoteError as e:
         return fail(str(e))
     except Exception as e:  # a corrupt ELF file
         return fail(f"cannot read the USDT notes of {path}: {e}")

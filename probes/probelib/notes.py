@@ -13,9 +13,11 @@ bcc/ tools and the tests all read them here.
 """
 
 import re
+import struct
 from dataclasses import dataclass, field
 
 from .elf import ELFFile, file_offset
+from .inputs import open_regular
 
 MAX_ARGS = 12           # sys/sdt.h's limit; bpftrace, BCC and libbpf agree
 
@@ -55,49 +57,128 @@ def parse_argspec(spec):
     return out
 
 
-def _note_desc(note):
-    # pyelftools names type 3 NT_GNU_BUILD_ID and hex-decodes n_desc; the
-    # raw bytes are in n_descdata.
-    desc = note.get("n_descdata")
-    return desc if desc is not None else bytes.fromhex(note["n_desc"])
+class NoteError(Exception):
+    """A .note.stapsdt section that cannot be read as notes; the message
+    is one line that names the note's file offset and the cause, and is
+    word for word what the C reader (usdt_notes.c) says."""
+
+
+# The bounds usdt_notes.h puts on a note's strings (USDT_NAME_MAX and
+# USDT_SPEC_MAX less the NUL) and on their number (USDT_NOTES_MAX);
+# tests/test_readers.py holds the two files to the same values.
+NAME_MAX = 127
+SPEC_MAX = 511
+NOTES_MAX = 65536
+NT_STAPSDT = 3
+_OWNER = b"stapsdt\0"
+
+
+def _bad_byte(s, spec):
+    """The first byte of s that no provider or probe name has (a control
+    or non-ASCII byte, a space, a colon), or for spec no argument spec
+    (a control or non-ASCII byte); None when there is none."""
+    for b in s:
+        if b < 0x20 or b >= 0x7f or (not spec and b in b" :"):
+            return b
+    return None
+
+
+def _string(desc, at, what, limit, spec=False):
+    """The string of desc at at and the offset past its NUL, or NoteError's
+    cause: the same checks, in the same order, as usdt_notes.c's
+    take_field."""
+    nul = desc.find(b"\0", at)
+    if nul < 0:
+        return None, f"its {what} is not NUL-terminated inside the note"
+    s = desc[at:nul]
+    if len(s) > limit:
+        return None, f"its {what} is longer than {limit} bytes"
+    if not s and not spec:
+        return None, f"its {what} is empty"
+    b = _bad_byte(s, spec)
+    if b is not None:
+        kind = "a control or non-ASCII byte" if spec else \
+            "a control, non-ASCII, space or colon byte"
+        return None, f"its {what} has {kind} (0x{b:02x})"
+    return s.decode("ascii"), nul + 1
 
 
 def _probe(elf, desc, base_addr):
-    """An SdtProbe from one note's description.  Where the file was
-    prelinked, .stapsdt.base moved from the address the note recorded, and
-    the site and semaphore moved with it."""
+    """An SdtProbe from one note's description, or NoteError's cause.
+    Where the file was prelinked, .stapsdt.base moved from the address
+    the note recorded, and the site and semaphore moved with it."""
     ptr = 8 if elf.elfclass == 64 else 4
     endian = "little" if elf.little_endian else "big"
+    if len(desc) < 3 * ptr:
+        return f"its description of {len(desc)} bytes is shorter than " \
+               f"its three {ptr}-byte addresses"
     pc, base, sem = (int.from_bytes(desc[i * ptr:(i + 1) * ptr], endian)
                      for i in range(3))
     if base_addr is not None and base:
         pc += base_addr - base
         if sem:
             sem += base_addr - base
-    strings = desc[3 * ptr:].split(b"\0")
-    provider, name, spec = (s.decode(errors="replace")
-                            for s in (strings + [b"", b"", b""])[:3])
+    at = 3 * ptr
+    provider, at = _string(desc, at, "provider", NAME_MAX)
+    if provider is None:
+        return at
+    name, at = _string(desc, at, "probe name", NAME_MAX)
+    if name is None:
+        return at
+    spec, at = _string(desc, at, "argument spec", SPEC_MAX, spec=True)
+    if spec is None:
+        return at
     sem_off = (file_offset(elf, sem) or 0) if sem else 0
     return SdtProbe(provider, name, pc, sem, parse_argspec(spec), spec,
                     sem_off, file_offset(elf, pc))
 
 
+def _notes(elf, sec, base_addr):
+    """The SdtProbes of one SHT_NOTE section, walked as usdt_notes.c's
+    read_section walks it: each note's header, name and description must
+    lie inside the section, and a stapsdt note must read whole."""
+    data = sec.data()
+    sec_off = sec["sh_offset"]
+    align = 8 if sec["sh_addralign"] == 8 else 4
+    endian = "<" if elf.little_endian else ">"
+    out, off = [], 0
+    while off < len(data):
+        def bad(cause):
+            return NoteError(f"the stapsdt note at file offset "
+                             f"0x{sec_off + off:x} is corrupt: {cause}")
+        if len(data) - off < 12:
+            raise bad("its 12-byte header runs past the end of "
+                      ".note.stapsdt")
+        namesz, descsz, ntype = struct.unpack_from(endian + "3I", data, off)
+        name_at = off + 12
+        desc_at = name_at + -(-namesz // align) * align
+        if desc_at > len(data) or descsz > len(data) - desc_at:
+            raise bad(f"its name ({namesz} bytes) and description "
+                      f"({descsz} bytes) run past the end of .note.stapsdt")
+        if namesz == len(_OWNER) and ntype == NT_STAPSDT and \
+                data[name_at:name_at + namesz] == _OWNER:
+            if len(out) == NOTES_MAX:
+                raise NoteError(f"more than {NOTES_MAX} stapsdt notes")
+            p = _probe(elf, data[desc_at:desc_at + descsz], base_addr)
+            if isinstance(p, str):
+                raise bad(p)
+            out.append(p)
+        off = desc_at + -(-descsz // align) * align
+    return out
+
+
 def read_probes(path):
-    """All stapsdt notes of the ELF file at path, in file order."""
-    probes = []
-    with open(path, "rb") as f:
+    """All stapsdt notes of the ELF file at path, in file order.  Raises
+    OSError (inputs.NotRegularFile for a FIFO, a device, a directory),
+    ELFError for a file that is not ELF, NoteError for corrupt notes."""
+    with open_regular(path) as f:
         elf = ELFFile(f)
         sec = elf.get_section_by_name(".note.stapsdt")
-        if sec is None:
-            return probes
+        if sec is None or sec["sh_type"] != "SHT_NOTE":
+            return []
         base_sec = elf.get_section_by_name(".stapsdt.base")
         base_addr = base_sec["sh_addr"] if base_sec is not None else None
-        for note in sec.iter_notes():
-            if note["n_name"] != "stapsdt" or note["n_type"] not in (
-                    3, "NT_GNU_BUILD_ID", "NT_STAPSDT"):
-                continue
-            probes.append(_probe(elf, _note_desc(note), base_addr))
-    return probes
+        return _notes(elf, sec, base_addr)
 
 
 def by_name(probes):

@@ -7,6 +7,8 @@ memory (a probe's semaphore)."""
 
 import os
 
+from .inputs import open_regular
+
 MAX_MAPS = 1 << 16      # lines of /proc/PID/maps read, at most
 MAX_FILES = 4096        # distinct mapped files considered, at most
 ELF_MAGIC = b"\x7fELF"
@@ -17,8 +19,9 @@ class ProcessError(Exception):
 
 
 def is_elf(path):
+    """Whether path is a regular file that starts as ELF does."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             return f.read(4) == ELF_MAGIC
     except OSError:
         return False

@@ -4,15 +4,19 @@ of the catalog's probes."""
 
 import difflib
 
+from .inputs import one_line
+
 
 class Report:
     def __init__(self, verbose=False):
         self.errors = []
         self.verbose = verbose
-        self.used = set()           # (provider, name) of the --binary's probes
+        self.used = set()           # (file's path, provider, name)
 
     def error(self, path, line, probe, what):
-        self.errors.append((path, line, f"{path}:{line}: {probe}: {what}"))
+        # Escaped whole: a path, probe or name in it came from outside.
+        self.errors.append((path, line,
+                            one_line(f"{path}:{line}: {probe}: {what}")))
 
     def sorted(self):
         """By file, in the order files were first named, then by line."""
@@ -24,11 +28,11 @@ class Report:
 
     def notice(self, what):
         """Worth knowing, not an error: printed on stdout."""
-        print(f"probekit-check: note: {what}")
+        print(f"probekit-check: note: {one_line(what)}")
 
     def note(self, what):
         if self.verbose:
-            print(f"probekit-check: {what}")
+            print(f"probekit-check: {one_line(what)}")
 
 
 def near(name, names):

@@ -6,6 +6,7 @@ import sys
 
 from . import cdefs, dwarf
 from .elf import ELFError, ELFFile
+from .inputs import one_line, open_regular, why
 from .report import near
 from .cmdline import Parser
 from .version import VersionAction
@@ -44,7 +45,7 @@ _Parser = Parser
 
 
 def _fail(msg):
-    print(f"{PROG}: {msg}", file=sys.stderr)
+    print(f"{PROG}: {one_line(msg)}", file=sys.stderr)
     return 1
 
 
@@ -69,12 +70,13 @@ def main(argv=None):
         if not cdefs.IDENT.fullmatch(n):
             return _fail(f"'{n[:64]}' is not a C type name")
     try:
-        with open(a.binary, "rb") as f:
+        with open_regular(a.binary) as f:
             bid = dwarf.build_id(ELFFile(f))
         types = dwarf.Types(a.binary)
-    except (OSError, ELFError) as e:
-        return _fail(f"{a.binary}: cannot read as ELF: "
-                     f"{getattr(e, 'strerror', None) or e}")
+    except OSError as e:
+        return _fail(f"{a.binary}: {why(e)}")
+    except ELFError as e:
+        return _fail(f"{a.binary}: cannot read as ELF: {e}")
     except dwarf.NoDebugInfo:
         return _fail(f"{a.binary} has no debug information (DWARF); build it "
                      "with -g, or install its debug symbols package")

@@ -59,16 +59,19 @@
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
+/* One line on stderr, and exit 1.  The line is escaped whole (a path, a
+ * script's name or a probe name in it may hold a newline), so that it
+ * stays one line. */
 static void die(const char *fmt, ...)
 {
+	char line[8192], shown[4 * sizeof(line)];
 	va_list ap;
 
 	fflush(stdout);
-	fputs(PROG ": ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	fprintf(stderr, PROG ": %s\n", usdt_escape(line, shown, sizeof(shown)));
 	exit(1);
 }
 
@@ -457,11 +460,12 @@ static void read_script(const char *path, struct buf *out)
 {
 	char chunk[65536];
 	ssize_t got;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char why[256];
+	int fd = usdt_open_regular(path, why, sizeof(why));
 
 	out->len = 0;
 	if (fd < 0)
-		die("cannot read script '%s': %s", path, strerror(errno));
+		die("cannot read script '%s': %s", path, why);
 	while ((got = read(fd, chunk, sizeof(chunk))) != 0) {
 		if (got < 0) {
 			if (errno == EINTR)
@@ -831,14 +835,17 @@ static int read_wants(struct want **out)
 }
 
 /* The ELF file at path, or NULL when it cannot be opened (it went away)
- * or is not ELF; one that is ELF but truncated or corrupt is an error. */
+ * or is not ELF; one that is ELF but truncated or corrupt is an error, as
+ * is one that is not a regular file (a FIFO would block the read). */
 static Elf *open_elf(const char *path, int *fd, unsigned long long *size)
 {
 	struct stat st;
 	char err[256];
 	Elf *elf;
 
-	*fd = open(path, O_RDONLY | O_CLOEXEC);
+	*fd = usdt_open_regular(path, err, sizeof(err));
+	if (*fd == USDT_NOT_REGULAR)
+		die("%s: %s", path, err);
 	if (*fd < 0)
 		return NULL;
 	elf = fstat(*fd, &st) ? NULL : elf_begin(*fd, ELF_C_READ_MMAP, NULL);

@@ -100,36 +100,70 @@ static unsigned long long read_word(const unsigned char *p, int size, bool msb)
 	return v;
 }
 
-/* Copy the NUL-terminated string at *p (which must end before end) into
- * dst of cap bytes and move *p past it; -1 when it does not fit or end. */
-static int take_string(const char **p, const char *end, char *dst, size_t cap)
+/* The first byte of s[0, len) that no provider or probe name has (a
+ * control or non-ASCII byte, a space, a colon), or with spec none that an
+ * argument spec has (a control or non-ASCII byte); -1 when there is none. */
+static int bad_byte(const unsigned char *s, size_t len, bool spec)
 {
-	const char *nul = memchr(*p, '\0', (size_t)(end - *p));
-	size_t len;
+	size_t i;
 
-	if (!nul)
-		return -1;
-	len = (size_t)(nul - *p);
-	if (len >= cap)
-		return -1;
-	memcpy(dst, *p, len + 1);
-	*p = nul + 1;
-	return 0;
+	for (i = 0; i < len; i++)
+		if (s[i] < 0x20 || s[i] >= 0x7f || (!spec && (s[i] == ' ' || s[i] == ':')))
+			return s[i];
+	return -1;
 }
 
-/* One note's description into *note. */
-static int parse_note(Elf *elf, const unsigned char *desc, size_t size,
-		      bool have_base, unsigned long long base_addr,
-		      struct usdt_note *note, char *err, size_t errlen)
+/* Copy the field (provider, name or spec: what) at *p, which must end with
+ * a NUL before end, into dst of cap bytes and move *p past it; NULL, or the
+ * cause in why.  The checks and their order are notes.py's _string. */
+static const char *take_field(const unsigned char **p, const unsigned char *end,
+			      const char *what, char *dst, size_t cap, bool spec,
+			      char *why, size_t whylen)
+{
+	const unsigned char *nul = memchr(*p, '\0', (size_t)(end - *p));
+	size_t len;
+	int b;
+
+	if (!nul) {
+		snprintf(why, whylen, "its %s is not NUL-terminated inside the note", what);
+		return why;
+	}
+	len = (size_t)(nul - *p);
+	if (len >= cap) {
+		snprintf(why, whylen, "its %s is longer than %zu bytes", what, cap - 1);
+		return why;
+	}
+	if (!len && !spec) {
+		snprintf(why, whylen, "its %s is empty", what);
+		return why;
+	}
+	b = bad_byte(*p, len, spec);
+	if (b >= 0) {
+		snprintf(why, whylen, "its %s has %s (0x%02x)", what,
+			 spec ? "a control or non-ASCII byte" : "a control, non-ASCII, space or colon byte", b);
+		return why;
+	}
+	memcpy(dst, *p, len + 1);
+	*p = nul + 1;
+	return NULL;
+}
+
+/* One note's description into *note: NULL, or the cause in why. */
+static const char *parse_note(Elf *elf, const unsigned char *desc, size_t size,
+			      bool have_base, unsigned long long base_addr,
+			      struct usdt_note *note, char *why, size_t whylen)
 {
 	int word = gelf_getclass(elf) == ELFCLASS64 ? 8 : 4;
 	bool msb = elf_getident(elf, NULL)[EI_DATA] == ELFDATA2MSB;
 	unsigned long long base;
-	const char *p, *end;
+	const unsigned char *p, *end;
 
 	memset(note, 0, sizeof(*note));
-	if (size < 3 * (size_t)word)
-		return fail(err, errlen, "a stapsdt note of %zu bytes is shorter than its three addresses", size);
+	if (size < 3 * (size_t)word) {
+		snprintf(why, whylen, "its description of %zu bytes is shorter than its three %d-byte addresses",
+			 size, word);
+		return why;
+	}
 	note->pc = read_word(desc, word, msb);
 	base = read_word(desc + word, word, msb);
 	note->sema = read_word(desc + 2 * word, word, msb);
@@ -138,58 +172,89 @@ static int parse_note(Elf *elf, const unsigned char *desc, size_t size,
 		if (note->sema)
 			note->sema += base_addr - base;
 	}
-	p = (const char *)desc + 3 * word;
-	end = (const char *)desc + size;
-	if (take_string(&p, end, note->provider, sizeof(note->provider)) ||
-	    take_string(&p, end, note->name, sizeof(note->name)))
-		return fail(err, errlen, "a stapsdt note's provider or name is unterminated or longer than %d bytes",
-			    USDT_NAME_MAX - 1);
-	if (take_string(&p, end, note->spec, sizeof(note->spec)))
-		return fail(err, errlen, "the argument spec of probe %s:%s is unterminated or longer than %d bytes",
-			    note->provider, note->name, USDT_SPEC_MAX - 1);
+	p = desc + 3 * word;
+	end = desc + size;
+	if (take_field(&p, end, "provider", note->provider, sizeof(note->provider), false, why, whylen) ||
+	    take_field(&p, end, "probe name", note->name, sizeof(note->name), false, why, whylen) ||
+	    take_field(&p, end, "argument spec", note->spec, sizeof(note->spec), true, why, whylen))
+		return why;
 	if (usdt_file_offset(elf, note->pc, &note->pc_off))
 		note->pc_off = 0;
 	if (!note->sema || usdt_file_offset(elf, note->sema, &note->sema_off))
 		note->sema_off = 0;
-	return 0;
+	return NULL;
 }
 
-/* Append the notes of one SHT_NOTE section to *out. */
+static size_t align_up(size_t n, size_t align)
+{
+	return (n + align - 1) / align * align;
+}
+
+/* Append the notes of one SHT_NOTE section to *out.  The section is walked
+ * in its raw bytes (the file's byte order), as notes.py's _notes walks it:
+ * each note's header, name and description must lie inside the section,
+ * and a stapsdt note must read whole; the error names the note's file
+ * offset. */
 static int read_section(Elf *elf, Elf_Scn *scn, bool have_base,
 			unsigned long long base_addr, struct usdt_note **out,
 			size_t *n, size_t *cap, char *err, size_t errlen)
 {
-	Elf_Data *data = elf_getdata(scn, NULL);
-	size_t off = 0, next, name_off, desc_off;
-	GElf_Nhdr nh;
+	Elf_Data *data = elf_rawdata(scn, NULL);
+	bool msb = elf_getident(elf, NULL)[EI_DATA] == ELFDATA2MSB;
+	const unsigned char *d;
+	size_t off = 0, size, align, name_at, desc_at;
+	unsigned long long namesz, descsz, type;
+	char why[256];
+	const char *cause;
+	GElf_Shdr sh;
 
-	if (!data)
+	if (!data || !gelf_getshdr(scn, &sh))
 		return fail(err, errlen, "cannot read its .note.stapsdt section (%s)", elf_errmsg(-1));
-	while (off < data->d_size &&
-	       (next = gelf_getnote(data, off, &nh, &name_off, &desc_off)) > 0) {
-		off = next;
-		if (nh.n_type != NT_STAPSDT || nh.n_namesz != sizeof("stapsdt") ||
-		    memcmp((char *)data->d_buf + name_off, "stapsdt", sizeof("stapsdt")))
-			continue;
-		if (*n == USDT_NOTES_MAX)
-			return fail(err, errlen, "more than %d stapsdt notes", USDT_NOTES_MAX);
-		if (*n == *cap) {
-			size_t ncap = *cap ? *cap * 2 : 64;
-			struct usdt_note *grown = realloc(*out, ncap * sizeof(**out));
-
-			if (!grown)
-				return fail(err, errlen, "out of memory");
-			*out = grown;
-			*cap = ncap;
+	d = data->d_buf;
+	size = data->d_size;
+	align = sh.sh_addralign == 8 ? 8 : 4;
+	while (off < size) {
+		cause = NULL;
+		if (size - off < 12) {
+			cause = "its 12-byte header runs past the end of .note.stapsdt";
+			goto bad;
 		}
-		if (parse_note(elf, (unsigned char *)data->d_buf + desc_off, nh.n_descsz,
-			       have_base, base_addr, *out + *n, err, errlen))
-			return -1;
-		(*n)++;
+		namesz = read_word(d + off, 4, msb);
+		descsz = read_word(d + off + 4, 4, msb);
+		type = read_word(d + off + 8, 4, msb);
+		name_at = off + 12;
+		desc_at = name_at + align_up((size_t)namesz, align);
+		if (desc_at > size || descsz > size - desc_at) {
+			snprintf(why, sizeof(why), "its name (%llu bytes) and description (%llu bytes) run past the end of .note.stapsdt",
+				 namesz, descsz);
+			cause = why;
+			goto bad;
+		}
+		if (type == NT_STAPSDT && namesz == sizeof("stapsdt") &&
+		    !memcmp(d + name_at, "stapsdt", sizeof("stapsdt"))) {
+			if (*n == USDT_NOTES_MAX)
+				return fail(err, errlen, "more than %d stapsdt notes", USDT_NOTES_MAX);
+			if (*n == *cap) {
+				size_t ncap = *cap ? *cap * 2 : 64;
+				struct usdt_note *grown = realloc(*out, ncap * sizeof(**out));
+
+				if (!grown)
+					return fail(err, errlen, "out of memory");
+				*out = grown;
+				*cap = ncap;
+			}
+			cause = parse_note(elf, d + desc_at, (size_t)descsz, have_base, base_addr,
+					   *out + *n, why, sizeof(why));
+			if (cause)
+				goto bad;
+			(*n)++;
+		}
+		off = desc_at + align_up((size_t)descsz, align);
 	}
-	if (off < data->d_size)
-		return fail(err, errlen, "its .note.stapsdt section is truncated or corrupt");
 	return 0;
+bad:
+	return fail(err, errlen, "the stapsdt note at file offset 0x%llx is corrupt: %s",
+		    (unsigned long long)sh.sh_offset + off, cause);
 }
 
 int usdt_notes_read_elf(Elf *elf, unsigned long long file_size,
@@ -233,34 +298,118 @@ int usdt_notes_read_elf(Elf *elf, unsigned long long file_size,
 	return 0;
 }
 
+/* What st_mode is, when it is not a regular file. */
+static const char *file_kind(mode_t mode)
+{
+	if (S_ISFIFO(mode))
+		return "a FIFO";
+	if (S_ISCHR(mode))
+		return "a character device";
+	if (S_ISBLK(mode))
+		return "a block device";
+	if (S_ISDIR(mode))
+		return "a directory";
+	if (S_ISSOCK(mode))
+		return "a socket";
+	return "not a file";
+}
+
+static int not_regular(mode_t mode, char *err, size_t errlen)
+{
+	fail(err, errlen, "is %s, not a regular file", file_kind(mode));
+	return USDT_NOT_REGULAR;
+}
+
+int usdt_open_regular(const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+	int fd, e;
+
+	/* O_NONBLOCK: opening a FIFO with no writer returns at once, so that
+	 * fstat can say what it is.  A socket cannot be opened (ENXIO): stat
+	 * says what it is. */
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0) {
+		e = errno;
+		if (e == ENXIO && !stat(path, &st) && !S_ISREG(st.st_mode))
+			return not_regular(st.st_mode, err, errlen);
+		return fail(err, errlen, "%s", strerror(e));
+	}
+	if (fstat(fd, &st)) {
+		e = errno;
+		close(fd);
+		return fail(err, errlen, "%s", strerror(e));
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return not_regular(st.st_mode, err, errlen);
+	}
+	if (fcntl(fd, F_SETFL, 0)) {
+		e = errno;
+		close(fd);
+		return fail(err, errlen, "%s", strerror(e));
+	}
+	return fd;
+}
+
+const char *usdt_escape(const char *s, char *out, size_t cap)
+{
+	size_t o = 0;
+	char piece[5];
+	const char *add;
+	unsigned char c;
+
+	if (!cap)
+		return out;
+	for (; *s; s++) {
+		c = (unsigned char)*s;
+		if (c == '\n')
+			add = "\\n";
+		else if (c == '\r')
+			add = "\\r";
+		else if (c == '\t')
+			add = "\\t";
+		else if (c < 0x20 || c == 0x7f)
+			add = (snprintf(piece, sizeof(piece), "\\x%02x", c), piece);
+		else
+			add = (piece[0] = (char)c, piece[1] = '\0', piece);
+		if (o + strlen(add) >= cap)
+			break;
+		memcpy(out + o, add, strlen(add));
+		o += strlen(add);
+	}
+	out[o] = '\0';
+	return out;
+}
+
 int usdt_notes_read(const char *path, struct usdt_note **out, size_t *n,
 		    char *err, size_t errlen)
 {
 	Elf *elf;
 	int fd, rc;
 	struct stat st;
+	char why[256], shown[USDT_PATH_SHOWN];
 
 	*out = NULL;
 	*n = 0;
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return fail(err, errlen, "libelf is too old (%s)", elf_errmsg(-1));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	usdt_escape(path, shown, sizeof(shown));
+	fd = usdt_open_regular(path, why, sizeof(why));
 	if (fd < 0)
-		return fail(err, errlen, "%s: %s", path, strerror(errno));
+		return fail(err, errlen, "%s: %s", shown, why);
 	if (fstat(fd, &st)) {
-		rc = fail(err, errlen, "%s: %s", path, strerror(errno));
+		rc = fail(err, errlen, "%s: %s", shown, strerror(errno));
 		close(fd);
 		return rc;
 	}
 	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	if (!elf) {
-		rc = fail(err, errlen, "%s: not a readable ELF file (%s)", path, elf_errmsg(-1));
+		rc = fail(err, errlen, "%s: not a readable ELF file (%s)", shown, elf_errmsg(-1));
 	} else {
-		char why[256];
-
 		rc = usdt_notes_read_elf(elf, (unsigned long long)st.st_size, out, n, why, sizeof(why));
 		if (rc)
-			fail(err, errlen, "%s: %s", path, why);
+			fail(err, errlen, "%s: %s", shown, why);
 		elf_end(elf);
 	}
 	close(fd);

@@ -5,8 +5,11 @@
  * to the same fixtures.
  *
  * Every length read from the file is bounded: a note whose strings do not
- * fit the fields below, or do not end inside the note, makes the read fail
- * with a reason, as does a truncated or corrupt file. */
+ * fit the fields below, or do not end inside the note, or hold a byte no
+ * probe name has (a control character), makes the read fail with one line
+ * that names the note's file offset and the cause, word for word what
+ * notes.py says; so does a truncated or corrupt file.  A corrupt note is
+ * an error, not skipped: the probes around it cannot be trusted either. */
 #ifndef PROBEKIT_USDT_NOTES_H
 #define PROBEKIT_USDT_NOTES_H
 
@@ -46,6 +49,22 @@ struct usdt_note {
 	unsigned long long sema_off;	/* its file offset: the uprobe's ref_ctr_offset */
 	char spec[USDT_SPEC_MAX];	/* the argument spec text */
 };
+
+/* Open path for reading when it is a regular file (or a link to one): the
+ * fd; or -1 when it cannot be opened, with strerror in err; or
+ * USDT_NOT_REGULAR with the reason ("is a FIFO, not a regular file").  Every path a user gives a probekit C command is opened here,
+ * so that a FIFO, device, directory or socket is refused at once rather
+ * than blocking in open() or read().  The Python twin is
+ * probes/probelib/inputs.py's open_regular, worded alike. */
+#define USDT_NOT_REGULAR (-2)
+int usdt_open_regular(const char *path, char *err, size_t errlen);
+
+/* s into out (cap bytes, truncated to fit) with each control character
+ * escaped (\n, \r, \t, else \xNN), so that a name or path echoed in a
+ * message keeps it one line; out.  inputs.py's one_line is the twin. */
+const char *usdt_escape(const char *s, char *out, size_t cap);
+/* Room for an escaped path in a message: PATH_MAX bytes of it. */
+#define USDT_PATH_SHOWN 4096
 
 /* Every stapsdt note of the ELF file at path, in file order.  0 and a
  * malloc'd array (free with usdt_notes_free; NULL when *n is 0), or -1 with
