@@ -3,7 +3,8 @@
 # probekit-bpftrace: run bpftrace scripts against one running process, or
 # every process that runs a file.
 #
-# USAGE: probekit-bpftrace [-n] [-o FILE] [-d SECONDS] [-f text|json] PID|PATH SCRIPT [SCRIPT...] [-- ARG...]
+# USAGE: probekit-bpftrace [--dry-run] [-o FILE] [-d SECONDS] [-f text|json | -j]
+#                          (PID | PATH | -p PID | -b PATH) SCRIPT [SCRIPT...] [-- ARG...]
 #
 # bpftrace -p PID for scripts written against a binary, not a path: the
 # PID (or PATH), then the scripts; BPF_OUTFILE names an output file.
@@ -60,12 +61,15 @@
 #    probe on its own PID wakes it up so that it sees the signal.
 #
 # Options:
-#   -n, --dry-run        print the final program and exit 0 (bpftrace and
-#                        root are not needed)
+#   -p, --pid PID        trace this process (the same as PID first)
+#   -b, --binary PATH    trace every process running PATH (as PATH first)
+#       --dry-run        print the final program and exit 0 (bpftrace and
+#                        root are not needed; -n is nanoseconds in the tools)
 #   -o, --output FILE    write bpftrace's output to FILE (as BPF_OUTFILE=FILE)
 #   -d, --duration SECS  end the trace (running END) after SECS seconds
 #   -f, --format FORMAT  bpftrace's output format, text (its default) or
 #                        json (one JSON object a line)
+#   -j, --json           the same as -f json
 #       --max-rate HITS_PER_S
 #                        a cost guard: every usdt/uprobe/uretprobe block
 #                        counts its hits (those that pass its predicate),
@@ -94,7 +98,7 @@
 #   probekit-bpftrace -d 10 -f json 1234 bt/iosize.bt  # 10 s, as JSON lines
 #   probekit-bpftrace /usr/lib/postgresql/15/bin/postgres my.bt
 #                                       # every process running that file
-#   probekit-bpftrace -n 1234 bt/iolat.bt         # print the program only
+#   probekit-bpftrace --dry-run 1234 bt/iolat.bt  # print the program only
 
 set -u
 export LC_ALL=C
@@ -158,7 +162,16 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	-h|--help) usage; exit 0 ;;
 	--version) print_version ;;
-	-n|--dry-run) dry_run=1 ;;
+	--dry-run) dry_run=1 ;;
+	-n) die "-n is not --dry-run any more: across probekit's commands -n is nanoseconds; write --dry-run" ;;
+	-j|--json) format=json ;;
+	-p|--pid|-b|--binary)
+		[ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a $( [ "${1#-}" = p ] || [ "$1" = --pid ] && echo PID || echo PATH) (try -h)"
+		[ -z "$pid" ] || die "give one target: '$pid' was already given, then $1 $2"
+		case $1 in
+		-p|--pid) case $2 in *[!0-9]*) die "$1 '$2' is not a PID; for a file give -b PATH" ;; esac ;;
+		esac
+		pid=$2; shift ;;
 	-f|--format)
 		[ $# -ge 2 ] || die "$1 needs an output format, text or json (try -h)"
 		case $2 in
