@@ -89,3 +89,28 @@ def test_one_meaning_per_short_option():
     clash = {f"-{k}": dict(v) for k, v in seen.items() if len(v) > 1}
     assert clash == {}
     assert set(seen["p"]) == {"pid"} and set(seen["j"]) == {"json"}
+
+
+def test_list_json_holds_what_the_text_shows(blktgt_bin):
+    """probekit-list -j: every probe of blktgt, as the text lists them,
+    with the catalog's argument names (one probe per catalog entry)."""
+    import json
+    cat = os.path.join(probekit.ROOT, "probes", "blktgt.d")
+    text = run("probekit-list", "--catalog", cat, blktgt_bin)
+    js = run("probekit-list", "--catalog", cat, "-j", "-b", blktgt_bin)
+    assert text.returncode == js.returncode == 0, text.stderr + js.stderr
+    heads = re.findall(r"(?m)^  (\w+:\w+)  (\d+) sites?  semaphore: yes$",
+                       text.stdout)
+    (f,) = json.loads(js.stdout)["files"]
+    assert f["file"] == blktgt_bin
+    assert [(p["probe"], str(p["sites"])) for p in f["probes"]] == heads
+    with open(cat) as fh:
+        declared = re.findall(r"(?m)^\s*probe (\w+)\(([^)]*)\)", fh.read())
+    assert len(heads) == len(declared) == 27
+    args = {f"blktgt:{n}": [a.split()[-1].lstrip("*") for a in sig.split(",")
+                            if a.strip()] for n, sig in declared}
+    for p in f["probes"]:
+        assert p["semaphore"] is True
+        assert [a["name"] for a in p["args"]] == args[p["probe"]]
+        assert [a["bpftrace"] for a in p["args"]] == \
+            [f"arg{i}" for i in range(len(p["args"]))]
