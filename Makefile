@@ -22,12 +22,32 @@ SAN     ?= 0
 PYTHON  := /usr/bin/python3
 
 CC      ?= cc
+CPPFLAGS ?=
 CFLAGS  ?= -O2 -g
+LDFLAGS ?=
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wno-unused-parameter -Wformat=2
+
+# Hardening, on whatever flags are given: a distribution's CPPFLAGS,
+# CFLAGS and LDFLAGS (dpkg-buildflags) come after these, so they can only
+# add to them or turn one off on purpose (-fno-stack-protector).
+# _FORTIFY_SOURCE is defined only when the given flags do not define it
+# (a second definition with another level would be a redefinition),
+# and it needs -O, which CFLAGS has by default.
+HARDEN_CPPFLAGS = $(if $(findstring _FORTIFY_SOURCE,$(CPPFLAGS) $(CFLAGS)),,-D_FORTIFY_SOURCE=2)
+HARDEN_CFLAGS  := -fstack-protector-strong -fPIE
+HARDEN_LDFLAGS := -pie -Wl,-z,relro -Wl,-z,now
+# Reproducible: no absolute path of the checkout in what is built (DWARF,
+# __FILE__), so two checkouts of one commit build the same bytes.  The BPF
+# objects take the same map (mk/libbpf.mk).
+PREFIX_MAP     := -ffile-prefix-map=$(CURDIR)=.
+# Every C compile and link of a program probekit builds starts from these.
+BASE_CFLAGS    = $(HARDEN_CPPFLAGS) $(CPPFLAGS) $(HARDEN_CFLAGS) $(PREFIX_MAP) $(CFLAGS)
+BASE_LDFLAGS   = $(HARDEN_LDFLAGS) $(LDFLAGS)
+
 ALL_CFLAGS = -std=gnu11 -pthread -fno-omit-frame-pointer -D_GNU_SOURCE \
-	   $(WARN) $(CFLAGS) -I$(O)/gen -Itarget $(SAN_CFLAGS) $(EXTRA_CFLAGS)
-ALL_LDFLAGS = -pthread $(SAN_CFLAGS) $(LDFLAGS) $(EXTRA_LDFLAGS)
+	   $(WARN) $(BASE_CFLAGS) -I$(O)/gen -Itarget $(SAN_CFLAGS) $(EXTRA_CFLAGS)
+ALL_LDFLAGS = -pthread $(SAN_CFLAGS) $(BASE_LDFLAGS) $(EXTRA_LDFLAGS)
 LDLIBS  ?=
 
 ifeq ($(SAN),1)
@@ -60,7 +80,7 @@ all: $(TARGET)
 # Remember how $(O) was configured, so that switching USDT or SAN in the
 # same directory rebuilds everything instead of mixing objects.
 $(O)/.config: FORCE | $(O)/gen
-	@echo 'USDT=$(USDT) SAN=$(SAN) CC=$(CC) CFLAGS=$(CFLAGS) EXTRA_CFLAGS=$(EXTRA_CFLAGS)' > $@.tmp
+	@echo 'USDT=$(USDT) SAN=$(SAN) CC=$(CC) CPPFLAGS=$(CPPFLAGS) CFLAGS=$(CFLAGS) LDFLAGS=$(LDFLAGS) EXTRA_CFLAGS=$(EXTRA_CFLAGS)' > $@.tmp
 	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
 FORCE:
 
@@ -76,10 +96,12 @@ $(PROBES_H): $(CATALOG) $(GENCAT) $(O)/gen/blktgt_sdt.h $(O)/.config
 	$(call msg,GEN,$@)
 	$(Q)$(PYTHON) $(GENCAT) --enabled-header blktgt_sdt.h $< -o $@
 
-# systemtap's dtrace defines the semaphores only in the -G object.
-$(PROBES_O): $(CATALOG) | $(O)/obj/target
+# systemtap's dtrace defines the semaphores only in the -G object.  It
+# compiles them with $$CC and $$CFLAGS from its environment: give it ours,
+# so the object is hardened and maps the checkout's path like the rest.
+$(PROBES_O): $(CATALOG) $(O)/.config | $(O)/obj/target
 	$(call msg,DTRACE,$@)
-	$(Q)dtrace -G -s $< -o $@
+	$(Q)CC='$(CC)' CFLAGS='$(BASE_CFLAGS)' dtrace -G -s $< -o $@
 else
 $(PROBES_H): $(CATALOG) $(GENCAT) $(O)/.config | $(O)/gen
 	$(call msg,GEN,$@)

@@ -194,6 +194,15 @@ def command(tool):
     return "probekit-%s-bcc" % tool
 
 
+def escaped(s):
+    """s as an error line may echo it: control characters (a newline in
+    a probe name) as \\n, \\t or \\xHH, so the error stays one line, as
+    libbpf/trace_helpers.c's escaped() writes them."""
+    named = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+    return "".join(named.get(c) or ("\\x%02x" % ord(c) if ord(c) < 0x20 or
+                                    ord(c) == 0x7f else c) for c in s)
+
+
 def die(tool, msg, code=1):
     sys.stdout.flush()
     sys.stderr.write("%s: %s\n" % (command(tool), msg))

@@ -87,7 +87,8 @@ def load(tool, text, cflags=(), usdt=None, count_hits=False):
             attach(tool, "USDT probe %s of %s" % (s.probe, getattr(
                        usdt, "where", "PID %d" % usdt.pid)),
                    compat.attach_usdt_site, b, s.fn, s.path, s.addr,
-                   s.offset, usdt.pid, s.ref_ctr)
+                   s.offset, usdt.pid, s.ref_ctr,
+                   exited=getattr(usdt, "exited", None))
         return b
     log.seek(0)
     diag = log.read(1 << 20).decode(errors="replace")
@@ -108,8 +109,10 @@ def load(tool, text, cflags=(), usdt=None, count_hits=False):
     die(tool, "BCC cannot load its BPF program: %s" % (msg or repr(err)))
 
 
-def attach(tool, what, fn, *args, **kwargs):
-    """Run a BPF attach call; turn its exception into one line."""
+def attach(tool, what, fn, *args, exited=None, **kwargs):
+    """Run a BPF attach call; turn its exception into one line.  exited:
+    None, or a function giving the line for a target that has exited
+    meanwhile (the likely cause of a failure), or None."""
     saved = os.dup(2)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 2)
@@ -126,6 +129,8 @@ def attach(tool, what, fn, *args, **kwargs):
         os.dup2(saved, 2)
         os.close(saved)
         os.close(devnull)
+    if err and exited is not None and exited():
+        die(tool, exited())
     if denied and not has_capability(CAP_SYS_ADMIN):
         die(tool, "cannot attach to %s: this kernel lets only root "
             "(CAP_SYS_ADMIN) attach uprobes; this process lacks it" % what)

@@ -21,7 +21,7 @@ import fnmatch
 import os
 
 import probekit_bcc_target as proc
-from probekit_bcc_args import command, die
+from probekit_bcc_args import command, die, escaped
 from probekit_bcc_probes import UsdtSite, UsdtProbes, _probelib, _read_operand
 
 # The operand kinds probekit_bcc_probes._read_operand() reads.
@@ -39,7 +39,7 @@ class Scope:
             self.pid, self.comm = pid, self.target.comm
             self.where = "PID %d (%s)" % (pid, self.comm)
             self.head = {"pid": pid}
-            self.files = _process_files(tool, pid)
+            self.files = _process_files(tool, pid, self)
             return
         self.target = None
         path = os.path.abspath(path)
@@ -56,6 +56,15 @@ class Scope:
     def alive(self):
         return self.target.alive() if self.target else True
 
+    def exited(self):
+        """With -p, once the process has exited (or its PID is another
+        process's): the one line that says so, for a failure it caused
+        while the tool read or attached its probes; else None."""
+        if self.target is None or self.target.alive():
+            return None
+        return "PID %d (%s) exited while its probes were being attached" % (
+            self.pid, self.comm)
+
     def missing(self):
         """The tail of a "no probe" error: where it was looked for."""
         if self.target:
@@ -69,7 +78,7 @@ def _is_elf(path):
     return process.is_elf(path)
 
 
-def _process_files(tool, pid):
+def _process_files(tool, pid, scope):
     """[(name, openable path)] of the executable, then each other
     file-backed ELF mapping of process pid, as /proc/PID/root/NAME."""
     _probelib()
@@ -77,7 +86,7 @@ def _process_files(tool, pid):
     try:
         return process.files(pid)
     except process.ProcessError as e:
-        die(tool, str(e))
+        die(tool, scope.exited() or str(e))
 
 
 class Probe:
@@ -106,6 +115,10 @@ def find_probes(tool, scope):
             if n.offset is None:
                 continue
             found.setdefault(n.full, Probe(n.full)).sites.append((path, n))
+    # A process that exited meanwhile has no files left to read: say so,
+    # not that its probes are missing.
+    if scope.exited():
+        die(tool, scope.exited())
     return found
 
 
@@ -128,10 +141,12 @@ def arg_index(s):
     return n if n <= notes.MAX_ARGS else None
 
 
-def check_arg(tool, probe, n):
+def check_arg(tool, probe, n, string=False):
     """Die in one line unless every site of probe has an argument n that
-    the generated reader can read."""
+    the generated reader can read, and, for string (-S), that may be a
+    pointer by probekit-check's rule (probelib.target.Arg)."""
     argspec = _probelib()[0]
+    from probelib.target import Arg
     if probe.nargs() < n:
         die(tool, "%s has no argument %d (it has %d)"
             % (probe.full, n, probe.nargs()))
@@ -141,6 +156,11 @@ def check_arg(tool, probe, n):
             why = argspec.reader_problem(a.operand, command(tool),
                                          READ_KINDS)
             die(tool, "cannot read arg%d of %s: %s" % (n, probe.full, why))
+        arg = Arg(a.size, a.signed, spec="%s%d@%s" % (
+            "-" if a.signed else "", a.size, a.operand))
+        if string and not arg.may_be_pointer():
+            die(tool, "-S arg%d reads a string, but arg%d of %s is %s, not "
+                "a pointer" % (n, n, probe.full, arg.describe()))
 
 
 def functions(probe, prefix, n):
@@ -154,6 +174,52 @@ def functions(probe, prefix, n):
             for i, (read, sites) in enumerate(groups.items())]
 
 
+# --gate: some runtimes fire a probe only while another probe's semaphore
+# is raised (CPython 3.11's function__entry needs python:line's).  A gate
+# is attached with a function that counts nothing, so the kernel raises
+# its semaphore as for any site; each of its hits still costs a trap.
+GATES_MAX = 8               # as libbpf/usdt_sites.h's USDT_GATES_MAX
+GATE_FN = "gate_fn"
+GATE_TEXT = "\nint %s(struct pt_regs *ctx)\n{\n    return 0;\n}\n" % GATE_FN
+
+
+def gate_type(s):
+    """--gate's PROBE: provider:name, no wildcards (as libbpf's
+    usdt_probe_valid() takes it)."""
+    import argparse
+    provider, _, name = s.partition(":")
+    if not all(x and len(x) < 128 and all(c.isascii() and (c.isalnum() or
+                                                            c == "_")
+                                           for c in x)
+               for x in (provider, name)):
+        raise argparse.ArgumentTypeError(
+            "'%s' is not a probe: give provider:name, as tplist prints it"
+            % escaped(s))
+    return s
+
+
+def add_gate_option(p):
+    p.add_argument("--gate", metavar="PROBE", action="append", default=[],
+                   type=gate_type,
+                   help="raise the semaphore of PROBE (provider:name) too, "
+                        "without counting it: for a probe that fires only "
+                        "while PROBE is enabled")
+
+
+def gate_sites(tool, scope, found, gates):
+    """(C text, [UsdtSite]) attaching GATE_FN at every site of each
+    --gate probe; die in one line when one is not there."""
+    if len(gates) > GATES_MAX:
+        die(tool, "--gate: at most %d gates" % GATES_MAX)
+    sites = []
+    for g in gates:
+        probe = found.get(g)
+        if probe is None:
+            die(tool, "no USDT probe %s %s" % (escaped(g), scope.missing()))
+        sites += usdt_sites(scope, GATE_FN, probe.sites)
+    return (GATE_TEXT if sites else ""), sites
+
+
 def usdt_sites(scope, fn, sites):
     """UsdtSite items attaching BPF function fn at each of sites."""
     return [UsdtSite(note.full, fn, path, note.pc, note.offset,
@@ -165,4 +231,5 @@ def usdt_probes(scope, sites):
     readers of BCC's kind, since each function reads its own."""
     u = UsdtProbes(scope.pid, "#include <uapi/linux/ptrace.h>\n", sites)
     u.where = scope.where
+    u.exited = scope.exited
     return u

@@ -46,6 +46,26 @@ void tool_err(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
+const char *escaped(const char *s)
+{
+	static char bufs[4][4 * 300 + 1];
+	static int next;
+	char *out = bufs[next++ % 4], *o = out;
+
+	for (int n = 0; *s && n < 300; s++, n++) {
+		unsigned char c = *s;
+
+		if (c == '\n' || c == '\t' || c == '\r')
+			o += sprintf(o, "\\%c", c == '\n' ? 'n' : c == '\t' ? 't' : 'r');
+		else if (c < 0x20 || c == 0x7f)
+			o += sprintf(o, "\\x%02x", c);
+		else
+			*o++ = c;
+	}
+	*o = '\0';
+	return out;
+}
+
 void usage_error(const char *fmt, ...)
 {
 	va_list ap;
@@ -613,6 +633,25 @@ int target_open_path(struct target *t, const char *path)
 	base = strrchr(t->exe, '/');
 	snprintf(t->comm, sizeof(t->comm), "%.255s", base ? base + 1 : t->exe);
 	return 0;
+}
+
+bool target_exited_during_attach(const struct target *t)
+{
+	struct pollfd pfd = { .fd = t->pidfd, .events = POLLIN };
+	bool gone;
+
+	if (t->pid <= 0)
+		return false;
+	/* The pidfd cannot be fooled by a recycled PID; /proc can only
+	 * tell a zombie, or no process. */
+	if (t->pidfd >= 0)
+		gone = poll(&pfd, 1, 0) > 0;
+	else
+		gone = is_zombie(t->pid);
+	if (gone)
+		tool_err("PID %d (%s) exited while its probes were being "
+			 "attached", (int)t->pid, t->comm);
+	return gone;
 }
 
 void target_close(struct target *t)

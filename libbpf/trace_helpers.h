@@ -35,6 +35,11 @@ const char *command_name(void);
 /* "tool: message" on stderr. */
 void tool_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* s as an error line may echo it: control characters (a newline in a
+ * probe name) as \n, \t, \r or \xHH, so the error stays one line; at
+ * most 300 bytes of s.  Valid until the fourth call after. */
+const char *escaped(const char *s);
+
 /* A usage error: one line "tool: message (see --help)", exit 2. */
 void usage_error(const char *fmt, ...)
 	__attribute__((format(printf, 1, 2), noreturn));
@@ -160,6 +165,13 @@ int target_open(struct target *t, pid_t pid);
  * One line and -errno when path is not a readable regular file. */
 int target_open_path(struct target *t, const char *path);
 void target_close(struct target *t);
+
+/* After target_open(): when the process has exited since (it is gone,
+ * or a zombie), print "PID N (COMM) exited while its probes were being
+ * attached" and return true, so that a failure it caused (ENOENT,
+ * ESRCH) is reported as what it is; false, printing nothing, when it
+ * is alive or t is -b's. */
+bool target_exited_during_attach(const struct target *t);
 
 /* One line for a failed skeleton open or load of a tool tracing t (err
  * is -errno); for a lack of privilege, the capabilities missing. */

@@ -59,7 +59,9 @@ static int add_bin(struct usdt_sites *s, const struct target *t,
 		 * cache) has no probes to offer; the executable must. */
 		if (!exe)
 			return 0;
-		tool_err("cannot read the USDT probes of %s: %s", shown, err);
+		if (!target_exited_during_attach(t))
+			tool_err("cannot read the USDT probes of %s: %s", shown,
+				 err);
 		return -EINVAL;
 	}
 	b->notes = notes;
@@ -81,7 +83,8 @@ static int add_libs(struct usdt_sites *s, const struct target *t)
 	f = fopen(path, "r");
 	if (!f) {
 		err = -errno;
-		tool_err("cannot read %s: %s", path, strerror(-err));
+		if (!target_exited_during_attach(t))
+			tool_err("cannot read %s: %s", path, strerror(-err));
 		free(line);
 		return err;
 	}
@@ -291,6 +294,29 @@ int usdt_site_arg_of(const struct usdt_bin *b, const struct usdt_note *n,
 	return 0;
 }
 
+int usdt_site_str_arg_of(const struct usdt_bin *b, const struct usdt_note *n,
+			 int argn, struct usdt_site_arg *out)
+{
+	struct usdt_arg args[USDT_ARGC_MAX];
+	char probe[USDT_PROBE_MAX], err[256];
+	int rc = usdt_site_arg_of(b, n, argn, out);
+
+	if (rc)
+		return rc;
+	/* probekit-check's rule and words (probes/probelib/target.py, Arg):
+	 * without a catalog's type, only an 8-byte unsigned argument may
+	 * be a pointer. */
+	if (out->size == 8 && !out->is_signed)
+		return 0;
+	usdt_probe_name(n, probe, sizeof(probe));
+	usdt_args_parse(n->spec, args, USDT_ARGC_MAX, err, sizeof(err));
+	tool_err("-S arg%d reads a string, but arg%d of %s is a%s %u-byte %s "
+		 "integer (%s), not a pointer", argn, argn, probe,
+		 out->size == 8 ? "n" : "", out->size,
+		 out->is_signed ? "signed" : "unsigned", args[argn - 1].text);
+	return -EINVAL;
+}
+
 /* --- attaching ------------------------------------------------------------ */
 
 /* Linux 6.6's multi-uprobe link, which libbpf 1.1 predates: its attach
@@ -392,11 +418,13 @@ int usdt_sites_add(struct usdt_sites *s, struct bpf_program *prog,
 	return 0;
 }
 
-static void attach_error(const struct usdt_bin *b, const struct usdt_note *n,
-			 size_t nsites, int err)
+static void attach_error(const struct target *t, const struct usdt_bin *b,
+			 const struct usdt_note *n, size_t nsites, int err)
 {
 	char probe[USDT_PROBE_MAX], what[USDT_PROBE_MAX + 64];
 
+	if (target_exited_during_attach(t))
+		return;
 	if (n) {
 		usdt_probe_name(n, probe, sizeof(probe));
 		snprintf(what, sizeof(what), "%s at 0x%llx", probe, n->pc);
@@ -430,7 +458,7 @@ static int attach_one(struct usdt_sites *s, const struct usdt_pending *p,
 	if (!link) {
 		int err = -errno;
 
-		attach_error(b, p->note, 1, err);
+		attach_error(t, b, p->note, 1, err);
 		return err;
 	}
 	s->links[s->nlinks++] = link;
@@ -460,7 +488,7 @@ static int attach_multi(struct usdt_sites *s, const struct usdt_pending *p,
 				 t->pid > 0 ? (__u32)t->pid : 0);
 	if (fd < 0) {
 		err = -errno;
-		attach_error(b, n == 1 ? p->note : NULL, n, err);
+		attach_error(t, b, n == 1 ? p->note : NULL, n, err);
 	} else {
 		s->fds[s->nfds++] = fd;
 	}
@@ -525,11 +553,60 @@ static size_t distance(const char *a, const char *b)
 	return row[lb];
 }
 
+static const char *gates[USDT_GATES_MAX];
+static int ngates;
+
+void usdt_gate_option(const char *arg)
+{
+	if (!usdt_probe_valid(arg, false))
+		usage_error("--gate: '%s' is not a probe: give provider:name, "
+			    "as tplist prints it", escaped(arg));
+	if (ngates == USDT_GATES_MAX)
+		usage_error("--gate: at most %d gates", USDT_GATES_MAX);
+	gates[ngates++] = arg;
+}
+
+bool usdt_gates_given(void)
+{
+	return ngates > 0;
+}
+
+int usdt_sites_gates(struct usdt_sites *s, struct bpf_program *prog,
+		     const struct target *t)
+{
+	for (int g = 0; g < ngates; g++) {
+		bool found = false;
+		int err;
+
+		for (size_t i = 0; i < s->nbins; i++)
+			for (size_t k = 0; k < s->bins[i].n; k++) {
+				if (!usdt_probe_match(gates[g],
+						      &s->bins[i].notes[k]))
+					continue;
+				found = true;
+				err = usdt_sites_add(s, prog, &s->bins[i],
+						     &s->bins[i].notes[k], 0);
+				if (err)
+					return err;
+			}
+		if (!found) {
+			usdt_sites_missing(s, t, gates[g], false);
+			return -ENOENT;
+		}
+	}
+	return 0;
+}
+
 void usdt_sites_missing(const struct usdt_sites *s, const struct target *t,
 			const char *pattern, bool glob)
 {
 	char where[PATH_MAX + 300], probe[USDT_PROBE_MAX], best[USDT_PROBE_MAX];
 	size_t dmin = SIZE_MAX;
+
+	/* A process that exited meanwhile left files unread: say so, not
+	 * that its probes are missing. */
+	if (target_exited_during_attach(t))
+		return;
 
 	if (t->pid > 0)
 		snprintf(where, sizeof(where), "PID %d (%s) or the files it maps",

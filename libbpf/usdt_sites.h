@@ -83,6 +83,11 @@ void usdt_probe_name(const struct usdt_note *n, char *out, size_t len);
 int usdt_site_arg_of(const struct usdt_bin *b, const struct usdt_note *n,
 		     int argn, struct usdt_site_arg *out);
 
+/* usdt_site_arg_of() for an argument read as a string (usdtcount -S):
+ * also one line and -EINVAL when it cannot be a pointer. */
+int usdt_site_str_arg_of(const struct usdt_bin *b, const struct usdt_note *n,
+			 int argn, struct usdt_site_arg *out);
+
 /*
  * Before the skeleton is loaded: make prog attachable by a multi-uprobe
  * link when the kernel has them (Linux 6.6) and filters them by process
@@ -102,6 +107,32 @@ int usdt_sites_add(struct usdt_sites *s, struct bpf_program *prog,
 /* Attach every queued site, for t's process (every one for -b).  0, or
  * one line and -errno. */
 int usdt_sites_commit(struct usdt_sites *s, const struct target *t);
+
+/*
+ * --gate PROVIDER:NAME, for usdtlat and usdtcount: some runtimes fire a
+ * probe only while another probe's semaphore is raised (CPython 3.11's
+ * function__entry needs python:line's; README.md, "Tracing your own
+ * service", lists them).  A gate is attached with prog, a program that
+ * counts nothing, so the kernel raises its semaphore as for any site;
+ * each of its hits still costs a uprobe trap.
+ */
+#define USDT_GATES_MAX 8
+#define USDT_GATE_OPTION(key) \
+	{ key, "gate", "PROBE", "raise the semaphore of PROBE (provider:name)\n" \
+				 "too, without counting it: for a probe that\n" \
+				 "fires only while PROBE is enabled" }
+
+/* Check and remember one --gate argument: a usage error unless it is a
+ * probe name and there is room. */
+void usdt_gate_option(const char *arg);
+
+/* Queue prog at every site of every --gate probe (with cookie 0): 0, or
+ * one line and -errno when one is not there. */
+int usdt_sites_gates(struct usdt_sites *s, struct bpf_program *prog,
+		     const struct target *t);
+
+/* Whether any --gate was given. */
+bool usdt_gates_given(void);
 
 /* One line for a probe (glob: a pattern) that matched nothing: "no USDT
  * probe [matches] P in WHERE; nearest: Q", Q the probe of t nearest in

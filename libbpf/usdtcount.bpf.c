@@ -89,5 +89,12 @@ int hit(struct pt_regs *ctx)
 	return 0;
 }
 
+/* --gate: attached only for the semaphore it raises. */
+SEC("uprobe")
+int gate(struct pt_regs *ctx)
+{
+	return 0;
+}
+
 /* bpf_probe_read_user_str() needs a GPL-compatible program. */
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -33,7 +33,7 @@ const char *tool_name = "usdtcount";
 #define CATALOG_PROBES_MAX 4096
 #define STR_TOP 10			/* -S: values shown per probe */
 
-enum { OPT_CATALOG = OPT_LONG_ONLY, OPT_REQUIRE_ALL };
+enum { OPT_CATALOG = OPT_LONG_ONLY, OPT_REQUIRE_ALL, OPT_GATE };
 
 static struct {
 	struct common_args c;
@@ -62,7 +62,7 @@ static long arg_option(const char *opt, const char *arg)
 	if (strncmp(arg, "arg", 3) || arg[3] == '0' ||
 	    parse_long(arg + 3, 1, USDT_ARGC_MAX, &n))
 		usage_error("argument %s: invalid choice: '%.64s' (choose arg1 "
-			    "to arg%d)", opt, arg, USDT_ARGC_MAX);
+			    "to arg%d)", opt, escaped(arg), USDT_ARGC_MAX);
 	return n;
 }
 
@@ -86,6 +86,9 @@ static void option(int key, const char *arg)
 	case OPT_REQUIRE_ALL:
 		env.require_all = true;
 		break;
+	case OPT_GATE:
+		usdt_gate_option(arg);
+		break;
 	}
 }
 
@@ -99,8 +102,8 @@ static bool operand(const char *arg)
 	if (*arg && !*p)
 		return false;
 	if (!usdt_probe_valid(arg, true))
-		usage_error("'%.300s' is not a probe pattern: give provider:name "
-			    "or name, with * ? [...] wildcards", arg);
+		usage_error("'%s' is not a probe pattern: give provider:name "
+			    "or name, with * ? [...] wildcards", escaped(arg));
 	if (env.npatterns == PATTERNS_MAX)
 		usage_error("more than %d patterns", PATTERNS_MAX);
 	env.patterns[env.npatterns++] = arg;
@@ -116,6 +119,7 @@ static const struct tool_option options[] = {
 	  "also list the catalog's probes that never fired" },
 	{ OPT_REQUIRE_ALL, "require-all", NULL,
 	  "with --catalog: exit 1 if any of them never fired" },
+	USDT_GATE_OPTION(OPT_GATE),
 	{ 0 }
 };
 
@@ -123,7 +127,8 @@ static const struct tool_cli cli = {
 	.synopsis =
 "usage: probekit-usdtcount (-p PID | -b PATH) [-h] [-H argN | -S argN]\n"
 "                          [--catalog FILE.d [--require-all]] [-T] [-j]\n"
-"                          [-d SECS] PATTERN... [interval [count]]\n"
+"                          [-d SECS] [--gate PROBE] PATTERN...\n"
+"                          [interval [count]]\n"
 "\n"
 "Count the hits of the USDT probes of any binary that match PATTERNs\n"
 "(provider:name globs), per interval (libbpf CO-RE).\n",
@@ -347,8 +352,12 @@ static int attach_all(struct usdtcount_bpf *skel, struct usdt_sites *s,
 				if (!p)
 					continue;
 				site.probe = p - probes;
-				if (env.mode != USDTCOUNT_COUNT &&
+				if (env.mode == USDTCOUNT_HIST &&
 				    usdt_site_arg_of(bin, n, env.argn, &site.arg))
+					return -EINVAL;
+				if (env.mode == USDTCOUNT_STR &&
+				    usdt_site_str_arg_of(bin, n, env.argn,
+							 &site.arg))
 					return -EINVAL;
 				if (check)
 					continue;
@@ -369,6 +378,8 @@ static int attach_all(struct usdtcount_bpf *skel, struct usdt_sites *s,
 				if (err)
 					return err;
 			}
+	if (usdt_sites_gates(s, skel->progs.gate, t))
+		return -1;
 	return usdt_sites_commit(s, t);
 }
 
@@ -649,6 +660,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	usdt_sites_prepare(&sites, skel->progs.hit);
+	usdt_sites_prepare(&sites, skel->progs.gate);
 	skel->rodata->mode = env.mode;
 	skel->rodata->count_hits = env.c.max_rate > 0;
 	err = usdtcount_bpf__load(skel);

@@ -84,6 +84,13 @@ int lat_done(struct pt_regs *ctx)
 	return 0;
 }
 
+/* --gate: attached only for the semaphore it raises. */
+SEC("uprobe")
+int gate(struct pt_regs *ctx)
+{
+	return 0;
+}
+
 SEC("tracepoint/sched/sched_process_exit")
 int lat_exit(void *ctx)
 {

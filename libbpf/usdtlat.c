@@ -32,8 +32,12 @@ static struct {
 	long key_arg;		/* -k argN: N; -k tid: 0 */
 } env;
 
+enum { OPT_GATE = OPT_LONG_ONLY };
+
 static void option(int key, const char *arg)
 {
+	if (key == OPT_GATE)
+		usdt_gate_option(arg);
 	if (key != 'k')
 		return;
 	if (!strcmp(arg, "tid")) {
@@ -43,7 +47,8 @@ static void option(int key, const char *arg)
 	if (strncmp(arg, "arg", 3) ||
 	    parse_long(arg + 3, 1, USDT_ARGC_MAX, &env.key_arg))
 		usage_error("argument -k/--key: invalid choice: '%.64s' "
-			    "(choose tid or arg1 to arg%d)", arg, USDT_ARGC_MAX);
+			    "(choose tid or arg1 to arg%d)", escaped(arg),
+			    USDT_ARGC_MAX);
 }
 
 /* START and DONE: the first two operands. */
@@ -52,9 +57,9 @@ static bool operand(const char *arg)
 	if (env.nprobes == 2)
 		return false;
 	if (!usdt_probe_valid(arg, false))
-		usage_error("%s: '%.300s' is not a probe: give provider:name, "
+		usage_error("%s: '%s' is not a probe: give provider:name, "
 			    "as tplist prints it", env.nprobes ? "DONE" :
-			    "START", arg);
+			    "START", escaped(arg));
 	env.probes[env.nprobes++] = arg;
 	return true;
 }
@@ -62,13 +67,14 @@ static bool operand(const char *arg)
 static const struct tool_option options[] = {
 	{ 'k', "key", "KEY", "pair START and DONE by thread (tid, the\n"
 			     "default) or by an argument (argN, from 1)" },
+	USDT_GATE_OPTION(OPT_GATE),
 	{ 0 }
 };
 
 static const struct tool_cli cli = {
 	.synopsis =
 "usage: probekit-usdtlat (-p PID | -b PATH) [-h] [-k KEY] [-m|-u|-n] [-T]\n"
-"                        [-j] [-d SECS] [--max-inflight N]\n"
+"                        [-j] [-d SECS] [--max-inflight N] [--gate PROBE]\n"
 "                        START DONE [interval [count]]\n"
 "\n"
 "Time from one USDT probe (START) to another (DONE) in any binary, and\n"
@@ -187,6 +193,8 @@ static int attach_all(struct usdtlat_bpf *skel, struct usdt_sites *s,
 		for (int which = 0; which < 2; which++)
 			if (attach_probe(skel, s, t, which, &next, check))
 				return -1;
+	if (usdt_sites_gates(s, skel->progs.gate, t))
+		return -1;
 	return usdt_sites_commit(s, t);
 }
 
@@ -215,6 +223,7 @@ int main(int argc, char **argv)
 	}
 	usdt_sites_prepare(&sites, skel->progs.lat_start);
 	usdt_sites_prepare(&sites, skel->progs.lat_done);
+	usdt_sites_prepare(&sites, skel->progs.gate);
 	skel->rodata->by_arg = env.key_arg > 0;
 	skel->rodata->unit_ns = env.c.unit_ns;
 	skel->rodata->count_hits = env.c.max_rate > 0;

@@ -17,6 +17,9 @@
 #                     structs made at build time, and probekit.mk for other
 #                     projects (examples/quickstart/)
 #   $(MAN8DIR)        man/*.8, and a link for each other command a page names
+#   $(PKGCONFIGDIR)   probekit.pc (probes/probekit.pc.in with PREFIX), so that
+#                     pkg-config names probekit.mk, the generator and the
+#                     headers; arch-independent, so under share/
 #   $(GDBAUTOLOADDIR) the gdb helpers, as blktgt's auto-load script
 #
 # Every rule is generic: a command added to $(O)/bin, to SCRIPT_LINKS or to
@@ -36,11 +39,12 @@ PKGDATADIR     ?= $(PREFIX)/share/probekit
 PKGLIBEXECDIR  ?= $(PREFIX)/libexec/probekit
 MAN8DIR        ?= $(PREFIX)/share/man/man8
 GDBAUTOLOADDIR ?= $(PREFIX)/share/gdb/auto-load
+PKGCONFIGDIR   ?= $(PREFIX)/share/pkgconfig
 
 # Files of the tree that no command in $(O)/bin names.  A script's shared
 # modules need no list: the .py files and Python packages (directories
 # with __init__.py) beside it go with it.
-INSTALL_TREE_FILES = bt/*.bt probes/*.d tools/*.toml VERSION
+INSTALL_TREE_FILES = bt/*.bt probes/*.d probes/nop5/sys/sdt.h tools/*.toml VERSION
 
 .PHONY: install uninstall install-check-prefix
 
@@ -87,6 +91,13 @@ install: install-check-prefix all
 	fi; \
 	for f in $(INSTALL_TREE_FILES); do put_tree "$$f"; done; \
 	install -m 0644 probes/probekit.mk "$$data/probekit.mk"; \
+	mkdir -p "$$stage$(PKGCONFIGDIR)"; \
+	pcdata='$(PKGDATADIR)'; case $$pcdata in '$(PREFIX)'/*) \
+		pcdata="\$${prefix}/$${pcdata#'$(PREFIX)'/}" ;; esac; \
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e "s|@PKGDATADIR@|$$pcdata|g" \
+		-e "s|@VERSION@|$$(cat VERSION)|g" probes/probekit.pc.in \
+		> "$$stage$(PKGCONFIGDIR)/probekit.pc"; \
+	echo "$(PKGCONFIGDIR)/probekit.pc" >> "$$list"; \
 	if [ -d '$(O)/share/probekit' ]; then cp -R '$(O)/share/probekit/.' "$$data/"; fi; \
 	for page in man/*.8; do \
 		[ -f "$$page" ] || continue; \

@@ -10,7 +10,7 @@
 USDT_OBJ  := $(O)/obj/usdt
 USDT_LIB  := $(O)/lib/libprobekit_usdt.a
 USDT_SCAN := $(O)/libexec/probekit/probekit-scan
-USDT_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -Iprobes/usdt \
+USDT_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(WARN) $(BASE_CFLAGS) -Iprobes/usdt \
 	$(SAN_CFLAGS) $(EXTRA_CFLAGS)
 USDT_LDLIBS := -lelf
 

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: BSD-2-Clause
 # probekit.mk: USDT probes for a C project, from a DTrace provider file.
-# Installed as PREFIX/share/probekit/probekit.mk; examples/quickstart/ shows
-# a whole project built with it (README.md, "Putting probes in your own
-# code").
+# Installed as PREFIX/share/probekit/probekit.mk, which pkg-config names:
+#   include $(shell pkg-config --variable=probekit_mk probekit)
+# examples/quickstart/ shows a whole project built with it (README.md,
+# "Putting probes in your own code").
 #
 # Set, then include this file:
 #   PROBEKIT_CATALOG  the catalog, NAME.d (one provider block)
@@ -66,9 +67,11 @@ $(probekit_sdt_h): $(PROBEKIT_CATALOG) $(probekit_mode)
 $(PROBEKIT_HEADER): $(PROBEKIT_CATALOG) $(probekit_sdt_h) $(probekit_mode)
 	$(PROBEKIT_GENCATALOG) --enabled-header $(notdir $(probekit_sdt_h)) $< -o $@
 
-# systemtap's dtrace defines the semaphores only in the -G object.
+# systemtap's dtrace defines the semaphores only in the -G object.  It
+# compiles them with $$CC and $$CFLAGS from its environment: give it the
+# project's, so the object is built (hardened, path-mapped) like the rest.
 $(PROBEKIT_OBJ): $(PROBEKIT_CATALOG) $(probekit_mode)
-	$(PROBEKIT_DTRACE) -G -s $< -o $@
+	CC='$(CC)' CFLAGS='$(CPPFLAGS) $(CFLAGS)' $(PROBEKIT_DTRACE) -G -s $< -o $@
 else
 PROBEKIT_OBJ :=
 

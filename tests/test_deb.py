@@ -62,14 +62,36 @@ def test_package_contents(deb):
     for path in ("./usr/bin/blktgt", "./usr/bin/probekit-bpftrace",
                  "./usr/share/probekit/VERSION", "./usr/share/probekit/probekit.mk",
                  "./usr/share/man/man8/probekit-iolatency.8.gz",
-                 "./usr/share/gdb/auto-load/usr/bin/blktgt-gdb.py"):
-        assert path in files, path
+                 "./usr/share/gdb/auto-load/usr/bin/blktgt-gdb.py",
+                 # The docs and examples a user of the package follows.
+                 "./usr/share/doc/probekit/README.md.gz",
+                 "./usr/share/doc/probekit/bt/README.md.gz",
+                 "./usr/share/doc/probekit/examples/quickstart/Makefile",
+                 "./usr/share/doc/probekit/examples/quickstart/quickstart.d",
+                 "./usr/share/doc/probekit/examples/quickstart/bt/requests.bt",
+                 "./usr/share/doc/probekit/examples/exporter.prometheus.yml",
+                 "./usr/share/doc/probekit/examples/exporter/probekit-dashboard.json",
+                 "./usr/share/doc/probekit/examples/exporter/blktgt.env",
+                 "./usr/share/pkgconfig/probekit.pc",
+                 "./lib/systemd/system/probekit-exporter@.service"):
+        assert re.search(rf" {re.escape(path)}( -> .*)?$", files, re.M), path
     # Skeletons are embedded in the tools; no raw BPF object ships.
     assert ".bpf.o" not in files
     assert "__pycache__" not in files
     version = open(os.path.join(probekit.ROOT, "VERSION")).read().strip()
     p = run(["dpkg-deb", "-f", deb, "Version"])
     assert p.stdout.strip() == version
+
+
+def test_lintian_has_no_warning_and_no_hardening_tag(deb):
+    """lintian -I: no error, no warning, and none of its hardening-* tags
+    (the binaries are fortified, PIE and fully RELRO)."""
+    p = run(["lintian", "-I", deb], timeout=600)
+    tags = [line for line in p.stdout.splitlines() if re.match(r"[EWI]: ", line)]
+    assert [t for t in tags if t.startswith(("E:", "W:")) or " hardening-" in t] == [], tags
+    # No maintainer script enables or starts the exporter: a template unit.
+    p = run(["dpkg-deb", "-I", deb])
+    assert "postinst" not in p.stdout, p.stdout
 
 
 def test_installed_package_traces_blktgt_then_purges(deb, tmp_path, bpf):

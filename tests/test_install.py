@@ -177,6 +177,62 @@ def test_quickstart_refuses_a_missing_install(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def pkg_config_env(inst):
+    """pkg-config searching only the staged install, as it searches
+    /usr/share/pkgconfig for the Debian package."""
+    return dict(clean_env(), PKG_CONFIG_LIBDIR=os.path.join(inst, "share", "pkgconfig"),
+                PKG_CONFIG_PATH="")
+
+
+@pytest.mark.needs("pkg-config")
+def test_probekit_pc_names_the_fragment_generator_and_headers(inst):
+    env = pkg_config_env(inst)
+    got = {}
+    for var in ("probekit_mk", "gencatalog", "includedir"):
+        p = subprocess.run(["pkg-config", "--define-prefix", f"--variable={var}", "probekit"],
+                           env=env, capture_output=True, text=True, timeout=probekit.TIMEOUT)
+        assert p.returncode == 0, p.stderr
+        got[var] = p.stdout.strip()
+    data = os.path.join(inst, "share", "probekit")
+    assert got == {"probekit_mk": os.path.join(data, "probekit.mk"),
+                   "gencatalog": os.path.join(data, "probes", "gencatalog"),
+                   "includedir": os.path.join(data, "probes", "nop5")}
+    assert os.access(got["gencatalog"], os.X_OK)
+    assert os.path.isfile(os.path.join(got["includedir"], "sys", "sdt.h"))
+    p = subprocess.run(["pkg-config", "--modversion", "probekit"], env=env,
+                       capture_output=True, text=True, timeout=probekit.TIMEOUT)
+    version = open(os.path.join(probekit.ROOT, "VERSION")).read().strip()
+    assert p.stdout == f"{version}\n", p.stderr
+
+
+@pytest.mark.needs("pkg-config", "dtrace", "readelf")
+def test_quickstart_finds_probekit_through_pkg_config(inst, tmp_path):
+    """No argument: the Makefile asks pkg-config; the program is built
+    hardened by default, as probekit's own programs are."""
+    from test_hardening import hardening_problems
+    project = copy_quickstart(tmp_path)
+    p = subprocess.run(["make", "-C", project, f"O={tmp_path}/out"], env=pkg_config_env(inst),
+                       capture_output=True, text=True, timeout=probekit.TIMEOUT * 5)
+    assert p.returncode == 0, p.stdout + p.stderr
+    prog = os.path.join(tmp_path, "out", "quickstart")
+    assert stapsdt_probes(prog) == ["request__done", "request__start"]
+    assert hardening_problems(prog) == []
+    p = subprocess.run([prog], input="7\n", capture_output=True, text=True,
+                       timeout=probekit.TIMEOUT)
+    assert p.returncode == 0 and p.stdout.splitlines()[1:] == ["done 7"], p.stdout
+
+
+@pytest.mark.needs("pkg-config")
+def test_quickstart_without_probekit_says_where_it_looked(tmp_path):
+    env = dict(clean_env(), PKG_CONFIG_LIBDIR=str(tmp_path), PKG_CONFIG_PATH="")
+    p = subprocess.run(["make", "-C", QUICKSTART, f"O={tmp_path}/out"], env=env,
+                       capture_output=True, text=True, timeout=probekit.TIMEOUT)
+    assert p.returncode != 0
+    assert ("pkg-config finds no probekit: install its Debian package, or name a "
+            "make install prefix with PROBEKIT_PREFIX=DIR") in p.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def expected_sum(first_id, n):
     """What quickstart.c's request_sum() totals over requests first_id.."""
     total = 0
@@ -337,3 +393,47 @@ def test_installed_man_pages_found_by_man(inst):
         p = subprocess.run(["man", "-M", os.path.join(inst, "share", "man"), "8", cmd],
                            env=env, capture_output=True, text=True, timeout=probekit.TIMEOUT)
         assert p.returncode == 0 and cmd in p.stdout, (cmd, p.stderr)
+
+
+# --- shipped scripts by name -------------------------------------------------
+
+def test_installed_wrapper_finds_a_shipped_script_by_name(inst, tmp_path):
+    """From a directory with no such file, "iolat.bt" and "iolat" are
+    PREFIX/share/probekit/bt/iolat.bt; a file of that name in the current
+    directory comes first; a name found nowhere says where it looked."""
+    wrapper = os.path.join(inst, "bin", "probekit-bpftrace")
+    shipped = os.path.join(inst, "share", "probekit", "bt", "iolat.bt")
+    here = tmp_path / "here"
+    here.mkdir()
+    target = probekit.Target(os.path.join(inst, "bin", "blktgt"), tmp_path)
+    target.start()
+    try:
+        def dry(script):
+            p = subprocess.run([wrapper, "-n", str(target.pid), script], cwd=here,
+                               env=clean_env(), capture_output=True, text=True,
+                               timeout=probekit.TIMEOUT)
+            # The wake-up probe names the wrapper's own PID (bpftrace's,
+            # after exec), which differs from run to run.
+            out = re.sub(r"(signal_deliver /pid == )\d+/", r"\1N/", p.stdout)
+            return p.returncode, out, p.stderr
+
+        rc, by_path, err = dry(shipped)
+        assert rc == 0 and "probekit: tracing PID=" in by_path, err
+        assert dry("iolat.bt") == (0, by_path, "")
+        assert dry("iolat") == (0, by_path, "")
+
+        (here / "iolat.bt").write_text(open(os.path.join(probekit.ROOT, "bt", "iops.bt")).read())
+        rc, local, err = dry("iolat.bt")
+        assert rc == 0 and local != by_path, err
+        iops = dry(os.path.join(inst, "share", "probekit", "bt", "iops.bt"))[1]
+        assert local.replace("// from iolat.bt", "// from iops.bt") == iops
+
+        rc, out, err = dry("nosuch")
+        assert (rc, out) == (1, "")
+        assert err == (f"probekit-bpftrace: script 'nosuch' does not exist: not in the current "
+                       f"directory ({here}), nor as nosuch.bt in "
+                       f"{os.path.join(inst, 'share', 'probekit', 'bt')}\n")
+        rc, out, err = dry("sub/iolat.bt")
+        assert (rc, err) == (1, "probekit-bpftrace: script 'sub/iolat.bt' does not exist\n")
+    finally:
+        target.stop()

@@ -278,6 +278,39 @@ def test_missing_argument(bpf, target, args, pattern):
     histtools.one_error_line(rc, lines, "usdtcount", pattern, 1)
 
 
+@pytest.mark.parametrize("kind", histtools.KINDS)
+def test_strings_of_an_integer_refused(bpf, target, kind):
+    """-S on an argument that cannot be a pointer (io__submit's arg3, a
+    uint32_t) is refused in one line, in probekit-check's words, before
+    anything is attached; an 8-byte unsigned one might be a pointer, as
+    probekit-check also allows without a catalog."""
+    rc, lines = run(kind, "usdtcount", "-p", target.pid, "-S", "arg3",
+                    "blktgt:io__submit")
+    histtools.one_error_line(
+        rc, lines, "usdtcount", r"-S arg3 reads a string, but arg3 of "
+        r"blktgt:io__submit is a 4-byte unsigned integer \(4@%\w+\), not a "
+        r"pointer$", 1)
+
+
+@pytest.mark.parametrize("kind", histtools.KINDS)
+@pytest.mark.parametrize("tool,args", [
+    ("usdtlat", ("p:a\nb", "p:c")),
+    ("usdtlat", ("-k", "arg\n1", "p:a", "p:c")),
+    ("usdtlat", ("--gate", "x:\ny", "p:a", "p:c")),
+    ("usdtcount", ("p:a\nb",)),
+    ("usdtcount", ("--gate", "x:\ny", "p:a")),
+])
+def test_control_characters_escaped(kind, tool, args):
+    """A newline in a probe name or an option is echoed as \\n: the
+    error stays one line (each form says what it refuses in its own
+    words, as for other usage errors)."""
+    def run_on(pid):
+        return run(kind, tool, "-p", pid, *args)
+    rc, lines = histtools.run_on_process_without_probes(run_on)
+    assert rc != 0 and len(lines) == 1, lines
+    assert "\\n" in lines[0], lines
+
+
 @pytest.mark.parametrize("tool,args,pattern", [
     ("usdtlat", ("p:a", "p:b"), "one of the arguments -p/--pid -b/--binary"),
     ("usdtlat", ("-p", "1", "-b", "/bin/true", "p:a", "p:b"),

@@ -47,6 +47,9 @@
 #  - A script with a line "// probekit: structs NAME..." gets the struct
 #    definitions and enum name tables probekit-structs made for the traced
 #    binary at build time, checked against its build-id (see below).
+#  - A SCRIPT that is no file in the current directory and has no '/' is
+#    a shipped script: NAME or NAME.bt in probekit's bt/ directory
+#    (PREFIX/share/probekit/bt installed), so "iolat" names bt/iolat.bt.
 #  - Arguments after -- reach the program as $1, $2, ...
 #  - Mistakes are found before bpftrace runs, each reported in one line
 #    with a non-zero exit.  bpftrace's own messages about the program name
@@ -249,6 +252,20 @@ if [ -n "$max_rate" ]; then
 fi
 
 [ ${#scripts[@]} -gt 0 ] || die "no script given after ${pid:+PID }${pid:-$target_file}; usage: $PROG [options] PID|PATH SCRIPT... (try -h)"
+# A SCRIPT that is not a file here but a bare name (no '/') is a shipped
+# script: NAME or NAME.bt in the bt/ directory of the tree this command's
+# real path is in (the checkout, or PREFIX/share/probekit).
+shipped_bt=$(dirname -- "$(readlink -f -- "$0")")
+shipped_bt=${shipped_bt%/*}/bt
+for i in "${!scripts[@]}"; do
+	s=${scripts[$i]}
+	[ -e "$s" ] && continue
+	case $s in */*|'') die "script '$s' does not exist" ;; esac
+	for f in "$shipped_bt/$s" "$shipped_bt/${s%.bt}.bt"; do
+		if [ -e "$f" ]; then scripts[$i]=$f; continue 2; fi
+	done
+	die "script '$s' does not exist: not in the current directory ($PWD), nor as ${s%.bt}.bt in $shipped_bt"
+done
 for s in "${scripts[@]}"; do
 	[ -e "$s" ] || die "script '$s' does not exist"
 	[ -f "$s" ] || die "script '$s' is not a regular file"

@@ -21,6 +21,8 @@ import sys
 from probelib.inputs import one_line
 from probelib.version import VersionAction, probekit_version  # noqa: F401
 
+__all__ = ["Parser", "VersionAction", "probekit_version"]
+
 # An argument that looks like a negative number is a value, not an option.
 _NUMBER = re.compile(r"-\d")
 
