@@ -34,10 +34,13 @@ as dead when /proc has no entry for it.
 import os
 import time
 
+import probekit_spec
 from probekit_bcc_load import MAX_INFLIGHT
 
-PAIR_TGIDS_MAX = 16384      # libbpf/pair_state.h's: processes with STARTs
-PAIR_INFLIGHT_LIMIT = 1 << 22   # --max-inflight's largest, as libbpf's
+# Processes with STARTs in a table at once, and --max-inflight's largest:
+# tools/limits.toml, as libbpf/pair_state.h's.
+PAIR_TGIDS_MAX = probekit_spec.limits()["PAIR_TGIDS_MAX"]
+PAIR_INFLIGHT_LIMIT = probekit_spec.limits()["PAIR_INFLIGHT_LIMIT"]
 PAIR_DROPPED, PAIR_RECLAIMED = 0, 1     # enum pair_count
 EXIT_FORMATS = ("/sys/kernel/tracing/events/sched/sched_process_exit/format",
                 "/sys/kernel/debug/tracing/events/sched/sched_process_exit/"

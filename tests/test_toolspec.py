@@ -28,7 +28,8 @@ SPEC_TOOLS = sorted(f[:-5] for f in os.listdir(TOOLS)
 
 # Names the limits went by before they had one home; none may come back
 # with a value of its own.
-OLD_NAMES = {"NAME_LEN": ["BDEV_LEN"], "TYPE_LEN": ["IOTYPE_LEN"]}
+OLD_NAMES = {"NAME_LEN": ["BDEV_LEN"], "TYPE_LEN": ["IOTYPE_LEN"],
+             "MAX_INFLIGHT": ["PAIR_INFLIGHT_DEFAULT"]}
 
 
 def tracked_files(root):
@@ -69,7 +70,8 @@ def test_each_shared_limit_has_its_value_only_in_its_spec():
     commit)."""
     limits = probekit_spec.limits()
     assert set(limits) >= {"NAME_LEN", "TYPE_LEN", "MAX_INFLIGHT",
-                           "MAX_RATE_LIMIT", "IO_BATCH_MAX", "BDEV_NAME_LEN"}
+                           "MAX_RATE_LIMIT", "IO_BATCH_MAX", "BDEV_NAME_LEN",
+                           "PAIR_INFLIGHT_LIMIT", "PAIR_TGIDS_MAX"}
     assert limit_definitions(ROOT) == {}
 
 
