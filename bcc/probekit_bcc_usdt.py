@@ -17,6 +17,7 @@ PT_REGS_IP() switch, whose addresses would differ between the processes
 of -b.
 """
 
+import argparse
 import fnmatch
 import os
 
@@ -139,6 +140,25 @@ def arg_index(s):
     n = int(s[3:])
     notes = _probelib()[2]
     return n if n <= notes.MAX_ARGS else None
+
+
+def arg_type(tid):
+    """argparse type of an option's argN (usdtlat -k, usdtcount -H/-S):
+    tid (when taken) or argN, N from 1 as BCC counts.  arg0, which a
+    bpftrace user would write, is told that the numbering is BCC's and
+    which name it has here: the message of libbpf's usdt_arg_option()."""
+    def parse(s):
+        if (tid and s == "tid") or arg_index(s):
+            return s
+        choose = "(choose %sarg1 to arg%d)" % ("tid or " if tid else "",
+                                             _probelib()[2].MAX_ARGS)
+        if s == "arg0":
+            raise argparse.ArgumentTypeError(
+                "'arg0': arguments count from 1 here, as in BCC: bpftrace's "
+                "arg0 is arg1, its argN argN+1 " + choose)
+        raise argparse.ArgumentTypeError(
+            "invalid choice: '%s' %s" % (escaped(s[:64]), choose))
+    return parse
 
 
 def check_arg(tool, probe, n, string=False):

@@ -126,6 +126,15 @@ int usdt_sites_commit(struct usdt_sites *s, const struct target *t);
  * probe name and there is room. */
 void usdt_gate_option(const char *arg);
 
+/*
+ * An option's argN (usdtlat -k, usdtcount -H/-S): N, from 1 as BCC
+ * counts; 0 for "tid" when tid is taken.  Anything else is a usage error
+ * naming the choices; arg0, which a bpftrace user would write, is told
+ * that the numbering is BCC's and which name it has here.  The same
+ * message as bcc/probekit_bcc_usdt.py's arg_choice().
+ */
+long usdt_arg_option(const char *opt, const char *arg, bool tid);
+
 /* Queue prog at every site of every --gate probe (with cookie 0): 0, or
  * one line and -errno when one is not there. */
 int usdt_sites_gates(struct usdt_sites *s, struct bpf_program *prog,

@@ -55,17 +55,6 @@ static bool fired[USDTCOUNT_PROBES_MAX];
 static char (*catalog)[USDT_PROBE_MAX];
 static size_t ncatalog;
 
-static long arg_option(const char *opt, const char *arg)
-{
-	long n;
-
-	if (strncmp(arg, "arg", 3) || arg[3] == '0' ||
-	    parse_long(arg + 3, 1, USDT_ARGC_MAX, &n))
-		usage_error("argument %s: invalid choice: '%.64s' (choose arg1 "
-			    "to arg%d)", opt, escaped(arg), USDT_ARGC_MAX);
-	return n;
-}
-
 static void option(int key, const char *arg)
 {
 	switch (key) {
@@ -77,8 +66,8 @@ static void option(int key, const char *arg)
 			usage_error("argument -%c: not allowed with argument -%c",
 				    key, env.mode == USDTCOUNT_HIST ? 'H' : 'S');
 		env.mode = key == 'H' ? USDTCOUNT_HIST : USDTCOUNT_STR;
-		env.argn = arg_option(key == 'H' ? "-H/--hist" : "-S/--strings",
-				      arg);
+		env.argn = usdt_arg_option(key == 'H' ? "-H/--histogram" :
+					   "-S/--strings", arg, false);
 		break;
 	case OPT_CATALOG:
 		env.catalog = arg;
@@ -390,9 +379,15 @@ static __u64 take(__u64 *live)
 	return __atomic_exchange_n(live, 0, __ATOMIC_SEQ_CST);
 }
 
+/* The counts of one interval.  The text's header comes first even when
+ * nothing fired, so that an empty result reads as one (as BCC's tools
+ * print it), not as a trace that printed nothing. */
 static void print_counts(struct output *o, const __u64 *counts)
 {
 	bool any = false;
+
+	if (!o->json)
+		printf("%-40s %12s\n", "PROBE", "COUNT");
 
 	for (size_t i = 0; i < nprobes; i++) {
 		if (!counts[i])
@@ -402,8 +397,6 @@ static void print_counts(struct output *o, const __u64 *counts)
 			output_json_string(probes[i]);
 			printf(", \"count\": %llu}", (unsigned long long)counts[i]);
 		} else {
-			if (!any)
-				printf("%-40s %12s\n", "PROBE", "COUNT");
 			printf("%-40s %12llu\n", probes[i],
 			       (unsigned long long)counts[i]);
 		}

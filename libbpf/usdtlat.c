@@ -38,17 +38,8 @@ static void option(int key, const char *arg)
 {
 	if (key == OPT_GATE)
 		usdt_gate_option(arg);
-	if (key != 'k')
-		return;
-	if (!strcmp(arg, "tid")) {
-		env.key_arg = 0;
-		return;
-	}
-	if (strncmp(arg, "arg", 3) ||
-	    parse_long(arg + 3, 1, USDT_ARGC_MAX, &env.key_arg))
-		usage_error("argument -k/--key: invalid choice: '%.64s' "
-			    "(choose tid or arg1 to arg%d)", escaped(arg),
-			    USDT_ARGC_MAX);
+	if (key == 'k')
+		env.key_arg = usdt_arg_option("-k/--key", arg, true);
 }
 
 /* START and DONE: the first two operands. */

@@ -164,3 +164,37 @@ def test_nousdt_build_has_no_probes(bpf, build, tmp_path, kind, tool):
         build, tmp_path, lambda pid: run_tool(kind, tool, pid))
     one_error_line(rc, lines, tool, "no USDT probe blktgt:io__batch", 1)
     assert re.match(rf"{command(kind, tool)}: ", lines[0]), lines
+
+
+# --- argN, counted as BCC counts -------------------------------------------------
+
+@pytest.mark.parametrize("tool,opt,rest", [
+    ("usdtlat", "-k/--key", ("p:a", "p:b")),
+    ("usdtcount", "-H/--histogram", ("p:a",)),
+    ("usdtcount", "-S/--strings", ("p:a",)),
+])
+def test_arg_numbering_is_named(kind, tool, opt, rest):
+    """arg0, as a bpftrace user writes it, is refused in the same words by
+    both forms, which say that arguments count from 1 and what arg0 is
+    called here; any other bad argN lists the choices."""
+    choose = "(choose %sarg1 to arg12)" % ("tid or " if tool == "usdtlat"
+                                           else "")
+    for a, why in [("arg0", "'arg0': arguments count from 1 here, as in BCC: "
+                    "bpftrace's arg0 is arg1, its argN argN+1"),
+                   ("arg13", "invalid choice: 'arg13'")]:
+        rc, lines = histtools.run_tool(kind, tool, "-p", "1", opt[:2], a,
+                                       *rest)
+        assert (rc, lines) == (2, [f"{command(kind, tool)}: argument {opt}: "
+                                   f"{why} {choose} (see --help)"])
+
+
+def test_usdtcount_no_hits_prints_the_header(bpf, target, kind):
+    """A probe that never fires: the header and an empty result, in the
+    text as in JSON, as BCC's own tools print one."""
+    lines = Tool(kind, "usdtcount", target.pid, "-d", "1",
+                 "blktgt:bdev__create").start().wait()
+    assert lines[1:] == ["%-40s %12s" % ("PROBE", "COUNT")], lines
+    lines = Tool(kind, "usdtcount", target.pid, "-d", "1", "-j",
+                 "blktgt:bdev__create").start().wait()
+    assert json_objects(lines) == [
+        {"tool": "usdtcount", "pid": target.pid, "counts": []}]
