@@ -35,7 +35,6 @@ import os
 import time
 
 import probekit_spec
-from probekit_bcc_load import MAX_INFLIGHT
 
 # Processes with STARTs in a table at once, and --max-inflight's largest:
 # tools/limits.toml, as libbpf/pair_state.h's.
@@ -130,23 +129,10 @@ def cflags(max_inflight):
         (["-DHAVE_GROUP_DEAD"] if group_dead() else [])
 
 
-def max_inflight(s):
-    """--max-inflight: 1..PAIR_INFLIGHT_LIMIT entries."""
-    import argparse
-    from probekit_bcc_args import positive_int
-    v = positive_int(s)
-    if v > PAIR_INFLIGHT_LIMIT:
-        raise argparse.ArgumentTypeError(
-            "want at most %d, got '%s'" % (PAIR_INFLIGHT_LIMIT, s))
-    return v
-
-
 def add_option(p):
-    p.add_argument("--max-inflight", type=max_inflight, metavar="N",
-                   default=MAX_INFLIGHT,
-                   help="STARTs awaiting their DONE that are kept "
-                        "(default %d); more are dropped, and counted"
-                   % MAX_INFLIGHT)
+    """--max-inflight, as tools/common.toml declares it."""
+    import probekit_bcc_args as cli
+    cli.add_common(p, "max-inflight")
 
 
 class Sweeper:

@@ -36,9 +36,9 @@ WIDTH = 79
 EXAMPLE_COL = 40
 
 _OPTION_KEYS = {"short", "long", "arg", "help", "man", "type", "default",
-                "max", "usage", "only"}
-_SPEC_KEYS = {"tool", "summary", "description", "unit", "binary", "units",
-              "probes", "keys", "option", "example", "operands"}
+                "max", "usage", "only", "help_binary"}
+_SPEC_KEYS = {"tool", "summary", "description", "unit", "binary", "pairs",
+              "units", "probes", "keys", "option", "example", "operands"}
 _EXAMPLE_KEYS = {"args", "what", "man", "bcc"}
 _TYPES = {"flag", "positive", "string", "pid", "path"}
 
@@ -163,6 +163,8 @@ def _takes(spec, o, form=None):
         return spec.get("binary", False)
     if only == "unit":
         return bool(spec.get("unit"))
+    if only == "pairs":
+        return spec.get("pairs", False)
     if only == "libbpf":
         return form in (None, "libbpf")
     return True
@@ -173,12 +175,23 @@ def common_options(spec, form=None, spec_dir=SPEC_DIR):
     return [o for o in common(spec_dir)["option"] if _takes(spec, o, form)]
 
 
-def help_text(o):
+def value(v, spec_dir=SPEC_DIR):
+    """A default or max: a number, or the name of a limit."""
+    return limits(spec_dir)[v] if isinstance(v, str) and v.isupper() else v
+
+
+def help_text(o, spec_dir=SPEC_DIR):
     """An option's --help text, with its default when it has one."""
     h = o["help"]
     if "default" in o:
-        h += " (default %s)" % o["default"]
+        h += " (default %s)" % value(o["default"], spec_dir)
     return h
+
+
+def common_option(name, spec_dir=SPEC_DIR):
+    """The common option whose long name is name."""
+    (o,) = [o for o in common(spec_dir)["option"] if o["long"] == name]
+    return o
 
 
 def option_usage(o):

@@ -3,6 +3,7 @@
 # usage, examples and the shared limits, declared once and turned by
 # tools/gentool into
 #   $(O)/gen/libbpf/TOOL.spec.h  the libbpf tool's option table and help
+#   $(O)/gen/libbpf/probekit_common.spec.h  the options every tool takes
 #   $(O)/gen/probekit_limits.h   the limits, for blktgt, the libbpf tools
 #                                and their BPF programs
 # and, by make tools-doc, the man pages' generated regions.  The bcc/
@@ -20,6 +21,12 @@ LIMITS_H     := $(O)/gen/probekit_limits.h
 $(LIBBPF_GEN)/%.spec.h: $(TOOLSPEC_DIR)/%.toml $(GENTOOL_DEPS) | $(LIBBPF_GEN)
 	$(call msg,GEN,$@)
 	$(Q)$(PYTHON) $(GENTOOL) --spec-dir $(TOOLSPEC_DIR) header $* -o $@
+
+# trace_helpers.c's common options (tools/common.toml).
+$(LIBBPF_GEN)/probekit_common.spec.h: $(GENTOOL_DEPS) $(TOOLSPEC_DIR)/limits.toml | $(LIBBPF_GEN)
+	$(call msg,GEN,$@)
+	$(Q)$(PYTHON) $(GENTOOL) --spec-dir $(TOOLSPEC_DIR) common -o $@
+$(LIBBPF_OBJ)/trace_helpers.o: $(LIBBPF_GEN)/probekit_common.spec.h
 
 $(LIMITS_H): $(TOOLSPEC_DIR)/limits.toml $(GENTOOL) bcc/probekit_spec.py | $(O)/gen
 	$(call msg,GEN,$@)

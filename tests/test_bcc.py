@@ -396,8 +396,15 @@ def test_version_of_an_installed_copy(tmp_path):
     inst = data / "bcc"
     inst.mkdir(parents=True)
     for name in ["iosize"] + glob.glob(os.path.join(probekit.ROOT, "bcc",
-                                                    "probekit_bcc*.py")):
+                                                    "probekit_*.py")):
         shutil.copy(os.path.join(probekit.ROOT, "bcc", name), inst)
+    # What else make install lays out beside bcc/: the specs the tools'
+    # options and limits come from, and probelib (its argparse base).
+    shutil.copytree(os.path.join(probekit.ROOT, "tools"), data / "tools",
+                    ignore=shutil.ignore_patterns("gentool", "*.md"))
+    shutil.copytree(os.path.join(probekit.ROOT, "probes", "probelib"),
+                    data / "probes" / "probelib",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     cmd = [probekit.PYTHON, str(inst / "iosize"), "--version"]
     (inst / "VERSION").write_text("4.5.6\n")
     rc, lines = histtools.run(cmd)
