@@ -114,9 +114,10 @@ def _bounded(limit):
     return parse
 
 
-def add_spec_option(p, o, required=False, help=None):
+def add_spec_option(p, o, required=False, help=None, types=None):
     """Add option o, as a spec declares it (tools/README.md), to p (a
-    parser or a group): its names, argument, type, bound and default."""
+    parser or a group): its names, argument, type (a tool's own from
+    types, {name: function}), bound, default and whether it repeats."""
     names = (["-" + o["short"]] if "short" in o else []) + ["--" + o["long"]]
     kw = {"help": (help or probekit_spec.help_text(o)).replace("\n", " "),
           "dest": o["long"].replace("-", "_")}
@@ -124,11 +125,13 @@ def add_spec_option(p, o, required=False, help=None):
         kw["action"] = "store_true"
     else:
         kw["metavar"] = o["arg"]
-        kw["type"] = _TYPES[o["type"]]
+        kw["type"] = dict(_TYPES, **(types or {}))[o["type"]]
         if "max" in o:
             kw["type"] = _bounded(probekit_spec.value(o["max"]))
         if "default" in o:
             kw["default"] = probekit_spec.value(o["default"])
+    if o.get("append"):
+        kw["action"], kw["default"] = "append", []
     if required:
         kw["required"] = True
     p.add_argument(*names, **kw)
@@ -172,7 +175,7 @@ def add_units(p, default):
     g = p.add_mutually_exclusive_group()
     for name in ("milliseconds", "microseconds", "nanoseconds"):
         o = probekit_spec.common_option(name)
-        unit = name[0] + "secs"
+        unit = o["short"] + "secs"
         g.add_argument("-" + o["short"], "--" + name, dest="unit",
                        action="store_const", const=unit,
                        help=o["help"] + (" (default)" if unit == default

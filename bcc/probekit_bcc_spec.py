@@ -11,9 +11,12 @@ import argparse
 import probekit_bcc_args as cli
 import probekit_spec as spec_mod
 
-def parser(tool):
-    """The argparse parser of probekit-TOOL-bcc, from tools/TOOL.toml.
-    A spec that cannot be read is one line and exit 1."""
+def parser(tool, types=None):
+    """The argparse parser of probekit-TOOL-bcc, from tools/TOOL.toml;
+    types ({name: function}) reads the arguments of the tool's own option
+    types.  A tool with operands adds them, then cli.add_interval(); for
+    the others the parser ends with [interval [count]].  A spec that
+    cannot be read is one line and exit 1."""
     try:
         spec = spec_mod.load(tool)
         commons = spec_mod.common_options(spec, "bcc")
@@ -37,19 +40,22 @@ def parser(tool):
             p.add_argument("--version", action=cli.VersionAction,
                            help=spec_mod.help_text(o))
         elif o.get("only") == "unit":
-            unit = o["long"][:1] + "secs"
+            unit = o["short"] + "secs"
             suffix = " (default)" if unit == spec["unit"] else ""
             units.add_argument("-" + o["short"], "--" + o["long"],
                                dest="unit", action="store_const", const=unit,
                                help=spec_mod.help_text(o) + suffix)
         elif o["long"] in ("pid", "binary") and target:
-            cli.add_spec_option(target, o, help=o.get("help_binary"))
+            cli.add_spec_option(target, o, help=o.get("help_binary"),
+                                types=types)
         else:
-            cli.add_spec_option(p, o, required=o["long"] == "pid")
+            cli.add_spec_option(p, o, required=o["long"] == "pid",
+                                types=types)
     if units:
         p.set_defaults(unit=spec["unit"])
     for o in spec["option"]:
-        cli.add_spec_option(p, o)
-    cli.add_interval(p)
+        cli.add_spec_option(p, o, types=types)
+    if not spec.get("operands"):
+        cli.add_interval(p)
     p.add_argument("--ebpf", action="store_true", help=argparse.SUPPRESS)
     return p

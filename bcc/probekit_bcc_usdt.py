@@ -22,6 +22,7 @@ import fnmatch
 import os
 
 import probekit_bcc_target as proc
+import probekit_spec as spec
 from probekit_bcc_args import command, die, escaped
 from probekit_bcc_probes import UsdtSite, UsdtProbes, _probelib, _read_operand
 
@@ -198,7 +199,7 @@ def functions(probe, prefix, n):
 # is raised (CPython 3.11's function__entry needs python:line's).  A gate
 # is attached with a function that counts nothing, so the kernel raises
 # its semaphore as for any site; each of its hits still costs a trap.
-GATES_MAX = 8               # as libbpf/usdt_sites.h's USDT_GATES_MAX
+GATES_MAX = spec.limits()["USDT_GATES_MAX"]     # tools/limits.toml
 GATE_FN = "gate_fn"
 GATE_TEXT = "\nint %s(struct pt_regs *ctx)\n{\n    return 0;\n}\n" % GATE_FN
 
@@ -219,11 +220,9 @@ def gate_type(s):
 
 
 def add_gate_option(p):
-    p.add_argument("--gate", metavar="PROBE", action="append", default=[],
-                   type=gate_type,
-                   help="raise the semaphore of PROBE (provider:name) too, "
-                        "without counting it: for a probe that fires only "
-                        "while PROBE is enabled")
+    """--gate, as tools/common.toml declares it."""
+    from probekit_bcc_args import add_common
+    add_common(p, "gate", types={"probe": gate_type})
 
 
 def gate_sites(tool, scope, found, gates):

@@ -36,10 +36,14 @@ WIDTH = 79
 EXAMPLE_COL = 40
 
 _OPTION_KEYS = {"short", "long", "arg", "help", "man", "type", "default",
-                "max", "usage", "only", "help_binary"}
+                "max", "usage", "only", "help_binary", "append", "group"}
 _SPEC_KEYS = {"tool", "summary", "description", "unit", "binary", "pairs",
               "units", "probes", "keys", "option", "example", "operands"}
 _EXAMPLE_KEYS = {"args", "what", "man", "bcc"}
+# An option's "type": flag (no argument), or how its argument is read.
+# Any other name is the tool's own type, which its BCC form hands to the
+# parser (probekit_bcc_spec.parser's types) and its libbpf form's option
+# callback checks.
 _TYPES = {"flag", "positive", "string", "pid", "path"}
 
 
@@ -77,9 +81,8 @@ def _check_option(path, o, where):
         raise SpecError("%s: %s: short %r is not one letter"
                         % (path, where, o["short"]))
     t = o.setdefault("type", "string" if "arg" in o else "flag")
-    if t not in _TYPES:
-        raise SpecError("%s: %s: type %r is none of %s"
-                        % (path, where, t, ", ".join(sorted(_TYPES))))
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", t):
+        raise SpecError("%s: %s: type %r is not a name" % (path, where, t))
     if (t == "flag") != ("arg" not in o):
         raise SpecError("%s: %s: an option of type %s %s an arg"
                         % (path, where, t, "takes no" if "arg" in o
@@ -223,7 +226,8 @@ def usage(spec, command, form="libbpf", spec_dir=SPEC_DIR):
         parts = ["(-p PID | -b PATH)" if p == "-p PID" else p
                  for p in parts if not p.startswith("[-b")]
     parts += [option_usage(o) for o in spec["option"]]
-    parts += [option_usage(o) for o in rest]
+    parts += [option_usage(o) for o in rest if o.get("only") == "unit"]
+    parts += [option_usage(o) for o in rest if o.get("only") != "unit"]
     if spec.get("operands"):
         parts.append(spec["operands"])
     parts.append("[interval [count]]")
@@ -248,16 +252,29 @@ def _wrap_groups(parts, width):
 def description(spec, form):
     """The description --help prints under the usage line."""
     engine = "libbpf CO-RE" if form == "libbpf" else "BCC"
-    text = "%s (%s)." % (spec["description"].rstrip("."), engine)
-    return textwrap.fill(text, WIDTH) + "\n"
+    text = " ".join(spec["description"].split())
+    first, dot, rest = text.partition(". ")
+    text = "%s (%s)%s%s" % (first.rstrip("."), engine, dot or ".", rest)
+    return textwrap.fill(text, WIDTH - 7) + "\n"
 
 
 def examples(spec, command):
     """The lines after "examples:", "    COMMAND ARGS   # what", with the
-    comments in one column."""
-    rows = ["%s %s" % (command, e["args"]) for e in spec["example"]]
-    col = max([EXAMPLE_COL - 4] + [len(r) + 1 for r in rows])
-    return "".join("    %-*s# %s\n" % (col, r, e["what"])
+    comments in one column.  When a line would be wider than WIDTH, each
+    example goes on lines of its own and its comment on the next, under
+    the column; a newline in ARGS continues the command on a next line."""
+    rows = ["%s %s" % (command, e["args"].replace("\n", " \\\n        "))
+            for e in spec["example"]]
+    # The layout is chosen for the longer name, the BCC form's, so that
+    # both forms lay their examples out alike.
+    longer = len("probekit-%s-bcc" % spec["tool"]) - len(command)
+    col = max([EXAMPLE_COL - 4] + [len(r) + 1 + longer for r in rows]) - longer
+    if all("\n" not in r for r in rows) and \
+            all(4 + col + longer + 2 + len(e["what"]) <= WIDTH
+                for e in spec["example"]):
+        return "".join("    %-*s# %s\n" % (col, r, e["what"])
+                       for r, e in zip(rows, spec["example"]))
+    return "".join("    %s\n%20s# %s\n" % (r, "", e["what"])
                    for r, e in zip(rows, spec["example"]))
 
 
@@ -299,7 +316,8 @@ def man_examples(spec):
     out = []
     for e in spec["example"]:
         cmd = "probekit-%s%s" % (spec["tool"], "-bcc" if e.get("bcc") else "")
-        out.append(".TP\n.B %s %s\n" % (cmd, _roff(e["args"])))
+        out.append(".TP\n.B %s %s\n" % (cmd, _roff(
+            e["args"].replace("\n", " "))))
         out.append((e.get("man") or _roff(_sentence(e["what"]))).rstrip("\n")
                    + "\n")
     return "".join(out)

@@ -127,13 +127,15 @@ static const struct tool_option common_options[] = {
 /* -p as the tools on any USDT binary show it. */
 static const struct tool_option pid_any = SPEC_OPTION_PID_BINARY;
 
-/* Whether a tool takes option o: -b only the tools on any binary,
- * --max-inflight only the pair tools. */
+/* Whether a tool takes option o: -b and --gate only the tools on any
+ * binary, --max-inflight only the pair tools (common.toml's "only"). */
 static bool takes(const struct tool_cli *cli, const struct tool_option *o)
 {
 	if (o->key == OPT_MAX_INFLIGHT)
 		return cli->pairs;
-	return o->key != 'b' || cli->binary;
+	if (o->key == 'b' || o->key == OPT_GATE)
+		return cli->binary;
+	return true;
 }
 
 /* Key 0: a positional argument, shown in --help only. */

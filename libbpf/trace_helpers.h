@@ -103,6 +103,8 @@ enum {
 	OPT_VERSION = 256,	/* --version: no short form, as in bcc/ */
 	OPT_MAX_RATE,		/* --max-rate: no short form, as in bcc/ */
 	OPT_MAX_INFLIGHT,	/* --max-inflight: pair tools, as in bcc/ */
+	OPT_GATE,		/* --gate: the tools on any binary, which take
+				 * it in their option callback */
 	OPT_LONG_ONLY = 512,	/* the first key of a tool's long-only option */
 };
 

@@ -33,7 +33,7 @@ const char *tool_name = "usdtcount";
 #define CATALOG_PROBES_MAX 4096
 #define STR_TOP 10			/* -S: values shown per probe */
 
-enum { OPT_CATALOG = OPT_LONG_ONLY, OPT_REQUIRE_ALL, OPT_GATE };
+enum { OPT_CATALOG = OPT_LONG_ONLY, OPT_REQUIRE_ALL };
 
 static struct {
 	struct common_args c;
@@ -108,7 +108,6 @@ static const struct tool_option options[] = {
 	  "also list the catalog's probes that never fired" },
 	{ OPT_REQUIRE_ALL, "require-all", NULL,
 	  "with --catalog: exit 1 if any of them never fired" },
-	USDT_GATE_OPTION(OPT_GATE),
 	{ 0 }
 };
 

@@ -29,7 +29,8 @@ SPEC_TOOLS = sorted(f[:-5] for f in os.listdir(TOOLS)
 # Names the limits went by before they had one home; none may come back
 # with a value of its own.
 OLD_NAMES = {"NAME_LEN": ["BDEV_LEN"], "TYPE_LEN": ["IOTYPE_LEN"],
-             "MAX_INFLIGHT": ["PAIR_INFLIGHT_DEFAULT"]}
+             "MAX_INFLIGHT": ["PAIR_INFLIGHT_DEFAULT"],
+             "USDT_GATES_MAX": ["GATES_MAX"]}
 
 
 def tracked_files(root):
