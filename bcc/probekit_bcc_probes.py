@@ -66,21 +66,21 @@ def _read_operand(arg, dest):
     when its operand form cannot be read here: a symbol-relative or
     %rip-relative operand, or a register pt_regs does not hold."""
     argspec = _probelib()[0]
-    op = argspec.parse_operand(arg.operand)
+    op = argspec.parse_operand(arg.operand, arg.arch)
     ctype = _CTYPES[arg.size, arg.signed]
     if op.kind == "const":
         return "%s = (%s)%dLL;" % (dest, ctype, op.value)
     if op.kind not in ("reg", "mem", "index"):
         return None
-    base = argspec.PT_REGS.get(op.base)
-    if base is None or base == "ip":
+    base = argspec.pt_regs_field(arg.arch, op.base)
+    if base is None:
         return None
     if op.kind == "reg":
         return "%s = (%s)ctx->%s; %s" % (dest, ctype, base, _BARRIER)
     addr = "ctx->%s + (%d)" % (base, op.disp)
     if op.kind == "index":
-        index = argspec.PT_REGS.get(op.index)
-        if index is None or index == "ip":
+        index = argspec.pt_regs_field(arg.arch, op.index)
+        if index is None:
             return None
         addr += " + ctx->%s * %d" % (index, op.scale)
     return ("{ u64 __addr = %s; %s __v = 0; %s "

@@ -175,7 +175,7 @@ def check_arg(tool, probe, n, string=False):
         a = note.args[n - 1]
         if _read_operand(a, "v") is None:
             why = argspec.reader_problem(a.operand, command(tool),
-                                         READ_KINDS)
+                                         READ_KINDS, a.arch)
             die(tool, "cannot read arg%d of %s: %s" % (n, probe.full, why))
         arg = Arg(a.size, a.signed, spec="%s%d@%s" % (
             "-" if a.signed else "", a.size, a.operand))

@@ -20,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <asm/ptrace.h>
 
 #include <bpf/libbpf.h>
 #include <microhttpd.h>
@@ -494,72 +493,35 @@ static int attach_blktgt(struct exporter_bpf *skel, const struct target *t,
 	return 0;
 }
 
-/* The offset in struct pt_regs of an x86-64 general register, by any of
- * its names ("rdi", "edi", "di", "dil"); -1 for anything else. */
-static int reg_offset(const char *reg)
+/* The cookie of one pair location: its key read as the note's spec says,
+ * by the reader the generic tools share (usdt_site_arg_of()); -1 after
+ * one line when that argument cannot be read. */
+static int pair_cookie(const struct usdt_bin *b, const struct usdt_note *n,
+		       int idx, int role, int arg, __u64 *cookie)
 {
-	static const struct { const char *names[4]; int off; } regs[] = {
-#define R(a, b, c, d, f) { { a, b, c, d }, offsetof(struct pt_regs, f) }
-		R("rax", "eax", "ax", "al", rax), R("rbx", "ebx", "bx", "bl", rbx),
-		R("rcx", "ecx", "cx", "cl", rcx), R("rdx", "edx", "dx", "dl", rdx),
-		R("rsi", "esi", "si", "sil", rsi), R("rdi", "edi", "di", "dil", rdi),
-		R("rbp", "ebp", "bp", "bpl", rbp), R("rsp", "esp", "sp", "spl", rsp),
-		R("r8", "r8d", "r8w", "r8b", r8), R("r9", "r9d", "r9w", "r9b", r9),
-		R("r10", "r10d", "r10w", "r10b", r10),
-		R("r11", "r11d", "r11w", "r11b", r11),
-		R("r12", "r12d", "r12w", "r12b", r12),
-		R("r13", "r13d", "r13w", "r13b", r13),
-		R("r14", "r14d", "r14w", "r14b", r14),
-		R("r15", "r15d", "r15w", "r15b", r15),
-#undef R
-	};
-	size_t i, j;
-
-	for (i = 0; i < sizeof(regs) / sizeof(regs[0]); i++)
-		for (j = 0; j < 4; j++)
-			if (!strcmp(reg, regs[i].names[j]))
-				return regs[i].off;
-	return -1;
-}
-
-/* The cookie of one pair location: its key read as the note's spec says;
- * -1 after one line when that argument cannot be read. */
-static int pair_cookie(const struct usdt_note *n, int idx, int role, int arg,
-		       __u64 *cookie)
-{
-	struct usdt_arg args[USDT_ARGC_MAX];
-	char err[160];
-	const struct usdt_arg *a;
-	int argc, off;
+	struct usdt_site_arg a;
+	char why[PATH_MAX + 512];
 
 	if (!arg) {
 		*cookie = EXP_COOKIE(idx, role, EXP_KEY_TID, 0, 0, 0, 0);
 		return 0;
 	}
-	argc = usdt_args_parse(n->spec, args, USDT_ARGC_MAX, err, sizeof(err));
-	if (argc < 0) {
-		tool_err("%s:%s: cannot parse its arguments: %s", n->provider,
-			 n->name, err);
+	if (usdt_site_arg_why(b, n, arg, &a, why, sizeof(why))) {
+		tool_err("%s; pair by tid", why);
 		return -1;
 	}
-	if (arg > argc) {
-		tool_err("%s:%s has %d argument%s; there is no arg%d to pair "
-			 "by", n->provider, n->name, argc, argc == 1 ? "" : "s",
-			 arg);
+	/* A constant is one key for every start: no pairing at all.  The
+	 * cookie holds a 32-bit displacement. */
+	if (a.kind == USDT_SITE_CONST || a.val < INT32_MIN || a.val > INT32_MAX) {
+		tool_err("arg%d of %s:%s is %s; pair by tid", arg, n->provider,
+			 n->name, a.kind == USDT_SITE_CONST ? "a constant, the "
+			 "same key at every start" : "at a displacement beyond "
+			 "32 bits");
 		return -1;
 	}
-	a = &args[arg - 1];
-	off = reg_offset(a->reg);
-	if ((a->kind != USDT_ARG_REG && a->kind != USDT_ARG_REG_DEREF) ||
-	    off < 0 || a->val < INT32_MIN || a->val > INT32_MAX) {
-		tool_err("arg%d of %s:%s is '%s', an operand the exporter cannot "
-			 "read (only %%reg and off(%%reg)); pair by tid", arg,
-			 n->provider, n->name, a->text);
-		return -1;
-	}
-	*cookie = EXP_COOKIE(idx, role, a->kind == USDT_ARG_REG ? EXP_KEY_REG :
-			     EXP_KEY_DEREF, a->size, a->is_signed, off,
-			     a->kind == USDT_ARG_REG ? 0 : a->val);
+	*cookie = EXP_COOKIE(idx, role, a.kind == USDT_SITE_REG ? EXP_KEY_REG :
+			     EXP_KEY_DEREF, a.size, a.is_signed, a.reg_off,
+			     a.kind == USDT_SITE_REG ? 0 : a.val);
 	return 0;
 }
 
@@ -616,7 +578,8 @@ static int attach_pair_end(struct bpf_program *prog, const struct target *t,
 			if (strcmp(n->provider, p[0]) || strcmp(n->name, p[1]))
 				continue;
 			found++;
-			if (pair_cookie(n, idx, role, arg, &cookie))
+			if (pair_cookie(&s->bins[i], n, idx, role, arg,
+					&cookie))
 				return -EINVAL;
 			err = attach_location(prog, t, &s->bins[i], n, cookie);
 			if (err)

@@ -121,91 +121,174 @@ static void label_pid(const struct exp_state *s, char *labels, size_t len,
 	label(labels, len, "pid", v);
 }
 
-/* Fill labels for key; false leaves the series out of this family. */
-typedef bool (*labels_fn)(const struct exp_state *s, int sel,
-			  const void *key, char *labels, size_t len);
+/*
+ * The families, declared as data (as ebpf_exporter declares its metrics):
+ * what a family is called and says, its kind and buckets, where its
+ * series come from, and how a map key's bytes become labels.  One
+ * renderer, emit_family(), serves them all: blktgt's, each --pair's and
+ * --count's, and the exporter's own counters.
+ */
+enum fam_kind {
+	FAM_COUNTER,		/* NAME_total */
+	FAM_SECONDS,		/* a histogram of nanoseconds, le in seconds */
+	FAM_BYTES,		/* a histogram of bytes */
+};
 
-static bool io_labels(const struct exp_state *s, int sel, const void *key,
-		      char *labels, size_t len)
-{
-	const struct io_key *k = key;
-	char bdev[EXP_NAME_LEN + 1];
+/* Where a family's series come from. */
+enum fam_source {
+	SRC_MAP,		/* every key of a hash map: one series each */
+	SRC_SLOT,		/* one series: a slot of a per-CPU array, summed */
+	SRC_DROPS,		/* one series per other family: its drops */
+};
 
-	memcpy(bdev, k->bdev, EXP_NAME_LEN);
-	bdev[EXP_NAME_LEN] = '\0';
-	label(labels, len, "bdev", bdev);
-	label(labels, len, "type", k->type < BDEV_IO_TYPE_COUNT ?
-	      io_type_names[k->type] : "unknown");
-	label_pid(s, labels, len, k->pid);
-	return true;
-}
+/* When a family is served. */
+enum fam_when {
+	WHEN_ALWAYS,
+	WHEN_BLKTGT,		/* --blktgt */
+	WHEN_NBD_CMDS,		/* --blktgt --nbd-commands */
+	WHEN_PAIR_TABLE,	/* the in-flight table is loaded */
+};
 
-static bool rpc_labels(const struct exp_state *s, int sel, const void *key,
-		       char *labels, size_t len)
-{
-	const struct rpc_key *k = key;
-	char method[EXP_METHOD_LEN + 1];
+/* How a key's bytes, or nothing, become one label's value. */
+enum label_kind {
+	LBL_STR,		/* char[len] at off, not always terminated */
+	LBL_IO_TYPE,		/* a __u32 enum bdev_io_type at off: its name */
+	LBL_PROBE,		/* a __u32 --count probe index at off: the probe's
+				 * name; a probe of another --count leaves the
+				 * series out */
+	LBL_CONST,		/* the text value */
+};
 
-	memcpy(method, k->method, EXP_METHOD_LEN);
-	method[EXP_METHOD_LEN] = '\0';
-	label(labels, len, "method", method);
-	label_pid(s, labels, len, k->pid);
-	return true;
-}
+/* The longest LBL_STR: RPC method names. */
+#define LABEL_STR_MAX EXP_METHOD_LEN
+_Static_assert(EXP_NAME_LEN <= LABEL_STR_MAX && EXP_CMD_LEN <= LABEL_STR_MAX,
+	       "a key's string label is longer than LABEL_STR_MAX");
 
-static bool cmd_labels(const struct exp_state *s, int sel, const void *key,
-		       char *labels, size_t len)
-{
-	const struct cmd_key *k = key;
-	char cmd[EXP_CMD_LEN + 1];
+struct label_spec {
+	const char *name;	/* NULL ends the list */
+	enum label_kind kind;
+	size_t off, len;
+	const char *value;
+};
 
-	memcpy(cmd, k->cmd, EXP_CMD_LEN);
-	cmd[EXP_CMD_LEN] = '\0';
-	label(labels, len, "command", cmd);
-	label_pid(s, labels, len, k->pid);
-	return true;
-}
+#define NO_OFF ((size_t)-1)
 
-/* nbd_conns, pair_latency: sel picks the index. */
-static bool idx_labels(const struct exp_state *s, int sel, const void *key,
-		       char *labels, size_t len)
-{
-	const struct idx_key *k = key;
-
-	if ((int)k->idx != sel)
-		return false;
-	label_pid(s, labels, len, k->pid);
-	return true;
-}
-
-/* counts: sel picks the --count; each probe it matched is a series. */
-static bool count_labels(const struct exp_state *s, int sel, const void *key,
-			 char *labels, size_t len)
-{
-	const struct idx_key *k = key;
-
-	if ((int)k->idx >= s->ncounts || s->count_probes[k->idx].spec != sel)
-		return false;
-	label(labels, len, "probe", s->count_probes[k->idx].probe);
-	label_pid(s, labels, len, k->pid);
-	return true;
-}
-
-enum fam_kind { FAM_COUNTER, FAM_SECONDS, FAM_BYTES };
-
-struct family {
-	const char *name;	/* a counter's without _total */
+struct family_spec {
+	const char *name;	/* a counter's without _total; NULL: the
+				 * --pair's or --count's NAME */
 	const char *help;
 	enum fam_kind kind;
-	int fd;
+	enum fam_when when;
+	enum fam_source source;
+	/* SRC_MAP, SRC_SLOT: the map's fd in struct exp_state */
+	size_t map;
+	/* SRC_SLOT: the slot */
+	int slot;
+	/* SRC_MAP: the key's size, its labels, then its pid (a pid label
+	 * with --pid-label), and the offset of a __u32 index that must equal
+	 * the family's sel (NO_OFF: none) */
 	size_t key_size;
-	labels_fn labels;
+	struct label_spec labels[3];
+	size_t pid_off, sel_off;
 	int sel;
 	/* A value holding more than the family's metric (struct io_stats):
 	 * its size, and the metric's offset in it.  0, 0: the metric is the
 	 * whole value. */
 	size_t val_size, val_off;
-	/* Its series_drops slot; -1 for a --count's (one per probe). */
+	/* Its series_drops slot (a --pair's: this plus its index); -1 for a
+	 * --count's (one per probe); -2 for the exporter's own. */
+	int drop_slot;
+};
+
+#define MAP(field) .source = SRC_MAP, .map = offsetof(struct exp_state, field)
+#define IO_KEY .key_size = sizeof(struct io_key), \
+	.labels = { { "bdev", LBL_STR, offsetof(struct io_key, bdev), EXP_NAME_LEN }, \
+		    { "type", LBL_IO_TYPE, offsetof(struct io_key, type) } }, \
+	.pid_off = offsetof(struct io_key, pid), .sel_off = NO_OFF, \
+	.val_size = sizeof(struct io_stats), .drop_slot = EXP_DROP_IO
+#define IDX_KEY .key_size = sizeof(struct idx_key), \
+	.pid_off = offsetof(struct idx_key, pid), .sel_off = offsetof(struct idx_key, idx)
+
+/* blktgt's, in the order served. */
+static const struct family_spec blktgt_families[] = {
+	{ .name = "probekit_io_latency_seconds",
+	  .help = "Block I/O latency, submission to completion, by bdev and type.",
+	  .kind = FAM_SECONDS, .when = WHEN_BLKTGT, MAP(io_stats), IO_KEY,
+	  .val_off = offsetof(struct io_stats, latency) },
+	{ .name = "probekit_io_size_bytes",
+	  .help = "Block I/O size, by bdev and type.",
+	  .kind = FAM_BYTES, .when = WHEN_BLKTGT, MAP(io_stats), IO_KEY,
+	  .val_off = offsetof(struct io_stats, size) },
+	{ .name = "probekit_io_errors",
+	  .help = "Block I/Os completed with an error, by bdev and type.",
+	  .kind = FAM_COUNTER, .when = WHEN_BLKTGT, MAP(io_stats), IO_KEY,
+	  .val_off = offsetof(struct io_stats, errors) },
+	{ .name = "probekit_rpc_latency_seconds",
+	  .help = "JSON-RPC latency, request to reply, by method.",
+	  .kind = FAM_SECONDS, .when = WHEN_BLKTGT, MAP(rpc_latency),
+	  .key_size = sizeof(struct rpc_key),
+	  .labels = { { "method", LBL_STR, offsetof(struct rpc_key, method), EXP_METHOD_LEN } },
+	  .pid_off = offsetof(struct rpc_key, pid), .sel_off = NO_OFF,
+	  .drop_slot = EXP_DROP_RPC },
+	{ .name = "probekit_nbd_commands",
+	  .help = "NBD commands received, by command.",
+	  .kind = FAM_COUNTER, .when = WHEN_NBD_CMDS, MAP(nbd_commands),
+	  .key_size = sizeof(struct cmd_key),
+	  .labels = { { "command", LBL_STR, offsetof(struct cmd_key, cmd), EXP_CMD_LEN } },
+	  .pid_off = offsetof(struct cmd_key, pid), .sel_off = NO_OFF,
+	  .drop_slot = EXP_DROP_NBD_CMDS },
+	{ .name = "probekit_nbd_connections",
+	  .help = "NBD connections accepted.",
+	  .kind = FAM_COUNTER, .when = WHEN_BLKTGT, MAP(nbd_conns), IDX_KEY,
+	  .sel = EXP_NBD_CONNECT, .drop_slot = EXP_DROP_NBD_CONNS },
+	{ .name = "probekit_nbd_disconnections",
+	  .help = "NBD connections closed.",
+	  .kind = FAM_COUNTER, .when = WHEN_BLKTGT, MAP(nbd_conns), IDX_KEY,
+	  .sel = EXP_NBD_DISCONNECT, .drop_slot = EXP_DROP_NBD_CONNS },
+};
+
+/* One per --pair: NAME_seconds, sel the pair's index. */
+static const struct family_spec pair_family = {
+	.help = "Latency between a --pair's two probes.",
+	.kind = FAM_SECONDS, MAP(pair_latency), IDX_KEY, .drop_slot = EXP_DROP_PAIR0,
+};
+
+/* One per --count, sel its index: each probe it matched is a series. */
+static const struct family_spec count_family = {
+	.help = "Hits of the probes a --count matched, by probe.",
+	.kind = FAM_COUNTER, MAP(counts), .key_size = sizeof(struct idx_key),
+	.labels = { { "probe", LBL_PROBE, offsetof(struct idx_key, idx) } },
+	.pid_off = offsetof(struct idx_key, pid), .sel_off = NO_OFF, .drop_slot = -1,
+};
+
+/* The exporter's own counters: what it could not record, and why. */
+static const struct family_spec own_families[] = {
+	{ .name = "probekit_exporter_starts_dropped",
+	  .help = "STARTs (RPCs' and --pairs') not kept for want of room "
+		  "(--max-inflight); their DONEs go unmeasured.",
+	  .kind = FAM_COUNTER, .when = WHEN_PAIR_TABLE, .source = SRC_SLOT,
+	  .map = offsetof(struct exp_state, pair_counts), .slot = PAIR_DROPPED,
+	  .labels = { { "reason", LBL_CONST, .value = "table_full" } }, .drop_slot = -2 },
+	{ .name = "probekit_exporter_starts_reclaimed",
+	  .help = "STARTs whose thread or process exited before their DONE.",
+	  .kind = FAM_COUNTER, .when = WHEN_PAIR_TABLE, .source = SRC_SLOT,
+	  .map = offsetof(struct exp_state, pair_counts), .slot = PAIR_RECLAIMED,
+	  .drop_slot = -2 },
+	{ .name = "probekit_exporter_series_dropped",
+	  .help = "Hits not recorded because their family had no room for a "
+		  "new series (--max-series), by family.",
+	  .kind = FAM_COUNTER, .when = WHEN_ALWAYS, .source = SRC_DROPS, .drop_slot = -2 },
+};
+
+#undef MAP
+#undef IO_KEY
+#undef IDX_KEY
+
+/* A family served in this scrape. */
+struct family {
+	const struct family_spec *spec;
+	const char *name;
+	int sel;
 	int drop_slot;
 };
 
@@ -251,7 +334,8 @@ static void le_init(void)
 static void emit_hist(struct sbuf *b, const struct family *f,
 		      const char *labels, const struct exp_hist *h)
 {
-	int finite = f->kind == FAM_SECONDS ? EXP_LAT_FINITE : EXP_SIZE_FINITE;
+	bool secs = f->spec->kind == FAM_SECONDS;
+	int finite = secs ? EXP_LAT_FINITE : EXP_SIZE_FINITE;
 	const char *sep = labels[0] ? "," : "";
 	const char *open = labels[0] ? "{" : "", *close = labels[0] ? "}" : "";
 	unsigned long long cum = 0;
@@ -260,14 +344,13 @@ static void emit_hist(struct sbuf *b, const struct family *f,
 	for (i = 0; i < finite; i++) {
 		cum += h->buckets[i];
 		sb_printf(b, "%s_bucket{%s%sle=\"%s\"} %llu\n", f->name, labels,
-			  sep, f->kind == FAM_SECONDS ? le_lat[i] : le_size[i],
-			  cum);
+			  sep, secs ? le_lat[i] : le_size[i], cum);
 	}
 	for (; i < EXP_BUCKETS; i++)
 		cum += h->buckets[i];
 	sb_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", f->name, labels, sep,
 		  cum);
-	if (f->kind == FAM_SECONDS)
+	if (secs)
 		sb_printf(b, "%s_sum%s%s%s %llu.%09llu\n", f->name, open, labels,
 			  close, (unsigned long long)h->sum / 1000000000ULL,
 			  (unsigned long long)h->sum % 1000000000ULL);
@@ -278,65 +361,53 @@ static void emit_hist(struct sbuf *b, const struct family *f,
 		  cum);
 }
 
-/* One family: its HELP and TYPE lines, then its series in label order. */
-static int emit_family(struct sbuf *b, const struct exp_state *s,
-		       const struct family *f, bool om)
+static __u32 key_u32(const void *key, size_t off)
 {
-	size_t vsize = f->val_size ? f->val_size :
-		       f->kind == FAM_COUNTER ? sizeof(__u64) :
-						sizeof(struct exp_hist);
-	const char *suffix = f->kind == FAM_COUNTER && !om ? "_total" : "";
-	const char *type = f->kind == FAM_COUNTER ? "counter" : "histogram";
-	char *keys = NULL, *vals = NULL, *k, *prev = NULL;
-	struct series *ser = NULL;
-	size_t n = 0, cap = 0, w, i;
-	int err = 0;
+	__u32 v;
 
-	sb_printf(b, "# HELP %s%s %s\n# TYPE %s%s %s\n", f->name, suffix,
-		  f->help, f->name, suffix, type);
-	if (f->fd < 0)
-		return 0;
-	/* Keys are only ever added, so the walk ends; the bound is for a
-	 * map that does not behave. */
-	for (w = 0; w <= (size_t)s->max_series; w++) {
-		if (w == cap) {
-			cap = cap ? cap * 2 : 16;
-			if (grow(&keys, cap * f->key_size) ||
-			    grow(&vals, cap * vsize) ||
-			    grow(&ser, cap * sizeof(*ser))) {
-				err = -ENOMEM;
-				goto out;
-			}
-			prev = w ? keys + (w - 1) * f->key_size : NULL;
-		}
-		k = keys + w * f->key_size;
-		if (bpf_map_get_next_key(f->fd, prev, k))
+	memcpy(&v, (const char *)key + off, sizeof(v));
+	return v;
+}
+
+/* Fill labels as f's spec says, from key (NULL: a family without keys);
+ * false leaves the series out of this family. */
+static bool series_labels(const struct exp_state *s, const struct family *f,
+			  const void *key, char *labels, size_t len)
+{
+	const struct family_spec *spec = f->spec;
+	const struct label_spec *l;
+
+	if (key && spec->sel_off != NO_OFF && (int)key_u32(key, spec->sel_off) != f->sel)
+		return false;
+	for (l = spec->labels; l < spec->labels + 3 && l->name; l++) {
+		char str[LABEL_STR_MAX + 1];
+		__u32 v;
+
+		switch (l->kind) {
+		case LBL_STR:
+			memcpy(str, (const char *)key + l->off, l->len);
+			str[l->len] = '\0';
+			label(labels, len, l->name, str);
 			break;
-		prev = k;
-		if (bpf_map_lookup_elem(f->fd, k, vals + w * vsize))
-			continue;	/* cannot happen: keys stay */
-		ser[n].labels[0] = '\0';
-		ser[n].idx = w;
-		if (f->labels(s, f->sel, k, ser[n].labels, LABELS_LEN))
-			n++;
+		case LBL_IO_TYPE:
+			v = key_u32(key, l->off);
+			label(labels, len, l->name,
+			      v < BDEV_IO_TYPE_COUNT ? io_type_names[v] : "unknown");
+			break;
+		case LBL_PROBE:
+			v = key_u32(key, l->off);
+			if ((int)v >= s->ncounts || s->count_probes[v].spec != f->sel)
+				return false;
+			label(labels, len, l->name, s->count_probes[v].probe);
+			break;
+		case LBL_CONST:
+			label(labels, len, l->name, l->value);
+			break;
+		}
 	}
-	qsort(ser, n, sizeof(*ser), series_cmp);
-	for (i = 0; i < n; i++) {
-		const char *l = ser[i].labels;
-		const void *v = vals + ser[i].idx * vsize + f->val_off;
-
-		if (f->kind == FAM_COUNTER)
-			sb_printf(b, "%s_total%s%s%s %llu\n", f->name,
-				  l[0] ? "{" : "", l, l[0] ? "}" : "",
-				  *(const unsigned long long *)v);
-		else
-			emit_hist(b, f, l, v);
-	}
-out:
-	free(keys);
-	free(vals);
-	free(ser);
-	return err;
+	if (key)
+		label_pid(s, labels, len, key_u32(key, spec->pid_off));
+	return true;
 }
 
 /* The sum over CPUs of slot of a per-CPU array of __u64. */
@@ -385,144 +456,199 @@ static int family_drops(const struct exp_state *s, const struct family *f,
 	return 0;
 }
 
-static int family_cmp(const void *a, const void *b)
+/* The series of a family, gathered: each one's labels, and its value at
+ * vals + idx * vsize + the spec's val_off. */
+struct gathered {
+	char *keys, *vals;
+	struct series *ser;
+	size_t n, cap, vsize;
+};
+
+/* Room for place at (a key of key_size, 0: none, and a value): 0, or
+ * -ENOMEM. */
+static int gather_room(struct gathered *g, size_t at, size_t key_size)
 {
-	return strcmp(((const struct family *)a)->name,
-		      ((const struct family *)b)->name);
+	if (at < g->cap)
+		return 0;
+	g->cap = g->cap ? g->cap * 2 : 16;
+	if ((key_size && grow(&g->keys, g->cap * key_size)) ||
+	    grow(&g->vals, g->cap * g->vsize) ||
+	    grow(&g->ser, g->cap * sizeof(*g->ser)))
+		return -ENOMEM;
+	return 0;
 }
 
-/* The exporter's own counters: what it could not record, and why. */
-static int emit_own(struct sbuf *b, const struct exp_state *s,
-		    const struct family *fams, int nf, bool om)
+/* SRC_MAP: every key of the map, as a series unless its labels say not. */
+static int gather_map(struct gathered *g, const struct exp_state *s,
+		      const struct family *f, int fd)
 {
-	const char *total = om ? "" : "_total";
-	struct family sorted[8 + EXP_MAX_PAIRS + EXP_MAX_SPECS];
-	unsigned long long n;
-	int i, err;
+	size_t ks = f->spec->key_size, w;
+	char *k, *prev = NULL;
+	int err;
 
-	if (s->pair_counts >= 0) {
-		err = percpu_sum(s->pair_counts, PAIR_DROPPED, &n);
-		if (err)
-			return err;
-		sb_printf(b, "# HELP probekit_exporter_starts_dropped%s STARTs "
-			  "(RPCs' and --pairs') not kept for want of room "
-			  "(--max-inflight); their DONEs go unmeasured.\n"
-			  "# TYPE probekit_exporter_starts_dropped%s counter\n"
-			  "probekit_exporter_starts_dropped_total"
-			  "{reason=\"table_full\"} %llu\n", total, total, n);
-		err = percpu_sum(s->pair_counts, PAIR_RECLAIMED, &n);
-		if (err)
-			return err;
-		sb_printf(b, "# HELP probekit_exporter_starts_reclaimed%s STARTs "
-			  "whose thread or process exited before their DONE.\n"
-			  "# TYPE probekit_exporter_starts_reclaimed%s counter\n"
-			  "probekit_exporter_starts_reclaimed_total %llu\n",
-			  total, total, n);
-	}
-	sb_printf(b, "# HELP probekit_exporter_series_dropped%s Hits not "
-		  "recorded because their family had no room for a new series "
-		  "(--max-series), by family.\n"
-		  "# TYPE probekit_exporter_series_dropped%s counter\n",
-		  total, total);
-	memcpy(sorted, fams, nf * sizeof(*fams));
-	qsort(sorted, nf, sizeof(*sorted), family_cmp);
-	for (i = 0; i < nf; i++) {
-		err = family_drops(s, &sorted[i], &n);
-		if (err)
-			return err;
-		sb_printf(b, "probekit_exporter_series_dropped_total"
-			  "{family=\"%s\"} %llu\n", sorted[i].name, n);
+	/* Keys are only ever added, so the walk ends; the bound is for a
+	 * map that does not behave.  Key and value w sit at place w, a
+	 * series' idx. */
+	for (w = 0; w <= (size_t)s->max_series; w++) {
+		if (w == g->cap) {
+			err = gather_room(g, w, ks);
+			if (err)
+				return err;
+			prev = w ? g->keys + (w - 1) * ks : NULL;
+		}
+		k = g->keys + w * ks;
+		if (bpf_map_get_next_key(fd, prev, k))
+			break;
+		prev = k;
+		if (bpf_map_lookup_elem(fd, k, g->vals + w * g->vsize))
+			continue;	/* cannot happen: keys stay */
+		g->ser[g->n].labels[0] = '\0';
+		g->ser[g->n].idx = w;
+		if (series_labels(s, f, k, g->ser[g->n].labels, LABELS_LEN))
+			g->n++;
 	}
 	return 0;
 }
 
+/* One series of a counter whose value is given. */
+static int gather_value(struct gathered *g, unsigned long long v, const char *labels)
+{
+	int err = gather_room(g, g->n, 0);
+
+	if (err)
+		return err;
+	memcpy(g->vals + g->n * g->vsize, &v, sizeof(v));
+	snprintf(g->ser[g->n].labels, LABELS_LEN, "%s", labels);
+	g->ser[g->n].idx = g->n;
+	g->n++;
+	return 0;
+}
+
+/* One family: its HELP and TYPE lines, then its series in label order.
+ * fams, nf: the families a SRC_DROPS family counts for. */
+static int emit_family(struct sbuf *b, const struct exp_state *s,
+		       const struct family *f, bool om,
+		       const struct family *fams, int nf)
+{
+	const struct family_spec *spec = f->spec;
+	const char *suffix = spec->kind == FAM_COUNTER && !om ? "_total" : "";
+	const char *type = spec->kind == FAM_COUNTER ? "counter" : "histogram";
+	int fd = spec->source == SRC_DROPS ? -1 :
+		 *(const int *)((const char *)s + spec->map);
+	struct gathered g = {
+		.vsize = spec->source != SRC_MAP ? sizeof(__u64) :
+			 spec->val_size ? spec->val_size :
+			 spec->kind == FAM_COUNTER ? sizeof(__u64) : sizeof(struct exp_hist),
+	};
+	char labels[LABELS_LEN];
+	unsigned long long v;
+	size_t i;
+	int err = 0;
+
+	sb_printf(b, "# HELP %s%s %s\n# TYPE %s%s %s\n", f->name, suffix,
+		  spec->help, f->name, suffix, type);
+	switch (spec->source) {
+	case SRC_MAP:
+		if (fd >= 0)
+			err = gather_map(&g, s, f, fd);
+		break;
+	case SRC_SLOT:
+		labels[0] = '\0';
+		series_labels(s, f, NULL, labels, sizeof(labels));
+		err = percpu_sum(fd, spec->slot, &v);
+		if (!err)
+			err = gather_value(&g, v, labels);
+		break;
+	case SRC_DROPS:
+		for (i = 0; i < (size_t)nf && !err; i++) {
+			labels[0] = '\0';
+			label(labels, sizeof(labels), "family", fams[i].name);
+			err = family_drops(s, &fams[i], &v);
+			if (!err)
+				err = gather_value(&g, v, labels);
+		}
+		break;
+	}
+	if (err)
+		goto out;
+	qsort(g.ser, g.n, sizeof(*g.ser), series_cmp);
+	for (i = 0; i < g.n; i++) {
+		const char *l = g.ser[i].labels;
+		const void *val = g.vals + g.ser[i].idx * g.vsize +
+				  (spec->source == SRC_MAP ? spec->val_off : 0);
+
+		if (spec->kind == FAM_COUNTER)
+			sb_printf(b, "%s_total%s%s%s %llu\n", f->name,
+				  l[0] ? "{" : "", l, l[0] ? "}" : "",
+				  *(const unsigned long long *)val);
+		else
+			emit_hist(b, f, l, val);
+	}
+out:
+	free(g.keys);
+	free(g.vals);
+	free(g.ser);
+	return err;
+}
+
+static bool family_served(const struct exp_state *s, const struct family_spec *spec)
+{
+	switch (spec->when) {
+	case WHEN_ALWAYS:
+		return true;
+	case WHEN_BLKTGT:
+		return s->blktgt;
+	case WHEN_NBD_CMDS:
+		return s->blktgt && s->nbd_cmds_on;
+	case WHEN_PAIR_TABLE:
+		return s->pair_counts >= 0;
+	}
+	return false;
+}
+
 long exp_render(const struct exp_state *s, bool om, char **out)
 {
-	struct family fams[8 + EXP_MAX_PAIRS + EXP_MAX_SPECS];
-	char names[EXP_MAX_PAIRS + EXP_MAX_SPECS][EXP_METRIC_LEN + 16];
+	enum { NBLKTGT = sizeof(blktgt_families) / sizeof(blktgt_families[0]) };
+	struct family fams[NBLKTGT + EXP_MAX_PAIRS + EXP_MAX_SPECS];
+	char names[EXP_MAX_PAIRS][EXP_METRIC_LEN + 16];
 	struct sbuf b = {};
 	int nf = 0, i, err;
 
 	le_init();
-	if (s->blktgt) {
-		fams[nf++] = (struct family){
-			.name = "probekit_io_latency_seconds",
-			.help = "Block I/O latency, submission to completion, by "
-				"bdev and type.",
-			.kind = FAM_SECONDS, .fd = s->io_stats,
-			.key_size = sizeof(struct io_key), .labels = io_labels,
-			.val_size = sizeof(struct io_stats),
-			.val_off = offsetof(struct io_stats, latency),
-			.drop_slot = EXP_DROP_IO };
-		fams[nf++] = (struct family){
-			.name = "probekit_io_size_bytes",
-			.help = "Block I/O size, by bdev and type.",
-			.kind = FAM_BYTES, .fd = s->io_stats,
-			.key_size = sizeof(struct io_key), .labels = io_labels,
-			.val_size = sizeof(struct io_stats),
-			.val_off = offsetof(struct io_stats, size),
-			.drop_slot = EXP_DROP_IO };
-		fams[nf++] = (struct family){
-			.name = "probekit_io_errors",
-			.help = "Block I/Os completed with an error, by bdev and "
-				"type.",
-			.kind = FAM_COUNTER, .fd = s->io_stats,
-			.key_size = sizeof(struct io_key), .labels = io_labels,
-			.val_size = sizeof(struct io_stats),
-			.val_off = offsetof(struct io_stats, errors),
-			.drop_slot = EXP_DROP_IO };
-		fams[nf++] = (struct family){
-			.name = "probekit_rpc_latency_seconds",
-			.help = "JSON-RPC latency, request to reply, by method.",
-			.kind = FAM_SECONDS, .fd = s->rpc_latency,
-			.key_size = sizeof(struct rpc_key), .labels = rpc_labels,
-			.drop_slot = EXP_DROP_RPC };
-		if (s->nbd_cmds_on)
+	for (i = 0; i < NBLKTGT; i++)
+		if (family_served(s, &blktgt_families[i]))
 			fams[nf++] = (struct family){
-				.name = "probekit_nbd_commands",
-				.help = "NBD commands received, by command.",
-				.kind = FAM_COUNTER, .fd = s->nbd_commands,
-				.key_size = sizeof(struct cmd_key),
-				.labels = cmd_labels, .drop_slot = EXP_DROP_NBD_CMDS };
-		fams[nf++] = (struct family){
-			.name = "probekit_nbd_connections",
-			.help = "NBD connections accepted.",
-			.kind = FAM_COUNTER, .fd = s->nbd_conns,
-			.key_size = sizeof(struct idx_key), .labels = idx_labels,
-			.sel = EXP_NBD_CONNECT, .drop_slot = EXP_DROP_NBD_CONNS };
-		fams[nf++] = (struct family){
-			.name = "probekit_nbd_disconnections",
-			.help = "NBD connections closed.",
-			.kind = FAM_COUNTER, .fd = s->nbd_conns,
-			.key_size = sizeof(struct idx_key), .labels = idx_labels,
-			.sel = EXP_NBD_DISCONNECT,
-			.drop_slot = EXP_DROP_NBD_CONNS };
-	}
+				.spec = &blktgt_families[i],
+				.name = blktgt_families[i].name,
+				.sel = blktgt_families[i].sel,
+				.drop_slot = blktgt_families[i].drop_slot };
 	for (i = 0; i < s->npairs; i++) {
 		snprintf(names[i], sizeof(names[i]), "%s_seconds",
 			 s->pair_names[i]);
 		fams[nf++] = (struct family){
-			.name = names[i],
-			.help = "Latency between a --pair's two probes.",
-			.kind = FAM_SECONDS, .fd = s->pair_latency,
-			.key_size = sizeof(struct idx_key), .labels = idx_labels,
-			.sel = i, .drop_slot = EXP_DROP_PAIR0 + i };
+			.spec = &pair_family, .name = names[i], .sel = i,
+			.drop_slot = pair_family.drop_slot + i };
 	}
 	for (i = 0; i < s->nspecs; i++)
 		fams[nf++] = (struct family){
-			.name = s->count_names[i],
-			.help = "Hits of the probes a --count matched, by probe.",
-			.kind = FAM_COUNTER, .fd = s->counts,
-			.key_size = sizeof(struct idx_key),
-			.labels = count_labels, .sel = i, .drop_slot = -1 };
+			.spec = &count_family, .name = s->count_names[i], .sel = i,
+			.drop_slot = count_family.drop_slot };
 	for (i = 0; i < nf; i++) {
-		err = emit_family(&b, s, &fams[i], om);
+		err = emit_family(&b, s, &fams[i], om, NULL, 0);
 		if (err)
 			b.err = err;
 	}
-	err = emit_own(&b, s, fams, nf, om);
-	if (err)
-		b.err = err;
+	for (i = 0; i < (int)(sizeof(own_families) / sizeof(own_families[0])); i++) {
+		struct family own = {
+			.spec = &own_families[i], .name = own_families[i].name,
+			.drop_slot = own_families[i].drop_slot };
+
+		if (!family_served(s, own.spec))
+			continue;
+		err = emit_family(&b, s, &own, om, fams, nf);
+		if (err)
+			b.err = err;
+	}
 	if (om)
 		sb_printf(&b, "# EOF\n");
 	if (b.err) {

@@ -3,6 +3,7 @@
  * usdt_sites.c: see usdt_sites.h.
  */
 #include <ctype.h>
+#include <elf.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <stddef.h>
@@ -11,7 +12,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/user.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -182,79 +182,47 @@ bool usdt_probe_valid(const char *probe, bool glob)
 
 /* --- argument operands --------------------------------------------------- */
 
-/* x86-64 register names, every width, and where struct pt_regs keeps
- * the register (its layout is user_regs_struct's first 21 fields). */
-static const struct {
-	const char *names[4];
-	size_t off;
-} regs[] = {
-#define R(a, b, c, d, f) { { a, b, c, d }, offsetof(struct user_regs_struct, f) }
-	R("rax", "eax", "ax", "al", rax),
-	R("rbx", "ebx", "bx", "bl", rbx),
-	R("rcx", "ecx", "cx", "cl", rcx),
-	R("rdx", "edx", "dx", "dl", rdx),
-	R("rsi", "esi", "si", "sil", rsi),
-	R("rdi", "edi", "di", "dil", rdi),
-	R("rbp", "ebp", "bp", "bpl", rbp),
-	R("rsp", "esp", "sp", "spl", rsp),
-	R("r8", "r8d", "r8w", "r8b", r8),
-	R("r9", "r9d", "r9w", "r9b", r9),
-	R("r10", "r10d", "r10w", "r10b", r10),
-	R("r11", "r11d", "r11w", "r11b", r11),
-	R("r12", "r12d", "r12w", "r12b", r12),
-	R("r13", "r13d", "r13w", "r13b", r13),
-	R("r14", "r14d", "r14w", "r14b", r14),
-	R("r15", "r15d", "r15w", "r15b", r15),
-	R("rip", "eip", NULL, NULL, rip),
-#undef R
-};
-
-static int reg_offset(const char *name, __u32 *off)
-{
-	if (*name == '%')
-		name++;
-	for (size_t i = 0; i < sizeof(regs) / sizeof(regs[0]); i++)
-		for (int w = 0; w < 4; w++)
-			if (regs[i].names[w] && !strcmp(regs[i].names[w], name)) {
-				*off = regs[i].off;
-				return 0;
-			}
-	return -ENOENT;
-}
-
 /* Why a reader cannot read an operand of kind k, worded as probelib's
  * argspec.reader_problem() words it, so both tool families say the same. */
-static const char *kind_why(enum usdt_arg_kind k)
+static const char *kind_why(const struct usdt_arg *a)
 {
-	switch (k) {
+	switch (a->kind) {
 	case USDT_ARG_CONST:
 		return "an immediate (constant) operand";
 	case USDT_ARG_RIP_SYM:
-		return "a symbol-relative %rip operand";
+		return a->machine == EM_X86_64 ? "a symbol-relative %rip operand"
+					       : "a symbol-relative operand";
 	case USDT_ARG_SIB:
 		return "a scale-index-base operand";
+	case USDT_ARG_REG:
+	case USDT_ARG_REG_DEREF:
+		return "a register name it does not parse";
 	default:
 		return "an operand it does not parse";
 	}
 }
 
-int usdt_site_arg_of(const struct usdt_bin *b, const struct usdt_note *n,
-		     int argn, struct usdt_site_arg *out)
+int usdt_site_arg_why(const struct usdt_bin *b, const struct usdt_note *n,
+		      int argn, struct usdt_site_arg *out, char *why,
+		      size_t whylen)
 {
 	struct usdt_arg args[USDT_ARGC_MAX], *a;
 	char probe[USDT_PROBE_MAX], err[256];
+	const struct usdt_reg *reg;
 	const char *op;
 	int argc;
 
 	usdt_probe_name(n, probe, sizeof(probe));
-	argc = usdt_args_parse(n->spec, args, USDT_ARGC_MAX, err, sizeof(err));
+	argc = usdt_args_parse(n->spec, n->machine, args, USDT_ARGC_MAX, err,
+			       sizeof(err));
 	if (argc < 0) {
-		tool_err("%s in %s: cannot parse its arguments \"%.64s\": %s",
-			 probe, b->shown, n->spec, err);
+		snprintf(why, whylen, "%s in %s: cannot parse its arguments "
+			 "\"%.64s\": %s", probe, b->shown, n->spec, err);
 		return -EINVAL;
 	}
 	if (argn > argc) {
-		tool_err("%s has no argument %d (it has %d)", probe, argn, argc);
+		snprintf(why, whylen, "%s has no argument %d (it has %d)", probe,
+			 argn, argc);
 		return -EINVAL;
 	}
 	a = &args[argn - 1];
@@ -265,19 +233,23 @@ int usdt_site_arg_of(const struct usdt_bin *b, const struct usdt_note *n,
 	/* The operand without its size: "40+CheckpointStats(%rip)". */
 	op = strchr(a->text, '@');
 	op = op ? op + 1 : a->text;
+	reg = usdt_reg_find(a->machine, a->reg);
 	if ((a->kind == USDT_ARG_REG || a->kind == USDT_ARG_REG_DEREF) &&
-	    reg_offset(a->reg, &out->reg_off)) {
-		tool_err("cannot read arg%d of %s: %s cannot read %s: %%%s is not "
-			 "a general register", argn, probe, command_name(), op,
+	    (!reg || reg->pc)) {
+		snprintf(why, whylen, "cannot read arg%d of %s: %s cannot read "
+			 "%s: %s%s is not a general register", argn, probe,
+			 command_name(), op, a->machine == EM_X86_64 ? "%" : "",
 			 a->reg);
 		return -EINVAL;
 	}
+	if (reg)
+		out->reg_off = reg->off;
 	/* What this tool reads is what libbpf 1.1's own reader reads. */
 	if (!usdt_arg_readable_libbpf(a)) {
-		tool_err("cannot read arg%d of %s: %s cannot read %s: %s; pass "
-			 "the value through a register at the probe (at 0x%llx "
-			 "in %s)", argn, probe, command_name(), op,
-			 kind_why(a->kind), n->pc, b->shown);
+		snprintf(why, whylen, "cannot read arg%d of %s: %s cannot read "
+			 "%s: %s; pass the value through a register at the probe "
+			 "(at 0x%llx in %s)", argn, probe, command_name(), op,
+			 kind_why(a), n->pc, b->shown);
 		return -EINVAL;
 	}
 	switch (a->kind) {
@@ -292,6 +264,17 @@ int usdt_site_arg_of(const struct usdt_bin *b, const struct usdt_note *n,
 		break;
 	}
 	return 0;
+}
+
+int usdt_site_arg_of(const struct usdt_bin *b, const struct usdt_note *n,
+		     int argn, struct usdt_site_arg *out)
+{
+	char why[PATH_MAX + 512];
+	int err = usdt_site_arg_why(b, n, argn, out, why, sizeof(why));
+
+	if (err)
+		tool_err("%s", why);
+	return err;
 }
 
 int usdt_site_str_arg_of(const struct usdt_bin *b, const struct usdt_note *n,
@@ -309,7 +292,8 @@ int usdt_site_str_arg_of(const struct usdt_bin *b, const struct usdt_note *n,
 	if (out->size == 8 && !out->is_signed)
 		return 0;
 	usdt_probe_name(n, probe, sizeof(probe));
-	usdt_args_parse(n->spec, args, USDT_ARGC_MAX, err, sizeof(err));
+	usdt_args_parse(n->spec, n->machine, args, USDT_ARGC_MAX, err,
+			sizeof(err));
 	tool_err("-S arg%d reads a string, but arg%d of %s is a%s %u-byte %s "
 		 "integer (%s), not a pointer", argn, argn, probe,
 		 out->size == 8 ? "n" : "", out->size,

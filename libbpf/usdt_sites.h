@@ -78,10 +78,19 @@ void usdt_probe_name(const struct usdt_note *n, char *out, size_t len);
  * Describe argument argn (1-based, as BCC counts) of note n of b for
  * usdt_site_arg() in BPF.  0, or one line ("... cannot read ...") and
  * -EINVAL when the probe has no such argument or libbpf 1.1's reader
- * could not read its operand either.
+ * could not read its operand either.  The operand is read as the note's
+ * file's machine writes it (x86_64 or aarch64), its register located in
+ * struct pt_regs by probekit's one register table.
  */
 int usdt_site_arg_of(const struct usdt_bin *b, const struct usdt_note *n,
 		     int argn, struct usdt_site_arg *out);
+
+/* The same, with that line in why (whylen bytes) instead of printed:
+ * for a caller that adds what to do instead (the exporter's "pair by
+ * tid"). */
+int usdt_site_arg_why(const struct usdt_bin *b, const struct usdt_note *n,
+		      int argn, struct usdt_site_arg *out, char *why,
+		      size_t whylen);
 
 /* usdt_site_arg_of() for an argument read as a string (usdtcount -S):
  * also one line and -EINVAL when it cannot be a pointer. */

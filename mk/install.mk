@@ -43,8 +43,10 @@ PKGCONFIGDIR   ?= $(PREFIX)/share/pkgconfig
 
 # Files of the tree that no command in $(O)/bin names.  A script's shared
 # modules need no list: the .py files and Python packages (directories
-# with __init__.py) beside it go with it.
-INSTALL_TREE_FILES = bt/*.bt probes/*.d probes/nop5/sys/sdt.h tools/*.toml VERSION
+# with __init__.py) beside it go with it.  probelib reads the register
+# table (probes/usdt/registers) at run time.
+INSTALL_TREE_FILES = bt/*.bt probes/*.d probes/nop5/sys/sdt.h tools/*.toml VERSION \
+	probes/usdt/registers
 
 .PHONY: install uninstall install-check-prefix
 

@@ -4,15 +4,18 @@
 # helper $(USDT_SCAN), built from it.  The helper sits in libexec/, not
 # bin/: only probekit-bpftrace runs it.
 #
+#   probes/usdt/registers --genregs--> $(O)/gen/usdt_regs.h (the one
+#                                      register table, for C)
 #   probes/usdt/usdt_notes.c --cc--> $(USDT_LIB)
 #   probes/usdt/probekit_scan.c + $(USDT_LIB) --cc -lelf--> $(USDT_SCAN)
 
 USDT_OBJ  := $(O)/obj/usdt
 USDT_LIB  := $(O)/lib/libprobekit_usdt.a
 USDT_SCAN := $(O)/libexec/probekit/probekit-scan
-USDT_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(WARN) $(BASE_CFLAGS) -Iprobes/usdt \
+USDT_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(WARN) $(BASE_CFLAGS) -Iprobes/usdt -I$(O)/gen \
 	$(SAN_CFLAGS) $(EXTRA_CFLAGS)
 USDT_LDLIBS := -lelf
+USDT_REGS_H := $(O)/gen/usdt_regs.h
 
 all: $(USDT_LIB)
 
@@ -26,6 +29,13 @@ $(USDT_OBJ)/%.o: probes/usdt/%.c $(O)/.config | $(USDT_OBJ)
 $(USDT_LIB): $(USDT_OBJ)/usdt_notes.o | $(O)/lib
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+$(USDT_REGS_H): probes/usdt/registers probes/usdt/genregs \
+		probes/probelib/registers.py | $(O)/gen
+	$(call msg,GEN,$@)
+	$(Q)$(PYTHON) probes/usdt/genregs $< -o $@
+
+$(USDT_OBJ)/usdt_notes.o: $(USDT_REGS_H)
 
 -include $(wildcard $(USDT_OBJ)/*.d)
 

@@ -21,22 +21,21 @@
  * reserve lets one more client in, so an operator can still reach a
  * target whose NBD clients took every descriptor; beyond that the
  * listener rests until a client leaves, or a second has passed, rather
- * than spinning on accept().
+ * than spinning on accept() (fd_backoff.h, as the NBD listeners do).
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "blktgt_probes.h"
+#include "fd_backoff.h"
 #include "jsonrpc.h"
 #include "log.h"
 #include "reactor.h"
@@ -51,8 +50,8 @@
 
 #define JSONRPC_MAX_OUTPUT (4 * JSON_MAX_RESPONSE) /* unread replies per client */
 #define JSONRPC_MAX_LINGER (1024 * 1024) /* input discarded before a close */
-#define JSONRPC_TICK_NS    1000000000ull /* stall sweep; accept retry; eviction */
-#define JSONRPC_WARN_NS    10000000000ull /* between two accept warnings */
+#define JSONRPC_TICK_NS    1000000000ull /* stall sweep; eviction */
+#define JSONRPC_WARN_NS    10000000000ull /* between two "all places taken" notes */
 
 struct rpc_conn {
 	int fd;
@@ -99,15 +98,13 @@ static unsigned nconns;
 static uint64_t request_ids;
 static unsigned stall_limit_s = JSONRPC_STALL_LIMIT_DEFAULT;
 static struct reactor_timer *tick;
-static bool accept_paused;
-static int reserve_fd = -1;
-static struct log_limit accept_warn = LOG_LIMIT_INIT(JSONRPC_WARN_NS);
+static bool listen_watched;             /* the listener's watch has EPOLLIN */
+static struct fd_backoff backoff;       /* out of descriptors */
 static struct log_limit full_note = LOG_LIMIT_INIT(JSONRPC_WARN_NS);
 
 static void process_input(struct rpc_conn *c);
 static void conn_update_events(struct rpc_conn *c);
-static void accept_resume(void);
-static void reserve_take(void);
+static void listener_update(void);
 
 uint64_t jsonrpc_request_count(void)
 {
@@ -154,8 +151,8 @@ static void conn_close(struct rpc_conn *c)
 		log_warn("rpc: out of memory; leaking a closed connection");
 	/* else: freed when its request finishes (jsonrpc_request_finish). */
 	/* A descriptor is free again: the reserve first, then new clients. */
-	reserve_take();
-	accept_resume();
+	fd_backoff_fd_freed(&backoff);
+	listener_update();
 }
 
 /* Run the stall clock while the connection waits on its client, for the
@@ -578,45 +575,43 @@ static void conn_event(void *ctx, uint32_t events)
 	}
 }
 
-/* Hold one descriptor back (see the top of the file); quietly not, when
- * none is free: the next close or tick tries again. */
-static void reserve_take(void)
+/* Watch the listener unless the table is full (new clients wait in its
+ * backlog, and the tick runs meanwhile to look for one waiting) or the
+ * back-off rests. */
+static void listener_update(void)
 {
-	if (reserve_fd < 0 && listen_fd >= 0)
-		reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-}
+	bool full = nconns >= JSONRPC_MAX_CONNS;
+	bool want = listen_fd >= 0 && !full && !fd_backoff_resting(&backoff);
 
-/* Stop watching the listener (new clients wait in its backlog); the tick
- * runs meanwhile, to retry and to look for a waiting client. */
-static void accept_hold(void)
-{
-	if (accept_paused)
+	if (want == listen_watched || reactor_fd_modify(listen_watch, want ? EPOLLIN : 0) != 0)
 		return;
-	if (reactor_fd_modify(listen_watch, 0) == 0)
-		accept_paused = true;
-	if (!stall_limit_s)
+	listen_watched = want;
+	if (full && !stall_limit_s)
 		reactor_timer_set(tick, JSONRPC_TICK_NS, 0);
 }
 
-static void accept_pause(int err)
+static void backoff_rest(void *ctx, bool resting)
 {
-	struct rlimit rl = { 0, 0 };
-
-	getrlimit(RLIMIT_NOFILE, &rl);
-	log_limited(&accept_warn, LOG_WARN,
-		    "rpc: accept: %s (%u clients connected, soft fd limit %llu); new clients "
-		    "wait until a descriptor is free", strerror(err), nconns,
-		    (unsigned long long)rl.rlim_cur);
-	accept_hold();
+	listener_update();
 }
 
-static void accept_resume(void)
+static unsigned backoff_clients(void *ctx)
 {
-	if (!accept_paused || listen_fd < 0 || nconns >= JSONRPC_MAX_CONNS)
-		return;
-	if (reactor_fd_modify(listen_watch, EPOLLIN) == 0)
-		accept_paused = false;
+	return nconns;
 }
+
+static const struct fd_backoff_ops backoff_ops = {
+	.rest = backoff_rest,
+	.clients = backoff_clients,
+};
+
+static const struct fd_backoff_conf backoff_conf = {
+	.who = "rpc",
+	.clients = "clients connected",
+	.until = "a descriptor is free",
+	.reserve = true,
+	.ops = &backoff_ops,
+};
 
 /* A client waits in the backlog (the listener is not watched meanwhile). */
 static bool client_waiting(void)
@@ -660,8 +655,6 @@ static bool conn_evict_stalled(void)
 	return true;
 }
 
-/* accept() takes a descriptor before it looks at the backlog, so EMFILE
- * means a client waits only on the first try, when epoll said one does. */
 static void accept_event(void *ctx, uint32_t events)
 {
 	for (bool first = true;; first = false) {
@@ -676,27 +669,16 @@ static void accept_event(void *ctx, uint32_t events)
 			log_limited(&full_note, LOG_INFO,
 				    "rpc: all %d places taken; new clients wait in the listen "
 				    "backlog until one is free", JSONRPC_MAX_CONNS);
-			accept_hold();
+			listener_update();
 			return;
 		}
-		fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
-				continue;
-			if (errno == EAGAIN || !first)
-				return;
-			if ((errno == EMFILE || errno == ENFILE) && reserve_fd >= 0) {
-				close(reserve_fd);      /* for this client */
-				reserve_fd = -1;
-				continue;
-			}
-			accept_pause(errno);
+		fd = fd_backoff_accept(&backoff, listen_fd, NULL, NULL, first);
+		if (fd < 0)
 			return;
-		}
 		c = calloc(1, sizeof(*c));
 		if (!c) {
 			close(fd);
-			reserve_take();
+			fd_backoff_fd_freed(&backoff);
 			continue;
 		}
 		c->fd = fd;
@@ -705,7 +687,7 @@ static void accept_event(void *ctx, uint32_t events)
 		if (!c->watch) {
 			close(fd);
 			free(c);
-			reserve_take();
+			fd_backoff_fd_freed(&backoff);
 			continue;
 		}
 		c->next = conns;
@@ -714,7 +696,7 @@ static void accept_event(void *ctx, uint32_t events)
 	}
 }
 
-/* Once a second while the stall limit is on, or while the listener rests. */
+/* Once a second while the stall limit is on, or while the table is full. */
 static void tick_event(void *ctx)
 {
 	uint64_t now = reactor_now_ns();
@@ -734,9 +716,9 @@ static void tick_event(void *ctx)
 	}
 	if (nconns >= JSONRPC_MAX_CONNS && client_waiting())
 		conn_evict_stalled();
-	reserve_take();
-	accept_resume();
-	if (accept_paused && !stall_limit_s)
+	fd_backoff_reserve(&backoff);
+	listener_update();
+	if (!listen_watched && nconns >= JSONRPC_MAX_CONNS && !stall_limit_s)
 		reactor_timer_set(tick, JSONRPC_TICK_NS, 0);
 }
 
@@ -770,8 +752,10 @@ int jsonrpc_listen(const char *path)
 	tick = reactor_timer_add(stall_limit_s ? JSONRPC_TICK_NS : 0,
 				 stall_limit_s ? JSONRPC_TICK_NS : 0, tick_event, NULL);
 	listen_watch = tick ? reactor_fd_add(fd, EPOLLIN, accept_event, NULL) : NULL;
-	if (!listen_watch) {
-		rc = -errno;
+	rc = listen_watch ? fd_backoff_init(&backoff, &backoff_conf) : -errno;
+	if (rc) {
+		reactor_fd_remove(listen_watch);
+		listen_watch = NULL;
 		reactor_timer_remove(tick);
 		tick = NULL;
 		close(fd);
@@ -779,8 +763,8 @@ int jsonrpc_listen(const char *path)
 		return rc;
 	}
 	listen_fd = fd;
+	listen_watched = true;
 	strcpy(listen_path, path);
-	reserve_take();
 	return 0;
 }
 
@@ -792,12 +776,10 @@ void jsonrpc_stop(void)
 		unlink(listen_path);
 		listen_fd = -1;
 	}
+	listen_watched = false;
 	reactor_timer_remove(tick);
 	tick = NULL;
-	if (reserve_fd >= 0) {
-		close(reserve_fd);
-		reserve_fd = -1;
-	}
+	fd_backoff_fini(&backoff);
 	while (conns) {
 		struct rpc_conn *c = conns;
 

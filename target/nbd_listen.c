@@ -3,25 +3,24 @@
  * nbd_listen.c: the NBD listeners, on reactor 0, a room below nbd.c.  They
  * accept clients and hand each socket to nbd.c through the ops it gave
  * them, and rest when the process is out of descriptors instead of
- * spinning on accept().  They know nothing of connections.
+ * spinning on accept() (fd_backoff.h).  They know nothing of connections.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "fd_backoff.h"
 #include "log.h"
 #include "nbd_conn.h"
 #include "reactor.h"
@@ -29,8 +28,6 @@
 #define NBD_MAX_LISTENERS   8    /* -L and -U, with room to spare */
 #define NBD_LISTEN_BACKLOG  128
 #define NBD_ACCEPT_BATCH    16   /* accepts per listener callback */
-#define NBD_ACCEPT_RETRY_NS 1000000000ull   /* a resting listener tries again */
-#define NBD_WARN_NS         10000000000ull  /* between two accept warnings */
 
 struct listener {
 	int fd;
@@ -42,12 +39,7 @@ struct listener {
 
 static struct listener listeners[NBD_MAX_LISTENERS];
 static unsigned nlisteners;
-static struct reactor_timer *retry_timer;   /* reactor 0: resting listeners */
-static bool accept_resting;                 /* reactor 0 */
-static atomic_bool accept_wanted;           /* a closed fd should wake them */
-static struct log_limit accept_warn = LOG_LIMIT_INIT(NBD_WARN_NS);
-
-static void listeners_wake(void *ctx);
+static struct fd_backoff backoff;           /* all the listeners rest together */
 
 static void format_peer(char *buf, size_t len, const struct sockaddr_storage *ss,
 			const struct listener *l)
@@ -83,72 +75,43 @@ static void client_accepted(int fd, const struct sockaddr_storage *ss, const str
 	l->ops->accepted(fd, peer);
 }
 
-/*
- * Out of descriptors (EMFILE, ENFILE) or kernel memory, accept() fails
- * at once for as long as a connection waits in the backlog, and a
- * level-triggered listener would spin on it.  So the listeners rest (no
- * events) until a connection closes or NBD_ACCEPT_RETRY_NS has passed
- * (a descriptor freed elsewhere, such as by an RPC client), and say so at
- * most once per NBD_WARN_NS.  Waiting clients stay in the backlog.
- */
-static void listeners_rest(const struct listener *l, int err)
+/* The back-off's: stop watching every listener, or watch them again. */
+static void listeners_rest(void *ctx, bool resting)
 {
-	struct rlimit rl = { 0, 0 };
-
-	getrlimit(RLIMIT_NOFILE, &rl);
-	log_limited(&accept_warn, LOG_WARN,
-		    "nbd: accept: %s (%u connections open, soft fd limit %llu); new clients "
-		    "wait until a connection closes", strerror(err), l->ops->open_connections(),
-		    (unsigned long long)rl.rlim_cur);
-	if (accept_resting)
-		return;
 	for (unsigned i = 0; i < nlisteners; i++)
-		reactor_fd_modify(listeners[i].w, 0);
-	accept_resting = true;
-	reactor_timer_set(retry_timer, NBD_ACCEPT_RETRY_NS, 0);
-	atomic_store(&accept_wanted, true);
+		reactor_fd_modify(listeners[i].w, resting ? 0 : EPOLLIN);
 }
 
-/* Reactor 0, as a message from a closing connection or the retry timer.
- * After nbd_listen_close_all() nothing rests, so a late message does
- * nothing. */
-static void listeners_wake(void *ctx)
+/* Only while resting, so there is a listener; nbd.c gives them all the
+ * same ops. */
+static unsigned listeners_clients(void *ctx)
 {
-	if (!accept_resting)
-		return;
-	atomic_store(&accept_wanted, false);
-	accept_resting = false;
-	reactor_timer_set(retry_timer, 0, 0);
-	for (unsigned i = 0; i < nlisteners; i++)
-		reactor_fd_modify(listeners[i].w, EPOLLIN);
+	return listeners[0].ops->open_connections();
 }
+
+static const struct fd_backoff_ops backoff_ops = {
+	.rest = listeners_rest,
+	.clients = listeners_clients,
+};
+
+static const struct fd_backoff_conf backoff_conf = {
+	.who = "nbd",
+	.clients = "connections open",
+	.until = "a connection closes",
+	.ops = &backoff_ops,
+};
 
 static void listener_cb(void *ctx, uint32_t events)
 {
 	struct listener *l = ctx;
 
-	/* accept() takes a descriptor before it looks at the backlog, so it
-	 * fails with EMFILE on an empty backlog too: only a failure on the
-	 * first try, when epoll said a client waits, means one does. */
 	for (int i = 0; i < NBD_ACCEPT_BATCH; i++) {
 		struct sockaddr_storage ss;
 		socklen_t sl = sizeof(ss);
-		int fd = accept4(l->fd, (struct sockaddr *)&ss, &sl,
-				 SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int fd = fd_backoff_accept(&backoff, l->fd, (struct sockaddr *)&ss, &sl, i == 0);
 
-		if (fd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
-				continue;
-			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-			    errno == ENOMEM) {
-				if (i == 0)
-					listeners_rest(l, errno);
-			} else if (errno != EAGAIN && errno != EWOULDBLOCK) {
-				log_limited(&accept_warn, LOG_WARN, "nbd: accept: %s",
-					    strerror(errno));
-			}
+		if (fd < 0)
 			return;
-		}
 		client_accepted(fd, &ss, l);
 	}
 }
@@ -156,12 +119,13 @@ static void listener_cb(void *ctx, uint32_t events)
 static int listener_add(int fd, bool tcp, const char *path, const struct nbd_listen_ops *ops)
 {
 	struct listener *l = &listeners[nlisteners];
+	int rc;
 
 	if (listen(fd, NBD_LISTEN_BACKLOG) < 0)
 		return -errno;
-	/* Now: when it is needed, there may be no descriptor for a timerfd. */
-	if (!retry_timer && !(retry_timer = reactor_timer_add(0, 0, listeners_wake, NULL)))
-		return -errno;
+	rc = fd_backoff_init(&backoff, &backoff_conf);
+	if (rc)
+		return rc;
 	memset(l, 0, sizeof(*l));
 	l->fd = fd;
 	l->tcp = tcp;
@@ -284,9 +248,7 @@ int nbd_listen_unix(const char *path, const struct nbd_listen_ops *ops)
  * one may take it. */
 void nbd_listen_fd_freed(void)
 {
-	if (atomic_exchange(&accept_wanted, false) &&
-	    reactor_send_msg(reactor_get(0), listeners_wake, NULL) != 0)
-		log_warn("nbd: out of memory; listeners wait for their retry timer");
+	fd_backoff_fd_freed(&backoff);
 }
 
 void nbd_listen_close_all(void)
@@ -300,8 +262,5 @@ void nbd_listen_close_all(void)
 			unlink(l->path);
 	}
 	nlisteners = 0;
-	reactor_timer_remove(retry_timer);
-	retry_timer = NULL;
-	accept_resting = false;
-	atomic_store(&accept_wanted, false);
+	fd_backoff_fini(&backoff);
 }

@@ -32,6 +32,7 @@ TIMEOUT = 60
 PACKAGES = {
     "bpftrace": "bpftrace", "tplist-bpfcc": "bpfcc-tools", "bpftool": "bpftool",
     "dtrace": "systemtap-sdt-dev", "clang": "clang", "readelf": "binutils",
+    "aarch64-linux-gnu-gcc": "gcc-aarch64-linux-gnu",
     "objdump": "binutils", "strace": "strace", "setpriv": "util-linux",
     "unshare": "util-linux", "prlimit": "util-linux", "qemu-io": "qemu-utils",
     "qemu-img": "qemu-utils", "nbdcopy": "libnbd-bin", "nbdinfo": "libnbd-bin",

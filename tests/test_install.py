@@ -80,7 +80,8 @@ def test_blktgt_keeps_its_symbols(inst):
 def test_shared_files_installed(inst):
     data = os.path.join(inst, "share", "probekit")
     for f in ("VERSION", "probekit.mk", "probes/gencatalog", "probes/blktgt.d",
-              "probes/probelib/__init__.py", "bcc/probekit_bcc.py",
+              "probes/probelib/__init__.py", "probes/usdt/registers",
+              "bcc/probekit_bcc.py",
               "structs/blktgt.bt", "gdb/blktgt.py"):
         assert os.path.isfile(os.path.join(data, f)), f
     bts = sorted(os.listdir(os.path.join(probekit.ROOT, "bt")))

@@ -16,6 +16,7 @@ check of every connection the test opened and dropped.
 import json
 import os
 import re
+import select
 import signal
 import socket
 import struct
@@ -1049,4 +1050,68 @@ def test_out_of_descriptors_the_listener_rests(blktgt_bin, tmp_path):
     finally:
         for c in clients:
             c.close()
+        t.stop()
+
+
+def rpc_send(sock, rid):
+    """A target_stats request with id rid."""
+    sock.sendall(json.dumps({"jsonrpc": "2.0", "id": rid, "method": "target_stats"}).encode())
+
+
+def rpc_reply(sock):
+    """The next JSON-RPC reply on sock."""
+    dec, buf = json.JSONDecoder(), ""
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError(f"closed before a whole reply; got {buf!r}")
+        buf += chunk.decode()
+        try:
+            return dec.raw_decode(buf.lstrip())[0]
+        except ValueError:
+            continue
+
+
+def test_out_of_descriptors_rpc_reserve_then_rest(blktgt_bin, tmp_path):
+    """NBD clients take every descriptor.  The RPC server still lets one
+    client in, on the descriptor it holds back; the next waits in the
+    backlog while the listener rests (one warning, no spinning through
+    its retries) and is answered as soon as the first client leaves."""
+    t = probekit.Target(limited(blktgt_bin, tmp_path, "64:64"), tmp_path,
+                        extra=["-H", "0"]).start()
+    socks = []
+    try:
+        t.out.wait_for(r"fd limit: 64 \(hard limit 64\), below the \d+ that")
+        free = 64 - len(os.listdir(f"/proc/{t.pid}/fd"))
+        nbd = [socket.create_connection(("127.0.0.1", t.port), timeout=TIMEOUT)
+               for _ in range(free)]
+        socks += nbd
+        assert [greeting_or_eof(c) for c in nbd] == [b"NBDMAGIC"] * free
+        first, second = (socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(2))
+        socks += [first, second]
+        for s in (first, second):
+            s.settimeout(TIMEOUT)
+        first.connect(t.rpc_sock)
+        rpc_send(first, 23)
+        r = rpc_reply(first)
+        assert (r["id"], r["result"]["nbd_connections"]) == (23, free), r
+        second.connect(t.rpc_sock)      # into the backlog
+        rpc_send(second, 29)
+        t.out.wait_for(r"rpc: accept: Too many open files \(1 clients connected, soft fd "
+                       r"limit 64\); new clients wait until a descriptor is free")
+        cpu0 = cpu_seconds(t.pid)
+        # Through two of the listener's one-second retries, each failing
+        # again: no reply, and no CPU burnt on accept().  (Nothing signals
+        # that nothing happened, so this one waits.)
+        assert select.select([second], [], [], 2.5)[0] == []
+        spent = cpu_seconds(t.pid) - cpu0
+        assert spent < 0.5, f"{spent:.2f} s of CPU while out of descriptors"
+        first.close()
+        r = rpc_reply(second)
+        assert (r["id"], r["result"]["nbd_connections"]) == (29, free), r
+        warnings = [line for line in t.out.lines if ": accept:" in line]
+        assert len(warnings) == 1 and "rpc: accept:" in warnings[0], warnings[:3]
+    finally:
+        for s in socks:
+            s.close()
         t.stop()

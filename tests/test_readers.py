@@ -10,7 +10,10 @@ which for notes is also readelf's:
   - notes of tests/probelib/sites.c + sites_nosem.c, and of blktgt;
   - the __EXE__ attach points of the scripts in tests/fixtures/bt/, whose
     expected references are in refs.json;
-  - argument operands, by kind, size, displacement and register.
+  - argument operands, by kind, size, displacement and register, of
+    x86_64 and of aarch64 (chosen by the file's e_machine, not the host's);
+  - the notes and operands of tests/probelib/sites*.c and tests/operands.c
+    cross-built for aarch64 by GCC and clang, at -O0 and -O2.
 
 The C reader must also refuse a corrupt or truncated ELF file in one line."""
 
@@ -28,7 +31,7 @@ import probekit
 from test_probelib import check_against_readelf, readelf_notes
 
 sys.path.insert(0, os.path.join(probekit.ROOT, "probes"))
-from probelib import argspec, bpftrace, notes  # noqa: E402
+from probelib import argspec, bpftrace, notes, registers  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIX_BT = os.path.join(HERE, "fixtures", "bt")
@@ -298,10 +301,17 @@ OPERANDS = [
 ]
 
 
+def c_args(spec, arch="x86_64"):
+    """probekit-scan's operands of spec: [kind, size, signed, value,
+    register, bpftrace reads, libbpf reads, index, scale]."""
+    return [ln.split("\t") for ln in scan("args", "--machine", arch, spec)
+            .stdout.decode().splitlines()]
+
+
 @pytest.mark.parametrize("op,kind,val,reg", OPERANDS)
 def test_operands(op, kind, val, reg):
     spec = f"-4@{op}"
-    c = scan("args", spec).stdout.decode().rstrip("\n").split("\t")
+    c = c_args(spec)[0]
     assert c[:5] == [kind, "4", "1", str(val), reg]
     py = argspec.parse_operand(op)
     assert py.kind == kind
@@ -310,15 +320,190 @@ def test_operands(op, kind, val, reg):
     # A readable operand is one the Python checker finds no problem in,
     # for the kinds every reader takes.
     if kind in ("reg", "mem"):
-        assert c[5:] == (["1", "1"] if argspec.operand_problem(op) is None
-                         else ["0", "0"])
+        assert c[5:7] == (["1", "1"] if argspec.operand_problem(op) is None
+                          else ["0", "0"])
+    if kind == "index":
+        assert c[7:] == [py.index, str(py.scale)] == ["rbx", "4"]
+
+
+# aarch64 operands, every form GCC and clang emit (sys/sdt.h's "nor"
+# constraint and "m"), and forms no reader takes: (operand, kind, disp or
+# value, base register, index register, scale, bpftrace reads, libbpf
+# reads, the pt_regs offset of the base for BPF).
+A64_OPERANDS = [
+    ("x0", "reg", 0, "x0", "", 1, True, True, 0),
+    ("x30", "reg", 0, "x30", "", 1, True, True, 240),
+    ("sp", "reg", 0, "sp", "", 1, True, True, 248),
+    ("w1", "reg", 0, "w1", "", 1, False, False, 8),
+    ("[sp, 12]", "mem", 12, "sp", "", 1, True, True, 248),
+    ("[sp]", "mem", 0, "sp", "", 1, True, True, 248),
+    ("[x19, 8]", "mem", 8, "x19", "", 1, True, True, 152),
+    ("[x2, -16]", "mem", -16, "x2", "", 1, True, True, 16),
+    ("[x3, #8]", "mem", 8, "x3", "", 1, False, False, 24),
+    ("[x1, 0x10]", "mem", 16, "x1", "", 1, True, False, 8),
+    ("[x5, #:lo12:.LANCHOR0]", "sym", 0, "x5", "", 1, False, False, 40),
+    ("[x0, x1]", "index", 0, "x0", "x1", 1, True, False, 0),
+    ("[x0, x1, lsl 2]", "index", 0, "x0", "x1", 4, False, False, 0),
+    ("42", "const", 42, "", "", 1, False, True, None),
+    ("-7", "const", -7, "", "", 1, False, True, None),
+    ("#5", "const", 5, "", "", 1, False, False, None),
+    ("pc", "reg", 0, "pc", "", 1, False, False, 256),
+    ("x31", "unknown", 0, "", "", 1, False, False, None),
+    ("%eax", "unknown", 0, "", "", 1, False, False, None),
+]
+
+
+@pytest.mark.parametrize("op,kind,val,reg,index,scale,bt,lb,off",
+                         A64_OPERANDS)
+def test_operands_aarch64(op, kind, val, reg, index, scale, bt, lb, off):
+    """Both parsers read an aarch64 operand alike, and alike judge
+    whether bpftrace and libbpf read it; its register is the one the
+    table puts at off in struct pt_regs."""
+    c = c_args(f"-4@{op}", "aarch64")
+    assert len(c) == 1, c
+    c = c[0]
+    assert c[:5] == [kind, "4", "1", str(val), reg]
+    assert c[5:7] == [str(int(bt)), str(int(lb))]
+    if kind == "index":
+        assert c[7:] == [index, str(scale)]
+    py = argspec.parse_operand(op, "aarch64")
+    assert (py.kind, py.value if kind == "const" else py.disp, py.base) == \
+        (kind, val, reg)
+    if kind == "index":
+        assert (py.index, py.scale) == (index, scale)
+    for reader, reads in ((argspec.BPFTRACE, bt), ("libbpf 1.1", lb)):
+        why = argspec.reader_problem(op, reader, arch="aarch64")
+        assert (why is None) == reads, why
+        if why:
+            assert why.startswith(f"{argspec.reader_name(reader)} cannot "
+                                  f"read {op}: "), why
+    if off is not None:
+        assert registers.find("aarch64", reg).offset == off
+    # The same text read as x86_64 is no operand of that architecture.
+    if kind != "unknown" and not op.lstrip("-").isdigit():
+        assert argspec.parse_operand(op).kind == "unknown"
+
+
+def test_space_inside_brackets():
+    """aarch64 writes "[sp, 12]" with a space: one argument, in both."""
+    spec = "-4@[sp, 12] 8@x0 -8@[x5, #:lo12:.LANCHOR0]"
+    c = c_args(spec, "aarch64")
+    py = notes.parse_argspec(spec, "aarch64")
+    assert [a[0] for a in c] == ["mem", "reg", "sym"]
+    assert [(a.size, a.signed, a.operand) for a in py] == [
+        (4, True, "[sp, 12]"), (8, False, "x0"),
+        (8, True, "[x5, #:lo12:.LANCHOR0]")]
+
+
+A64_CC = {"gcc": ["aarch64-linux-gnu-gcc"],
+          "clang": ["clang", "--target=aarch64-linux-gnu"]}
+
+
+def cross_build(cc, opt, sources, out, tmp):
+    """sources built for aarch64 by cc at opt into out, with sys/sdt.h
+    from a private include directory (the host's is in an x86_64
+    directory the cross compilers do not search)."""
+    inc = os.path.join(tmp, "include")
+    os.makedirs(os.path.join(inc, "sys"), exist_ok=True)
+    for h in ("sdt.h", "sdt-config.h"):
+        shutil.copy(f"/usr/include/x86_64-linux-gnu/sys/{h}",
+                    os.path.join(inc, "sys", h))
+    subprocess.run([*A64_CC[cc], opt, "-g", "-Wall", "-Werror", "-I", inc,
+                    "-o", out, *sources], check=True)
+    return out
+
+
+@pytest.fixture(scope="module", params=[("gcc", "-O2"), ("gcc", "-O0"),
+                                        ("clang", "-O2"), ("clang", "-O0")],
+                ids=lambda p: "-".join(p))
+def a64_sites(request, tmp_path_factory):
+    from test_probelib import FIX
+    cc, opt = request.param
+    for tool in ("aarch64-linux-gnu-gcc", "readelf"):
+        why = probekit.missing((tool,))
+        if why:
+            if os.environ.get("CI") == "true":
+                pytest.fail(f"required in CI: {why}")
+            pytest.skip(why)
+    tmp = str(tmp_path_factory.mktemp("a64"))
+    out = {}
+    for name, srcs in (("sites", [os.path.join(FIX, "sites.c"),
+                                  os.path.join(FIX, "sites_nosem.c")]),
+                       ("operands", [os.path.join(HERE, "operands.c")])):
+        out[name] = cross_build(cc, opt, srcs, os.path.join(tmp, name), tmp)
+    return cc, opt, out
+
+
+def test_notes_aarch64(a64_sites):
+    """The notes of aarch64 binaries, GCC's and clang's: both readers give
+    readelf's, with the same file offsets, and parse each operand alike as
+    aarch64, because the file says it is one (this host is x86_64)."""
+    cc, opt, bins = a64_sites
+    kinds = set()
+    for path in bins.values():
+        got = check_against_readelf(path)
+        assert {p.arch for p in got} == {"aarch64"}
+        c = c_notes(path)
+        assert c == py_notes(path)
+        for n in got:
+            ca = c_args(n.spec, "aarch64")
+            assert [(int(a[1]), a[2] == "1") for a in ca] == \
+                [(a.size, a.signed) for a in n.args], n.spec
+            for a, py in zip(ca, n.args):
+                o = argspec.parse_operand(py.operand, "aarch64")
+                assert a[0] == o.kind != "unknown", (n.spec, py.operand)
+                kinds.add(o.kind)
+                for reader, col in ((argspec.BPFTRACE, 5), ("libbpf 1.1", 6)):
+                    why = argspec.reader_problem(py.operand, reader,
+                                                 arch="aarch64")
+                    assert (why is None) == (a[col] == "1"), (py.operand, why)
+    hit = [p for p in notes.read_probes(bins["sites"]) if p.name == "hit"][0]
+    assert [(a.size, a.signed) for a in hit.args] == [(4, True), (8, True)]
+    konst = [p for p in notes.read_probes(bins["sites"])
+             if p.name == "konst"][0]
+    assert konst.spec == "-4@42"
+    assert kinds >= {"const", "mem"}
+    if (cc, opt) == ("gcc", "-O2"):
+        # GCC's global (symbol-relative) and scaled index operands.
+        pick = [p for p in notes.read_probes(bins["operands"])
+                if p.name == "pick"][0]
+        assert pick.spec == "-4@[x0, x1, lsl 2] -4@[x2, #:lo12:.LANCHOR0]"
+        assert {"reg", "index", "sym"} <= kinds
+
+
+@pytest.mark.needs("aarch64-linux-gnu-gcc")
+def test_list_aarch64(tmp_path):
+    """probekit-list's readability columns for an aarch64 binary are the
+    aarch64 readers', each "no" with its reason (GCC -O2's operands)."""
+    path = cross_build("gcc", "-O2", [os.path.join(HERE, "operands.c")],
+                       str(tmp_path / "operands"), str(tmp_path))
+    r = subprocess.run([LIST, path], capture_output=True,
+                       text=True, timeout=probekit.TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    bt = argspec.reader_name(argspec.BPFTRACE)
+    lines = r.stdout.splitlines()
+    want = [
+        "      arg0/arg1  -4@[x0, x1, lsl 2]  bpftrace: no  libbpf: no",
+        f"        {bt} cannot read [x0, x1, lsl 2]: an operand it does not "
+        "parse",
+        "        libbpf 1.1 cannot read [x0, x1, lsl 2]: a scale-index-base "
+        "operand",
+        "      arg1/arg2  -4@[x2, #:lo12:.LANCHOR0]  bpftrace: no  libbpf: no",
+        f"        {bt} cannot read [x2, #:lo12:.LANCHOR0]: a symbol-relative "
+        "operand",
+        "        libbpf 1.1 cannot read [x2, #:lo12:.LANCHOR0]: a "
+        "symbol-relative operand",
+        "      arg0/arg1  -4@5  bpftrace: no  libbpf: yes",
+        f"        {bt} cannot read 5: an immediate (constant) operand",
+    ]
+    at = [lines.index(w) for w in want]
+    assert at == sorted(at), r.stdout
 
 
 def test_fixture_args(sites):
     """Every operand of the fixture, through both parsers."""
     for n in c_notes(sites):
-        c = [ln.split("\t") for ln in
-             scan("args", n[6]).stdout.decode().splitlines()]
+        c = c_args(n[6])
         py = notes.parse_argspec(n[6])
         assert [(int(a[1]), a[2] == "1") for a in c] == \
             [(a.size, a.signed) for a in py]

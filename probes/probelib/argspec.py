@@ -1,34 +1,38 @@
 # SPDX-License-Identifier: BSD-2-Clause
-"""USDT argument operands (the OPERAND of SIZE@OPERAND, x86-64, AT&T
-syntax): parsed into their parts, and judged against what bpftrace 0.17,
-BCC 0.26 and libbpf 1.1 can read.
+"""USDT argument operands (the OPERAND of SIZE@OPERAND) of x86-64 (AT&T
+syntax) and aarch64 (GNU as syntax), chosen by the ELF file's machine:
+parsed into their parts, and judged against what bpftrace 0.17, BCC 0.26
+and libbpf 1.1 can read.
 
-All three read the general-purpose registers in every width and memory at
-disp(%reg).  Constants ($N) are read by BCC and libbpf 1.1 (in decimal
-only), not by bpftrace 0.17 ("couldn't get argument", checked here).  BCC's
-parser also takes xmm registers but reads them as 0; bpftrace has no
-pt_regs offset for them and aborts.  Symbol-relative operands (sym(%rip),
-GCC's off+sym(%rip)) and scale-index-base ones (disp(%b,%i,s)) are read by
-BCC only.
+x86-64: all three read the general-purpose registers in every width and
+memory at disp(%reg).  Constants ($N) are read by BCC and libbpf 1.1 (in
+decimal only), not by bpftrace 0.17 ("couldn't get argument", checked
+here).  BCC's parser also takes xmm registers but reads them as 0;
+bpftrace has no pt_regs offset for them and aborts.  Symbol-relative
+operands (sym(%rip), GCC's off+sym(%rip)) and scale-index-base ones
+(disp(%b,%i,s)) are read by BCC only.
+
+aarch64 (read in their sources): libbpf 1.1 reads xN, sp, [reg],
+[reg, N] and a decimal N; BCC 0.26 also [reg, reg] (no shift); bpftrace
+0.17 reads through BCC's parser, so it takes [reg, reg] too, and is taken
+to miss immediates as on x86-64.  None parses wN, a '#' before a number,
+a shifted index ([x0, x1, lsl 2]) or a symbol-relative [x5, #:lo12:sym].
+
+The registers, their pt_regs fields and which names the readers parse
+come from probekit's one register table (registers.py).
 """
 
 import re
 from dataclasses import dataclass
 
-from . import installed
+from . import installed, registers
 
-# Each general-purpose register, in every width, and the struct pt_regs
-# field that holds it.
-PT_REGS = {"rip": "ip"}
-for _r in ("a", "b", "c", "d"):
-    for _n in (f"r{_r}x", f"e{_r}x", f"{_r}x", f"{_r}l"):
-        PT_REGS[_n] = f"{_r}x"
-for _r in ("si", "di", "bp", "sp"):
-    for _n in (f"r{_r}", f"e{_r}", _r, f"{_r}l"):
-        PT_REGS[_n] = _r
-for _i in range(8, 16):
-    for _n in (f"r{_i}", f"r{_i}d", f"r{_i}w", f"r{_i}b"):
-        PT_REGS[_n] = f"r{_i}"
+X86_64 = "x86_64"
+AARCH64 = "aarch64"
+
+# Each x86-64 general-purpose register, in every width, and the struct
+# pt_regs field that holds it (BCC's C names it so).
+PT_REGS = {r.name: r.field for r in registers.TABLE if r.arch == X86_64}
 GPR = frozenset(PT_REGS)
 
 _OP_REG = re.compile(r"^%(\w+)$")
@@ -37,6 +41,20 @@ _OP_MEM = re.compile(r"^(-?\d*)\(%(\w+)\)$")
 _OP_INDEX = re.compile(r"^(-?\w*)\(%(\w+),%(\w+)(?:,(\d+))?\)$")
 # sym(%rip), sym+8(%rip), and GCC's 40+sym(%rip) (an offset into a struct).
 _OP_SYM = re.compile(r"^(?:-?\d+\+)?([A-Za-z_.][\w.]*)(?:[+-]\d+)?\(%(\w+)\)$")
+# aarch64: N or #N; a register; [base], [base, disp], [base, index(, lsl
+# N)]; [base, #:lo12:sym].
+_A64_NUM = re.compile(r"^#?(-?(?:0x[0-9a-fA-F]+|\d+))$")
+_A64_REG = re.compile(r"^([a-z][a-z0-9]*)$")
+_A64_MEM = re.compile(r"^\[\s*([a-z][a-z0-9]*)\s*(?:,\s*([^\]]*?))?\s*\]$")
+_A64_INDEX = re.compile(r"^([a-z][a-z0-9]*)(?:\s*,\s*lsl\s+(\d+))?$")
+
+
+def pt_regs_field(arch, name):
+    """The struct pt_regs member that holds register name of arch (BCC's
+    C names it: "ax", "regs[3]"), or None for a name the table lacks or
+    the program counter."""
+    r = registers.find(arch, name)
+    return r.field if r and r.role == "gpr" else None
 
 
 @dataclass
@@ -59,8 +77,51 @@ def _int(s, default=0):
         return None
 
 
-def parse_operand(op):
-    """The Operand that op, as written in a spec, denotes."""
+def _strtoll(s):
+    """s as C's strtoll(s, NULL, 0) reads it (a leading 0 is octal), as
+    usdt_notes.c reads it."""
+    neg, digits = s.startswith("-"), s.lstrip("-")
+    if digits[:2].lower() == "0x":
+        v = int(digits[2:], 16)
+    elif len(digits) > 1 and digits[0] == "0":
+        v = int(digits, 8) if set(digits) <= set("01234567") else None
+    else:
+        v = int(digits)
+    return None if v is None else -v if neg else v
+
+
+def _parse_a64(op):
+    m = _A64_NUM.match(op)
+    if m and _strtoll(m.group(1)) is not None:
+        return Operand("const", op, value=_strtoll(m.group(1)))
+    m = _A64_REG.match(op)
+    if m and registers.find(AARCH64, op):
+        return Operand("reg", op, base=op)
+    m = _A64_MEM.match(op)
+    if not m or not registers.find(AARCH64, m.group(1)):
+        return Operand("unknown", op)
+    base, rest = m.group(1), m.group(2)
+    if rest is None:
+        return Operand("mem", op, base=base)
+    n = _A64_NUM.match(rest)
+    if n and _strtoll(n.group(1)) is not None:
+        return Operand("mem", op, base=base, disp=_strtoll(n.group(1)))
+    if rest.startswith("#:"):
+        return Operand("sym", op, base=base)
+    i = _A64_INDEX.match(rest)
+    if i and registers.find(AARCH64, i.group(1)) and \
+            int(i.group(2) or 0) <= 3:
+        return Operand("index", op, base=base, index=i.group(1),
+                       scale=1 << int(i.group(2) or 0))
+    return Operand("unknown", op)
+
+
+def parse_operand(op, arch=X86_64):
+    """The Operand that op, as a file of arch writes it in a spec, denotes."""
+    if arch == AARCH64:
+        return _parse_a64(op)
+    if arch != X86_64:
+        return Operand("unknown", op)
     m = _OP_CONST.match(op)
     if m:
         v = _int(m.group(1))
@@ -85,8 +146,17 @@ def parse_operand(op):
     return Operand("unknown", op)
 
 
-def operand_problem(op):
+def operand_problem(op, arch=X86_64):
     """Why bpftrace, BCC or libbpf cannot read this operand, or None."""
+    if arch != X86_64:
+        whys = [reader_problem(op, r, arch=arch) for r in readers(arch)]
+        cannot = [reader_name(r) for r, w in zip(readers(arch), whys) if w]
+        if not cannot:
+            return None
+        why = next(w for w in whys if w).split(": ", 1)[1]
+        who = " and ".join([", ".join(cannot[:-1]), cannot[-1]] if
+                           len(cannot) > 1 else cannot)
+        return f"operand {op}: {who} cannot read it ({why})"
     m = _OP_CONST.match(op)
     if m:
         if not re.fullmatch(r"-?\d+", m.group(1)):
@@ -125,10 +195,25 @@ def operand_problem(op):
     return f"operand '{op}' is not one bpftrace, BCC and libbpf parse"
 
 
-def spec_problems(spec):
-    """[(index, problem)] for a stapsdt argument spec."""
+def split_spec(spec):
+    """The SIZE@OPERAND items of a spec: separated by blanks outside
+    brackets, since aarch64's "-4@[sp, 12]" is one item."""
+    items, depth, cur = [], 0, ""
+    for c in spec:
+        if c in " \t" and not depth:
+            if cur:
+                items.append(cur)
+            cur = ""
+            continue
+        depth += (c == "[") - (c == "]" and depth > 0)
+        cur += c
+    return items + [cur] if cur else items
+
+
+def spec_problems(spec, arch=X86_64):
+    """[(index, problem)] for a stapsdt argument spec of a file of arch."""
     out = []
-    for i, item in enumerate(spec.split()):
+    for i, item in enumerate(split_spec(spec)):
         m = re.fullmatch(r"(-?\d+)@(.+)", item)
         if not m:
             out.append((i, f"argument spec '{item}' is not SIZE@OPERAND"))
@@ -136,7 +221,7 @@ def spec_problems(spec):
         if abs(int(m.group(1))) not in (1, 2, 4, 8):
             out.append((i, f"argument spec '{item}': size must be 1, 2, 4 or 8"))
             continue
-        why = operand_problem(m.group(2))
+        why = operand_problem(m.group(2), arch)
         if why:
             out.append((i, why))
     return out
@@ -154,12 +239,24 @@ READERS = {
     "libbpf 1.1": ("const", "reg", "mem"),
     "BCC 0.26": ("const", "reg", "mem", "sym", "index"),
 }
+# aarch64, from the same sources' aarch64 parsers (module docstring).
+READERS_A64 = {
+    BPFTRACE: ("reg", "mem", "index"),
+    "libbpf 1.1": ("const", "reg", "mem"),
+    "BCC 0.26": ("const", "reg", "mem", "index"),
+}
 _KIND_WHY = {
     "const": "an immediate (constant) operand",
     "sym": "a symbol-relative %rip operand",
     "index": "a scale-index-base operand",
     "unknown": "an operand it does not parse",
 }
+_UNPARSED = "an operand it does not parse"
+
+
+def readers(arch=X86_64):
+    """{reader: operand kinds it reads} for a file of arch."""
+    return READERS_A64 if arch == AARCH64 else READERS
 
 
 def reader_name(reader):
@@ -167,15 +264,42 @@ def reader_name(reader):
     return installed.bpftrace() if reader == BPFTRACE else reader
 
 
-def reader_problem(op, reader, kinds=None):
-    """Why reader (a key of READERS, or any name with the kinds it reads)
-    cannot read operand op, as "READER cannot read OPERAND: a ...
-    operand", or None when it can."""
-    o = parse_operand(op)
-    kinds = kinds or READERS[reader]
-    reader = reader_name(reader)
+def _a64_problem(o, reader, named):
+    """Why named reader cannot read aarch64 operand o though its kind is
+    one it reads, or None; the words are usdt_sites.c's kind_why()."""
+    for name in (o.base, o.index):
+        r = registers.find(AARCH64, name) if name else None
+        if r and r.role != "gpr":
+            return f"{name} is not a general register"
+        if r and not r.parsed and named:
+            return "a register name it does not parse"
+    if not named:
+        return None
+    if "#" in o.text or (o.kind == "index" and o.scale != 1):
+        return _KIND_WHY["const"] if o.kind == "const" else _UNPARSED
+    if reader == "libbpf 1.1" and o.kind in ("const", "mem") and \
+            re.search(r"0x", o.text):
+        return _KIND_WHY["const"] if o.kind == "const" else _UNPARSED
+    return None
+
+
+def reader_problem(op, reader, kinds=None, arch=X86_64):
+    """Why reader (a key of readers(arch), or any name with the kinds it
+    reads) cannot read operand op of a file of arch, as "READER cannot
+    read OPERAND: a ... operand", or None when it can."""
+    o = parse_operand(op, arch)
+    named = kinds is None
+    kinds = kinds or readers(arch)[reader]
+    who = reader_name(reader)
+    if arch == AARCH64:
+        if o.kind in kinds:
+            why = _a64_problem(o, reader, named)
+            return f"{who} cannot read {op}: {why}" if why else None
+        why = "a symbol-relative operand" if o.kind == "sym" else \
+            _KIND_WHY.get(o.kind, _UNPARSED)
+        return f"{who} cannot read {op}: {why}"
     if o.kind in ("reg", "mem") and (o.base not in GPR or o.base == "rip"):
-        return f"{reader} cannot read {op}: %{o.base} is not a general register"
+        return f"{who} cannot read {op}: %{o.base} is not a general register"
     if o.kind in kinds:
         return None
-    return f"{reader} cannot read {op}: {_KIND_WHY.get(o.kind, 'an operand it does not parse')}"
+    return f"{who} cannot read {op}: {_KIND_WHY.get(o.kind, _UNPARSED)}"

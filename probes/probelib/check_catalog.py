@@ -7,7 +7,7 @@ import re
 
 from . import installed
 
-from .argspec import spec_problems
+from .argspec import spec_problems, split_spec
 from .catalog import ctype_name
 from .inputs import open_regular
 from .bpftrace import MAX_ARG as BPFTRACE_MAX_ARG
@@ -51,7 +51,7 @@ def check_catalog(report, catalog, catalog_path, binary):
                              f"{len(p['args'])} arguments in the catalog but "
                              f"{len(s.args)} in the binary ('{spec}')")
                 continue
-            items = spec.split()
+            items = split_spec(spec)
             for i, (a, c) in enumerate(zip(s.args, p["args"])):
                 what = f"arg{i} '{c['type']} {c['name']}'"
                 if a.size != c["size"]:
@@ -64,7 +64,7 @@ def check_catalog(report, catalog, catalog_path, binary):
                     report.error(catalog_path, p["line"], full,
                                  f"{what} is {'signed' if signed else 'unsigned'} "
                                  f"in the catalog but not in the binary ('{items[i]}')")
-            for i, why in spec_problems(spec):
+            for i, why in spec_problems(spec, s.arch):
                 report.error(catalog_path, p["line"], full, f"arg{i}: {why}")
         if len(p["args"]) > BPFTRACE_MAX_ARG + 1:
             late = ", ".join(f"arg{i} '{ctype_name(a)}'" for i, a in

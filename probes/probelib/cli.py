@@ -229,7 +229,7 @@ def unreadable_notices(report, binary):
     read, one notice per argument: a script reading one gets an error."""
     for (prov, name), p in binary.probes.items():
         for i, arg in enumerate(p.args):
-            whys = [w for r in argspec.READERS if r != "BCC 0.26"
+            whys = [w for r in argspec.readers(arg.arch) if r != "BCC 0.26"
                     for w in arg.unreadable(r)]
             if whys:
                 report.notice(f"{prov}:{name}: arg{i}: " + "; ".join(whys))

@@ -85,8 +85,9 @@ def _arg(sites, i, cat_arg):
                 f"{s.args[i].operand}" for s in sites if i < len(s.args))
     readers, problems = {}, []
     for r in READERS:
-        probs = [p for p in (argspec.reader_problem(op, r) for op in ops)
-                 if p]
+        probs = [argspec.reader_problem(op, r, arch=sites[0].arch)
+                 for op in ops]
+        probs = [p for p in probs if p]
         readers[r.split()[0]] = not probs
         problems += probs
     rec = {"bpftrace": f"arg{i}", "bcc": f"arg{i + 1}", "spec": spec,

@@ -16,8 +16,10 @@ import re
 import struct
 from dataclasses import dataclass, field
 
+from .argspec import X86_64, split_spec
 from .elf import ELFFile, file_offset
 from .inputs import open_regular
+from .registers import arch_of
 
 MAX_ARGS = 12           # sys/sdt.h's limit; bpftrace, BCC and libbpf agree
 
@@ -26,7 +28,8 @@ MAX_ARGS = 12           # sys/sdt.h's limit; bpftrace, BCC and libbpf agree
 class SdtArg:
     size: int          # bytes (1, 2, 4, 8)
     signed: bool
-    operand: str       # %reg, $imm, disp(%reg), ...
+    operand: str       # %reg, $imm, disp(%reg), ...; aarch64 x0, [sp, 8]
+    arch: str = X86_64  # the file's architecture: how to read operand
 
 
 @dataclass
@@ -39,21 +42,26 @@ class SdtProbe:
     spec: str = ""
     semaphore_offset: int = 0   # its file offset (ref_ctr_offset), 0: none
     offset: int = None          # the site's file offset (a uprobe's), if any
+    arch: str = X86_64          # the file's (registers.arch_of)
 
     @property
     def full(self):
         return f"{self.provider}:{self.name}"
 
 
-_ARG = re.compile(r"(-?\d+)@(\S+)")
+_ARG = re.compile(r"(-?\d+)@(.+)")
 
 
-def parse_argspec(spec):
-    """Split an argument spec into SdtArg items."""
+def parse_argspec(spec, arch=X86_64):
+    """Split an argument spec of a file of arch into SdtArg items (items
+    that are not SIZE@OPERAND are left out; argspec.spec_problems names
+    them)."""
     out = []
-    for m in _ARG.finditer(spec):
-        n = int(m.group(1))
-        out.append(SdtArg(abs(n), n < 0, m.group(2)))
+    for item in split_spec(spec):
+        m = _ARG.fullmatch(item)
+        if m:
+            n = int(m.group(1))
+            out.append(SdtArg(abs(n), n < 0, m.group(2), arch))
     return out
 
 
@@ -129,8 +137,9 @@ def _probe(elf, desc, base_addr):
     if spec is None:
         return at
     sem_off = (file_offset(elf, sem) or 0) if sem else 0
-    return SdtProbe(provider, name, pc, sem, parse_argspec(spec), spec,
-                    sem_off, file_offset(elf, pc))
+    arch = arch_of(elf)
+    return SdtProbe(provider, name, pc, sem, parse_argspec(spec, arch), spec,
+                    sem_off, file_offset(elf, pc), arch)
 
 
 def _notes(elf, sec, base_addr):

@@ -10,17 +10,20 @@ from .catalog import ctype_name
 
 
 class Arg:
-    def __init__(self, size, signed, ctype=None, pointer=None, spec=""):
+    def __init__(self, size, signed, ctype=None, pointer=None, spec="",
+                 arch=argspec.X86_64):
         self.size = size
         self.signed = signed
         self.ctype = ctype          # catalog type, when there is a catalog
         self.pointer = pointer      # True/False from the catalog, else None
         self.spec = spec            # e.g. "-4@%eax"
         self.operands = []          # each site's operand, once: "%eax", ...
+        self.arch = arch            # the binary's: how to read operands
 
     def unreadable(self, reader):
         """[why] for each operand of this argument reader cannot read."""
-        return [w for w in (argspec.reader_problem(op, reader)
+        return [w for w in (argspec.reader_problem(op, reader,
+                                                   arch=self.arch)
                             for op in self.operands) if w]
 
     def may_be_pointer(self):
@@ -75,12 +78,13 @@ class Target:
                 continue
             args = []
             c = cat.get(key)
+            items = argspec.split_spec(n.spec)
             for i, a in enumerate(n.args):
                 ca = c["args"][i] if c and i < len(c["args"]) else None
                 args.append(Arg(a.size, a.signed,
                                 ctype_name(ca) if ca else None,
                                 ca["pointer"] if ca else None,
-                                n.spec.split()[i] if i < len(n.spec.split()) else ""))
+                                items[i] if i < len(items) else "", n.arch))
                 args[-1].operands.append(a.operand)
             self.probes[key] = Probe(n.provider, n.name, args)
 

@@ -29,9 +29,10 @@
  *   probekit-scan notes FILE
  *	Its USDT notes, one a line: provider, name, pc, pc_off, sema,
  *	sema_off (hex) and spec, tab-separated.
- *   probekit-scan args SPEC
- *	The arguments of a spec, one a line: kind, size, signed, val, reg,
- *	readable by bpftrace, readable by libbpf.
+ *   probekit-scan args [--machine aarch64|x86_64] SPEC
+ *	The arguments of a spec of a file of that machine (x86_64 unless
+ *	given), one a line: kind, size, signed, val, reg, readable by
+ *	bpftrace, readable by libbpf, index register, scale.
  *
  * Every failure is one line on stderr, prefixed as the wrapper's own, and
  * exit status 1. */
@@ -1085,20 +1086,26 @@ static int cmd_notes(const char *path)
 	return fflush(stdout) ? 1 : 0;
 }
 
-static int cmd_args(const char *spec)
+static int cmd_args(int argc, char **argv)
 {
 	static const char *const kinds[] = {"const", "reg", "mem", "sym", "index", "unknown"};
 	struct usdt_arg args[USDT_ARGC_MAX];
 	char err[256];
-	int n, i;
+	int n, i, machine = EM_X86_64;
 
-	n = usdt_args_parse(spec, args, USDT_ARGC_MAX, err, sizeof(err));
+	if (argc == 3 && !strcmp(argv[0], "--machine") && !strcmp(argv[1], "aarch64"))
+		machine = EM_AARCH64;
+	else if (argc != 1 && !(argc == 3 && !strcmp(argv[0], "--machine") &&
+				!strcmp(argv[1], "x86_64")))
+		die("usage: probekit-scan args [--machine aarch64|x86_64] SPEC");
+	n = usdt_args_parse(argv[argc - 1], machine, args, USDT_ARGC_MAX, err, sizeof(err));
 	if (n < 0)
 		die("%s", err);
 	for (i = 0; i < n; i++)
-		printf("%s\t%d\t%d\t%lld\t%s\t%d\t%d\n", kinds[args[i].kind], args[i].size,
-		       args[i].is_signed, args[i].val, args[i].reg,
-		       usdt_arg_readable_bpftrace(&args[i]), usdt_arg_readable_libbpf(&args[i]));
+		printf("%s\t%d\t%d\t%lld\t%s\t%d\t%d\t%s\t%d\n", kinds[args[i].kind],
+		       args[i].size, args[i].is_signed, args[i].val, args[i].reg,
+		       usdt_arg_readable_bpftrace(&args[i]), usdt_arg_readable_libbpf(&args[i]),
+		       args[i].index, args[i].scale);
 	return fflush(stdout) ? 1 : 0;
 }
 
@@ -1116,7 +1123,7 @@ int main(int argc, char **argv)
 		return cmd_build_id(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "notes"))
 		return cmd_notes(argv[2]);
-	if (argc == 3 && !strcmp(argv[1], "args"))
-		return cmd_args(argv[2]);
+	if (argc >= 3 && !strcmp(argv[1], "args"))
+		return cmd_args(argc - 2, argv + 2);
 	die("probekit-scan is probekit-bpftrace's helper; usage: probekit-scan join|has|nearest|build-id|notes|args ...");
 }

@@ -148,6 +148,14 @@ static const char *take_field(const unsigned char **p, const unsigned char *end,
 	return NULL;
 }
 
+/* The file's e_machine, 0 when its header cannot be read. */
+static int file_machine(Elf *elf)
+{
+	GElf_Ehdr eh;
+
+	return gelf_getehdr(elf, &eh) ? eh.e_machine : 0;
+}
+
 /* One note's description into *note: NULL, or the cause in why. */
 static const char *parse_note(Elf *elf, const unsigned char *desc, size_t size,
 			      bool have_base, unsigned long long base_addr,
@@ -178,6 +186,7 @@ static const char *parse_note(Elf *elf, const unsigned char *desc, size_t size,
 	    take_field(&p, end, "probe name", note->name, sizeof(note->name), false, why, whylen) ||
 	    take_field(&p, end, "argument spec", note->spec, sizeof(note->spec), true, why, whylen))
 		return why;
+	note->machine = file_machine(elf);
 	if (usdt_file_offset(elf, note->pc, &note->pc_off))
 		note->pc_off = 0;
 	if (!note->sema || usdt_file_offset(elf, note->sema, &note->sema_off))
@@ -423,39 +432,27 @@ void usdt_notes_free(struct usdt_note *notes)
 
 /* --- argument specs -------------------------------------------------------- */
 
-/* General-purpose registers in every width, as sys/sdt.h writes them. */
-static bool is_gpr(const char *r)
-{
-	static const char *const regs[] = {
-		"rax", "eax", "ax", "al", "rbx", "ebx", "bx", "bl",
-		"rcx", "ecx", "cx", "cl", "rdx", "edx", "dx", "dl",
-		"rsi", "esi", "si", "sil", "rdi", "edi", "di", "dil",
-		"rbp", "ebp", "bp", "bpl", "rsp", "esp", "sp", "spl",
-	};
-	size_t i;
-	char *end;
-	long n;
+#include "usdt_regs.h"
 
-	for (i = 0; i < sizeof(regs) / sizeof(regs[0]); i++)
-		if (!strcmp(r, regs[i]))
-			return true;
-	if (r[0] != 'r' || r[1] < '0' || r[1] > '9')
-		return false;
-	n = strtol(r + 1, &end, 10);
-	return n >= 8 && n <= 15 &&
-	       (!*end || (end[1] == '\0' && (*end == 'd' || *end == 'w' || *end == 'b')));
+const struct usdt_reg *usdt_reg_find(int machine, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(usdt_regs) / sizeof(usdt_regs[0]); i++)
+		if (usdt_regs[i].machine == machine && !strcmp(usdt_regs[i].name, name))
+			return &usdt_regs[i];
+	return NULL;
 }
 
-/* A register name "%name" at *p (moved past it) into reg; false if none or
- * longer than reg holds. */
-static bool take_reg(const char **p, char reg[8])
+/* A register name at *p (moved past it) into reg: "%name" on x86_64, a
+ * bare name on aarch64; false if none or longer than reg holds. */
+static bool take_reg(const char **p, char reg[8], bool percent)
 {
 	const char *s = *p;
 	size_t len = 0;
 
-	if (*s != '%')
+	if (percent && *s++ != '%')
 		return false;
-	s++;
 	while ((s[len] >= 'a' && s[len] <= 'z') || (s[len] >= '0' && s[len] <= '9'))
 		len++;
 	if (len == 0 || len >= 8)
@@ -479,13 +476,13 @@ static bool names_symbol(const char *op, const char *end)
 	return num_end != end;
 }
 
-static void classify(const char *op, struct usdt_arg *a)
+/* An x86_64 operand (AT&T syntax) into a. */
+static void classify_x86(const char *op, struct usdt_arg *a)
 {
 	const char *p, *paren = strchr(op, '(');
 	char *end, base[8];
 	long long v;
 
-	a->kind = USDT_ARG_OTHER;
 	if (op[0] == '$') {
 		errno = 0;
 		v = strtoll(op + 1, &end, 0);
@@ -497,7 +494,7 @@ static void classify(const char *op, struct usdt_arg *a)
 	}
 	if (op[0] == '%') {
 		p = op;
-		if (take_reg(&p, a->reg) && !*p)
+		if (take_reg(&p, a->reg, true) && !*p)
 			a->kind = USDT_ARG_REG;
 		else
 			a->reg[0] = '\0';
@@ -519,12 +516,15 @@ static void classify(const char *op, struct usdt_arg *a)
 			return;
 	}
 	p = paren + 1;
-	if (!take_reg(&p, base))
+	if (!take_reg(&p, base, true))
 		return;
 	if (!strcmp(p, ")")) {
 		a->kind = USDT_ARG_REG_DEREF;
 	} else if (*p == ',') {
 		a->kind = USDT_ARG_SIB;
+		p++;
+		if (take_reg(&p, a->index, true))
+			a->scale = *p == ',' ? atoi(p + 1) : 1;
 	} else {
 		return;
 	}
@@ -532,8 +532,98 @@ static void classify(const char *op, struct usdt_arg *a)
 	memcpy(a->reg, base, sizeof(base));
 }
 
-int usdt_args_parse(const char *spec, struct usdt_arg *out, int max,
-		    char *err, size_t errlen)
+/* A whole number at s, "#" first or not, into *v; false if s is more. */
+static bool whole_number(const char *s, long long *v)
+{
+	char *end;
+
+	if (*s == '#')
+		s++;
+	if (!*s)
+		return false;
+	errno = 0;
+	*v = strtoll(s, &end, 0);
+	return !*end && !errno;
+}
+
+static const char *skip_blanks(const char *s)
+{
+	while (*s == ' ' || *s == '\t')
+		s++;
+	return s;
+}
+
+/* An aarch64 operand (GNU as syntax) into a: a register, an immediate,
+ * or [base], [base, disp], [base, index(, lsl N)], [base, #:lo12:sym]. */
+static void classify_arm64(const char *op, struct usdt_arg *a)
+{
+	const char *p = op, *close;
+	char base[8], shown[64];
+	long long v;
+	int shift;
+
+	if (op[0] != '[') {
+		if (whole_number(op, &v)) {
+			a->kind = USDT_ARG_CONST;
+			a->val = v;
+		} else if (take_reg(&p, base, false) && !*p &&
+			   usdt_reg_find(a->machine, base)) {
+			a->kind = USDT_ARG_REG;
+			memcpy(a->reg, base, sizeof(base));
+		}
+		return;
+	}
+	close = strchr(op, ']');
+	p = op + 1;
+	if (!close || close[1] || !take_reg(&p, base, false) ||
+	    !usdt_reg_find(a->machine, base))
+		return;
+	p = skip_blanks(p);
+	if (*p == ']') {
+		a->kind = USDT_ARG_REG_DEREF;
+	} else if (*p != ',') {
+		return;
+	} else if (p = skip_blanks(p + 1), *p == '#' && p[1] == ':') {
+		/* #:lo12:sym: the low bits of a symbol's address, the base
+		 * register holding its page (adrp). */
+		a->kind = USDT_ARG_RIP_SYM;
+	} else {
+		snprintf(shown, sizeof(shown), "%.*s", (int)(close - p), p);
+		if (whole_number(shown, &v)) {
+			a->kind = USDT_ARG_REG_DEREF;
+			a->val = v;
+		} else if (take_reg(&p, a->index, false) &&
+			   usdt_reg_find(a->machine, a->index)) {
+			p = skip_blanks(p);
+			shift = 0;
+			if (*p == ',' && (sscanf(skip_blanks(p + 1), "lsl %d", &shift) != 1 ||
+					  shift < 0 || shift > 3))
+				return;
+			a->kind = USDT_ARG_SIB;
+			a->scale = 1 << shift;
+		} else {
+			a->index[0] = '\0';
+			return;
+		}
+	}
+	memcpy(a->reg, base, sizeof(base));
+}
+
+/* The end of the spec item at p: the first blank outside brackets. */
+static const char *item_end(const char *p)
+{
+	int depth = 0;
+
+	for (; *p && (depth || (*p != ' ' && *p != '\t')); p++)
+		if (*p == '[')
+			depth++;
+		else if (*p == ']' && depth)
+			depth--;
+	return p;
+}
+
+int usdt_args_parse(const char *spec, int machine, struct usdt_arg *out,
+		    int max, char *err, size_t errlen)
 {
 	const char *p = spec, *start, *at;
 	int count = 0, size;
@@ -542,13 +632,11 @@ int usdt_args_parse(const char *spec, struct usdt_arg *out, int max,
 	long n;
 
 	for (;;) {
-		while (*p == ' ' || *p == '\t')
-			p++;
+		p = skip_blanks(p);
 		if (!*p)
 			return count;
 		start = p;
-		while (*p && *p != ' ' && *p != '\t')
-			p++;
+		p = item_end(p);
 		len = (size_t)(p - start);
 		if (count == max || count == USDT_ARGC_MAX)
 			return fail(err, errlen, "more than %d arguments in spec", count);
@@ -569,31 +657,67 @@ int usdt_args_parse(const char *spec, struct usdt_arg *out, int max,
 				    count, out[count].text);
 		out[count].size = size;
 		out[count].is_signed = n < 0;
-		classify(out[count].text + (at + 1 - start), &out[count]);
+		out[count].machine = machine;
+		out[count].kind = USDT_ARG_OTHER;
+		if (machine == EM_AARCH64)
+			classify_arm64(out[count].text + (at + 1 - start), &out[count]);
+		else if (machine == EM_X86_64)
+			classify_x86(out[count].text + (at + 1 - start), &out[count]);
 		count++;
 	}
+}
+
+/* Whether register name of a's machine is one the three readers parse
+ * and hold a value in. */
+static bool parsed_reg(const struct usdt_arg *a, const char *name)
+{
+	const struct usdt_reg *r = usdt_reg_find(a->machine, name);
+
+	return r && r->parsed && !r->pc;
 }
 
 static bool readable_reg(const struct usdt_arg *a)
 {
 	return (a->kind == USDT_ARG_REG || a->kind == USDT_ARG_REG_DEREF) &&
-	       is_gpr(a->reg);
+	       parsed_reg(a, a->reg);
+}
+
+/* Whether s[0, end) (end NULL: to the NUL) is a decimal number, as
+ * libbpf 1.1 reads one (%ld): no '#', '$' or 0x. */
+static bool decimal(const char *s, const char *end)
+{
+	size_t len = end ? (size_t)(end - s) : strlen(s);
+
+	if (len && *s == '-')
+		s++, len--;
+	return len && strspn(s, "0123456789") >= len;
 }
 
 bool usdt_arg_readable_bpftrace(const struct usdt_arg *a)
 {
+	/* On aarch64 it reads through BCC's parser, which takes [base,
+	 * index] without a shift, as it reads a [base, disp], and no '#'. */
+	if (a->machine == EM_AARCH64 && strchr(a->text, '#'))
+		return false;
+	if (a->machine == EM_AARCH64 && a->kind == USDT_ARG_SIB)
+		return a->scale == 1 && parsed_reg(a, a->reg) &&
+		       parsed_reg(a, a->index);
 	return readable_reg(a);
 }
 
 bool usdt_arg_readable_libbpf(const struct usdt_arg *a)
 {
-	const char *op;
+	const char *op = strchr(a->text, '@') + 1, *comma;
 
+	if (a->machine == EM_AARCH64) {
+		if (a->kind == USDT_ARG_CONST)
+			return decimal(op, NULL);
+		comma = strchr(op, ',');
+		return readable_reg(a) &&
+		       (!comma || decimal(skip_blanks(comma + 1), strchr(op, ']')));
+	}
 	if (a->kind != USDT_ARG_CONST)
 		return readable_reg(a);
 	/* libbpf 1.1 reads a constant with %lld: decimal only. */
-	op = strchr(a->text, '@') + 2;
-	if (*op == '-')
-		op++;
-	return *op && strspn(op, "0123456789") == strlen(op);
+	return decimal(op + 1, NULL);
 }

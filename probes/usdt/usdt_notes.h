@@ -22,23 +22,45 @@
 /* More notes than any real binary holds (libjvm has about 900). */
 #define USDT_NOTES_MAX 65536
 
+/* Operand kinds, as x86_64 (AT&T) and aarch64 write them. */
 enum usdt_arg_kind {
-	USDT_ARG_CONST,		/* $N */
-	USDT_ARG_REG,		/* %reg */
-	USDT_ARG_REG_DEREF,	/* disp(%reg) */
-	USDT_ARG_RIP_SYM,	/* anything relative to %rip: sym(%rip), sym+N(%rip) */
-	USDT_ARG_SIB,		/* disp(%base,%index[,scale]) */
+	USDT_ARG_CONST,		/* $N; aarch64 N or #N */
+	USDT_ARG_REG,		/* %reg; aarch64 xN, wN, sp */
+	USDT_ARG_REG_DEREF,	/* disp(%reg); aarch64 [reg], [reg, disp] */
+	USDT_ARG_RIP_SYM,	/* symbol-relative: sym(%rip), sym+N(%rip);
+				 * aarch64 [reg, #:lo12:sym] */
+	USDT_ARG_SIB,		/* disp(%base,%index[,scale]); aarch64 [base,
+				 * index] and [base, index, lsl N] */
 	USDT_ARG_OTHER,
 };
 
 struct usdt_arg {
 	enum usdt_arg_kind kind;
+	int machine;		/* the ELF file's e_machine (EM_X86_64, EM_AARCH64) */
 	int size;		/* bytes, 1/2/4/8 */
 	bool is_signed;
 	long long val;		/* constant, or the displacement of a deref */
-	char reg[8];		/* "rax", "rbp", ... ("" for CONST) */
+	char reg[8];		/* "rax", "x19", "sp" ... ("" for CONST) */
+	char index[8];		/* SIB: the index register */
+	int scale;		/* SIB: its multiplier */
 	char text[64];		/* the item as written, e.g. "-4@40+CheckpointStats(%rip)" */
 };
+
+/* One name of a register, from probekit's one register table
+ * (probes/usdt/registers, through probes/usdt/genregs). */
+struct usdt_reg {
+	const char *name;	/* as an operand writes it: "eax", "x3" */
+	const char *field;	/* its struct pt_regs member: "ax", "regs[3]" */
+	unsigned short machine;	/* e_machine */
+	unsigned char size;	/* bytes the name reads */
+	bool pc;		/* the program counter: the probe's address at a
+				 * uprobe, not what the compiler meant */
+	bool parsed;		/* bpftrace 0.17, BCC 0.26, libbpf 1.1 parse it */
+	unsigned short off;	/* byte offset of field in struct pt_regs */
+};
+
+/* The register machine calls name, or NULL. */
+const struct usdt_reg *usdt_reg_find(int machine, const char *name);
 
 struct usdt_note {
 	char provider[USDT_NAME_MAX];
@@ -48,6 +70,7 @@ struct usdt_note {
 	unsigned long long sema;	/* semaphore address, 0 when the probe has none */
 	unsigned long long sema_off;	/* its file offset: the uprobe's ref_ctr_offset */
 	char spec[USDT_SPEC_MAX];	/* the argument spec text */
+	int machine;			/* the file's e_machine: how to read spec */
 };
 
 /* Open path for reading when it is a regular file (or a link to one): the
@@ -78,15 +101,18 @@ struct Elf;
 int usdt_notes_read_elf(struct Elf *elf, unsigned long long file_size,
 			struct usdt_note **out, size_t *n, char *err, size_t errlen);
 
-/* Parse a spec into at most max args: the count, or -1 with a reason in
- * err. */
-int usdt_args_parse(const char *spec, struct usdt_arg *out, int max,
-		    char *err, size_t errlen);
+/* Parse a spec of an ELF file for machine (its e_machine) into at most
+ * max args: the count, or -1 with a reason in err.  Items are separated by
+ * blanks outside brackets (aarch64's "-4@[sp, 12]" is one). */
+int usdt_args_parse(const char *spec, int machine, struct usdt_arg *out,
+		    int max, char *err, size_t errlen);
 
-/* Whether a reader can use an operand: bpftrace 0.17 reads REG and
- * REG_DEREF (not immediates); libbpf 1.1 reads CONST (decimal), REG and
- * REG_DEREF; neither reads RIP_SYM or SIB.  Only general-purpose registers
- * other than %rip count. */
+/* Whether a reader can use an operand.  x86_64: bpftrace 0.17 reads REG
+ * and REG_DEREF (not immediates); libbpf 1.1 reads CONST (decimal), REG
+ * and REG_DEREF; neither reads RIP_SYM or SIB.  aarch64 (their sources):
+ * libbpf 1.1 reads N, xN/sp and [xN(, N)]; bpftrace 0.17, through BCC's
+ * parser, also [xN, xM] and not immediates, as on x86_64.  Only the
+ * register names the table marks parsed count, never the pc. */
 bool usdt_arg_readable_bpftrace(const struct usdt_arg *a);
 bool usdt_arg_readable_libbpf(const struct usdt_arg *a);
 
