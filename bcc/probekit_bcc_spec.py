@@ -53,8 +53,13 @@ def parser(tool, types=None):
                                 types=types)
     if units:
         p.set_defaults(unit=spec["unit"])
+    groups = {}     # "group": options that exclude each other
     for o in spec["option"]:
-        cli.add_spec_option(p, o, types=types)
+        into = p
+        if "group" in o:
+            into = groups.setdefault(o["group"],
+                                     p.add_mutually_exclusive_group())
+        cli.add_spec_option(into, o, types=types)
     if not spec.get("operands"):
         cli.add_interval(p)
     p.add_argument("--ebpf", action="store_true", help=argparse.SUPPRESS)

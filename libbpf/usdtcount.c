@@ -23,6 +23,7 @@
 
 #include "usdtcount.h"
 #include "usdtcount.skel.h"
+#include "usdtcount.spec.h"
 #include "trace_helpers.h"
 #include "usdt_sites.h"
 
@@ -33,7 +34,6 @@ const char *tool_name = "usdtcount";
 #define CATALOG_PROBES_MAX 4096
 #define STR_TOP 10			/* -S: values shown per probe */
 
-enum { OPT_CATALOG = OPT_LONG_ONLY, OPT_REQUIRE_ALL };
 
 static struct {
 	struct common_args c;
@@ -99,39 +99,12 @@ static bool operand(const char *arg)
 	return true;
 }
 
-static const struct tool_option options[] = {
-	{ 'H', "histogram", "argN", "a log2 histogram of integer argument N per\n"
-			       "probe, instead of a count" },
-	{ 'S', "strings", "argN", "the most frequent values of string argument\n"
-				  "N per probe, instead of a count" },
-	{ OPT_CATALOG, "catalog", "FILE.d",
-	  "also list the catalog's probes that never fired" },
-	{ OPT_REQUIRE_ALL, "require-all", NULL,
-	  "with --catalog: exit 1 if any of them never fired" },
-	{ 0 }
-};
-
+/* Options, usage and examples: tools/usdtcount.toml, through
+ * tools/gentool; --gate (OPT_GATE) is a common option of the tools on
+ * any binary. */
 static const struct tool_cli cli = {
-	.synopsis =
-"usage: probekit-usdtcount (-p PID | -b PATH) [-h] [-H argN | -S argN]\n"
-"                          [--catalog FILE.d [--require-all]] [-T] [-j]\n"
-"                          [-d SECS] [--gate PROBE] PATTERN...\n"
-"                          [interval [count]]\n"
-"\n"
-"Count the hits of the USDT probes of any binary that match PATTERNs\n"
-"(provider:name globs), per interval (libbpf CO-RE).\n",
-	.options = options,
-	.examples =
-"    probekit-usdtcount -p 1234 'postgresql:*'       # every probe, at Ctrl-C\n"
-"    probekit-usdtcount -p 1234 'query__*' 1 10     # every second, 10 times\n"
-"    probekit-usdtcount -b /usr/bin/python3.11 -S arg2 python:function__entry\n"
-"                               # the functions called most, every process\n"
-"    probekit-usdtcount -p 1234 -H arg5 blktgt:io__submit\n"
-"                               # a histogram of I/O lengths\n"
-"    probekit-usdtcount -p 1234 --catalog probes.d --require-all -d 60 'app:*'\n"
-"                               # fail unless every catalog probe fired\n",
+	SPEC_CLI,
 	.option = option,
-	.binary = true,
 	.operand = operand,
 };
 
