@@ -13,8 +13,43 @@
 #   make uninstall  remove what make install installed
 #   make deb        the Debian package, in $(O)/deb (lintian-clean)
 #   make V=1        show full commands
+#   make ARCH=arm64 the same for arm64, cross-built into build/arm64 against
+#                   the arm64 userland of scripts/arm64.sh (its sysroot)
+#   make arm64-smoke that build, smoke-tested in an emulated arm64 machine
 #
 # Components add their own rules in mk/*.mk.
+
+# Cross-building: ARCH=arm64 (or CROSS_COMPILE=aarch64-linux-gnu-) picks
+# the cross compiler, links against the arm64 userland that
+# scripts/arm64.sh keeps (SYSROOT: libbpf, libelf, zlib, libmicrohttpd,
+# sys/sdt.h) and builds into build/arm64 unless O says otherwise.  The
+# architecture a build is for is always the compiler's (-dumpmachine),
+# never this machine's: mk/libbpf.mk's BPF target and vmlinux.h,
+# mk/nop5.mk's x86-only flags and the C code's #ifs all follow it.
+ifeq ($(ARCH),arm64)
+CROSS_COMPILE ?= aarch64-linux-gnu-
+else ifneq ($(ARCH),)
+$(error ARCH=$(ARCH): probekit cross-builds for ARCH=arm64 only; leave ARCH unset for this machine)
+endif
+ifneq ($(CROSS_COMPILE),)
+ifeq ($(origin CC),default)
+CC := $(CROSS_COMPILE)gcc
+endif
+ifeq ($(origin AR),default)
+AR := $(CROSS_COMPILE)ar
+endif
+ifneq ($(filter aarch64-%,$(shell $(CC) -dumpmachine 2>/dev/null)),)
+ARCH := arm64
+O ?= build/arm64
+SYSROOT ?= $(shell scripts/arm64.sh root 2>/dev/null)
+ifeq ($(SYSROOT),)
+$(error ARCH=arm64: no arm64 userland to link against; build it with 'scripts/arm64.sh sysroot' (as root; package debootstrap and qemu-user-static), or name one with SYSROOT=DIR)
+endif
+else
+$(error CROSS_COMPILE=$(CROSS_COMPILE): $(CC) is not an aarch64 compiler (apt-get install gcc-aarch64-linux-gnu); probekit cross-builds for arm64 only)
+endif
+SYSROOT_FLAGS = --sysroot=$(SYSROOT)
+endif
 
 O       ?= build
 USDT    ?= 1
@@ -42,8 +77,8 @@ HARDEN_LDFLAGS := -pie -Wl,-z,relro -Wl,-z,now
 # objects take the same map (mk/libbpf.mk).
 PREFIX_MAP     := -ffile-prefix-map=$(CURDIR)=.
 # Every C compile and link of a program probekit builds starts from these.
-BASE_CFLAGS    = $(HARDEN_CPPFLAGS) $(CPPFLAGS) $(HARDEN_CFLAGS) $(PREFIX_MAP) $(CFLAGS)
-BASE_LDFLAGS   = $(HARDEN_LDFLAGS) $(LDFLAGS)
+BASE_CFLAGS    = $(SYSROOT_FLAGS) $(HARDEN_CPPFLAGS) $(CPPFLAGS) $(HARDEN_CFLAGS) $(PREFIX_MAP) $(CFLAGS)
+BASE_LDFLAGS   = $(SYSROOT_FLAGS) $(HARDEN_LDFLAGS) $(LDFLAGS)
 
 ALL_CFLAGS = -std=gnu11 -pthread -fno-omit-frame-pointer -D_GNU_SOURCE \
 	   $(WARN) $(BASE_CFLAGS) -I$(O)/gen -Itarget $(SAN_CFLAGS) $(EXTRA_CFLAGS)
@@ -80,7 +115,7 @@ all: $(TARGET)
 # Remember how $(O) was configured, so that switching USDT or SAN in the
 # same directory rebuilds everything instead of mixing objects.
 $(O)/.config: FORCE | $(O)/gen
-	@echo 'USDT=$(USDT) SAN=$(SAN) CC=$(CC) CPPFLAGS=$(CPPFLAGS) CFLAGS=$(CFLAGS) LDFLAGS=$(LDFLAGS) EXTRA_CFLAGS=$(EXTRA_CFLAGS)' > $@.tmp
+	@echo 'USDT=$(USDT) SAN=$(SAN) CC=$(CC) SYSROOT=$(SYSROOT) CPPFLAGS=$(CPPFLAGS) CFLAGS=$(CFLAGS) LDFLAGS=$(LDFLAGS) EXTRA_CFLAGS=$(EXTRA_CFLAGS)' > $@.tmp
 	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
 FORCE:
 
@@ -194,8 +229,9 @@ OUTPUT_VARS := PROBES_H TARGET TARGET_SRCS TARGET_OBJS PROBES_O \
 	BENCH_DIR BENCH_PROGS FUZZ_JSONRPC_DIR FUZZ_NBD_DIR LIBBPF_TOOLS \
 	LIBBPF_HELPERS LIBBPF_GEN LIBBPF_OBJ LIBBPF_BINS TRACE_TOOL \
 	PROBEKIT_VERSION_H PROBEKIT_VERSION_SHARE BCC_TOOLS SCRIPT_LINKS SCRIPT_CMDS \
-	GDB_SECTION_O STRUCTS_DIR STRUCTS_BT USDT_OBJ USDT_LIB USDT_SCAN \
-	EXPORTER EXPORTER_OBJS
+	GDB_SECTION_O STRUCTS_DIR STRUCTS_BT USDT_OBJ USDT_LIB USDT_REGS_H \
+	WRAPPER_OBJ WRAPPER_OBJS WRAPPER_SCAN \
+	EXPORTER EXPORTER_OBJS QUICKSTART
 $(foreach v,$(OUTPUT_VARS),$(if $(findstring command line,$(origin $(v)))$(findstring environment override,$(origin $(v))),\
 	$(error $(v) names a build output and cannot be set on the command line; use O=DIR to build elsewhere)))
 

@@ -402,6 +402,8 @@ def run(tool, target, args, collect, what, bpf=None, out=None, ready=None,
         if pairs is not None:
             pairs.sweep()
         time.sleep(min([TICK] + [max(0.0, t - now) for t in due]))
+    if gone and pairs is not None:
+        pairs.settle(target.pid)    # its last thread's exit, first
     out.emit(collect())
     if gone:
         sys.stderr.write("%s: PID %d (%s) exited; tracing ended\n"

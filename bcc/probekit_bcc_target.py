@@ -5,6 +5,7 @@ named in one line), and remembered with its start time, so that a recycled
 PID is not mistaken for the process the tool attached to."""
 
 import os
+import select
 
 from probekit_bcc_args import die
 
@@ -106,6 +107,24 @@ class Target:
         if fields[0] in ("Z", "X"):
             return None
         return fields[19]
+
+    def exiting(self, wait):
+        """Whether the process has exited, or does within wait seconds.
+        Asked after a failure: a killed process loses its mappings (which
+        fails an attach) before its last thread has exited, so a failure
+        its exit caused is followed by the pidfd turning readable."""
+        if not self.alive():
+            return True
+        try:
+            fd = os.pidfd_open(self.pid)
+        except OSError:
+            return not self.alive()
+        try:
+            p = select.poll()
+            p.register(fd, select.POLLIN)
+            return bool(p.poll(wait * 1000)) or not self.alive()
+        finally:
+            os.close(fd)
 
     def alive(self):
         try:

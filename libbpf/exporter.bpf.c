@@ -381,7 +381,7 @@ int usdt_hit(struct pt_regs *ctx)
  * process at the last thread, reclaiming every START the process left:
  * an RPC's, or a pair's keyed by an argument.
  */
-SEC("tracepoint/sched/sched_process_exit")
+SEC("raw_tp/sched_process_exit")
 int start_exit(void *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();

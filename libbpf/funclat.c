@@ -11,6 +11,9 @@
  * and a uretprobe the return value and the latency.  Three log2
  * histograms: the argument, the non-negative return values (with the
  * count of negative ones, errors, as "negative: N"), and the latency.
+ * Entry times are kept by thread, at most --max-inflight; one the full
+ * table refuses, and one whose thread exits inside the call, is counted
+ * (pair_state.h).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -72,7 +75,8 @@ static const struct tool_option options[] = {
 static const struct tool_cli cli = {
 	.synopsis =
 "usage: probekit-funclat -p PID [-h] [-f FUNC] [-a N] [--arg-bits {32,64}]\n"
-"                        [-n|-u|-m] [-T] [-d SECS] [-j] [interval [count]]\n"
+"                        [-n|-u|-m] [-T] [-d SECS] [-j] [--max-inflight N]\n"
+"                        [interval [count]]\n"
 "\n"
 "Summarize a blktgt function's argument, return value and latency as\n"
 "histograms (libbpf CO-RE).\n",
@@ -87,6 +91,7 @@ static const struct tool_cli cli = {
 "                                      # bdev_execute's uint32_t type\n"
 "    probekit-funclat -p 1234 -j       # print JSON\n",
 	.option = option,
+	.pairs = true,
 };
 
 /* A symbol name as the bcc/ twin accepts it: 1..255 of [A-Za-z0-9_.$]. */
@@ -146,6 +151,8 @@ static int collect(void *ctx, struct hist_entry **entries)
 int main(int argc, char **argv)
 {
 	struct funclat_bpf *skel = NULL;
+	struct pair_exit_offsets exit_offs;
+	struct bpf_link *exit_link = NULL;
 	struct target t;
 	char what[FUNC_MAX + 8];
 	int err, rc = 1;
@@ -154,6 +161,8 @@ int main(int argc, char **argv)
 	libbpf_quiet(env.c.verbose);
 	if (target_open(&t, env.c.pid))
 		return 1;
+	if (pair_exit_detect(&exit_offs))
+		goto out;
 
 	skel = funclat_bpf__open();
 	if (!skel) {
@@ -164,12 +173,19 @@ int main(int argc, char **argv)
 	skel->rodata->arg_mask = env.arg_bits == 32 ? 0xffffffffULL : ~0ULL;
 	skel->rodata->unit_ns = env.c.unit_ns;
 	skel->rodata->count_hits = env.c.max_rate > 0;
+	skel->rodata->pair_group_dead_off = exit_offs.group_dead_off;
+	skel->rodata->pair_task_signal_off = exit_offs.task_signal_off;
+	skel->rodata->pair_signal_live_off = exit_offs.signal_live_off;
+	bpf_map__set_max_entries(skel->maps.start, env.c.max_inflight);
 	err = funclat_bpf__load(skel);
 	if (err) {
 		report_load_error(&t, err);
 		goto out;
 	}
-	if (attach_uprobe(skel->progs.func_entry, &t, env.func, false,
+	/* Reclaim first: an entry made once the uprobes are in is then
+	 * never left behind by its thread's exit. */
+	if (pair_exit_attach(skel->progs.func_exit, &exit_link) ||
+	    attach_uprobe(skel->progs.func_entry, &t, env.func, false,
 			  &skel->links.func_entry) ||
 	    attach_uprobe(skel->progs.func_return, &t, env.func, true,
 			  &skel->links.func_return))
@@ -178,8 +194,10 @@ int main(int argc, char **argv)
 	snprintf(what, sizeof(what), "%s()", env.func);
 	env.c.hits = skel->maps.hits;
 	env.c.skel = skel->skeleton;
+	env.c.pair_counts = skel->maps.pair_counts;
 	rc = run_loop(&env.c, &t, what, collect, skel);
 out:
+	bpf_link__destroy(exit_link);
 	funclat_bpf__destroy(skel);
 	target_close(&t);
 	return rc;

@@ -4,8 +4,7 @@
 #define PROBEKIT_FUNCLAT_H
 
 #include "histogram.h"
-
-#define MAX_THREADS 4096	/* calls in progress remembered at once */
+#include "pair_state.h"
 
 /* The three histograms, in the order they are printed. */
 enum funclat_hist {

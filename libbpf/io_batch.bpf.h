@@ -27,6 +27,29 @@ struct {
 } io_batch_scratch SEC(".maps");
 
 /*
+ * The registers an operand can name, as libbpf's USDT spec gives them: an
+ * offset into the architecture's user register layout (struct pt_regs on
+ * x86, struct user_pt_regs on arm64, which bpf_tracing.h's
+ * __PT_REGS_CAST() names).
+ */
+#if defined(__TARGET_ARCH_x86)
+typedef struct pt_regs io_batch_regs_t;
+#define IO_BATCH_REGS(X) X(ax) X(bx) X(cx) X(dx) X(si) X(di) X(bp) X(sp) \
+	X(r8) X(r9) X(r10) X(r11) X(r12) X(r13) X(r14) X(r15)
+#elif defined(__TARGET_ARCH_arm64)
+typedef struct user_pt_regs io_batch_regs_t;
+#define IO_BATCH_REGS(X) X(regs[0]) X(regs[1]) X(regs[2]) X(regs[3]) \
+	X(regs[4]) X(regs[5]) X(regs[6]) X(regs[7]) X(regs[8]) X(regs[9]) \
+	X(regs[10]) X(regs[11]) X(regs[12]) X(regs[13]) X(regs[14]) \
+	X(regs[15]) X(regs[16]) X(regs[17]) X(regs[18]) X(regs[19]) \
+	X(regs[20]) X(regs[21]) X(regs[22]) X(regs[23]) X(regs[24]) \
+	X(regs[25]) X(regs[26]) X(regs[27]) X(regs[28]) X(regs[29]) \
+	X(regs[30]) X(sp)
+#else
+#error "io_batch.bpf.h: the user register layout is unknown for this architecture"
+#endif
+
+/*
  * Argument n of this hit, as bpf_usdt_arg() reads it from the spec
  * bpf_program__attach_usdt() wrote (usdt.bpf.h), except that an operand in
  * a register is read straight from ctx.  bpf_usdt_arg() reads a register
@@ -48,30 +71,17 @@ static __always_inline int io_batch_arg(struct pt_regs *ctx,
 		return bpf_usdt_arg(ctx, n, res);
 	/* Each case a load at a constant offset, which the verifier
 	 * allows in ctx; a computed offset it refuses.  In asm: clang
-	 * would make the sixteen loads one, from a computed address. */
+	 * would make the loads one, from a computed address. */
 #define REG(r) ({ unsigned long _v;					\
 	__asm__ volatile("%0 = *(u64 *)(%1 + %2)" : "=r"(_v)		\
-			 : "r"(ctx), "i"(__builtin_offsetof(struct pt_regs, r)));	\
+			 : "r"(ctx), "i"(__builtin_offsetof(io_batch_regs_t, r)));	\
 	_v; })
+#define REG_CASE(r) case __builtin_offsetof(io_batch_regs_t, r): v = REG(r); break;
 	switch (a->reg_off) {
-	case __builtin_offsetof(struct pt_regs, ax): v = REG(ax); break;
-	case __builtin_offsetof(struct pt_regs, bx): v = REG(bx); break;
-	case __builtin_offsetof(struct pt_regs, cx): v = REG(cx); break;
-	case __builtin_offsetof(struct pt_regs, dx): v = REG(dx); break;
-	case __builtin_offsetof(struct pt_regs, si): v = REG(si); break;
-	case __builtin_offsetof(struct pt_regs, di): v = REG(di); break;
-	case __builtin_offsetof(struct pt_regs, bp): v = REG(bp); break;
-	case __builtin_offsetof(struct pt_regs, sp): v = REG(sp); break;
-	case __builtin_offsetof(struct pt_regs, r8): v = REG(r8); break;
-	case __builtin_offsetof(struct pt_regs, r9): v = REG(r9); break;
-	case __builtin_offsetof(struct pt_regs, r10): v = REG(r10); break;
-	case __builtin_offsetof(struct pt_regs, r11): v = REG(r11); break;
-	case __builtin_offsetof(struct pt_regs, r12): v = REG(r12); break;
-	case __builtin_offsetof(struct pt_regs, r13): v = REG(r13); break;
-	case __builtin_offsetof(struct pt_regs, r14): v = REG(r14); break;
-	case __builtin_offsetof(struct pt_regs, r15): v = REG(r15); break;
+	IO_BATCH_REGS(REG_CASE)
 	default: return bpf_usdt_arg(ctx, n, res);
 	}
+#undef REG_CASE
 #undef REG
 	/* The operand's size, as bpf_usdt_arg() takes it: "-4@%eax" is the
 	 * low 32 bits, sign-extended. */

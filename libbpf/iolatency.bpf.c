@@ -7,10 +7,12 @@
  * 64 I/Os and nothing is kept in flight here.
  *
  * With --per-io, from the two per-I/O probes: an I/O is keyed by its id
- * (the first argument of both), never by thread, since a reactor may
- * complete an I/O that another one submitted.  The key is deleted at
- * completion, so the map holds only I/Os in flight, and I/Os already in
- * flight when tracing starts are not counted.
+ * (the first argument of both) and process, never by thread, since a
+ * reactor may complete an I/O that another one submitted.  The key is
+ * deleted at completion, so the map holds only I/Os in flight, and I/Os
+ * already in flight when tracing starts are not counted.  A submit the
+ * full map refuses is counted, and the process's exit reclaims what it
+ * left in flight (pair_state.bpf.h).
  */
 #include "probekit.bpf.h"
 #include <bpf/usdt.bpf.h>
@@ -18,6 +20,7 @@
 #include "iolatency.h"
 #include "histogram.bpf.h"
 #include "blktgt_io.bpf.h"
+#include "pair_state.bpf.h"
 
 /* Options, set by user space before load. */
 const volatile bool per_bdev = false;	/* -B */
@@ -26,10 +29,16 @@ const volatile bool linear = false;	/* -L */
 const volatile __u64 width = 10;	/* -W: linear bucket width, in units */
 const volatile __u64 unit_ns = 1000;	/* -n 1, -u 1000, -m 1000000 */
 
+/* An I/O in flight: its process (tid 0: any thread may end it), its id. */
+struct io_start_key {
+	struct pair_key_head head;
+	__u64 id;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MAX_INFLIGHT);
-	__type(key, __u64);		/* I/O id */
+	__uint(max_entries, PAIR_INFLIGHT_DEFAULT);	/* --max-inflight */
+	__type(key, struct io_start_key);
 	__type(value, __u64);		/* submit time, ns */
 } start SEC(".maps");
 
@@ -49,23 +58,27 @@ SEC("usdt")
 int BPF_USDT(io_submit, __u64 id)
 {
 	hit_count();
+	struct io_start_key key = { .head.tgid = bpf_get_current_pid_tgid() >> 32,
+				    .id = id };
 	__u64 ts = bpf_ktime_get_ns();
 
-	bpf_map_update_elem(&start, &id, &ts, BPF_ANY);
+	pair_start(&start, &key, &ts);
 	return 0;
 }
 
 static __always_inline int handle_done(__u64 id, const char *bdev,
 				       const char *type_name)
 {
+	struct io_start_key skey = { .head.tgid = bpf_get_current_pid_tgid() >> 32,
+				     .id = id };
 	struct io_key key = {};
 	__u64 *tsp, delta;
 
-	tsp = bpf_map_lookup_elem(&start, &id);
+	tsp = bpf_map_lookup_elem(&start, &skey);
 	if (!tsp)
 		return 0;	/* submitted before tracing started */
 	delta = (bpf_ktime_get_ns() - *tsp) / unit_ns;
-	bpf_map_delete_elem(&start, &id);
+	bpf_map_delete_elem(&start, &skey);
 
 	/* _str stops at the NUL of a zeroed key: equal names, equal keys. */
 	if (per_bdev)
@@ -84,6 +97,13 @@ int BPF_USDT(io_done, __u64 id, const char *bdev, __u32 type, __u64 len,
 {
 	hit_count();
 	return handle_done(id, bdev, type_name);
+}
+
+/* --per-io: a process's exit reclaims the I/Os it left in flight. */
+SEC("raw_tp/sched_process_exit")
+int io_exit(void *ctx)
+{
+	return pair_on_exit(ctx, &start, NULL);
 }
 
 /* The log2 slot of v / unit, for unit >= 1 and unit_log2 its floor(log2),

@@ -8,7 +8,9 @@
  * by default as blktgt stamped them in the records of blktgt:io__batch,
  * one hit for up to 64 I/Os; with --per-io, from blktgt:io__submit to
  * blktgt:io__done of the same I/O id, two hits per I/O, whose times also
- * hold the cost of the hits (see iolatency.bpf.c).  Options reach the BPF
+ * hold the cost of the hits (see iolatency.bpf.c); at most --max-inflight
+ * I/Os are timed at once, and what is dropped or reclaimed is counted
+ * (pair_state.h).  Options reach the BPF
  * program as read-only data set before load, never as text.
  */
 #include <errno.h>
@@ -70,7 +72,8 @@ static const struct tool_option options[] = {
 static const struct tool_cli cli = {
 	.synopsis =
 "usage: probekit-iolatency -p PID [-h] [-T] [-B] [-O] [-m|-u|-n] [-L [-W WIDTH]]\n"
-"                          [-d SECS] [-j] [--per-io] [interval [count]]\n"
+"                          [-d SECS] [-j] [--per-io [--max-inflight N]]\n"
+"                          [interval [count]]\n"
 "\n"
 "Time each blktgt block I/O from submission to completion, and show the\n"
 "times as a histogram (libbpf CO-RE).\n",
@@ -86,6 +89,7 @@ static const struct tool_cli cli = {
 "    probekit-iolatency -p 1234 -d 10 -j  # for 10 seconds, as JSON\n"
 "    probekit-iolatency -p 1234 --per-io  # from the per-I/O probes\n",
 	.option = option,
+	.pairs = true,		/* with --per-io */
 };
 
 static void parse_args(int argc, char **argv)
@@ -112,6 +116,8 @@ static int collect(void *ctx, struct hist_entry **entries)
 int main(int argc, char **argv)
 {
 	struct iolatency_bpf *skel = NULL;
+	struct pair_exit_offsets exit_offs;
+	struct bpf_link *exit_link = NULL;
 	struct target t;
 	int err, rc = 1;
 
@@ -119,6 +125,8 @@ int main(int argc, char **argv)
 	libbpf_quiet(env.c.verbose);
 	if (target_open(&t, env.c.pid))
 		return 1;
+	if (env.per_io && pair_exit_detect(&exit_offs))
+		goto out;
 
 	skel = iolatency_bpf__open();
 	if (!skel) {
@@ -134,6 +142,15 @@ int main(int argc, char **argv)
 	bpf_program__set_autoload(skel->progs.io_batch, !env.per_io);
 	bpf_program__set_autoload(skel->progs.io_submit, env.per_io);
 	bpf_program__set_autoload(skel->progs.io_done, env.per_io);
+	bpf_program__set_autoload(skel->progs.io_exit, env.per_io);
+	if (env.per_io) {
+		skel->rodata->pair_group_dead_off = exit_offs.group_dead_off;
+		skel->rodata->pair_task_signal_off = exit_offs.task_signal_off;
+		skel->rodata->pair_signal_live_off = exit_offs.signal_live_off;
+		bpf_map__set_max_entries(skel->maps.start, env.c.max_inflight);
+	} else {
+		bpf_map__set_max_entries(skel->maps.start, 1);	/* unused */
+	}
 	err = iolatency_bpf__load(skel);
 	if (err) {
 		report_load_error(&t, err);
@@ -143,7 +160,8 @@ int main(int argc, char **argv)
 		if (attach_usdt(skel->progs.io_batch, &t, "blktgt", "io__batch",
 				&skel->links.io_batch))
 			goto out;
-	} else if (attach_usdt(skel->progs.io_submit, &t, "blktgt", "io__submit",
+	} else if (pair_exit_attach(skel->progs.io_exit, &exit_link) ||
+		   attach_usdt(skel->progs.io_submit, &t, "blktgt", "io__submit",
 			       &skel->links.io_submit) ||
 		   attach_usdt(skel->progs.io_done, &t, "blktgt", "io__done",
 			       &skel->links.io_done)) {
@@ -152,8 +170,11 @@ int main(int argc, char **argv)
 
 	env.c.hits = skel->maps.hits;
 	env.c.skel = skel->skeleton;
+	if (env.per_io)
+		env.c.pair_counts = skel->maps.pair_counts;
 	rc = run_loop(&env.c, &t, "block I/O latency", collect, skel);
 out:
+	bpf_link__destroy(exit_link);
 	iolatency_bpf__destroy(skel);
 	target_close(&t);
 	return rc;

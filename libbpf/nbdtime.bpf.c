@@ -7,6 +7,12 @@
  * of its connection's socket syscalls is estimated; this is the same
  * program with libbpf.  The tracepoints are read through the kernel's own
  * structs (trace_event_raw_sys_enter/exit, from vmlinux.h) with CO-RE.
+ *
+ * Every table kept between two probes is a pair table (pair_state.bpf.h):
+ * a START the full table refuses is counted as dropped, and the exit of
+ * the thread (sys) or of the process (the others) reclaims what it left.
+ * A value the full histogram map has no room for (a histogram per thread
+ * for the syscall stages) is counted on the same line.
  */
 #include "probekit.bpf.h"
 #include <bpf/bpf_core_read.h>
@@ -14,6 +20,7 @@
 
 #include "nbdtime.h"
 #include "histogram.bpf.h"
+#include "pair_state.bpf.h"
 
 /* Options, set by user space before load. */
 const volatile __u32 tgid = 0;		/* -p */
@@ -22,9 +29,18 @@ const volatile bool linear = false;	/* -L */
 const volatile __u64 width = 10;	/* -W: linear bucket width, in units */
 const volatile __u64 unit_ns = 1000;	/* -n 1, -u 1000, -m 1000000 */
 
+/* The keys of the tables: the process (pair_state.bpf.h), the thread
+ * for sys alone (a request, I/O or connection may end on any thread),
+ * then what a table is keyed by. */
 struct nt_req_key {
+	struct pair_key_head head;
 	__u64 conn;
 	__u64 handle;
+};
+
+struct nt_id_key {
+	struct pair_key_head head;
+	__u64 id;		/* an I/O, a connection or an fd */
 };
 
 struct nt_req {
@@ -57,36 +73,36 @@ struct nt_sys_start {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MAX_INFLIGHT);
+	__uint(max_entries, PAIR_INFLIGHT_DEFAULT);	/* --max-inflight */
 	__type(key, struct nt_req_key);
 	__type(value, struct nt_req);
 } reqs SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MAX_INFLIGHT);
-	__type(key, __u64);		/* I/O id */
+	__uint(max_entries, PAIR_INFLIGHT_DEFAULT);	/* --max-inflight */
+	__type(key, struct nt_id_key);	/* I/O id */
 	__type(value, __u64);		/* submit time, ns */
 } ios SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, NBDTIME_MAX_CONNS);
-	__type(key, __u64);		/* connection id */
+	__type(key, struct nt_id_key);	/* connection id */
 	__type(value, struct nt_conn);
 } conns SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, NBDTIME_MAX_CONNS);
-	__type(key, __u64);		/* fd */
+	__type(key, struct nt_id_key);	/* fd */
 	__type(value, __u64);		/* connection id */
 } fds SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, NBDTIME_MAX_THREADS);
-	__type(key, __u32);		/* tid */
+	__type(key, struct pair_key_head);	/* the thread */
 	__type(value, struct nt_sys_start);
 } sys SEC(".maps");
 
@@ -101,16 +117,38 @@ struct {
 /* A zeroed struct nt_conn: too big for the BPF stack. */
 static const struct nt_conn conn_zero;
 
+/* The key of id in the traced process's conns, fds or ios. */
+static __always_inline struct nt_id_key nt_key(__u64 id)
+{
+	struct nt_id_key k = { .head.tgid = tgid, .id = id };
+
+	return k;
+}
+
+/* The connection whose id is *conn_id, or NULL. */
+static __always_inline struct nt_conn *nt_conn(__u64 conn_id)
+{
+	struct nt_id_key k = nt_key(conn_id);
+
+	return bpf_map_lookup_elem(&conns, &k);
+}
+
 static __always_inline void count(__u32 stage, __u32 tid, const char *cmd,
 				  __u64 ns)
 {
 	struct nbdtime_key key = {};
+	struct hist *h;
 
 	key.stage = stage;
 	key.tid = tid;
 	if (per_cmd && cmd)
 		__builtin_memcpy(key.cmd, cmd, sizeof(key.cmd));
-	hist_increment(&hists, &key, hist_slot(ns / unit_ns, linear, width));
+	h = hist_get(&hists, &key);
+	if (h)
+		__sync_fetch_and_add(&h->slots[hist_slot(ns / unit_ns, linear,
+							 width)], 1);
+	else
+		pair_count(PAIR_DROPPED);	/* one histogram per thread: full */
 }
 
 /* blktgt:nbd__transmit(u64 conn, s32 fd, u32 thread) */
@@ -119,14 +157,16 @@ int BPF_USDT(nbd_transmit, __u64 id, __s32 fd32)
 {
 	hit_count();
 	__u64 fd = (__u32)fd32;
+	struct nt_id_key ck = nt_key(id), fk = nt_key(fd);
 	struct nt_conn *c;
 
-	bpf_map_update_elem(&conns, &id, &conn_zero, BPF_ANY);
-	c = bpf_map_lookup_elem(&conns, &id);
+	if (pair_start(&conns, &ck, &conn_zero))
+		return 0;
+	c = bpf_map_lookup_elem(&conns, &ck);
 	if (!c)
 		return 0;
 	c->fd = fd;
-	bpf_map_update_elem(&fds, &fd, &id, BPF_ANY);
+	pair_start(&fds, &fk, &id);
 	return 0;
 }
 
@@ -135,16 +175,17 @@ SEC("usdt")
 int BPF_USDT(nbd_disconnect, __u64 id)
 {
 	hit_count();
-	struct nt_conn *c = bpf_map_lookup_elem(&conns, &id);
-	__u64 fd, *owner;
+	struct nt_id_key ck = nt_key(id), fk;
+	struct nt_conn *c = bpf_map_lookup_elem(&conns, &ck);
+	__u64 *owner;
 
 	if (!c)
 		return 0;
-	fd = c->fd;
-	owner = bpf_map_lookup_elem(&fds, &fd);
+	fk = nt_key(c->fd);
+	owner = bpf_map_lookup_elem(&fds, &fk);
 	if (owner && *owner == id)	/* not yet a newer connection's fd */
-		bpf_map_delete_elem(&fds, &fd);
-	bpf_map_delete_elem(&conns, &id);
+		bpf_map_delete_elem(&fds, &fk);
+	bpf_map_delete_elem(&conns, &ck);
 	return 0;
 }
 
@@ -155,7 +196,8 @@ int BPF_USDT(nbd_request, __u64 conn, __u64 handle, __u32 cmd, __u64 offset,
 	     __u32 len, const char *cmd_name)
 {
 	hit_count();
-	struct nt_req_key k = { .conn = conn, .handle = handle };
+	struct nt_req_key k = { .head.tgid = tgid, .conn = conn,
+				.handle = handle };
 	struct nt_req r = {};
 	struct nt_conn *c;
 
@@ -166,7 +208,7 @@ int BPF_USDT(nbd_request, __u64 conn, __u64 handle, __u32 cmd, __u64 offset,
 	r.len = len;
 	if (per_cmd)
 		bpf_probe_read_user_str(r.name, sizeof(r.name), (void *)cmd_name);
-	c = bpf_map_lookup_elem(&conns, &conn);
+	c = nt_conn(conn);
 	if (c) {
 		struct nt_batch *b = &c->rx[c->rx_seq & (NBDTIME_RX_RING - 1)];
 
@@ -174,7 +216,7 @@ int BPF_USDT(nbd_request, __u64 conn, __u64 handle, __u32 cmd, __u64 offset,
 		if (b->seq == c->rx_seq)
 			__sync_fetch_and_add(&b->n, 1);
 	}
-	bpf_map_update_elem(&reqs, &k, &r, BPF_ANY);
+	pair_start(&reqs, &k, &r);
 	return 0;
 }
 
@@ -183,7 +225,8 @@ SEC("usdt")
 int BPF_USDT(nbd_reply, __u64 conn, __u64 handle, __u32 cmd, __u32 error)
 {
 	hit_count();
-	struct nt_req_key k = { .conn = conn, .handle = handle };
+	struct nt_req_key k = { .head.tgid = tgid, .conn = conn,
+				.handle = handle };
 	__u64 now = bpf_ktime_get_ns(), share = 0;
 	struct nt_req *r;
 	struct nt_conn *c;
@@ -192,7 +235,7 @@ int BPF_USDT(nbd_reply, __u64 conn, __u64 handle, __u32 cmd, __u32 error)
 	if (!r)
 		return 0;	/* sent before tracing started */
 	count(STAGE_REQUEST, 0, r->name, now - r->ts);
-	c = bpf_map_lookup_elem(&conns, &conn);
+	c = nt_conn(conn);
 	if (c) {
 		struct nt_batch *b = &c->rx[r->rx_seq & (NBDTIME_RX_RING - 1)];
 		__u64 bytes = NBDTIME_REPLY_LEN;
@@ -215,9 +258,10 @@ SEC("usdt")
 int BPF_USDT(io_submit, __u64 id)
 {
 	hit_count();
+	struct nt_id_key k = nt_key(id);
 	__u64 ts = bpf_ktime_get_ns();
 
-	bpf_map_update_elem(&ios, &id, &ts, BPF_ANY);
+	pair_start(&ios, &k, &ts);
 	return 0;
 }
 
@@ -228,14 +272,15 @@ int BPF_USDT(io_done, __u64 id, const char *bdev, __u32 type, __u64 len,
 	     __s32 status, const char *type_name)
 {
 	hit_count();
+	struct nt_id_key k = nt_key(id);
 	char name[IOTYPE_LEN] = {};
 	__u64 *tsp, delta;
 
-	tsp = bpf_map_lookup_elem(&ios, &id);
+	tsp = bpf_map_lookup_elem(&ios, &k);
 	if (!tsp)
 		return 0;	/* submitted before tracing started */
 	delta = bpf_ktime_get_ns() - *tsp;
-	bpf_map_delete_elem(&ios, &id);
+	bpf_map_delete_elem(&ios, &k);
 	if (per_cmd)
 		bpf_probe_read_user_str(name, sizeof(name), (void *)type_name);
 	count(STAGE_BDEV, 0, name, delta);
@@ -248,36 +293,38 @@ static __always_inline int sys_enter(struct trace_event_raw_sys_enter *ctx,
 				     __u32 send)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)id;
+	struct pair_key_head k = { .tgid = id >> 32, .tid = (__u32)id };
 	struct nt_sys_start s = {};
 
-	if (id >> 32 != tgid)
+	if (k.tgid != tgid)
 		return 0;
 	s.ts = bpf_ktime_get_ns();
 	s.fd = (__u32)BPF_CORE_READ(ctx, args[0]);
 	s.send = send;
-	bpf_map_update_elem(&sys, &tid, &s, BPF_ANY);
+	pair_start(&sys, &k, &s);
 	return 0;
 }
 
 static __always_inline int sys_exit(struct trace_event_raw_sys_exit *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid(), dur, *conn_id;
-	__u32 tid = (__u32)id;
+	struct pair_key_head k = { .tgid = id >> 32, .tid = (__u32)id };
+	struct nt_id_key fk;
 	struct nt_sys_start *s;
 	struct nt_conn *c = NULL;
 	long ret = BPF_CORE_READ(ctx, ret);
 
-	if (id >> 32 != tgid)
+	if (k.tgid != tgid)
 		return 0;
-	s = bpf_map_lookup_elem(&sys, &tid);
+	s = bpf_map_lookup_elem(&sys, &k);
 	if (!s)
 		return 0;	/* entered before tracing started */
 	dur = bpf_ktime_get_ns() - s->ts;
-	conn_id = bpf_map_lookup_elem(&fds, &s->fd);
+	fk = nt_key(s->fd);
+	conn_id = bpf_map_lookup_elem(&fds, &fk);
 	if (conn_id)
-		c = bpf_map_lookup_elem(&conns, conn_id);
-	count(c ? STAGE_SYS_NBD : STAGE_SYS_OTHER, tid, NULL, dur);
+		c = nt_conn(*conn_id);
+	count(c ? STAGE_SYS_NBD : STAGE_SYS_OTHER, k.tid, NULL, dur);
 	if (c && ret > 0) {
 		if (s->send) {
 			c->tx_dur = dur;
@@ -292,7 +339,7 @@ static __always_inline int sys_exit(struct trace_event_raw_sys_exit *ctx)
 			c->rx_seq = seq;
 		}
 	}
-	bpf_map_delete_elem(&sys, &tid);
+	bpf_map_delete_elem(&sys, &k);
 	return 0;
 }
 
@@ -342,6 +389,22 @@ SEC("tp/syscalls/sys_exit_sendmsg")
 int exit_sendmsg(struct trace_event_raw_sys_exit *ctx)
 {
 	return sys_exit(ctx);
+}
+
+/* A thread's exit reclaims its syscall in progress; the process's, every
+ * request, I/O and connection it left (the process last: pair_on_exit()
+ * forgets it). */
+SEC("raw_tp/sched_process_exit")
+int nt_exit(void *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct pair_key_head thread = { .tgid = id >> 32, .tid = (__u32)id };
+
+	pair_exit_reclaim(ctx, &reqs, NULL);
+	pair_exit_reclaim(ctx, &ios, NULL);
+	pair_exit_reclaim(ctx, &fds, NULL);
+	pair_exit_reclaim(ctx, &conns, NULL);
+	return pair_on_exit(ctx, &sys, &thread);
 }
 
 /* bpf_probe_read_user_str() needs a GPL-compatible program. */

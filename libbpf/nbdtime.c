@@ -6,7 +6,9 @@
  * The libbpf CO-RE twin of bcc/nbdtime: same options, same output; that
  * file says what each histogram measures and how a request's share of its
  * connection's syscalls is estimated.  Options reach the BPF program as
- * read-only data set before load, never as text.
+ * read-only data set before load, never as text.  At most --max-inflight
+ * requests and as many I/Os are timed at once, and what is dropped or
+ * reclaimed is counted (pair_state.h).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -65,7 +67,7 @@ static const struct tool_option options[] = {
 static const struct tool_cli cli = {
 	.synopsis =
 "usage: probekit-nbdtime -p PID [-h] [-T] [-C] [-m|-u|-n] [-L [-W WIDTH]]\n"
-"                        [-d SECS] [-j] [interval [count]]\n"
+"                        [-d SECS] [-j] [--max-inflight N] [interval [count]]\n"
 "\n"
 "Where an NBD request's time goes: network syscalls, bdev or queue (libbpf\n"
 "CO-RE).\n",
@@ -78,6 +80,7 @@ static const struct tool_cli cli = {
 "    probekit-nbdtime -p 1234 -L -W 500  # linear, 500 usecs per bucket\n"
 "    probekit-nbdtime -p 1234 -d 10 -j   # for 10 seconds, as JSON\n",
 	.option = option,
+	.pairs = true,
 };
 
 static void parse_args(int argc, char **argv)
@@ -203,6 +206,8 @@ static int attach_tracepoints(struct nbdtime_bpf *skel)
 int main(int argc, char **argv)
 {
 	struct nbdtime_bpf *skel = NULL;
+	struct pair_exit_offsets exit_offs;
+	struct bpf_link *exit_link = NULL;
 	struct target t;
 	int err, rc = 1;
 
@@ -210,6 +215,8 @@ int main(int argc, char **argv)
 	libbpf_quiet(env.c.verbose);
 	if (target_open(&t, env.c.pid))
 		return 1;
+	if (pair_exit_detect(&exit_offs))
+		goto out;
 
 	skel = nbdtime_bpf__open();
 	if (!skel) {
@@ -222,12 +229,20 @@ int main(int argc, char **argv)
 	skel->rodata->width = env.width;
 	skel->rodata->unit_ns = env.c.unit_ns;
 	skel->rodata->count_hits = env.c.max_rate > 0;
+	skel->rodata->pair_group_dead_off = exit_offs.group_dead_off;
+	skel->rodata->pair_task_signal_off = exit_offs.task_signal_off;
+	skel->rodata->pair_signal_live_off = exit_offs.signal_live_off;
+	bpf_map__set_max_entries(skel->maps.reqs, env.c.max_inflight);
+	bpf_map__set_max_entries(skel->maps.ios, env.c.max_inflight);
 	err = nbdtime_bpf__load(skel);
 	if (err) {
 		report_load_error(&t, err);
 		goto out;
 	}
-	if (attach_usdt(skel->progs.io_submit, &t, "blktgt", "io__submit",
+	/* Reclaim first: what is kept once the probes are in is then never
+	 * left behind by its thread's or process's exit. */
+	if (pair_exit_attach(skel->progs.nt_exit, &exit_link) ||
+	    attach_usdt(skel->progs.io_submit, &t, "blktgt", "io__submit",
 			&skel->links.io_submit) ||
 	    attach_usdt(skel->progs.io_done, &t, "blktgt", "io__done",
 			&skel->links.io_done) ||
@@ -244,9 +259,11 @@ int main(int argc, char **argv)
 
 	env.c.hits = skel->maps.hits;
 	env.c.skel = skel->skeleton;
+	env.c.pair_counts = skel->maps.pair_counts;
 	rc = run_loop(&env.c, &t, "NBD request time",
 		      collect, skel);
 out:
+	bpf_link__destroy(exit_link);
 	nbdtime_bpf__destroy(skel);
 	target_close(&t);
 	return rc;

@@ -6,7 +6,7 @@
  * A tool includes this after probekit.bpf.h and:
  *   - inserts a START with pair_start(&table, &key, &value), which counts
  *     a START the table has no room for;
- *   - defines SEC("tracepoint/sched/sched_process_exit") calling
+ *   - defines SEC("raw_tp/sched_process_exit") calling
  *     pair_on_exit(ctx, &table, thread_key), thread_key the key the
  *     exiting thread's START would have, or NULL when the table is keyed
  *     by something else (an argument, a request id);
@@ -20,9 +20,11 @@
  * process with group_dead set.  A thread-keyed entry goes with its
  * thread, which also keeps a recycled tid from pairing a dead thread's
  * START with a new thread's DONE; an entry keyed otherwise goes with its
- * process, since a request may finish on another thread.  The classic
- * tracepoint, not tp_btf: it needs no kernel BTF at load time
- * (probekit.bpf.h says what that costs).
+ * process, since a request may finish on another thread.  A raw
+ * tracepoint: it needs no tracefs, which is mode 0700 (a user with
+ * CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN alone, cannot read it), and
+ * no kernel BTF at load time, as tp_btf would (probekit.bpf.h says what
+ * that costs).
  */
 #ifndef PROBEKIT_PAIR_STATE_BPF_H
 #define PROBEKIT_PAIR_STATE_BPF_H
@@ -36,10 +38,10 @@
 
 /*
  * How to tell that the exiting thread is its process's last, set by user
- * space (pair_exit_detect()): the offset of group_dead in the
- * tracepoint's record when the kernel has that field (Linux 6.16 on),
- * else the offsets of task_struct.signal and signal_struct.live, whose
- * count the kernel has dropped to 0 by then.
+ * space (pair_exit_detect()): the offset of group_dead in the raw
+ * tracepoint's arguments (args[1]) when the kernel passes it (Linux 6.16
+ * on), else the offsets of task_struct.signal and signal_struct.live,
+ * whose count the kernel has dropped to 0 by then.
  */
 const volatile __u32 pair_group_dead_off = 0;
 const volatile __u32 pair_task_signal_off = 0;
@@ -99,12 +101,15 @@ static __always_inline long pair_start(void *table, const void *key,
 static __always_inline bool pair_group_dead(void *ctx)
 {
 	void *signal = 0;
-	__u8 dead = 0;
+	__u64 dead = 0;
 	int live = 1;
 
+	/* Read, not dereferenced: a ctx access past the arguments a
+	 * kernel without group_dead passes would fail the attach. */
 	if (pair_group_dead_off) {
-		bpf_probe_read_kernel(&dead, 1, ctx + pair_group_dead_off);
-		return dead;
+		bpf_probe_read_kernel(&dead, sizeof(dead),
+				      ctx + pair_group_dead_off);
+		return dead != 0;
 	}
 	bpf_probe_read_kernel(&signal, sizeof(signal),
 			      (void *)bpf_get_current_task() +
@@ -127,27 +132,41 @@ static long pair_reclaim_one(void *table, const struct pair_key_head *key,
 }
 
 /*
- * At a thread's exit (ctx: the sched_process_exit tracepoint's record):
- * delete its entry (thread_key, when table is keyed by thread), and when
- * it is its process's last thread, forget the process, first deleting
- * every entry of it (a walk of the table, only for a process that has
- * inserted a START).  Each entry deleted is counted as reclaimed.
+ * At a thread's exit (ctx: the sched_process_exit raw tracepoint's args):
+ * delete its entry in table (thread_key, when table is keyed by thread),
+ * and when it is its process's last thread, every entry of the process
+ * (a walk of the table, only for a process that has inserted a START).
+ * Each entry deleted is counted as reclaimed.  Whether it was the last
+ * thread of a process with STARTs: then pair_on_exit() forgets the
+ * process.  A tool with several tables calls this for each but one, and
+ * pair_on_exit() for that one, last.
  */
+static __always_inline bool pair_exit_reclaim(void *ctx, void *table,
+					      const void *thread_key)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (!bpf_map_lookup_elem(&pair_tgids, &tgid))
+		return false;
+	if (thread_key && !bpf_map_delete_elem(table, thread_key))
+		pair_count(PAIR_RECLAIMED);
+	if (!pair_group_dead(ctx))
+		return false;
+	/* With thread keys, each thread has deleted its own on its way. */
+	if (!thread_key)
+		bpf_for_each_map_elem(table, pair_reclaim_one, &tgid, 0);
+	return true;
+}
+
+/* pair_exit_reclaim() for a tool's one table (or its last), then, at
+ * the process's last thread, forget the process. */
 static __always_inline int pair_on_exit(void *ctx, void *table,
 					const void *thread_key)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 
-	if (!bpf_map_lookup_elem(&pair_tgids, &tgid))
-		return 0;
-	if (thread_key && !bpf_map_delete_elem(table, thread_key))
-		pair_count(PAIR_RECLAIMED);
-	if (!pair_group_dead(ctx))
-		return 0;
-	/* With thread keys, each thread has deleted its own on its way. */
-	if (!thread_key)
-		bpf_for_each_map_elem(table, pair_reclaim_one, &tgid, 0);
-	bpf_map_delete_elem(&pair_tgids, &tgid);
+	if (pair_exit_reclaim(ctx, table, thread_key))
+		bpf_map_delete_elem(&pair_tgids, &tgid);
 	return 0;
 }
 

@@ -5,7 +5,8 @@
  * The libbpf CO-RE twin of bcc/qdepth: same options, same output.  At
  * each blktgt:io__submit, counts how many I/Os the bdev then has in
  * flight, this one included, so a workload at queue depth Q shows values
- * 1..Q (see qdepth.bpf.c).
+ * 1..Q (see qdepth.bpf.c).  At most --max-inflight I/Os are followed at
+ * once, and what is dropped or reclaimed is counted (pair_state.h).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -21,7 +22,8 @@ const char *tool_name = "qdepth";
 
 static const struct tool_cli cli = {
 	.synopsis =
-"usage: probekit-qdepth -p PID [-h] [-T] [-d SECS] [-j] [interval [count]]\n"
+"usage: probekit-qdepth -p PID [-h] [-T] [-d SECS] [-j] [--max-inflight N]\n"
+"                       [interval [count]]\n"
 "\n"
 "Summarize blktgt queue depth per bdev as a histogram (libbpf CO-RE).\n",
 	.examples =
@@ -29,6 +31,7 @@ static const struct tool_cli cli = {
 "    probekit-qdepth -p 1234 1 10        # print 1 second summaries, 10 times\n"
 "    probekit-qdepth -p 1234 -T -d 30 5  # 5s summaries with timestamps, for 30s\n"
 "    probekit-qdepth -p 1234 -j          # print JSON\n",
+	.pairs = true,
 };
 
 static struct common_args env;
@@ -47,6 +50,8 @@ static int collect(void *ctx, struct hist_entry **entries)
 int main(int argc, char **argv)
 {
 	struct qdepth_bpf *skel = NULL;
+	struct pair_exit_offsets exit_offs;
+	struct bpf_link *exit_link = NULL;
 	struct target t;
 	int err, rc = 1;
 
@@ -54,6 +59,8 @@ int main(int argc, char **argv)
 	libbpf_quiet(env.verbose);
 	if (target_open(&t, env.pid))
 		return 1;
+	if (pair_exit_detect(&exit_offs))
+		goto out;
 
 	skel = qdepth_bpf__open();
 	if (!skel) {
@@ -61,12 +68,19 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	skel->rodata->count_hits = env.max_rate > 0;
+	skel->rodata->pair_group_dead_off = exit_offs.group_dead_off;
+	skel->rodata->pair_task_signal_off = exit_offs.task_signal_off;
+	skel->rodata->pair_signal_live_off = exit_offs.signal_live_off;
+	bpf_map__set_max_entries(skel->maps.inflight_ids, env.max_inflight);
 	err = qdepth_bpf__load(skel);
 	if (err) {
 		report_load_error(&t, err);
 		goto out;
 	}
-	if (attach_usdt(skel->progs.io_submit, &t, "blktgt", "io__submit",
+	/* Reclaim first: an I/O submitted once the probes are in is then
+	 * never left behind by its process's exit. */
+	if (pair_exit_attach(skel->progs.qd_exit, &exit_link) ||
+	    attach_usdt(skel->progs.io_submit, &t, "blktgt", "io__submit",
 			&skel->links.io_submit) ||
 	    attach_usdt(skel->progs.io_done, &t, "blktgt", "io__done",
 			&skel->links.io_done))
@@ -74,8 +88,10 @@ int main(int argc, char **argv)
 
 	env.hits = skel->maps.hits;
 	env.skel = skel->skeleton;
+	env.pair_counts = skel->maps.pair_counts;
 	rc = run_loop(&env, &t, "queue depth", collect, skel);
 out:
+	bpf_link__destroy(exit_link);
 	qdepth_bpf__destroy(skel);
 	target_close(&t);
 	return rc;

@@ -4,7 +4,9 @@
  *
  * The libbpf CO-RE twin of bcc/rpclat: same options, same output.  The
  * latency of a request is the time from blktgt:rpc__request to
- * blktgt:rpc__done of the same RPC id (see rpclat.bpf.c).
+ * blktgt:rpc__done of the same RPC id (see rpclat.bpf.c); at most
+ * --max-inflight requests are timed at once, and what is dropped or
+ * reclaimed is counted (pair_state.h).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -21,7 +23,7 @@ const char *tool_name = "rpclat";
 static const struct tool_cli cli = {
 	.synopsis =
 "usage: probekit-rpclat -p PID [-h] [-T] [-m|-u|-n] [-d SECS] [-j]\n"
-"                       [interval [count]]\n"
+"                       [--max-inflight N] [interval [count]]\n"
 "\n"
 "Summarize blktgt JSON-RPC latency per method (libbpf CO-RE).\n",
 	.unit = "usecs",
@@ -30,6 +32,7 @@ static const struct tool_cli cli = {
 "    probekit-rpclat -p 1234 -m 5        # 5 second summaries, in milliseconds\n"
 "    probekit-rpclat -p 1234 -T -d 60 10 # 10s summaries, timestamps, for 60s\n"
 "    probekit-rpclat -p 1234 -j          # print JSON\n",
+	.pairs = true,
 };
 
 static struct common_args env;
@@ -45,6 +48,8 @@ static int collect(void *ctx, struct hist_entry **entries)
 int main(int argc, char **argv)
 {
 	struct rpclat_bpf *skel = NULL;
+	struct pair_exit_offsets exit_offs;
+	struct bpf_link *exit_link = NULL;
 	struct target t;
 	int err, rc = 1;
 
@@ -52,6 +57,8 @@ int main(int argc, char **argv)
 	libbpf_quiet(env.verbose);
 	if (target_open(&t, env.pid))
 		return 1;
+	if (pair_exit_detect(&exit_offs))
+		goto out;
 
 	skel = rpclat_bpf__open();
 	if (!skel) {
@@ -60,12 +67,19 @@ int main(int argc, char **argv)
 	}
 	skel->rodata->unit_ns = env.unit_ns;
 	skel->rodata->count_hits = env.max_rate > 0;
+	skel->rodata->pair_group_dead_off = exit_offs.group_dead_off;
+	skel->rodata->pair_task_signal_off = exit_offs.task_signal_off;
+	skel->rodata->pair_signal_live_off = exit_offs.signal_live_off;
+	bpf_map__set_max_entries(skel->maps.start, env.max_inflight);
 	err = rpclat_bpf__load(skel);
 	if (err) {
 		report_load_error(&t, err);
 		goto out;
 	}
-	if (attach_usdt(skel->progs.rpc_request, &t, "blktgt", "rpc__request",
+	/* Reclaim first: a request made once the probes are in is then
+	 * never left behind by its process's exit. */
+	if (pair_exit_attach(skel->progs.rpc_exit, &exit_link) ||
+	    attach_usdt(skel->progs.rpc_request, &t, "blktgt", "rpc__request",
 			&skel->links.rpc_request) ||
 	    attach_usdt(skel->progs.rpc_done, &t, "blktgt", "rpc__done",
 			&skel->links.rpc_done))
@@ -73,8 +87,10 @@ int main(int argc, char **argv)
 
 	env.hits = skel->maps.hits;
 	env.skel = skel->skeleton;
+	env.pair_counts = skel->maps.pair_counts;
 	rc = run_loop(&env, &t, "JSON-RPC latency", collect, skel);
 out:
+	bpf_link__destroy(exit_link);
 	rpclat_bpf__destroy(skel);
 	target_close(&t);
 	return rc;

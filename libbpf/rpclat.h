@@ -6,7 +6,6 @@
 #include "histogram.h"
 
 #define METHOD_LEN   64		/* RPC method names (bcc/'s NAME_LEN) */
-#define MAX_RPCS     1024	/* requests in progress remembered at once */
 #define MAX_METHODS  1024	/* distinct methods */
 
 struct method_key {

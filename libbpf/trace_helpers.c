@@ -630,9 +630,13 @@ bool target_exited_during_attach(const struct target *t)
 	if (t->pid <= 0)
 		return false;
 	/* The pidfd cannot be fooled by a recycled PID; /proc can only
-	 * tell a zombie, or no process. */
+	 * tell a zombie, or no process.  Only a failure asks, and a killed
+	 * process loses its mappings (which fails an attach) before its
+	 * last thread has exited and its pidfd turns readable: so wait for
+	 * that, a moment when the exit caused the failure, at most
+	 * TARGET_EXIT_WAIT_MS (on an error path) when it did not. */
 	if (t->pidfd >= 0)
-		gone = poll(&pfd, 1, 0) > 0;
+		gone = poll(&pfd, 1, TARGET_EXIT_WAIT_MS) > 0;
 	else
 		gone = is_zombie(t->pid);
 	if (gone)
@@ -806,9 +810,10 @@ static const char *const exit_formats[] = {
 	"/sys/kernel/debug/tracing/events/sched/sched_process_exit/format",
 };
 
-/* The offset of group_dead in the tracepoint's record: > 0, 0 when the
- * format has no such field, -errno when no format could be read. */
-static int group_dead_offset(void)
+/* Whether the tracepoint's format has a group_dead field: 1 or 0, or
+ * -errno when no format could be read (tracefs is mode 0700: only root
+ * reads it, whatever capabilities a user has). */
+static int group_dead_in_format(void)
 {
 	char line[256];
 	int err = -ENOENT;
@@ -816,8 +821,7 @@ static int group_dead_offset(void)
 	for (size_t i = 0; i < sizeof(exit_formats) / sizeof(*exit_formats);
 	     i++) {
 		FILE *f = fopen(exit_formats[i], "r");
-		const char *p;
-		int off = 0;
+		int found = 0;
 
 		if (!f) {
 			if (err == -ENOENT)
@@ -825,13 +829,30 @@ static int group_dead_offset(void)
 			continue;
 		}
 		while (fgets(line, sizeof(line), f))
-			if (strstr(line, " group_dead;") &&
-			    (p = strstr(line, "offset:")))
-				off = atoi(p + 7);
+			if (strstr(line, " group_dead;"))
+				found = 1;
 		fclose(f);
-		return off;
+		return found;
 	}
 	return err;
+}
+
+/* Whether the raw tracepoint passes group_dead, from btf: its prototype
+ * btf_trace_sched_process_exit is (void *, struct task_struct *[, bool
+ * group_dead]).  1 or 0, or -ENOENT when btf has no such prototype. */
+static int group_dead_in_btf(const struct btf *btf)
+{
+	int id = btf__find_by_name_kind(btf, "btf_trace_sched_process_exit",
+					BTF_KIND_TYPEDEF);
+	const struct btf_type *t = id > 0 ? btf__type_by_id(btf, id) : NULL;
+
+	if (t)
+		t = btf__type_by_id(btf, t->type);	/* the pointer */
+	if (t && btf_is_ptr(t))
+		t = btf__type_by_id(btf, t->type);
+	if (!t || !btf_is_func_proto(t))
+		return -ENOENT;
+	return btf_vlen(t) >= 3;
 }
 
 /* The byte offset of member name of struct sname in btf; -1 if none. */
@@ -850,31 +871,42 @@ static long btf_member_offset(const struct btf *btf, const char *sname,
 
 int pair_exit_detect(struct pair_exit_offsets *o)
 {
-	int off = group_dead_offset();
+	int has = group_dead_in_format(), fmt_err = has;
+	struct btf *btf = NULL;
 	long sig, live;
-	struct btf *btf;
 
 	memset(o, 0, sizeof(*o));
-	if (off < 0) {
-		tool_err("cannot read the sched_process_exit tracepoint's "
-			 "format: %s (is tracefs mounted? mount -t tracefs "
-			 "nodev /sys/kernel/tracing)", strerror(-off));
-		return off;
+	/* The kernel's BTF, readable by every user, answers when tracefs
+	 * cannot; it is parsed only then, or for a kernel without
+	 * group_dead: the tools otherwise start without reading it. */
+	if (has < 0 || !has) {
+		btf = btf__load_vmlinux_btf();
+		if (!btf) {
+			if (has < 0)
+				tool_err("cannot tell a process's last thread at "
+					 "its exit: cannot read the "
+					 "sched_process_exit tracepoint's format "
+					 "(%s), and no kernel BTF (%s)",
+					 strerror(-fmt_err), strerror(errno));
+			else
+				tool_err("cannot tell a process's last thread at "
+					 "its exit: no group_dead in "
+					 "sched_process_exit, and no kernel BTF "
+					 "(%s)", strerror(errno));
+			return -ENOENT;
+		}
 	}
-	if (off > 0) {
-		o->group_dead_off = off;
+	if (has < 0)
+		has = group_dead_in_btf(btf);
+	if (has > 0) {
+		/* The raw tracepoint's ctx is its arguments, a u64 each:
+		 * group_dead is args[1]. */
+		o->group_dead_off = sizeof(__u64);
+		btf__free(btf);
 		return 0;
 	}
-	/* A kernel before group_dead in the tracepoint (Linux 6.16): its
-	 * BTF says where a task's count of live threads is.  Parsed only
-	 * here: the tools otherwise start without reading the BTF. */
-	btf = btf__load_vmlinux_btf();
-	if (!btf) {
-		tool_err("cannot tell a process's last thread at its exit: no "
-			 "group_dead in sched_process_exit, and no kernel BTF "
-			 "(%s)", strerror(errno));
-		return -ENOENT;
-	}
+	/* A kernel before group_dead (Linux 6.16): its BTF says where a
+	 * task's count of live threads is. */
 	sig = btf_member_offset(btf, "task_struct", "signal");
 	live = btf_member_offset(btf, "signal_struct", "live");
 	btf__free(btf);
@@ -893,15 +925,14 @@ int pair_exit_attach(struct bpf_program *prog, struct bpf_link **link)
 {
 	int err;
 
-	*link = bpf_program__attach_tracepoint(prog, "sched",
-					       "sched_process_exit");
+	*link = bpf_program__attach_raw_tracepoint(prog, "sched_process_exit");
 	if (*link)
 		return 0;
 	err = -errno;
 	if ((err != -EACCES && err != -EPERM) ||
-	    !privilege_error("cannot attach to sched:sched_process_exit", -1,
+	    !privilege_error("cannot attach to sched_process_exit", -1,
 			     false))
-		tool_err("cannot attach to the tracepoint sched:"
+		tool_err("cannot attach to the raw tracepoint "
 			 "sched_process_exit: %s", strerror(-err));
 	return err;
 }

@@ -168,6 +168,9 @@ int target_open(struct target *t, pid_t pid);
 int target_open_path(struct target *t, const char *path);
 void target_close(struct target *t);
 
+/* How long a failure waits to learn whether its target is exiting. */
+#define TARGET_EXIT_WAIT_MS 1000
+
 /* After target_open(): when the process has exited since (it is gone,
  * or a zombie), print "PID N (COMM) exited while its probes were being
  * attached" and return true, so that a failure it caused (ENOENT,
@@ -239,21 +242,22 @@ int run_loop_print(const struct common_args *a, const struct target *t,
 
 /* pair_state.bpf.h's rodata, found on the running kernel. */
 struct pair_exit_offsets {
-	__u32 group_dead_off;	/* group_dead in the tracepoint's record */
+	__u32 group_dead_off;	/* group_dead in the raw tracepoint's args */
 	__u32 task_signal_off;	/* else task_struct.signal, */
 	__u32 signal_live_off;	/* and signal_struct.live */
 };
 
 /*
  * How pair_state.bpf.h tells a process's last thread at
- * sched_process_exit on this kernel: the tracepoint's group_dead field
- * when its format has one, else the task offsets from the kernel's BTF.
+ * sched_process_exit on this kernel: the tracepoint's group_dead argument
+ * when it has one (its tracefs format says, or, when tracefs is not
+ * readable, the kernel's BTF), else the task offsets from the BTF.
  * 0, or one line and -errno.
  */
 int pair_exit_detect(struct pair_exit_offsets *o);
 
-/* Attach a tool's sched_process_exit program: 0, or one line and
- * -errno. */
+/* Attach a tool's sched_process_exit program, a raw tracepoint (no
+ * tracefs needed): 0, or one line and -errno. */
 int pair_exit_attach(struct bpf_program *prog, struct bpf_link **link);
 
 /*

@@ -91,7 +91,7 @@ int gate(struct pt_regs *ctx)
 	return 0;
 }
 
-SEC("tracepoint/sched/sched_process_exit")
+SEC("raw_tp/sched_process_exit")
 int lat_exit(void *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();

@@ -4,13 +4,15 @@
 #   make install [PREFIX=/usr/local] [DESTDIR=STAGE] [O=DIR]
 #   make uninstall [PREFIX=...] [DESTDIR=...]
 #
-# What goes where (README.md, "Installing"):
+# What goes where (doc/install.md, "Installing from a checkout"):
 #   $(BINDIR)         every command in $(O)/bin, under its name there: the
 #                     compiled ones (blktgt, the libbpf tools) as files,
 #                     blktgt keeping its symbols (uprobe tools, the gdb
 #                     helpers and probekit-structs read them); the scripts
 #                     as relative symlinks into $(PKGDATADIR)
-#   $(PKGLIBEXECDIR)  helpers in $(O)/libexec/probekit, the same way
+#   $(PKGLIBEXECDIR)  helpers in $(O)/libexec/probekit, the same way (the
+#                     wrapper's probekit-scan, mk/wrapper.mk; its sources
+#                     in wrapper/ are not installed)
 #   $(PKGDATADIR)     the scripts in the tree they have in the checkout
 #                     (wrapper/, probes/ with probelib, bcc/ with its
 #                     modules, target/), bt/, the catalog, VERSION, the

@@ -9,7 +9,8 @@
 #   <tool>.bpf.o --bpftool gen skeleton--> $(O)/gen/libbpf/<tool>.skel.h
 #   libbpf/<tool>.c + skeleton + helpers --cc -lbpf--> $(O)/bin/probekit-<tool>
 #
-# vmlinux.h is generated from the build machine's BTF, so no kernel headers
+# vmlinux.h is generated from the target kernel's BTF (this machine's; for
+# make ARCH=arm64, Debian's arm64 kernel image's), so no kernel headers
 # are needed, at build time or at run time (libbpf/probekit.bpf.h says why
 # the tools do not even need BTF at run time).
 
@@ -26,14 +27,27 @@ LIBBPF_OBJ := $(O)/obj/libbpf
 LIBBPF_BINS := $(addprefix $(O)/bin/probekit-,$(LIBBPF_TOOLS))
 EXPORTER := $(O)/bin/probekit-exporter
 
-BPF_ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/' \
-	-e 's/ppc64le/powerpc/' -e 's/s390x/s390/' -e 's/riscv64/riscv/')
+# The BPF programs' architecture (bpf_tracing.h's register names, the
+# pt_regs layout of vmlinux.h) is the one the tools are built for: the
+# compiler's, not this machine's (make ARCH=arm64 cross-builds).
+BPF_ARCH := $(shell $(CC) -dumpmachine | sed -e 's/-.*//' -e 's/x86_64/x86/' \
+	-e 's/aarch64/arm64/' -e 's/powerpc64le/powerpc/' -e 's/s390x/s390/' -e 's/riscv64/riscv/')
+ifneq ($(SYSROOT),)
+# A cross-build: the BPF side takes the target's headers too (libbpf's
+# bpf_helpers.h, asm/errno.h), from the arm64 userland it links against,
+# and the arm64 kernel's types from that kernel's BTF, which
+# scripts/arm64.sh takes out of the userland's kernel image.
+BPF_SYS_INCLUDES = -idirafter $(SYSROOT)/usr/include/aarch64-linux-gnu \
+	-idirafter $(SYSROOT)/usr/include
+VMLINUX_BTF := $(SYSROOT)/../vmlinux.btf
+else
 # -target bpf has no system include directories of its own; lend it the
 # host's (for asm/errno.h, which usdt.bpf.h pulls in via linux/errno.h).
 # Expanded only when a BPF object is built, so other targets skip the
 # clang call.
 BPF_SYS_INCLUDES = $(shell $(BPF_CLANG) -v -E - </dev/null 2>&1 | \
 	sed -n '/<...> search starts here:/,/End of search list./s|^ \(/.*\)|-idirafter \1|p')
+endif
 BPF_CFLAGS = -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -Wall $(PREFIX_MAP) \
 	-I$(LIBBPF_GEN) -I$(O)/gen -Ilibbpf $(BPF_SYS_INCLUDES)
 LIBBPF_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(WARN) $(BASE_CFLAGS) -I$(LIBBPF_GEN) \

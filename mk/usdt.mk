@@ -1,17 +1,14 @@
 # SPDX-License-Identifier: BSD-2-Clause
 # probekit's C reader of USDT notes and argument specs (probes/usdt/), as the
-# static archive $(USDT_LIB) that C tools link with -lelf, and the wrapper's
-# helper $(USDT_SCAN), built from it.  The helper sits in libexec/, not
-# bin/: only probekit-bpftrace runs it.
+# static archive $(USDT_LIB) that C tools (and the wrapper's helper,
+# mk/wrapper.mk) link with -lelf.
 #
 #   probes/usdt/registers --genregs--> $(O)/gen/usdt_regs.h (the one
 #                                      register table, for C)
 #   probes/usdt/usdt_notes.c --cc--> $(USDT_LIB)
-#   probes/usdt/probekit_scan.c + $(USDT_LIB) --cc -lelf--> $(USDT_SCAN)
 
 USDT_OBJ  := $(O)/obj/usdt
 USDT_LIB  := $(O)/lib/libprobekit_usdt.a
-USDT_SCAN := $(O)/libexec/probekit/probekit-scan
 USDT_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(WARN) $(BASE_CFLAGS) -Iprobes/usdt -I$(O)/gen \
 	$(SAN_CFLAGS) $(EXTRA_CFLAGS)
 USDT_LDLIBS := -lelf
@@ -39,9 +36,3 @@ $(USDT_OBJ)/usdt_notes.o: $(USDT_REGS_H)
 
 -include $(wildcard $(USDT_OBJ)/*.d)
 
-all: $(USDT_SCAN)
-
-$(USDT_SCAN): $(USDT_OBJ)/probekit_scan.o $(USDT_LIB)
-	$(call msg,LD,$@)
-	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(USDT_LDLIBS)

@@ -2,8 +2,8 @@
 # probekit.mk: USDT probes for a C project, from a DTrace provider file.
 # Installed as PREFIX/share/probekit/probekit.mk, which pkg-config names:
 #   include $(shell pkg-config --variable=probekit_mk probekit)
-# examples/quickstart/ shows a whole project built with it (README.md,
-# "Putting probes in your own code").
+# examples/quickstart/ shows a whole project built with it
+# (doc/probes-in-your-code.md).
 #
 # Set, then include this file:
 #   PROBEKIT_CATALOG  the catalog, NAME.d (one provider block)

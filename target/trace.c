@@ -417,12 +417,13 @@ static size_t trace_align(size_t v, size_t a)
 /* ---- the clock ---- */
 
 /*
- * The TSC is worth using only where the kernel trusts it for its own
- * clock: then it runs at a constant rate, through idle states, in step on
- * every CPU, which is what lets events of different reactors be ordered by
- * it.  BLKTGT_TRACE_CLOCK=monotonic opts out; =tsc insists.
+ * The counter (the TSC, CNTVCT_EL0) is worth using only where the kernel
+ * trusts it for its own clock: then it runs at a constant rate, through
+ * idle states, in step on every CPU, which is what lets events of
+ * different reactors be ordered by it.  BLKTGT_TRACE_CLOCK=monotonic opts
+ * out; =tsc (=cntvct on arm64: TRACE_COUNTER_NAME) insists.
  */
-#if defined(__x86_64__)
+#if TRACE_HAVE_COUNTER
 static bool trace_kernel_clock_is_tsc(void)
 {
 	FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "re");
@@ -431,7 +432,7 @@ static bool trace_kernel_clock_is_tsc(void)
 
 	if (f) {
 		if (fgets(cs, sizeof(cs), f))
-			tsc = !strcmp(cs, "tsc\n");
+			tsc = !strcmp(cs, TRACE_COUNTER_CLOCKSOURCE "\n");
 		fclose(f);
 	}
 	return tsc;
@@ -443,26 +444,26 @@ static int trace_clock_choose(bool *tsc, bool say)
 	const char *env = getenv(TRACE_CLOCK_ENV);
 
 	*tsc = false;
-	if (env && *env && strcmp(env, "monotonic") && strcmp(env, "tsc")) {
+	if (env && *env && strcmp(env, "monotonic") && strcmp(env, TRACE_COUNTER_NAME)) {
 		if (say)
-			fprintf(stderr, "blktgt: %s=%.32s: expected 'tsc' or 'monotonic'\n",
-				TRACE_CLOCK_ENV, env);
+			fprintf(stderr, "blktgt: %s=%.32s: expected '" TRACE_COUNTER_NAME
+				"' or 'monotonic'\n", TRACE_CLOCK_ENV, env);
 		return -EINVAL;
 	}
 	if (env && !strcmp(env, "monotonic"))
 		return 0;
-#if defined(__x86_64__)
-	if (env && !strcmp(env, "tsc")) {
+#if TRACE_HAVE_COUNTER
+	if (env && !strcmp(env, TRACE_COUNTER_NAME)) {
 		*tsc = true;
 		return 0;
 	}
 	*tsc = trace_kernel_clock_is_tsc();
 	return 0;
 #else
-	if (env && !strcmp(env, "tsc")) {
+	if (env && !strcmp(env, TRACE_COUNTER_NAME)) {
 		if (say)
-			fprintf(stderr, "blktgt: %s=tsc: this build has no TSC reader\n",
-				TRACE_CLOCK_ENV);
+			fprintf(stderr, "blktgt: %s=%s: this build has no counter reader\n",
+				TRACE_CLOCK_ENV, TRACE_COUNTER_NAME);
 		return -EINVAL;
 	}
 	return 0;
@@ -481,13 +482,13 @@ int trace_clock_check(void)
  * scheduler or an interrupt split is wide and loses). */
 static void trace_clock_pair(struct trace_clock_pair *p)
 {
-#if defined(__x86_64__)
+#if TRACE_HAVE_COUNTER
 	uint64_t best = UINT64_MAX;
 
 	for (int i = 0; i < 8; i++) {
-		uint64_t t0 = __rdtsc();
+		uint64_t t0 = trace_counter();
 		uint64_t ns = trace_now_ns();
-		uint64_t t1 = __rdtsc();
+		uint64_t t1 = trace_counter();
 
 		if (t1 - t0 < best) {
 			best = t1 - t0;
@@ -523,7 +524,7 @@ void trace_clock_sync(void)
 
 const char *trace_clock_name(void)
 {
-	return trace_clock_tsc ? "tsc" : "monotonic";
+	return trace_clock_tsc ? TRACE_COUNTER_NAME : "monotonic";
 }
 
 /*

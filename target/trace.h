@@ -55,6 +55,43 @@
 
 #include "trace_defs.h"
 
+/*
+ * The CPU's own counter, read from user space with no syscall: x86-64's
+ * TSC, or arm64's virtual counter CNTVCT_EL0, the one the kernel's
+ * arch_sys_counter clocksource and its vDSO read.  Events record it where
+ * the kernel keeps time with the same counter (TRACE_COUNTER_CLOCKSOURCE);
+ * the file's calibration pairs then measure its rate against
+ * CLOCK_MONOTONIC, so arm64's CNTFRQ_EL0 (a rate firmware sets, and may
+ * set wrong) is not needed.  TRACE_COUNTER_NAME is its name in
+ * BLKTGT_TRACE_CLOCK and in trace_status; "tsc" is also the file format's
+ * name for any counter (TRACE_CLOCK_TSC).  Elsewhere: CLOCK_MONOTONIC.
+ */
+#if defined(__x86_64__)
+#define TRACE_HAVE_COUNTER 1
+#define TRACE_COUNTER_NAME "tsc"
+#define TRACE_COUNTER_CLOCKSOURCE "tsc"
+static inline uint64_t trace_counter(void)
+{
+	return __rdtsc();
+}
+#elif defined(__aarch64__)
+#define TRACE_HAVE_COUNTER 1
+#define TRACE_COUNTER_NAME "cntvct"
+#define TRACE_COUNTER_CLOCKSOURCE "arch_sys_counter"
+static inline uint64_t trace_counter(void)
+{
+	uint64_t v;
+
+	/* isb: without it the read may be taken ahead of the code before
+	 * it, as the kernel's own reads of this counter know. */
+	__asm__ volatile("isb\n\tmrs %0, cntvct_el0" : "=r"(v) : : "memory");
+	return v;
+}
+#else
+#define TRACE_HAVE_COUNTER 0
+#define TRACE_COUNTER_NAME "tsc"
+#endif
+
 /* ---- the file format (version 2; the dump tool checks every field) ---- */
 
 #define TRACE_MAGIC          "BLKTGTTR"     /* 8 bytes, no NUL */
@@ -236,7 +273,8 @@ static inline bool trace_tpoint_on(unsigned group, unsigned bit)
 	       (1ull << bit);
 }
 
-/* True when events record the TSC (set once, by trace_init()). */
+/* True when events record the CPU's counter, the TSC or CNTVCT_EL0
+ * (set once, by trace_init()). */
 extern bool trace_clock_tsc;
 
 static inline uint64_t trace_now_ns(void)
@@ -250,9 +288,9 @@ static inline uint64_t trace_now_ns(void)
 /* An event's timestamp, in the file's clock. */
 static inline uint64_t trace_now(void)
 {
-#if defined(__x86_64__)
+#if TRACE_HAVE_COUNTER
 	if (__builtin_expect(trace_clock_tsc, 1))
-		return __rdtsc();
+		return trace_counter();
 #endif
 	return trace_now_ns();
 }

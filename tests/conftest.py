@@ -66,3 +66,12 @@ def target(blktgt_bin, tmp_path):
     t.start()
     yield t
     t.stop()
+
+
+@pytest.fixture
+def funcs_driver(tmp_path):
+    """tests/funcs_driver.c, running (probekit.FuncsDriver); it must exit
+    0 when its stdin closes at the end."""
+    d = probekit.FuncsDriver(tmp_path)
+    yield d
+    d.close()

@@ -9,11 +9,16 @@ documents, the two-bdev target with its workload, and the shapes of the
 error and target-exit cases both suites run.
 """
 
+import contextlib
 import json
 import os
+import pathlib
 import re
+import shlex
+import shutil
 import signal
 import subprocess
+import tempfile
 
 import pytest
 
@@ -109,6 +114,56 @@ def run_as_nobody(cmd):
     valid UTF-8."""
     return run(["setpriv", "--reuid=65534", "--regid=65534",
                 "--clear-groups", *cmd], errors="strict")
+
+
+# --- another user (test_libbpf.py's privilege cases, test_hist_pairs.py) --
+
+NOBODY = 65534
+
+
+def as_nobody(*caps):
+    """argv prefix: run as user and group 65534 with exactly these
+    capabilities (names as setpriv spells them), as a service account
+    given them by systemd's AmbientCapabilities= would."""
+    argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+            "--clear-groups"]
+    if caps:
+        c = ",".join("+" + x for x in caps)
+        argv += [f"--inh-caps={c}", f"--ambient-caps={c}"]
+    return argv
+
+
+@contextlib.contextmanager
+def nobody_blktgt(blktgt_bin, tmp_path):
+    """A started blktgt running as user 65534, its sockets in a directory
+    that user owns; SIGKILLed at the end unless stopped already."""
+    home = tempfile.mkdtemp(prefix="probekit-nobody-")
+    os.chown(home, NOBODY, NOBODY)
+    launcher = tmp_path / "blktgt-as-nobody"
+    launcher.write_text("#!/bin/sh\nexec " + " ".join(as_nobody())
+                        + f" {shlex.quote(blktgt_bin)} \"$@\"\n")
+    launcher.chmod(0o700)
+    t = probekit.Target(str(launcher), pathlib.Path(home))
+    try:
+        t.start()
+        with open(f"/proc/{t.pid}/status") as f:
+            assert f"Uid:\t{NOBODY}\t" in f.read()
+        yield t
+    finally:
+        t.stop(sig=signal.SIGKILL, expect_rc=None)
+        shutil.rmtree(home)
+
+
+@pytest.fixture
+def nobody_target(blktgt_bin, tmp_path):
+    """nobody_blktgt with the two malloc bdevs of the bdevs fixture,
+    stopped at the end, and checked for a clean exit."""
+    with nobody_blktgt(blktgt_bin, tmp_path) as t:
+        for name in ("Malloc0", "Malloc1"):
+            t.rpc("bdev_malloc_create", name=name, size_mb=16,
+                  block_size=512)
+        yield t
+        t.stop()
 
 
 # --- reading the text format (bcc/probekit_bcc.py documents it) ----------

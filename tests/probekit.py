@@ -22,7 +22,9 @@ BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build"))
 WRAPPER = os.path.join(BUILD, "bin", "probekit-bpftrace")
 RPC_PY = os.path.join(BUILD, "bin", "blktgt-rpc")
 PYTHON = "/usr/bin/python3"
-TIMEOUT = 60
+# A bound on every wait, only ever reached by a failure; an emulated
+# machine (tests/arm64_smoke.py) raises it with PROBEKIT_TEST_TIMEOUT.
+TIMEOUT = int(os.environ.get("PROBEKIT_TEST_TIMEOUT", "60"))
 
 
 # Programs and Python modules the tests run, and the Debian package that
@@ -39,6 +41,8 @@ PACKAGES = {
     "fio": "fio", "nbdkit": "nbdkit", "gdb": "gdb", "valgrind": "valgrind",
     "lttng": "lttng-tools", "lttng-sessiond": "lttng-tools",
     "perf": "linux-perf",
+    "aarch64-linux-gnu-gcc": "gcc-aarch64-linux-gnu",
+    "qemu-system-aarch64": "qemu-system-arm", "gdb-multiarch": "gdb-multiarch",
     "py:bcc": "python3-bpfcc", "py:elftools": "python3-pyelftools",
     "dpkg-buildpackage": "dpkg-dev", "dh": "debhelper", "lintian": "lintian",
     "man": "man-db", "cscope": "cscope", "pkg-config": "pkgconf",
@@ -359,3 +363,37 @@ def bpftrace_program(pid, program, ready="READY"):
 def stop_bpftrace(proc, out):
     interrupt(proc, "bpftrace")
     return out.drain(10)
+
+
+class FuncsDriver:
+    """tests/funcs_driver.c: threads that die or wait inside a
+    bdev_execute() of blktgt's signature, one command line at a time."""
+
+    def __init__(self, tmp_path):
+        exe = str(tmp_path / "funcs_driver")
+        subprocess.run(["cc", "-O1", "-g", "-Wall", "-Werror", "-pthread", "-o", exe,
+                        os.path.join(ROOT, "tests", "funcs_driver.c")],
+                       check=True, timeout=TIMEOUT)
+        self.proc = subprocess.Popen([exe], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=False)
+        self.out = LineReader(self.proc.stdout)
+        self.pid = int(self.out.wait_for(r"^funcs_driver: ready pid=(\d+)$").group(1))
+
+    def do(self, cmd, reply):
+        self.proc.stdin.write(cmd.encode() + b"\n")
+        self.proc.stdin.flush()
+        self.out.wait_for(rf"^{reply}$")
+
+    def wait_threads(self, n):
+        """Wait until the process has n threads: a thread leaves
+        /proc/PID/task only after the exit tracepoint has run for it, while
+        pthread_join() may return before that."""
+        task = f"/proc/{self.pid}/task"
+        deadline = time.monotonic() + TIMEOUT
+        while len(os.listdir(task)) != n:
+            assert time.monotonic() < deadline, os.listdir(task)
+            time.sleep(0.01)
+
+    def close(self):
+        self.proc.stdin.close()
+        assert self.proc.wait(timeout=TIMEOUT) == 0

@@ -8,6 +8,8 @@ import glob
 import os
 import re
 import subprocess
+import threading
+import time
 
 import pytest
 
@@ -163,6 +165,68 @@ def test_iolat_histogram_counts_every_io(bpf, tgt):
     assert not any(l.startswith("@iolat_start") for l in lines), "END must clear @iolat_start"
 
 
+
+def slow_bdev(t, read_us):
+    """D0: reads of RAM bdev M0 held for read_us on the submitting reactor."""
+    t.rpc("bdev_malloc_create", name="M0", size_mb=16, block_size=512)
+    assert t.rpc("bdev_delay_create", name="D0", base="M0", read_us=read_us,
+                 write_us=read_us) == "D0"
+
+
+def in_flight(t):
+    s = t.rpc("target_stats")
+    return s["io_submitted"] - s["io_completed"]
+
+
+def test_iolat_counts_the_starts_a_full_table_drops(bpf, target):
+    """31 reads on D0 at queue depth 31 are all submitted in one reactor
+    callback, before any can complete: a 29-key start table takes 29, and
+    the 2 it refuses are counted, exactly.  (Before: 29 timed, nothing
+    said about the other 2.)"""
+    slow_bdev(target, 100000)
+    lines = run_trace(target.pid, "iolat.bt", lambda: target.rpc(
+        "workload_run", bdev="D0", pattern="read", io_size=512, queue_depth=31, count=31),
+        env={"BPFTRACE_MAP_KEYS_MAX": "29"})
+    assert hists(lines, "iolat_us") == {"D0, read": 29}, lines
+    assert keyed(lines, "starts_dropped") == {"iolat_start": 2}, lines
+
+
+def test_iolat_path_form_keeps_processes_apart(bpf, blktgt_bin, tmp_path):
+    """Given the PATH, every blktgt is traced, and each numbers its I/Os
+    from 1.  7 reads wait 1 s in process A while process B runs 997 I/Os
+    with the same ids: each process's I/Os are timed, 7 and 997.  (Keyed by
+    id alone, B's starts overwrote A's and A's 7 were lost.)"""
+    procs = []
+    for name in ("a", "b"):
+        d = tmp_path / name
+        d.mkdir()
+        procs.append(probekit.Target(blktgt_bin, d).start())
+    a, b = procs
+    try:
+        slow_bdev(a, 1000000)
+        b.rpc("bdev_malloc_create", name="m0", size_mb=64, block_size=4096)
+        res, done = {}, threading.Event()
+
+        def act():
+            def slow_run():
+                a.rpc("workload_run", bdev="D0", pattern="read", io_size=512,
+                      queue_depth=7, count=7)
+                done.set()
+            threading.Thread(target=slow_run, daemon=True).start()
+            deadline = time.monotonic() + probekit.TIMEOUT
+            while in_flight(a) != 7:
+                assert time.monotonic() < deadline and not done.is_set()
+                time.sleep(0.01)
+            res.update(workload(b))
+            assert done.wait(probekit.TIMEOUT)
+        lines = run_trace(blktgt_bin, "iolat.bt", act)
+    finally:
+        for t in procs:
+            t.stop()
+    assert hists(lines, "iolat_us") == {"D0, read": 7, "m0, read": res["reads"],
+                                        "m0, write": res["writes"]}, lines
+
+
 def test_iosize_histogram(bpf, tgt):
     res = {}
     lines = run_trace(tgt.pid, "iosize.bt", lambda: res.update(workload(tgt)))
@@ -182,6 +246,60 @@ def test_funcs_counts_bdev_execute(bpf, tgt):
     assert hists(lines, "fn_len_bytes") == {"": N}
     assert hists(lines, "fn_ns") == {"": N}
     assert not any(l.startswith("@fn_entry") for l in lines)
+
+
+
+# --- per-thread entries: reclaimed when a thread dies, drops counted ---------
+
+# A table this small is filled by a few threads, yet holds every key of
+# funcs.bt's other maps (2 types, 1 return value, a few histogram buckets).
+FUNCS_TABLE = 61
+
+
+def funcs_trace(driver, steps):
+    t = Trace(driver.pid, [bt("funcs.bt")],
+              env={"BPFTRACE_MAP_KEYS_MAX": str(FUNCS_TABLE)}).start()
+    try:
+        steps()
+    finally:
+        lines = t.stop()
+    assert t.proc.returncode == 0, "\n".join(lines)
+    return lines
+
+
+def test_funcs_reclaims_dead_threads_entries(bpf, funcs_driver):
+    """61 threads die inside bdev_execute(), which leaves 61 entries (a full
+    table) unless their exit reclaims them; then 23 calls are timed, 23 of
+    23.  (Without the sched_process_exit probe: 0 of 23, and nothing said.)"""
+    d, n = funcs_driver, 23
+
+    def steps():
+        d.do(f"die {FUNCS_TABLE}", f"died {FUNCS_TABLE}")
+        d.wait_threads(1)
+        d.do(f"call {n}", f"called {n}")
+    lines = funcs_trace(d, steps)
+    assert keyed(lines, "fn_calls") == {"0": FUNCS_TABLE, "1": n}, lines
+    assert keyed(lines, "fn_returns") == {"4096": n}, lines
+    assert hists(lines, "fn_ns") == {"": n}, lines
+    assert keyed(lines, "starts_dropped") == {}, lines
+
+
+def test_funcs_counts_starts_a_full_table_drops(bpf, funcs_driver):
+    """61 threads wait inside bdev_execute(): the table is full, so each of
+    23 calls beside them is dropped and counted, exactly; the 61 are timed
+    when they return.  (Before the count: 61 timed, 23 lost, nothing said.)"""
+    d, n = funcs_driver, 23
+
+    def steps():
+        d.do(f"block {FUNCS_TABLE}", f"blocked {FUNCS_TABLE}")
+        d.do(f"call {n}", f"called {n}")
+        d.do("release", f"released {FUNCS_TABLE}")
+    lines = funcs_trace(d, steps)
+    assert keyed(lines, "fn_calls") == {"0": FUNCS_TABLE, "1": n}, lines
+    # A return is counted with its entry's time (the uretprobe's predicate).
+    assert keyed(lines, "fn_returns") == {"4096": FUNCS_TABLE}, lines
+    assert hists(lines, "fn_ns") == {"": FUNCS_TABLE}, lines
+    assert keyed(lines, "starts_dropped") == {"fn_entry": n}, lines
 
 
 def test_states_pause_resume_shutdown_in_order(bpf, tgt):

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: BSD-2-Clause
-"""README.md's decision tree ("From a symptom to the commands"), each
-branch walked once with the commands exactly as the README gives them.
+"""doc/blktgt.md's decision tree ("From a symptom to the commands"), each
+branch walked once with the commands exactly as the guide gives them.
 
-The commands are read out of the README's marked blocks
+The commands are read out of the guide's marked blocks
 (`<!-- decision-tree: NAME, run -->` or `..., until Ctrl-C -->` before a
 fenced sh block), so the document and this test cannot drift apart.  Only
 the placeholders change: PID, CORE, ID, the RPC socket, the perf file and
@@ -36,7 +36,7 @@ from probekit import LineReader, ROOT, TIMEOUT
 from test_gdb import abort_for_core, check_rows, known_state, start_target
 from test_nbd import stats, wait_until
 
-README = os.path.join(ROOT, "README.md")
+GUIDE = os.path.join(ROOT, "doc", "blktgt.md")
 BLOCK = re.compile(r"^<!-- decision-tree: ([\w-]+), (run|until Ctrl-C) -->\n"
                    r"```sh\n(.*?)^```$", re.M | re.S)
 BRANCHES = ["crashed-before", "crashed", "hung", "slow-rpc", "often", "cpu"]
@@ -47,12 +47,12 @@ GDB_KINDS = ("reactor", "bdev", "export", "conn", "io", "clock")
 
 
 def branches():
-    """{name: (mode, [command])} from the README's marked blocks."""
-    with open(README) as f:
+    """{name: (mode, [command])} from the guide's marked blocks."""
+    with open(GUIDE) as f:
         text = f.read()
     out = {}
     for name, mode, body in BLOCK.findall(text):
-        assert name not in out, f"README.md: decision-tree block {name} twice"
+        assert name not in out, f"doc/blktgt.md: decision-tree block {name} twice"
         cmds = [ln for ln in body.replace("\\\n", " ").splitlines() if ln.strip()]
         out[name] = (mode, cmds)
     assert list(out) == BRANCHES, list(out)
@@ -179,7 +179,7 @@ def read_reply(s):
 
 
 def test_readme_blocks():
-    """The README has the four symptoms, in order, with their commands."""
+    """The guide has the four symptoms, in order, with their commands."""
     b = branches()
     assert [m for m, _ in b.values()] == ["run", "run", "run", "until Ctrl-C",
                                           "until Ctrl-C", "run"]

@@ -36,7 +36,9 @@ from thirdparty import pg  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.needs("prometheus", "promtool")
 
-READ_US = 140000		# 140 ms: in (0.125, 0.25] seconds
+# 260 ms: in (0.25, 0.5] seconds, with 240 ms to spare above: a 140 ms
+# delay in (0.125, 0.25] overran its bucket on a machine at load 15.
+READ_US = 260000
 SCRAPE = "1s"
 
 
@@ -275,7 +277,7 @@ def test_blktgt_latency_through_prometheus(bpf, target, exporter,
     lo, hi = lat_bucket(min(first["lat_min_ns"], run["lat_min_ns"]))
     assert (lo, hi) == lat_bucket(max(first["lat_max_ns"],
                                       run["lat_max_ns"])), (first, run)
-    assert (lo, hi) == (0.125, 0.25)
+    assert (lo, hi) == (0.25, 0.5)
     q = prom.value('histogram_quantile(0.5, sum by (le) '
                    '(probekit_io_latency_seconds_bucket{bdev="D0",type="read"}))')
     assert lo < q <= hi, f"median {q} outside ({lo}, {hi}]"

@@ -304,7 +304,7 @@ def test_no_process(seen):
 
 def test_auto_load_from_the_binary(seen):
     """The binary carries the helpers; auto-load safe-path gates them, and
-    the line README.md documents opens the gate."""
+    the line doc/gdb.md documents opens the gate."""
     binary, core = seen["binary"], str(seen["core"])
     rc, out, err = gdb_run(binary, core, "-ex", "blktgt-exports", source=False)
     assert "auto-loading has been declined" in err and \

@@ -19,20 +19,16 @@ two byte for byte.
 """
 
 import os
-import pathlib
-import shlex
-import shutil
-import signal
-import tempfile
 
 import pytest
 
 import histtools
-import probekit
-from histtools import bdevs  # noqa: F401 (a fixture)
-from histtools import (HEADER, TOOLS, Tool, by_key, command, json_objects,
+from histtools import bdevs, nobody_target  # noqa: F401 (fixtures)
+from histtools import NOBODY, as_nobody
+from histtools import (HEADER, KINDS, TOOLS, Tool, by_key, command, json_objects,
                        libbpf_path, nonzero, one_error_line, parse,
                        run_as_nobody, total, unused_pid, workload)
+from test_usdt_libbpf import counts as usdt_counts
 
 # The programs these tests run; a missing one names its Debian package.
 pytestmark = pytest.mark.needs("setpriv", "unshare", "py:bcc")
@@ -83,6 +79,55 @@ def test_funclat_exact(bpf, bdevs):
     assert ret["unit"] == "retval" and nonzero(ret) == want
     assert ret["negative"] == 0
     assert lat["unit"] == "nsecs" and total(lat) == 23 + 37 + 97
+
+
+
+# funclat keeps an entry per thread in a call; tests/funcs_driver.c has
+# threads that die or wait inside a bdev_execute() of blktgt's signature.
+# Both twins: these tests are the same for each.
+FUNCS_TABLE = 61
+
+
+def funcs_run(kind, d, steps):
+    t = Tool(kind, "funclat", d.pid, "--max-inflight", FUNCS_TABLE).start()
+    steps()
+    return t.stop()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_funclat_reclaims_dead_threads_entries(bpf, funcs_driver, kind):
+    """61 threads die inside the call: their exits reclaim their 61
+    entries (a full table otherwise), counted, and 23 later calls are timed
+    23 of 23."""
+    d, n = funcs_driver, 23
+
+    def steps():
+        d.do(f"die {FUNCS_TABLE}", f"died {FUNCS_TABLE}")
+        d.wait_threads(1)
+        d.do(f"call {n}", f"called {n}")
+    lines = funcs_run(kind, d, steps)
+    arg, ret, lat = parse(lines)
+    assert total(arg) == FUNCS_TABLE + n and total(lat) == n, lines
+    assert nonzero(ret) == {(4096, 8191): n}, lines
+    assert lines[-1] == f"{FUNCS_TABLE} starts reclaimed (thread or process exited)", lines
+    assert not any("dropped" in ln for ln in lines), lines
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_funclat_counts_the_starts_a_full_table_drops(bpf, funcs_driver, kind):
+    """61 threads wait inside the call, filling a 61-entry table: each of
+    23 calls beside them is dropped and counted; the 61 are timed."""
+    d, n = funcs_driver, 23
+
+    def steps():
+        d.do(f"block {FUNCS_TABLE}", f"blocked {FUNCS_TABLE}")
+        d.do(f"call {n}", f"called {n}")
+        d.do("release", f"released {FUNCS_TABLE}")
+    lines = funcs_run(kind, d, steps)
+    arg, ret, lat = parse(lines)
+    assert total(arg) == FUNCS_TABLE + n and total(lat) == FUNCS_TABLE, lines
+    assert lines[-1] == f"{n} starts dropped (table full)", lines
+    assert not any("reclaimed" in ln for ln in lines), lines
 
 
 def test_qdepth_exact(bpf, bdevs):
@@ -297,50 +342,14 @@ def test_funclat_unknown_function(bpf, target):
 
 # --- privilege -----------------------------------------------------------------
 #
-# On this kernel (6.18) a uprobe needs CAP_SYS_ADMIN: the fix for
-# CVE-2025-38466 took it back from CAP_PERFMON, in every stable series.
-# CAP_BPF and CAP_PERFMON load the programs but cannot attach them.  A
-# process of another user also needs CAP_SYS_PTRACE, for /proc/PID/exe.
-
-NOBODY = 65534
-
-
-def as_nobody(*caps):
-    """argv prefix: run as user and group 65534 with exactly these
-    capabilities (names as setpriv spells them), as a service account
-    given them by systemd's AmbientCapabilities= would."""
-    argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
-            "--clear-groups"]
-    if caps:
-        c = ",".join("+" + x for x in caps)
-        argv += [f"--inh-caps={c}", f"--ambient-caps={c}"]
-    return argv
-
-
-@pytest.fixture
-def nobody_target(blktgt_bin, tmp_path):
-    """A blktgt running as user 65534, its sockets in a directory that user
-    owns, with the two malloc bdevs of the bdevs fixture."""
-    home = tempfile.mkdtemp(prefix="probekit-nobody-")
-    os.chown(home, NOBODY, NOBODY)
-    launcher = tmp_path / "blktgt-as-nobody"
-    launcher.write_text("#!/bin/sh\nexec " + " ".join(as_nobody())
-                        + f" {shlex.quote(blktgt_bin)} \"$@\"\n")
-    launcher.chmod(0o700)
-    t = probekit.Target(str(launcher), pathlib.Path(home))
-    try:
-        t.start()
-        with open(f"/proc/{t.pid}/status") as f:
-            assert f"Uid:\t{NOBODY}\t" in f.read()
-        for name in ("Malloc0", "Malloc1"):
-            t.rpc("bdev_malloc_create", name=name, size_mb=16,
-                  block_size=512)
-        yield t
-        t.stop()
-    finally:
-        t.stop(sig=signal.SIGKILL, expect_rc=None)
-        shutil.rmtree(home)
-
+# What each reader needs is measured and tabled once, in doc/privileges.md.
+# On this kernel (6.18) a uprobe perf event needs CAP_SYS_ADMIN: the fix
+# for CVE-2025-38466 took it back from CAP_PERFMON, in every stable series.
+# The blktgt tools attach one per site (libbpf's attach_usdt), so CAP_BPF
+# and CAP_PERFMON load their programs but cannot attach them.  A
+# multi-uprobe link (Linux 6.6 and later), which usdtcount and usdtlat
+# attach with, needs only CAP_BPF and CAP_PERFMON.  A process of another
+# user also needs CAP_SYS_PTRACE, for /proc/PID/exe.
 
 def lacks(what, tool, pid, *missing, whom=None, bpf_perfmon=False):
     """The one error line for a lack of privilege."""
@@ -372,13 +381,33 @@ def test_no_privilege_own_process(bpf, nobody_target, tool):
 
 @pytest.mark.parametrize("tool", TOOLS)
 def test_bpf_perfmon_are_not_enough(bpf, nobody_target, tool):
-    """CAP_BPF plus CAP_PERFMON load the programs, but the kernel refuses
-    the uprobe: the line says so, and what is missing."""
+    """CAP_BPF plus CAP_PERFMON load the blktgt tools' programs, but the
+    kernel refuses their uprobe perf events: the line says so, and that
+    CAP_SYS_ADMIN is missing."""
     pid = nobody_target.pid
     rc, lines = histtools.run(as_nobody("bpf", "perfmon")
                               + command("libbpf", tool, pid))
     assert (rc, lines) == (1, [lacks(first_attach(tool, pid), tool, pid,
                                      "CAP_SYS_ADMIN", bpf_perfmon=True)])
+
+
+@pytest.mark.parametrize("owner,caps", [
+    ("nobody", ("bpf", "perfmon")),
+    ("root", ("bpf", "perfmon", "sys_ptrace")),
+])
+def test_bpf_perfmon_are_enough_for_multi_uprobes(bpf, request, owner, caps):
+    """The same two capabilities do allow a multi-uprobe link, which
+    usdtcount attaches with: as user 65534 it counts every I/O of the
+    fixed workload, 23 + 37 + 97, on its own process and (with
+    CAP_SYS_PTRACE) on root's."""
+    tgt = request.getfixturevalue(
+        "nobody_target" if owner == "nobody" else "bdevs")
+    t = Tool("libbpf", "usdtcount", tgt.pid, "blktgt:io__submit",
+             wrap=as_nobody(*caps)).start()
+    with open(f"/proc/{t.proc.pid}/status") as f:
+        assert f"Uid:\t{NOBODY}\t" in f.read()
+    fixed_workload(tgt)
+    assert usdt_counts(t.stop()) == {"blktgt:io__submit": 157}
 
 
 @pytest.mark.parametrize("caps,missing", [

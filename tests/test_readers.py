@@ -241,9 +241,20 @@ def test_not_elf(tmp_path):
 
 
 def c_refs(path):
-    out = scan("join", 1, "READY", "", "", path).stdout.decode()
-    refs = out.split("\002")[0]
-    return [ln.split("\t")[1:] for ln in refs.splitlines()]
+    """The references of probekit-scan join (wrapper/join.c's lines), each
+    checked against the program at its offset: KIND:__EXE__:SPEC there."""
+    out = scan("join", 1, "READY", "", "", path).stdout
+    head, prog = out.split(b"\nprogram\n", 1)
+    refs = []
+    for ln in head.decode().splitlines():
+        if ln.startswith("ref "):
+            n, at, kind, spec = ln.split(" ")[1:]
+            at = int(at)
+            assert int(n) == len(refs) + 1, ln
+            assert prog[at - len(kind) - 1:at + 8 + len(spec)] == \
+                f"{kind}:__EXE__:{spec}".encode(), ln
+            refs.append([kind, spec])
+    return refs
 
 
 def py_refs(path):

@@ -254,13 +254,18 @@ fi
 [ ${#scripts[@]} -gt 0 ] || die "no script given after ${pid:+PID }${pid:-$target_file}; usage: $PROG [options] PID|PATH SCRIPT... (try -h)"
 # A SCRIPT that is not a file here but a bare name (no '/') is a shipped
 # script: NAME or NAME.bt in the bt/ directory of the tree this command's
-# real path is in (the checkout, or PREFIX/share/probekit).
-shipped_bt=$(dirname -- "$(readlink -f -- "$0")")
-shipped_bt=${shipped_bt%/*}/bt
+# real path is in (the checkout, or PREFIX/share/probekit).  Found only
+# when a script needs it: readlink is a process, and every run that names
+# its scripts by path would pay for it.
+shipped_bt=
 for i in "${!scripts[@]}"; do
 	s=${scripts[$i]}
 	[ -e "$s" ] && continue
 	case $s in */*|'') die "script '$s' does not exist" ;; esac
+	if [ -z "$shipped_bt" ]; then
+		shipped_bt=$(readlink -f -- "$0") || die "cannot find the real path of $0"
+		shipped_bt=${shipped_bt%/*/*}/bt
+	fi
 	for f in "$shipped_bt/$s" "$shipped_bt/${s%.bt}.bt"; do
 		if [ -e "$f" ]; then scripts[$i]=$f; continue 2; fi
 	done
@@ -330,18 +335,19 @@ read_stat || die "no process with PID $pid is running"
 pid_start=${stat_fields[19]}
 fi
 
-# The executable's path, from probekit-scan's reading of /proc/PID/exe at
-# the start of $1: "LEN:PATH" (PATH may hold any byte, a newline too, which
-# is refused below), or "-" when it could not be read; the rest, after a
-# \002, goes to scanned.  Sets exe, shown_exe and exe_deleted.  It comes
-# from a run of probekit-scan the wrapper makes anyway (no readlink).
+# The executable's path, from probekit-scan's reading of /proc/PID/exe in
+# the first line of $1: "exe LEN:PATH" (PATH may hold any byte, a newline
+# too, which is refused below), or "exe -" when it could not be read; the
+# lines after it go to scanned.  Sets exe, shown_exe and exe_deleted.  It
+# comes from a run of probekit-scan the wrapper makes anyway (no readlink).
 exe=
 take_exe() {
-	local t=$1 len
+	local t=${1#exe } len
 	[ "${t:0:1}" != - ] ||
 		die "cannot read /proc/$pid/exe (the process exited, is a zombie or kernel thread, or belongs to another user: run as root)"
 	len=${t%%:*}
-	[[ $len =~ ^[0-9]{1,4}$ ]] || die "probekit-scan gave no executable path; is it the one built with this wrapper?"
+	[ "${1:0:4}" = 'exe ' ] && [[ $len =~ ^[0-9]{1,4}$ ]] ||
+		die "probekit-scan gave no executable path; is it the one built with this wrapper?"
 	scanned=${t:${#len}+1+len+1}
 	[ -z "$exe" ] || return 0
 	exe=${t:${#len}+1:len}
@@ -406,7 +412,7 @@ for s in "${scripts[@]}"; do
 done
 if [ -n "$asked" ]; then
 	take_exe "$("$scan" build-id "${target_file:-/proc/$pid/exe}" 2>/dev/null)"
-	want_id=$scanned
+	want_id=${scanned#build-id }
 	exe_name=${exe% (deleted)}
 	sfile=${PROBEKIT_STRUCTS:-${0%/*}/../share/probekit/structs/${exe_name##*/}.bt}
 	[ -f "$sfile" ] && [ -r "$sfile" ] ||
@@ -427,18 +433,17 @@ fi
 
 # --- join the scripts ----------------------------------------------------------
 #
-# probekit-scan joins them in one pass over each script that knows strings
-# and comments: it finds the top-level blocks, merges BEGIN and END bodies,
-# hoists C definitions, replaces each __EXE__ of an attach point with a
-# marker \001N\001 for reference N and __PID__ elsewhere with PID (so never
-# in a path inserted later).  It prints the executable's path (see
-# take_exe), a \002, one "N<TAB>KIND<TAB>SPEC" line for each reference, a
-# \002, "N 0" for each one the executable has (the same
-# run reads it; see take_found), a \002, the line map, a \002, then the
-# program.  The line
-# map ("PROGRAM_LINE F LINE" where a run of one script's lines starts; F 0
-# for the wrapper's own lines) lets bpftrace's "stdin:LINE:..." errors name
-# the user's FILE:LINE (see stderr_filter).
+# probekit-scan joins them (wrapper/join.c): it finds the top-level
+# blocks, merges BEGIN and END bodies, hoists C definitions, notes each
+# __EXE__ of an attach point as a reference and replaces __PID__ elsewhere
+# with PID (so never in a path inserted later).  It prints lines: the
+# executable's path ("exe", see take_exe), then "ref N AT KIND SPEC" for each
+# reference, its __EXE__ at byte AT of the program, "has N" for each one the
+# executable has (the same run reads it; see take_found), the line map
+# ("map AT F L": program lines from AT on are script F's from its line L;
+# F 0 for the joiner's own lines), which lets bpftrace's "stdin:LINE:..."
+# errors name the user's FILE:LINE (see stderr_filter), and "program",
+# followed by the program.
 
 # A file's readiness line names it, in a bpftrace format: a backslash
 # doubled, '%' refused above, the rest as quote_path allows.
@@ -456,30 +461,40 @@ joined=$scanned
 # The join above read the executable; only for the probes it lacks does one
 # more probekit-scan read the libraries.
 
-reflist=${joined%%$'\002'*}
-joined=${joined:${#reflist}+1}
-in_exe=${joined%%$'\002'*}
-joined=${joined:${#in_exe}+1}
-linemap=${joined%%$'\002'*}
-marked=${joined:${#linemap}+1}
-ref_kind=() ref_spec=() ref_type=() ref_where=() ref_q=()
+# The lines before "program" (none of them is "program"), then the program.
+head=${joined%%$'\n'program$'\n'*}
+[ "${joined:${#head}:9}" = $'\nprogram\n' ] ||
+	die "probekit-scan gave no program; is it the one built with this wrapper?"
+marked=${joined:${#head}+9}
+ref_kind=() ref_spec=() ref_type=() ref_where=() ref_q=() ref_at=()
+map_at=() map_file=() map_line=()
 libs=() gone_libs=() gone_maps=()
-want=
+want= in_exe=
 nrefs=0
-while [ -n "$reflist" ]; do
-	line=${reflist%%$'\n'*}
-	reflist=${reflist#*$'\n'}
-	nrefs=$((nrefs + 1)) n=$((nrefs))
-	line=${line#*$'\t'}
-	ref_kind[n]=${line%%$'\t'*}
-	ref_spec[n]=${line#*$'\t'}
-	case ${ref_kind[n]} in
-	usdt|U) ref_type[n]=usdt ;;
-	*) ref_type[n]=syms ;;
+head+=$'\n'
+while [ -n "$head" ]; do
+	line=${head%%$'\n'*}
+	head=${head#*$'\n'}
+	case $line in
+	'ref '*)
+		line=${line#ref * }
+		nrefs=$((nrefs + 1)) n=$((nrefs))
+		ref_at[n]=${line%% *} line=${line#* }
+		ref_kind[n]=${line%% *}
+		ref_spec[n]=${line#* }
+		case ${ref_kind[n]} in
+		usdt|U) ref_type[n]=usdt ;;
+		*) ref_type[n]=syms ;;
+		esac
+		# uprobe:__EXE__:ADDRESS needs no symbol.
+		[ ${ref_type[n]} = syms ] && [[ ${ref_spec[n]} == [0-9]* ]] && continue
+		want+="$n"$'\t'"${ref_type[n]}"$'\t'"${ref_spec[n]}"$'\n' ;;
+	'has '*) in_exe+="${line#has } 0"$'\n' ;;
+	'map '*)
+		line=${line#map }
+		map_at+=("${line%% *}") line=${line#* }
+		map_file+=("${line%% *}") map_line+=("${line#* }") ;;
 	esac
-	# uprobe:__EXE__:ADDRESS needs no symbol.
-	[ ${ref_type[n]} = syms ] && [[ ${ref_spec[n]} == [0-9]* ]] && continue
-	want+="$n"$'\t'"${ref_type[n]}"$'\t'"${ref_spec[n]}"$'\n'
 done
 
 # Set ref_where[N] to WHERE[I] for each line "N I" of FOUND, and drop N
@@ -618,17 +633,15 @@ fi
 
 # --- substitute, then run --------------------------------------------------------
 
-# Each marker becomes its quoted path (cut by length, which is quick
-# whatever the program's size).
-program=
-while [[ $marked == *$'\001'* ]]; do
-	text=${marked%%$'\001'*}
-	marked=${marked:${#text}+1}
-	n=${marked%%$'\001'*}
-	marked=${marked:${#n}+1}
-	program+=$text${ref_q[n]}
+# Each reference's __EXE__ becomes its quoted path, cut by offset (which
+# is quick whatever the program's size, and no text of a script can pose
+# as a reference).
+program= at=0
+for ((n = 1; n <= nrefs; n++)); do
+	program+=${marked:at:ref_at[n]-at}${ref_q[n]}
+	at=$((ref_at[n] + 7))
 done
-program+=$marked
+program+=${marked:at}
 
 # bpftrace 0.17 notices SIGINT/SIGTERM only when the signal interrupts its
 # epoll_wait() or when an event arrives after it; a signal that lands while
@@ -690,11 +703,6 @@ fi
 # gone, becomes one line "PID N exited while the trace was starting" and
 # the rest are dropped.  A message about the program itself (FILE:LINE) is
 # always shown as it is.
-
-map_at=() map_file=() map_line=()
-while read -r a f l; do
-	map_at+=("$a") map_file+=("$f") map_line+=("$l")
-done <<< "${linemap%$'\n'}"
 
 # FILE:LINE of program line $1, in loc; empty for the wrapper's own lines.
 map_line() {

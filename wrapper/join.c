@@ -1,0 +1,661 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/* The script joiner of probekit-bpftrace (wrapper/bpftrace.sh): its
+ * scripts made into the one program bpftrace runs, and the join command of
+ * its helper probekit-scan, which hands that program to the wrapper.
+ *
+ * One pass over each script's text that knows strings and comments finds
+ * the top-level blocks, merges the BEGIN and the END bodies in script order
+ * (bpftrace accepts one of each), hoists C definitions (#-lines, struct,
+ * union, enum) to the top, notes each KIND:__EXE__:SPEC of an attach point
+ * as a reference for the wrapper to resolve to a file, and replaces
+ * __PID__ with the PID (before any path is inserted, so never in a path).
+ * The readiness line ends BEGIN; -d adds a timer that calls exit(), and
+ * --max-rate a per-CPU hit count on every usdt/uprobe/uretprobe block and
+ * a once-a-second check of their sum.
+ *
+ * The line map lets bpftrace's "stdin:LINE:..." errors name the script's
+ * FILE:LINE.  While joining, each piece carries a mark \003F:L\003 at each
+ * of its line starts (F: the script's index from 1, L: its line); a piece
+ * moved out of its line (a BEGIN or END body, a struct) starts on a line of
+ * its own, indented so that bpftrace's columns stay the script's.  A
+ * reference is marked \001N\001 in place of its __EXE__, and a merged
+ * BEGIN or END \002KEY\002 where its first block was.  These marks never
+ * leave this file (a script holding such a byte is refused): at the end
+ * they are taken out, each run of program lines that follow one script's
+ * lines in order becomes one span of the map, and each reference its
+ * __EXE__'s offset.
+ *
+ * The join command
+ *
+ *   probekit-scan join PID READY DURATION EXE SCRIPT...
+ *
+ * PID is the traced process, or "" for a file (every process that runs
+ * it): READY is then the whole readiness line, not a format, and a
+ * script's __PID__ is an error.  DURATION is -d's seconds or "".  The
+ * environment gives --max-rate: PROBEKIT_MAX_RATE, its budget, and
+ * PROBEKIT_MAX_CPU, the highest possible CPU (so the operands stay the
+ * same with or without it).  EXE is /proc/PID/exe or the traced file, read
+ * in the same run so that a trace whose executable has every probe needs
+ * no second one; "" reads none.
+ *
+ * It prints lines, each a word that says what it is and its fields after
+ * single spaces, in this order:
+ *
+ *   exe LEN:TARGET     the target of the link EXE (EXE itself when it is a
+ *                      file): LEN bytes that may hold any byte but NUL, a
+ *                      newline too; "exe -" when it cannot be read.  None
+ *                      when EXE is "".
+ *   ref N AT KIND SPEC reference N (from 1, in program order): the attach
+ *                      point KIND:__EXE__:SPEC, whose __EXE__ is at byte
+ *                      offset AT of the program.  SPEC holds no blank.
+ *   has N              EXE has reference N's USDT probe (usdt, U) or
+ *                      function symbol (the other kinds); an address
+ *                      (uprobe:__EXE__:0x...) needs none and has no line.
+ *   map AT F L         program lines from AT on (the first is 1) are lines
+ *                      of the F-th SCRIPT from its line L on, up to the next
+ *                      map line; F 0 for lines the joiner wrote.  The last
+ *                      is "map N 0 0", N one past the program's last line.
+ *   program            the last line: the program follows, to the end.
+ *
+ * The wrapper puts the quoted path of each reference's file in place of
+ * its __EXE__ (by offset, so that no text of a script can pose as one).
+ * Every failure is one line on stderr, as the wrapper's own, and exit 1. */
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "join.h"
+#include "look.h"
+#include "usdt_notes.h"
+
+/* The largest script read: more is no bpftrace script. */
+#define SCRIPT_MAX (4u << 20)
+
+struct joiner {
+	const struct join_opts *o;
+	struct helper_buf defs, body, merged[2];
+	bool seen[2];
+	struct join_ref *refs;
+	int nrefs;
+	/* The script being read. */
+	const char *s, *path;
+	size_t n;
+	int fidx;
+	char name[64];
+	size_t lp;	/* line_at's last position, and its line */
+	long ll;
+};
+
+static const char *const KEYS[2] = {"BEGIN", "END"};
+
+/* The index after the string, comment or character at i. */
+static size_t skip(const char *s, size_t i, size_t n)
+{
+	const char *e;
+
+	if (s[i] == '"') {
+		for (i++; i < n; i++) {
+			if (s[i] == '\\')
+				i++;
+			else if (s[i] == '"')
+				return i + 1;
+		}
+		return n;
+	}
+	if (i + 1 < n && s[i] == '/' && s[i + 1] == '/') {
+		e = memchr(s + i, '\n', n - i);
+		return e ? (size_t)(e - s) + 1 : n;
+	}
+	if (i + 1 < n && s[i] == '/' && s[i + 1] == '*') {
+		e = memmem(s + i + 2, n - i - 2, "*/", 2);
+		return e ? (size_t)(e - s) + 2 : n;
+	}
+	return i + 1;
+}
+
+static bool is_comment(const char *s, size_t i, size_t n)
+{
+	return i + 1 < n && s[i] == '/' && (s[i + 1] == '/' || s[i + 1] == '*');
+}
+
+/* The line position p is on (the scan mostly moves forward, so newlines
+ * are counted from the last position asked for). */
+static long line_at(struct joiner *j, size_t p)
+{
+	if (p < j->lp) {
+		j->lp = 0;
+		j->ll = 1;
+	}
+	for (; j->lp < p; j->lp++)
+		if (j->s[j->lp] == '\n')
+			j->ll++;
+	return j->ll;
+}
+
+static void add_mark(struct joiner *j, struct helper_buf *out, long line)
+{
+	helper_buf_printf(out, "\003%d:%ld\003", j->fidx, line);
+}
+
+/* s[a, b) onto out, with a line mark at each line start in it. */
+static void copy(struct joiner *j, struct helper_buf *out, size_t a, size_t b)
+{
+	const char *s = j->s, *nl;
+	long l;
+
+	if (b <= a)
+		return;
+	l = line_at(j, a);
+	if (a == 0 || s[a - 1] == '\n')
+		add_mark(j, out, l);
+	while ((nl = memchr(s + a, '\n', b - a)) && (size_t)(nl - s) + 1 < b) {
+		helper_buf_add(out, s + a, (size_t)(nl - s) + 1 - a);
+		add_mark(j, out, ++l);
+		a = (size_t)(nl - s) + 1;
+	}
+	helper_buf_add(out, s + a, b - a);
+}
+
+/* What starts a piece moved from p onto a line of its own: the mark of
+ * p's line, and blanks as wide as the text before p (tabs kept). */
+static void at(struct joiner *j, struct helper_buf *out, size_t p)
+{
+	size_t b = p;
+
+	if (p == 0 || j->s[p - 1] == '\n')
+		return;
+	while (b > 0 && j->s[b - 1] != '\n')
+		b--;
+	add_mark(j, out, line_at(j, p));
+	for (; b < p; b++)
+		helper_buf_add(out, j->s[b] == '\t' ? "\t" : " ", 1);
+}
+
+static bool is_ident(char c)
+{
+	return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9');
+}
+
+/* The attach-point kind that ends just before ":__EXE__" at h[i], or NULL. */
+static const char *exe_kind(const char *h, size_t i, size_t n)
+{
+	static const char *const kinds[] = {"uretprobe", "uprobe", "usdt", "ur", "U", "u"};
+	size_t k, len;
+
+	for (k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		len = strlen(kinds[k]);
+		if (i + len + 8 <= n && !memcmp(h + i, kinds[k], len) &&
+		    !memcmp(h + i + len, ":__EXE__", 8) &&
+		    (i == 0 || !is_ident(h[i - 1])))
+			return kinds[k];
+	}
+	return NULL;
+}
+
+/* A block header s[a, b) onto out, each KIND:__EXE__:SPEC of an attach
+ * point (outside strings and comments) replaced by KIND:\001N\001:SPEC. */
+static void mark_header(struct joiner *j, struct helper_buf *out, size_t a, size_t b)
+{
+	struct helper_buf h = {0};
+	size_t i = 0, from = 0, e, len;
+	const char *kind;
+
+	copy(j, &h, a, b);
+	while (i < h.len) {
+		if (h.p[i] == '"' || is_comment(h.p, i, h.len)) {
+			i = skip(h.p, i, h.len);
+			continue;
+		}
+		kind = exe_kind(h.p, i, h.len);
+		if (!kind) {
+			i++;
+			continue;
+		}
+		len = strlen(kind);
+		e = i + len + 8;
+		if (h.p[e] != ':' || !(len = strcspn(h.p + e + 1, " \t\r\n,{/")))
+			helper_die("attach point %s:__EXE__ names no probe or function", kind);
+		if (len > LOOK_SPEC_MAX)
+			helper_die("attach point %s:__EXE__:%.40s... is longer than %d bytes",
+			    kind, h.p + e + 1, LOOK_SPEC_MAX);
+		j->refs = realloc(j->refs, (size_t)(j->nrefs + 1) * sizeof(*j->refs));
+		if (!j->refs)
+			helper_die("out of memory");
+		j->refs[j->nrefs].kind = kind;
+		j->refs[j->nrefs].spec = strndup(h.p + e + 1, len);
+		if (!j->refs[j->nrefs].spec)
+			helper_die("out of memory");
+		j->nrefs++;
+		helper_buf_add(out, h.p + from, i - from);
+		helper_buf_printf(out, "%s:\001%d\001", kind, j->nrefs);
+		i = from = e;
+	}
+	helper_buf_add(out, h.p + from, h.len - from);
+	free(h.p);
+}
+
+
+/* Whether the block header s[a, b) attaches a usdt, uprobe or uretprobe
+ * probe (outside comments): --max-rate counts those blocks' hits. */
+static bool counts_hits(const char *s, size_t a, size_t b)
+{
+	static const char *const kinds[] = {"usdt:", "uprobe:", "uretprobe:", "U:", "u:", "ur:"};
+	size_t i, k;
+
+	for (i = a; i < b; ) {
+		if (s[i] == '"' || is_comment(s, i, b)) {
+			i = skip(s, i, b);
+			continue;
+		}
+		if (i == a || strchr(" \t\r\n,", s[i - 1]))
+			for (k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
+				if (b - i > strlen(kinds[k]) && !strncmp(s + i, kinds[k], strlen(kinds[k])))
+					return true;
+		i++;
+	}
+	return false;
+}
+
+/* The header s[a, b) without comments and surrounding blanks, if it is at
+ * most cap - 1 bytes (a BEGIN, END or struct header is short). */
+static void header_key(const char *s, size_t a, size_t b, char *key, size_t cap)
+{
+	size_t len = 0, i = a, e;
+
+	while (i < b && len + 1 < cap) {
+		if (is_comment(s, i, b)) {
+			i = skip(s, i, b);
+			key[len++] = ' ';
+			continue;
+		}
+		e = skip(s, i, b);
+		while (i < e && len + 1 < cap)
+			key[len++] = s[i++];
+		i = e;
+	}
+	key[len] = '\0';
+	while (len && strchr(" \t\r\n", key[len - 1]))
+		key[--len] = '\0';
+	e = strspn(key, " \t\r\n");
+	memmove(key, key + e, len - e + 1);
+}
+
+static bool is_def(const char *key)
+{
+	static const char *const words[] = {"struct", "union", "enum"};
+	size_t k, len;
+
+	for (k = 0; k < 3; k++) {
+		len = strlen(words[k]);
+		if (!strncmp(key, words[k], len) && key[len] && strchr(" \t\r\n", key[len]))
+			return true;
+	}
+	return false;
+}
+
+static void join_one(struct joiner *j)
+{
+	const char *s = j->s, *e;
+	size_t n = j->n, i = 0, start, k, hb;
+	int depth, key;
+	char hdr[64];
+
+	if (memchr(s, '\001', n) || memchr(s, '\002', n) || memchr(s, '\003', n))
+		helper_die("script %s contains control characters \\001, \\002 or \\003, which the wrapper uses as markers",
+		    j->path);
+	j->lp = 0;
+	j->ll = 1;
+	if (n >= 2 && s[0] == '#' && s[1] == '!') {	/* a shebang line, valid only first */
+		e = memchr(s, '\n', n);
+		i = e ? (size_t)(e - s) : n;
+	}
+	while (i < n) {
+		bool bol = i == 0 || s[i - 1] == '\n';
+
+		if (strchr(" \t\r\n;", s[i])) {
+			copy(j, &j->body, i, i + 1);
+			i++;
+			continue;
+		}
+		if (s[i] == '#' && bol) {		/* a preprocessor line */
+			e = memchr(s + i, '\n', n - i);
+			k = e ? (size_t)(e - s) + 1 : n;
+			copy(j, &j->defs, i, k);
+			i = k;
+			continue;
+		}
+		if (is_comment(s, i, n)) {
+			k = skip(s, i, n);
+			copy(j, &j->body, i, k);
+			i = k;
+			continue;
+		}
+		/* A block: its header up to the first top-level "{", then its body. */
+		start = i;
+		while (i < n && s[i] != '{')
+			i = skip(s, i, n);
+		if (i >= n) {
+			copy(j, &j->body, start, n);
+			break;
+		}
+		hb = i;
+		for (depth = 1, k = i + 1; k < n; ) {
+			if (s[k] == '{')
+				depth++;
+			else if (s[k] == '}' && --depth == 0)
+				break;
+			k = skip(s, k, n);
+		}
+		if (depth > 0) {
+			header_key(s, start, hb, hdr, 41);
+			helper_die("script %s: a block starting at \"%s\" has no closing brace", j->path, hdr);
+		}
+		header_key(s, start, hb, hdr, sizeof(hdr));
+		key = !strcmp(hdr, "BEGIN") ? 0 : !strcmp(hdr, "END") ? 1 : -1;
+		if (key >= 0) {
+			if (!j->seen[key]) {
+				j->seen[key] = true;
+				helper_buf_printf(&j->body, "\002%s\002", KEYS[key]);
+			}
+			helper_buf_printf(&j->merged[key], "\t// from %s\n", j->name);
+			at(j, &j->merged[key], hb + 1);
+			copy(j, &j->merged[key], hb + 1, k);
+			helper_buf_str(&j->merged[key], "\n");
+		} else if (is_def(hdr)) {
+			at(j, &j->defs, start);
+			copy(j, &j->defs, start, k + 1);
+			if (k + 1 < n && s[k + 1] == ';') {
+				helper_buf_str(&j->defs, ";");
+				k++;
+			}
+			helper_buf_str(&j->defs, "\n");
+		} else {
+			mark_header(j, &j->body, start, hb);
+			if (j->o->max_rate[0] && counts_hits(s, start, hb)) {
+				copy(j, &j->body, hb, hb + 1);
+				helper_buf_str(&j->body, " @__probekit_hits[cpu]++;");
+				copy(j, &j->body, hb + 1, k + 1);
+			} else {
+				copy(j, &j->body, hb, k + 1);
+			}
+		}
+		i = k + 1;
+	}
+}
+
+/* The text of the script at path into *out: every line ends in a newline. */
+static void read_script(const char *path, struct helper_buf *out)
+{
+	char chunk[65536];
+	ssize_t got;
+	char why[256];
+	int fd = usdt_open_regular(path, why, sizeof(why));
+
+	out->len = 0;
+	if (fd < 0)
+		helper_die("cannot read script '%s': %s", path, why);
+	while ((got = read(fd, chunk, sizeof(chunk))) != 0) {
+		if (got < 0) {
+			if (errno == EINTR)
+				continue;
+			helper_die("cannot read script '%s': %s", path, strerror(errno));
+		}
+		if (out->len + (size_t)got > SCRIPT_MAX)
+			helper_die("script '%s' is larger than %u bytes; is it a bpftrace script?", path, SCRIPT_MAX);
+		helper_buf_add(out, chunk, (size_t)got);
+	}
+	close(fd);
+	if (out->len && memchr(out->p, '\0', out->len))
+		helper_die("script '%s' contains a NUL byte; is it a bpftrace script?", path);
+	if (out->len && out->p[out->len - 1] != '\n')
+		helper_buf_str(out, "\n");
+}
+
+/* Replace every __PID__ in b by the PID; with no PID, any is an error. */
+static void put_pids(struct helper_buf *out, const struct helper_buf *in, const char *pid)
+{
+	const char *p = in->p, *end = in->p + in->len, *hit;
+
+	while ((hit = memmem(p, (size_t)(end - p), "__PID__", 7))) {
+		if (!*pid)
+			helper_die("the script uses __PID__, but a PATH traces every process that runs it, so there is no one PID; give the PID instead of the path, or take __PID__ out of the script");
+		helper_buf_add(out, p, (size_t)(hit - p));
+		helper_buf_str(out, pid);
+		p = hit + 7;
+	}
+	helper_buf_add(out, p, (size_t)(end - p));
+}
+
+
+/* Take the marks out of the joined text into r: the program, the offset of
+ * each reference's __EXE__ and the line map. */
+static void emit(const struct helper_buf *text, struct join_result *r)
+{
+	const char *p = text->p, *end = text->p + text->len, *nl, *q, *m, *e;
+	long line = 0, f, l, pf = -1, pl = 0, id;
+	int next = 0;
+
+	for (;;) {
+		nl = memchr(p, '\n', (size_t)(end - p));
+		if (!nl)
+			nl = end;
+		line++;
+		f = l = 0;
+		if (p < nl && *p == '\003') {
+			sscanf(p + 1, "%ld:%ld", &f, &l);
+			p = memchr(p + 1, '\003', (size_t)(nl - p - 1)) + 1;
+		}
+		for (q = p; q < nl; q = e + 1) {
+			for (m = q; m < nl && *m != '\001' && *m != '\003'; m++)
+				;
+			helper_buf_add(&r->prog, q, (size_t)(m - q));
+			if (m == nl)
+				break;
+			e = memchr(m + 1, *m, (size_t)(nl - m - 1));
+			if (*m == '\001') {
+				/* References are numbered as found, and their
+				 * blocks keep their order: a marker out of
+				 * that order is a broken joiner. */
+				id = strtol(m + 1, NULL, 10);
+				if (id != ++next)
+					abort();
+				r->refs[id - 1].at = r->prog.len;
+				helper_buf_str(&r->prog, "__EXE__");
+			}
+		}
+		if (f != pf || (f && l != pl + 1)) {
+			r->map = realloc(r->map, (size_t)(r->nmap + 2) * sizeof(*r->map));
+			if (!r->map)
+				helper_die("out of memory");
+			r->map[r->nmap++] = (struct join_span){.at = line, .file = (int)f, .line = l};
+		}
+		pf = f;
+		pl = l;
+		if (nl == end)
+			break;
+		helper_buf_str(&r->prog, "\n");
+		p = nl + 1;
+	}
+	if (next != r->nrefs)
+		abort();
+	r->map = realloc(r->map, (size_t)(r->nmap + 1) * sizeof(*r->map));
+	if (!r->map)
+		helper_die("out of memory");
+	r->map[r->nmap++] = (struct join_span){.at = line + 1};
+}
+
+void join_scripts(const struct join_opts *o, char *const *paths, int n, struct join_result *r)
+{
+	struct joiner j = {.o = o};
+	struct helper_buf text = {0}, begin = {0}, out = {0}, pids = {0};
+	const char *base, *tok;
+	int i, key;
+	size_t k;
+
+	for (i = 0; i < n; i++) {
+		read_script(paths[i], &text);
+		if (!text.len)
+			continue;
+		j.s = text.p;
+		j.n = text.len;
+		j.path = paths[i];
+		j.fidx = i + 1;
+		base = strrchr(paths[i], '/');
+		base = base ? base + 1 : paths[i];
+		snprintf(j.name, sizeof(j.name), "%s", base);
+		for (k = 0; j.name[k]; k++)
+			if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.+-",
+				    j.name[k]))
+				j.name[k] = '?';
+		join_one(&j);
+	}
+	/* The readiness line is the last thing BEGIN prints: bpftrace 0.17
+	 * drops every event it reads after a SIGINT, and BEGIN output is read
+	 * in order, so whatever the scripts print in BEGIN is out before a
+	 * caller that saw this line can stop the trace. */
+	helper_buf_str(&begin, "BEGIN\n{\n");
+	helper_buf_cat(&begin, &j.merged[0]);
+	/* Without a PID (a trace of every process that runs a file), READY
+	 * is the whole line, %-free: it may be longer than bpftrace's 64-byte
+	 * string arguments, but not than a format. */
+	helper_buf_str(&begin, "\tprintf(\"");
+	helper_buf_str(&begin, o->ready);
+	helper_buf_str(&begin, o->pid[0] ? "\\n\", __PID__);\n}" : "\\n\");\n}");
+	if (!j.seen[0]) {
+		helper_buf_str(&j.body, "\n");
+		helper_buf_cat(&j.body, &begin);
+		helper_buf_str(&j.body, "\n");
+	}
+	if (o->duration[0])
+		helper_buf_printf(&j.body, "\ninterval:s:%s\n{\n\texit();\n}\n", o->duration);
+	if (o->max_rate[0]) {
+		/* Each CPU counts under its own key (no two race on one
+		 * counter); once a second the sum of every possible CPU's key
+		 * is checked against the budget.  bpftrace 0.17 cannot compare
+		 * a count() value, hence the plain map. */
+		unsigned c;
+
+		helper_buf_str(&j.body, "\ninterval:s:1\n{\n\t$n = @__probekit_hits[0]");
+		for (c = 1; c <= o->max_cpu; c++)
+			helper_buf_printf(&j.body, " + @__probekit_hits[%u]", c);
+		helper_buf_printf(&j.body, ";\n\tif ($n - @__probekit_last > %s) {\n"
+			   "\t\tprintf(\"probekit-bpftrace: %%d probe hits/s is over --max-rate %s; detaching\\n\", "
+			   "$n - @__probekit_last);\n\t\texit();\n\t}\n\t@__probekit_last = $n;\n}\n",
+			   o->max_rate, o->max_rate);
+		if (!j.seen[1]) {
+			j.seen[1] = true;
+			helper_buf_str(&j.body, "\n\002END\002\n");
+		}
+		helper_buf_str(&j.merged[1], "\tclear(@__probekit_hits);\n\tdelete(@__probekit_last);\n");
+	}
+	helper_buf_cat(&out, &j.defs);
+	helper_buf_str(&out, "");
+	/* Put each merged BEGIN and END where its first block was. */
+	for (tok = j.body.p; tok && *tok; ) {
+		const char *hit = strchr(tok, '\002');
+
+		if (!hit) {
+			helper_buf_str(&out, tok);
+			break;
+		}
+		helper_buf_add(&out, tok, (size_t)(hit - tok));
+		key = hit[1] == 'B' ? 0 : 1;
+		if (key == 0) {
+			helper_buf_cat(&out, &begin);
+		} else {
+			helper_buf_str(&out, "END\n{\n");
+			helper_buf_cat(&out, &j.merged[1]);
+			helper_buf_str(&out, "}");
+		}
+		tok = strchr(hit + 1, '\002') + 1;
+	}
+	put_pids(&pids, &out, o->pid);
+	*r = (struct join_result){.refs = j.refs, .nrefs = j.nrefs};
+	emit(&pids, r);
+	free(text.p);
+	free(begin.p);
+	free(out.p);
+	free(pids.p);
+	free(j.defs.p);
+	free(j.body.p);
+	free(j.merged[0].p);
+	free(j.merged[1].p);
+}
+
+void join_result_free(struct join_result *r)
+{
+	int i;
+
+	for (i = 0; i < r->nrefs; i++)
+		free(r->refs[i].spec);
+	free(r->refs);
+	free(r->map);
+	free(r->prog.p);
+	*r = (struct join_result){0};
+}
+
+int join_command(int argc, char **argv)
+{
+	struct join_opts o = {0};
+	struct join_result r;
+	struct look_want *w;
+	struct helper_buf link = {0};
+	char *exe;
+	int i, nw = 0;
+
+	if (argc < 5)
+		helper_die("probekit-scan join PID READY DURATION EXE SCRIPT...");
+	o.pid = argv[0];
+	o.ready = argv[1];
+	o.duration = argv[2];
+	exe = argv[3];
+	o.max_rate = getenv("PROBEKIT_MAX_RATE") ? getenv("PROBEKIT_MAX_RATE") : "";
+	if (o.max_rate[0]) {
+		const char *mc = getenv("PROBEKIT_MAX_CPU");
+		char *end;
+		unsigned long v = mc ? strtoul(mc, &end, 10) : 0;
+
+		if (strspn(o.max_rate, "0123456789") != strlen(o.max_rate) || strlen(o.max_rate) > 10 ||
+		    !mc || !*mc || *end || v > 4095)
+			helper_die("PROBEKIT_MAX_RATE wants digits and PROBEKIT_MAX_CPU a CPU number 0..4095");
+		o.max_cpu = (unsigned)v;
+	}
+	join_scripts(&o, argv + 4, argc - 4, &r);
+	if (exe[0]) {
+		look_link(exe, &link);
+		printf("exe %s\n", link.p);
+	}
+	for (i = 0; i < r.nrefs; i++)
+		printf("ref %d %zu %s %s\n", i + 1, r.refs[i].at, r.refs[i].kind, r.refs[i].spec);
+	/* What the executable has, read in this same run: usdt and U name
+	 * probes, the other kinds symbols; an address needs no look-up. */
+	w = calloc((size_t)r.nrefs + 1, sizeof(*w));
+	if (!w)
+		helper_die("out of memory");
+	for (i = 0; i < r.nrefs; i++) {
+		bool usdt = !strcmp(r.refs[i].kind, "usdt") || !strcmp(r.refs[i].kind, "U");
+
+		if (!usdt && r.refs[i].spec[0] >= '0' && r.refs[i].spec[0] <= '9')
+			continue;
+		w[nw++] = (struct look_want){.id = i + 1, .usdt = usdt, .spec = r.refs[i].spec};
+	}
+	if (exe[0] && nw) {
+		look_find(w, nw, &exe, 1);
+		for (i = 0; i < nw; i++)
+			if (w[i].file == 0)
+				printf("has %ld\n", w[i].id);
+	}
+	for (i = 0; i < r.nmap; i++)
+		printf("map %ld %d %ld\n", r.map[i].at, r.map[i].file, r.map[i].line);
+	fputs("program\n", stdout);
+	fwrite(r.prog.p, 1, r.prog.len, stdout);
+	free(w);
+	free(link.p);
+	join_result_free(&r);
+	return fflush(stdout) ? 1 : 0;
+}
