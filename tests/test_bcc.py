@@ -209,7 +209,7 @@ def test_bad_pid(tool):
 
 
 def test_funclat_unknown_function(bpf, target):
-    rc, lines = run_tool("funclat", target.pid, "-f", "no_such_function")
+    rc, lines = run_tool("funclat", target.pid, "--function", "no_such_function")
     one_error_line(rc, lines, "funclat", "no_such_function")
 
 

@@ -306,7 +306,7 @@ TOOL_BAD_ARGS = {
     "rpclat": [("-m", "-n"), ("-B",)],
     "funclat": [("-a", "7"), ("-a", "x"), ("--arg-bits", "16"),
                 ("--arg-bits",),
-                ("-f", "a;b"), ("-f", ""), ("-n", "-m")],
+                ("--function", "a;b"), ("--function", ""), ("-n", "-m")],
 }
 
 
@@ -335,7 +335,8 @@ def test_no_such_process(tool):
 
 
 def test_funclat_unknown_function(bpf, target):
-    rc, lines = run_tool("funclat", "-p", target.pid, "-f", "no_such_function")
+    rc, lines = run_tool("funclat", "-p", target.pid, "--function",
+                         "no_such_function")
     one_error_line(rc, lines, "funclat",
                    "no function no_such_function in ", 1)
 
