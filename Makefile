@@ -145,7 +145,7 @@ $(PROBES_H): $(CATALOG) $(GENCAT) $(O)/.config | $(O)/gen
 	$(Q)$(PYTHON) $(GENCAT) --disabled-header $< -o $@
 endif
 
-$(O)/obj/target/%.o: target/%.c $(PROBES_H) $(O)/.config | $(O)/obj/target
+$(O)/obj/target/%.o: target/%.c $(PROBES_H) $(O)/gen/probekit_limits.h $(O)/.config | $(O)/obj/target
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 

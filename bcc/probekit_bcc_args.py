@@ -14,14 +14,23 @@ import os
 import signal
 import sys
 
+# probes/: the probelib package, probekit's one Python reader and the
+# argparse base every probekit command shares (probelib.cmdline).  It
+# sits beside bcc/ in the checkout and under PREFIX/share/probekit alike,
+# so this module's real path finds it, for every bcc/ module.
+PROBES_DIR = os.path.join(os.path.dirname(os.path.dirname(
+    os.path.realpath(__file__))), "probes")
+if PROBES_DIR not in sys.path:
+    sys.path.insert(0, PROBES_DIR)
+
+import probekit_spec  # noqa: E402
+from probelib import cmdline  # noqa: E402
+
 UNITS = {"nsecs": 1, "usecs": 1000, "msecs": 1000000}
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse that reports a usage error in one line, exit 2."""
-
-    def error(self, message):
-        self.exit(2, "%s: %s (see --help)\n" % (self.prog, message))
+# One-line usage errors, exit 2; an unknown option named first.
+Parser = cmdline.Parser
 
 
 def pid_type(s):
@@ -49,16 +58,8 @@ _VERSION_CHARS = set("0123456789abcdefghijklmnopqrstuvwxyz"
                      "ABCDEFGHIJKLMNOPQRSTUVWXYZ.+~-")
 
 
-MAX_RATE_LIMIT = 1000000000     # --max-rate's largest budget, as libbpf/'s
-
-
-def max_rate(s):
-    """--max-rate: 1..MAX_RATE_LIMIT probe hits per second."""
-    v = positive_int(s)
-    if v > MAX_RATE_LIMIT:
-        raise argparse.ArgumentTypeError(
-            "want at most %d, got '%s'" % (MAX_RATE_LIMIT, s))
-    return v
+# --max-rate's largest budget: tools/limits.toml, as libbpf/'s.
+MAX_RATE_LIMIT = probekit_spec.limits()["MAX_RATE_LIMIT"]
 
 
 def version():
@@ -97,28 +98,64 @@ class VersionAction(argparse.Action):
         parser.exit(0)
 
 
+# A spec option's "type": how its argument is parsed (flags take none).
+_TYPES = {"pid": pid_type, "positive": positive_int, "string": str,
+          "path": str}
+
+
+def _bounded(limit):
+    """positive_int at most limit, as the libbpf twin's positive_arg()."""
+    def parse(s):
+        v = positive_int(s)
+        if v > limit:
+            raise argparse.ArgumentTypeError(
+                "want at most %d, got '%s'" % (limit, s))
+        return v
+    return parse
+
+
+def add_spec_option(p, o, required=False, help=None, types=None):
+    """Add option o, as a spec declares it (tools/README.md), to p (a
+    parser or a group): its names, argument, type (a tool's own from
+    types, {name: function}), bound, default and whether it repeats."""
+    names = (["-" + o["short"]] if "short" in o else []) + ["--" + o["long"]]
+    kw = {"help": (help or probekit_spec.help_text(o)).replace("\n", " "),
+          "dest": o["long"].replace("-", "_")}
+    if o["type"] == "flag":
+        kw["action"] = "store_true"
+    else:
+        kw["metavar"] = o["arg"]
+        kw["type"] = dict(_TYPES, **(types or {}))[o["type"]]
+        if "max" in o:
+            kw["type"] = _bounded(probekit_spec.value(o["max"]))
+        if "default" in o:
+            kw["default"] = probekit_spec.value(o["default"])
+    if o.get("append"):
+        kw["action"], kw["default"] = "append", []
+    if required:
+        kw["required"] = True
+    p.add_argument(*names, **kw)
+
+
+def add_common(p, name, **kw):
+    """Add the common option --name (tools/common.toml) to p."""
+    add_spec_option(p, probekit_spec.common_option(name), **kw)
+
+
 def parser(prog, description, examples, target=True):
-    """The shared options.  target=False leaves out -p and the positional
-    [interval [count]], for a tool that selects its target itself and has
-    positionals of its own before them (add_interval())."""
+    """The shared options (tools/common.toml).  target=False leaves out
+    -p and the positional [interval [count]], for a tool that selects its
+    target itself and has positionals of its own before them
+    (add_interval())."""
     p = Parser(prog=command(prog), description=description,
                formatter_class=argparse.RawDescriptionHelpFormatter,
                epilog=examples)
     p.add_argument("--version", action=VersionAction,
-                   help="print probekit's version and exit")
+                   help=probekit_spec.common_option("version")["help"])
     if target:
-        p.add_argument("-p", "--pid", type=pid_type, required=True,
-                       help="trace this blktgt process")
-    p.add_argument("-T", "--timestamp", action="store_true",
-                   help="include a timestamp on output")
-    p.add_argument("-d", "--duration", type=positive_int, metavar="SECS",
-                   help="total duration of the trace, in seconds")
-    p.add_argument("-j", "--json", action="store_true",
-                   help="print JSON, one object per interval (schema: "
-                        "bcc/probekit_bcc.py)")
-    p.add_argument("--max-rate", type=max_rate, metavar="HITS_PER_S",
-                   help="a cost guard: past this many probe hits per "
-                        "second, detach, print what was collected and exit 0")
+        add_common(p, "pid", required=True)
+    for name in ("timestamp", "duration", "json", "max-rate"):
+        add_common(p, name)
     if target:
         add_interval(p)
     p.add_argument("--ebpf", action="store_true", help=argparse.SUPPRESS)
@@ -136,12 +173,13 @@ def add_interval(p):
 def add_units(p, default):
     """-m/-u (and -n) select the latency unit; default is 'usecs' etc."""
     g = p.add_mutually_exclusive_group()
-    g.add_argument("-m", "--milliseconds", dest="unit", action="store_const",
-                   const="msecs", help="millisecond histogram")
-    g.add_argument("-u", "--microseconds", dest="unit", action="store_const",
-                   const="usecs", help="microsecond histogram")
-    g.add_argument("-n", "--nanoseconds", dest="unit", action="store_const",
-                   const="nsecs", help="nanosecond histogram")
+    for name in ("milliseconds", "microseconds", "nanoseconds"):
+        o = probekit_spec.common_option(name)
+        unit = o["short"] + "secs"
+        g.add_argument("-" + o["short"], "--" + name, dest="unit",
+                       action="store_const", const=unit,
+                       help=o["help"] + (" (default)" if unit == default
+                                         else ""))
     p.set_defaults(unit=default)
 
 

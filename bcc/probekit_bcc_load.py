@@ -10,13 +10,17 @@ import sys
 import tempfile
 
 import probekit_bcc_compat as compat
+import probekit_spec as spec
 from probekit_bcc_args import die
 from probekit_bcc_target import CAP_SYS_ADMIN, has_capability
 
-MAX_INFLIGHT = 65536    # in-flight requests a tool remembers (map size)
+# In-flight requests a tool remembers (map size), name lengths (bdev
+# names and RPC methods; I/O type names): tools/limits.toml, as libbpf/'s.
+_LIMITS = spec.limits()
+MAX_INFLIGHT = _LIMITS["MAX_INFLIGHT"]
+NAME_LEN = _LIMITS["NAME_LEN"]
+TYPE_LEN = _LIMITS["TYPE_LEN"]
 MAX_KEYS = 16384        # histogram buckets, over all keys (map size)
-NAME_LEN = 64           # bdev names (BDEV_NAME_MAX 63 + NUL), RPC methods
-TYPE_LEN = 16           # I/O type names: read, write, flush, trim
 
 
 # C shared by the tools' BPF programs.  A USDT string argument is read in

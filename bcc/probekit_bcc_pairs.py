@@ -36,10 +36,12 @@ as dead when /proc has no entry for it.
 import os
 import time
 
-from probekit_bcc_load import MAX_INFLIGHT
+import probekit_spec
 
-PAIR_TGIDS_MAX = 16384      # libbpf/pair_state.h's: processes with STARTs
-PAIR_INFLIGHT_LIMIT = 1 << 22   # --max-inflight's largest, as libbpf's
+# Processes with STARTs in a table at once, and --max-inflight's largest:
+# tools/limits.toml, as libbpf/pair_state.h's.
+PAIR_TGIDS_MAX = probekit_spec.limits()["PAIR_TGIDS_MAX"]
+PAIR_INFLIGHT_LIMIT = probekit_spec.limits()["PAIR_INFLIGHT_LIMIT"]
 PAIR_DROPPED, PAIR_RECLAIMED = 0, 1     # enum pair_count
 EXIT_FORMATS = ("/sys/kernel/tracing/events/sched/sched_process_exit/format",
                 "/sys/kernel/debug/tracing/events/sched/sched_process_exit/"
@@ -169,23 +171,10 @@ def cflags(max_inflight):
         (["-DHAVE_GROUP_DEAD"] if group_dead() else [])
 
 
-def max_inflight(s):
-    """--max-inflight: 1..PAIR_INFLIGHT_LIMIT entries."""
-    import argparse
-    from probekit_bcc_args import positive_int
-    v = positive_int(s)
-    if v > PAIR_INFLIGHT_LIMIT:
-        raise argparse.ArgumentTypeError(
-            "want at most %d, got '%s'" % (PAIR_INFLIGHT_LIMIT, s))
-    return v
-
-
 def add_option(p):
-    p.add_argument("--max-inflight", type=max_inflight, metavar="N",
-                   default=MAX_INFLIGHT,
-                   help="STARTs awaiting their DONE that are kept "
-                        "(default %d); more are dropped, and counted"
-                   % MAX_INFLIGHT)
+    """--max-inflight, as tools/common.toml declares it."""
+    import probekit_bcc_args as cli
+    cli.add_common(p, "max-inflight")
 
 
 class Sweeper:

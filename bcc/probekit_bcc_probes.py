@@ -19,32 +19,16 @@ site with its semaphore's offset (probekit_bcc_load.load()).
 """
 
 import os
-import sys
 
 import probekit_bcc_compat as compat
+import probekit_spec as spec
 from probekit_bcc_args import die
 
 
-def _probelib_home():
-    """The directory that holds the probelib package: PREFIX/share/probekit
-    when this script is installed as PREFIX/bin/NAME, else probes/ of the
-    checkout its real path is in (also from bcc/, beside probes/)."""
-    here = os.path.dirname(os.path.realpath(__file__))
-    tried = [os.path.normpath(os.path.join(here, *d)) for d in
-             (("..", "share", "probekit"), (), ("..", "probes"))]
-    for d in tried:
-        if os.path.isfile(os.path.join(d, "probelib", "__init__.py")):
-            return d
-    sys.exit(f"{os.path.basename(__file__)}: cannot find probekit's probelib "
-             f"package (looked in {', '.join(tried)})")
-
-
 def _probelib():
-    """probelib's modules, imported on first use, so that --version and a
-    usage error need nothing beyond bcc/."""
-    home = _probelib_home()
-    if home not in sys.path:
-        sys.path.insert(0, home)
+    """probelib's modules (found through probekit_bcc_args.PROBES_DIR),
+    imported on first use, so that --version and a usage error load no
+    ELF reader."""
     from probelib import argspec, elf, notes
     return argspec, elf, notes
 
@@ -206,10 +190,10 @@ def mode_text(text, per_io):
         text[:text.index("/* blktgt:io__submit")] + text[batch:]
 
 
-# io__batch's fixed sizes (target/io_batch.h: IO_BATCH_MAX, BDEV_NAME_LEN);
+# io__batch's fixed sizes, from tools/limits.toml as target/io_batch.h's;
 # the record itself comes from the traced binary's DWARF (io_batch_c).
-IO_BATCH_MAX = 256
-BDEV_NAME_LEN = 32
+IO_BATCH_MAX = spec.limits()["IO_BATCH_MAX"]
+BDEV_NAME_LEN = spec.limits()["BDEV_NAME_LEN"]
 
 
 def io_batch_c(tool, target):
@@ -219,9 +203,6 @@ def io_batch_c(tool, target):
     io__submit's type_name would give it.  Those names are enum
     bdev_io_type's, lowercased without their common prefix, as
     target/states.h spells them (BDEV_IO_READ, "read")."""
-    home = _probelib_home()
-    if home not in sys.path:
-        sys.path.insert(0, home)
     from probelib import cdefs, dwarf
     try:
         types = dwarf.Types(target.exe)

@@ -17,10 +17,12 @@ PT_REGS_IP() switch, whose addresses would differ between the processes
 of -b.
 """
 
+import argparse
 import fnmatch
 import os
 
 import probekit_bcc_target as proc
+import probekit_spec as spec
 from probekit_bcc_args import command, die, escaped
 from probekit_bcc_probes import UsdtSite, UsdtProbes, _probelib, _read_operand
 
@@ -145,6 +147,25 @@ def arg_index(s):
     return n if n <= notes.MAX_ARGS else None
 
 
+def arg_type(tid):
+    """argparse type of an option's argN (usdtlat -k, usdtcount -H/-S):
+    tid (when taken) or argN, N from 1 as BCC counts.  arg0, which a
+    bpftrace user would write, is told that the numbering is BCC's and
+    which name it has here: the message of libbpf's usdt_arg_option()."""
+    def parse(s):
+        if (tid and s == "tid") or arg_index(s):
+            return s
+        choose = "(choose %sarg1 to arg%d)" % ("tid or " if tid else "",
+                                             _probelib()[2].MAX_ARGS)
+        if s == "arg0":
+            raise argparse.ArgumentTypeError(
+                "'arg0': arguments count from 1 here, as in BCC: bpftrace's "
+                "arg0 is arg1, its argN argN+1 " + choose)
+        raise argparse.ArgumentTypeError(
+            "invalid choice: '%s' %s" % (escaped(s[:64]), choose))
+    return parse
+
+
 def check_arg(tool, probe, n, string=False):
     """Die in one line unless every site of probe has an argument n that
     the generated reader can read, and, for string (-S), that may be a
@@ -182,7 +203,7 @@ def functions(probe, prefix, n):
 # is raised (CPython 3.11's function__entry needs python:line's).  A gate
 # is attached with a function that counts nothing, so the kernel raises
 # its semaphore as for any site; each of its hits still costs a trap.
-GATES_MAX = 8               # as libbpf/usdt_sites.h's USDT_GATES_MAX
+GATES_MAX = spec.limits()["USDT_GATES_MAX"]     # tools/limits.toml
 GATE_FN = "gate_fn"
 GATE_TEXT = "\nint %s(struct pt_regs *ctx)\n{\n    return 0;\n}\n" % GATE_FN
 
@@ -203,11 +224,9 @@ def gate_type(s):
 
 
 def add_gate_option(p):
-    p.add_argument("--gate", metavar="PROBE", action="append", default=[],
-                   type=gate_type,
-                   help="raise the semaphore of PROBE (provider:name) too, "
-                        "without counting it: for a probe that fires only "
-                        "while PROBE is enabled")
+    """--gate, as tools/common.toml declares it."""
+    from probekit_bcc_args import add_common
+    add_common(p, "gate", types={"probe": gate_type})
 
 
 def gate_sites(tool, scope, found, gates):

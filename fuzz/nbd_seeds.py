@@ -11,27 +11,20 @@ import os
 import struct
 import sys
 
-OPTS_MAGIC = 0x49484156454F5054
-REQ_MAGIC = 0x25609513
-
-
-def option(opt, data=b""):
-    return struct.pack(">QII", OPTS_MAGIC, opt, len(data)) + data
-
-
-def info_go(opt, name, infos=()):
-    n = name.encode()
-    return option(opt, struct.pack(">I", len(n)) + n +
-                  struct.pack(">H", len(infos)) +
-                  b"".join(struct.pack(">H", i) for i in infos))
+# The wire's encoder is the one tests/test_nbd.py's raw client uses.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+    os.path.realpath(__file__))), "tests"))
+import nbd_wire as wire  # noqa: E402
+from nbd_wire import info_go, option  # noqa: E402
 
 
 def request(cmd, offset=0, length=0, flags=0, handle=1):
-    r = struct.pack(">IHHQQI", REQ_MAGIC, flags, cmd, handle, offset, length)
-    return r + (b"\xab" * length if cmd == 1 else b"")
+    """A request; a write (cmd 1) carries its data, as the server reads it."""
+    return wire.request(cmd, offset, length, flags, handle,
+                        b"\xab" * length if cmd == wire.CMD_WRITE else b"")
 
 
-FLAGS = struct.pack(">I", 3)  # FIXED_NEWSTYLE | NO_ZEROES
+FLAGS = wire.client_flags()  # FIXED_NEWSTYLE | NO_ZEROES
 SEEDS = {
     "neg-go": b"\0" + FLAGS + info_go(7, "disk", (3, 1, 2)),
     "neg-info-go": b"\0" + FLAGS + info_go(6, "null", (3,)) + info_go(7, "null"),

@@ -8,17 +8,19 @@
  *   io__done(u64 id, char *bdev, u32 type, u64 len, s32 status,
  *            char *type_name)
  *
- * Name lengths and the in-flight table match bcc/probekit_bcc.py
- * (NAME_LEN, TYPE_LEN, MAX_INFLIGHT), so both families of tools truncate
- * names alike.  BCC counts map entries per (key, slot); here a key holds
+ * Name lengths and the in-flight table come from tools/limits.toml
+ * (NAME_LEN, TYPE_LEN, MAX_INFLIGHT), as the bcc/ tools' do, so both
+ * families of tools truncate names alike.  BCC counts map entries per (key, slot); here a key holds
  * a whole histogram, so MAX_HISTS bounds keys, not buckets.
  */
 #ifndef PROBEKIT_BLKTGT_IO_H
 #define PROBEKIT_BLKTGT_IO_H
 
-#define BDEV_LEN     64		/* bdev names: BDEV_NAME_MAX 63 + NUL */
-#define IOTYPE_LEN   16		/* I/O type names: read, write, flush, trim */
-#define MAX_INFLIGHT 65536	/* requests in flight remembered at once */
+/* NAME_LEN, TYPE_LEN, MAX_INFLIGHT: tools/limits.toml, which the bcc/
+ * tools read too. */
+#include "probekit_limits.h"
+#define BDEV_LEN     NAME_LEN	/* bdev names */
+#define IOTYPE_LEN   TYPE_LEN	/* I/O type names */
 #define MAX_HISTS    1024	/* distinct histogram keys */
 
 /* A histogram per key.  A field the user did not split by (-B, -O) stays

@@ -25,13 +25,13 @@
 
 #include "funclat.h"
 #include "funclat.skel.h"
+#include "funclat.spec.h"
 #include "trace_helpers.h"
 
 const char *tool_name = "funclat";
 
 #define FUNC_MAX 255
 
-enum { OPT_ARG_BITS = OPT_LONG_ONLY };
 
 static struct {
 	struct common_args c;
@@ -39,12 +39,13 @@ static struct {
 	long arg;
 	long arg_bits;
 	char arg_unit[8];	/* "arg4" */
-} env = { .func = "bdev_execute", .arg = 4, .arg_bits = 64 };
+} env = { .func = SPEC_DEFAULT_FUNCTION, .arg = SPEC_DEFAULT_ARG,
+	    .arg_bits = SPEC_DEFAULT_ARG_BITS };
 
 static void option(int key, const char *arg)
 {
 	switch (key) {
-	case 'f':
+	case OPT_FUNCTION:
 		env.func = arg;
 		break;
 	case 'a':
@@ -61,35 +62,9 @@ static void option(int key, const char *arg)
 	}
 }
 
-static const struct tool_option options[] = {
-	{ 'f', "function", "FUNC",
-	  "the function to trace (default bdev_execute)" },
-	{ 'a', "arg", "N", "argument to summarize, 1-6 (default 4, len of\n"
-			   "bdev_execute)" },
-	{ OPT_ARG_BITS, "arg-bits", "{32,64}",
-	  "the argument's width: 32 for a 32-bit int, whose\n"
-	  "register's upper half is undefined (default 64)" },
-	{ 0 }
-};
-
+/* Options, usage and examples: tools/funclat.toml, through tools/gentool. */
 static const struct tool_cli cli = {
-	.synopsis =
-"usage: probekit-funclat -p PID [-h] [-f FUNC] [-a N] [--arg-bits {32,64}]\n"
-"                        [-n|-u|-m] [-T] [-d SECS] [-j] [--max-inflight N]\n"
-"                        [interval [count]]\n"
-"\n"
-"Summarize a blktgt function's argument, return value and latency as\n"
-"histograms (libbpf CO-RE).\n",
-	.options = options,
-	.unit = "nsecs",
-	.examples =
-"    probekit-funclat -p 1234          # bdev_execute: len, retval, latency\n"
-"    probekit-funclat -p 1234 -u 1 10  # usecs, 1 second summaries, 10 times\n"
-"    probekit-funclat -p 1234 -f bdev_submit -a 1 --arg-bits 64\n"
-"                                      # another function and argument\n"
-"    probekit-funclat -p 1234 -a 2 --arg-bits 32\n"
-"                                      # bdev_execute's uint32_t type\n"
-"    probekit-funclat -p 1234 -j       # print JSON\n",
+	SPEC_CLI,
 	.option = option,
 	.pairs = true,
 };

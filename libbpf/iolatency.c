@@ -23,6 +23,7 @@
 
 #include "iolatency.h"
 #include "iolatency.skel.h"
+#include "iolatency.spec.h"
 #include "trace_helpers.h"
 
 const char *tool_name = "iolatency";
@@ -32,8 +33,6 @@ static struct {
 	bool per_bdev, per_type, linear, per_io;
 	long width;		/* 0: not given */
 } env;
-
-enum { OPT_PER_IO = OPT_LONG_ONLY };
 
 static void option(int key, const char *arg)
 {
@@ -56,38 +55,9 @@ static void option(int key, const char *arg)
 	}
 }
 
-static const struct tool_option options[] = {
-	{ 'B', "bdevs", NULL, "one histogram for each bdev" },
-	{ 'O', "types", NULL,
-	  "one histogram for each I/O type (read, write, ...)" },
-	{ 'L', "linear", NULL, "equal-width buckets, not powers of two" },
-	{ 'W', "width", "WIDTH",
-	  "with -L: units per bucket (default 10)" },
-	{ OPT_PER_IO, "per-io", NULL,
-	  "from io__submit and io__done, two hits per I/O,\n"
-	  "not io__batch (one hit per up to 256 I/Os)" },
-	{ 0 }
-};
-
+/* Options, usage and examples: tools/iolatency.toml, through tools/gentool. */
 static const struct tool_cli cli = {
-	.synopsis =
-"usage: probekit-iolatency -p PID [-h] [-T] [-B] [-O] [-m|-u|-n] [-L [-W WIDTH]]\n"
-"                          [-d SECS] [-j] [--per-io [--max-inflight N]]\n"
-"                          [interval [count]]\n"
-"\n"
-"Time each blktgt block I/O from submission to completion, and show the\n"
-"times as a histogram (libbpf CO-RE).\n",
-	.options = options,
-	.unit = "usecs",
-	.examples =
-"    probekit-iolatency -p 1234           # one histogram, at Ctrl-C\n"
-"    probekit-iolatency -p 1234 1 10      # every second, 10 times\n"
-"    probekit-iolatency -p 1234 -mT 1     # every second, msecs, timestamps\n"
-"    probekit-iolatency -p 1234 -B        # a histogram for each bdev\n"
-"    probekit-iolatency -p 1234 -BO       # for each bdev and I/O type\n"
-"    probekit-iolatency -p 1234 -L -W 5   # linear, 5 usecs per bucket\n"
-"    probekit-iolatency -p 1234 -d 10 -j  # for 10 seconds, as JSON\n"
-"    probekit-iolatency -p 1234 --per-io  # from the per-I/O probes\n",
+	SPEC_CLI,
 	.option = option,
 	.pairs = true,		/* with --per-io */
 };

@@ -17,6 +17,7 @@
 
 #include "iosize.h"
 #include "iosize.skel.h"
+#include "iosize.spec.h"
 #include "trace_helpers.h"
 
 const char *tool_name = "iosize";
@@ -25,8 +26,6 @@ static struct {
 	struct common_args c;
 	bool per_bdev, per_type, per_io;
 } env;
-
-enum { OPT_PER_IO = OPT_LONG_ONLY };
 
 static void option(int key, const char *arg)
 {
@@ -38,32 +37,8 @@ static void option(int key, const char *arg)
 		env.per_io = true;
 }
 
-static const struct tool_option options[] = {
-	{ 'B', "bdevs", NULL, "print a histogram per bdev" },
-	{ 'O', "types", NULL,
-	  "print a histogram per I/O type (read, write, ...)" },
-	{ OPT_PER_IO, "per-io", NULL,
-	  "from io__submit, one hit per I/O, not io__batch\n"
-	  "(one hit per up to 256 I/Os)" },
-	{ 0 }
-};
-
-static const struct tool_cli cli = {
-	.synopsis =
-"usage: probekit-iosize -p PID [-h] [-T] [-B] [-O] [-d SECS] [-j]\n"
-"                       [--per-io] [interval [count]]\n"
-"\n"
-"Summarize blktgt block I/O sizes as a histogram (libbpf CO-RE).\n",
-	.options = options,
-	.examples =
-"    probekit-iosize -p 1234             # summarize I/O sizes as a histogram\n"
-"    probekit-iosize -p 1234 1 10        # print 1 second summaries, 10 times\n"
-"    probekit-iosize -p 1234 -BO         # a histogram per bdev and I/O type\n"
-"    probekit-iosize -p 1234 -T -d 60 10 # 10s summaries, timestamps, for 60s\n"
-"    probekit-iosize -p 1234 -j          # print JSON\n"
-"    probekit-iosize -p 1234 --per-io    # from the per-I/O probe\n",
-	.option = option,
-};
+/* Options, usage and examples: tools/iosize.toml, through tools/gentool. */
+static const struct tool_cli cli = { SPEC_CLI, .option = option };
 
 static int collect(void *ctx, struct hist_entry **entries)
 {

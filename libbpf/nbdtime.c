@@ -22,6 +22,7 @@
 
 #include "nbdtime.h"
 #include "nbdtime.skel.h"
+#include "nbdtime.spec.h"
 #include "trace_helpers.h"
 
 const char *tool_name = "nbdtime";
@@ -56,29 +57,9 @@ static void option(int key, const char *arg)
 	}
 }
 
-static const struct tool_option options[] = {
-	{ 'C', "commands", NULL,
-	  "split requests, bdev I/O and syscall shares by\ncommand" },
-	{ 'L', "linear", NULL, "linear histograms instead of log2" },
-	{ 'W', "width", "WIDTH", "linear bucket width, in the unit (default 10)" },
-	{ 0 }
-};
-
+/* Options, usage and examples: tools/nbdtime.toml, through tools/gentool. */
 static const struct tool_cli cli = {
-	.synopsis =
-"usage: probekit-nbdtime -p PID [-h] [-T] [-C] [-m|-u|-n] [-L [-W WIDTH]]\n"
-"                        [-d SECS] [-j] [--max-inflight N] [interval [count]]\n"
-"\n"
-"Where an NBD request's time goes: network syscalls, bdev or queue (libbpf\n"
-"CO-RE).\n",
-	.options = options,
-	.unit = "usecs",
-	.examples =
-"    probekit-nbdtime -p 1234            # where NBD requests spend their time\n"
-"    probekit-nbdtime -p 1234 -C         # ... per command (read, write, ...)\n"
-"    probekit-nbdtime -p 1234 -m 1 10    # every second in msecs, 10 times\n"
-"    probekit-nbdtime -p 1234 -L -W 500  # linear, 500 usecs per bucket\n"
-"    probekit-nbdtime -p 1234 -d 10 -j   # for 10 seconds, as JSON\n",
+	SPEC_CLI,
 	.option = option,
 	.pairs = true,
 };

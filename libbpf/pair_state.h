@@ -14,15 +14,14 @@
 #ifndef PROBEKIT_PAIR_STATE_H
 #define PROBEKIT_PAIR_STATE_H
 
-/* The in-flight table's default size, and the most --max-inflight takes
- * (a preallocated hash of 4M entries is some 300 MB of kernel memory). */
-#define PAIR_INFLIGHT_DEFAULT 65536
-#define PAIR_INFLIGHT_LIMIT (1 << 22)
-
-/* Processes with STARTs in a table at once: an exit of any other process
- * costs one hash lookup.  A START of one more process is dropped, and
- * counted as the table being full. */
-#define PAIR_TGIDS_MAX 16384
+/* The in-flight table's default size (MAX_INFLIGHT), the most
+ * --max-inflight takes (PAIR_INFLIGHT_LIMIT: a preallocated hash of 4M
+ * entries is some 300 MB of kernel memory), and the processes with STARTs
+ * in a table at once (PAIR_TGIDS_MAX: an exit of any other process costs
+ * one hash lookup; a START of one more process is dropped, and counted as
+ * the table being full): tools/limits.toml, which bcc/ reads too. */
+#include "probekit_limits.h"
+#define PAIR_INFLIGHT_DEFAULT MAX_INFLIGHT
 
 /* The index of each count in pair_state.bpf.h's pair_counts. */
 enum pair_count {

@@ -16,21 +16,14 @@
 
 #include "qdepth.h"
 #include "qdepth.skel.h"
+#include "qdepth.spec.h"
 #include "trace_helpers.h"
 
 const char *tool_name = "qdepth";
 
+/* Usage and examples: tools/qdepth.toml, through tools/gentool. */
 static const struct tool_cli cli = {
-	.synopsis =
-"usage: probekit-qdepth -p PID [-h] [-T] [-d SECS] [-j] [--max-inflight N]\n"
-"                       [interval [count]]\n"
-"\n"
-"Summarize blktgt queue depth per bdev as a histogram (libbpf CO-RE).\n",
-	.examples =
-"    probekit-qdepth -p 1234             # summarize queue depth per bdev\n"
-"    probekit-qdepth -p 1234 1 10        # print 1 second summaries, 10 times\n"
-"    probekit-qdepth -p 1234 -T -d 30 5  # 5s summaries with timestamps, for 30s\n"
-"    probekit-qdepth -p 1234 -j          # print JSON\n",
+	SPEC_CLI,
 	.pairs = true,
 };
 

@@ -16,22 +16,14 @@
 
 #include "rpclat.h"
 #include "rpclat.skel.h"
+#include "rpclat.spec.h"
 #include "trace_helpers.h"
 
 const char *tool_name = "rpclat";
 
+/* Usage and examples: tools/rpclat.toml, through tools/gentool. */
 static const struct tool_cli cli = {
-	.synopsis =
-"usage: probekit-rpclat -p PID [-h] [-T] [-m|-u|-n] [-d SECS] [-j]\n"
-"                       [--max-inflight N] [interval [count]]\n"
-"\n"
-"Summarize blktgt JSON-RPC latency per method (libbpf CO-RE).\n",
-	.unit = "usecs",
-	.examples =
-"    probekit-rpclat -p 1234             # summarize RPC latency per method\n"
-"    probekit-rpclat -p 1234 -m 5        # 5 second summaries, in milliseconds\n"
-"    probekit-rpclat -p 1234 -T -d 60 10 # 10s summaries, timestamps, for 60s\n"
-"    probekit-rpclat -p 1234 -j          # print JSON\n",
+	SPEC_CLI,
 	.pairs = true,
 };
 

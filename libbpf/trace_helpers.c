@@ -24,6 +24,7 @@
 
 #include "probekit_version.h"
 #include "trace_helpers.h"
+#include "probekit_common.spec.h"
 
 const char *command_name(void)
 {
@@ -116,37 +117,25 @@ long positive_arg(const char *what, const char *arg, long max)
 /* Room for every option of a tool: the common ones, its own, -m/-u/-n. */
 #define MAX_OPTIONS 32
 
+/* The options every tool takes, their help and -p's for the tools on any
+ * binary: tools/common.toml, which the bcc/ tools read too. */
 static const struct tool_option common_options[] = {
-	{ 'p', "pid", "PID", "trace this blktgt process (required)" },
-	{ 'b', "binary", "PATH", "trace every process running PATH (an\n"
-				 "executable or a library), also later ones" },
-	{ 'T', "timestamp", NULL, "include a timestamp on output" },
-	{ 'd', "duration", "SECS", "total duration of the trace, in seconds" },
-	{ 'j', "json", NULL, "print JSON, one object per interval (schema:\n"
-			     "bcc/probekit_bcc.py)" },
-	{ 'v', "verbose", NULL, "show libbpf's messages" },
-	{ OPT_MAX_RATE, "max-rate", "HITS_PER_S",
-	  "a cost guard: past this many probe hits per second,\n"
-	  "detach, print what was collected and exit 0" },
-	{ OPT_MAX_INFLIGHT, "max-inflight", "N",
-	  "STARTs awaiting their DONE that are kept (default\n"
-	  "65536); more are dropped, and counted" },
-	{ 'h', "help", NULL, "show this help and exit" },
-	{ OPT_VERSION, "version", NULL, "show probekit's version and exit" },
+	SPEC_COMMON_OPTIONS,
 	{ 0 }
 };
 
 /* -p as the tools on any USDT binary show it. */
-static const struct tool_option pid_any =
-	{ 'p', "pid", "PID", "trace this process (or -b)" };
+static const struct tool_option pid_any = SPEC_OPTION_PID_BINARY;
 
-/* Whether a tool takes option o: -b only the tools on any binary,
- * --max-inflight only the pair tools. */
+/* Whether a tool takes option o: -b and --gate only the tools on any
+ * binary, --max-inflight only the pair tools (common.toml's "only"). */
 static bool takes(const struct tool_cli *cli, const struct tool_option *o)
 {
 	if (o->key == OPT_MAX_INFLIGHT)
 		return cli->pairs;
-	return o->key != 'b' || cli->binary;
+	if (o->key == 'b' || o->key == OPT_GATE)
+		return cli->binary;
+	return true;
 }
 
 /* Key 0: a positional argument, shown in --help only. */
@@ -161,11 +150,9 @@ static const struct unit {
 	const char *unit;
 	unsigned long long ns;
 } units[] = {
-	{ { 'm', "milliseconds", NULL, "millisecond histogram" }, "msecs",
-	  1000000 },
-	{ { 'u', "microseconds", NULL, "microsecond histogram" }, "usecs",
-	  1000 },
-	{ { 'n', "nanoseconds", NULL, "nanosecond histogram" }, "nsecs", 1 },
+	{ SPEC_OPTION_MILLISECONDS, "msecs", 1000000 },
+	{ SPEC_OPTION_MICROSECONDS, "usecs", 1000 },
+	{ SPEC_OPTION_NANOSECONDS, "nsecs", 1 },
 };
 #define NUNITS (sizeof(units) / sizeof(units[0]))
 

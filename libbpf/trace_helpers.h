@@ -81,7 +81,8 @@ struct common_args {
 
 /* --max-rate: the largest budget taken, and the window the rate is
  * measured over (the budget is checked at the end of every window). */
-#define MAX_RATE_LIMIT 1000000000L
+/* MAX_RATE_LIMIT: tools/limits.toml. */
+#include "probekit_limits.h"
 #define MAX_RATE_WINDOW_NS 1000000000LL
 
 /*
@@ -102,6 +103,8 @@ enum {
 	OPT_VERSION = 256,	/* --version: no short form, as in bcc/ */
 	OPT_MAX_RATE,		/* --max-rate: no short form, as in bcc/ */
 	OPT_MAX_INFLIGHT,	/* --max-inflight: pair tools, as in bcc/ */
+	OPT_GATE,		/* --gate: the tools on any binary, which take
+				 * it in their option callback */
 	OPT_LONG_ONLY = 512,	/* the first key of a tool's long-only option */
 };
 

@@ -540,6 +540,26 @@ static size_t distance(const char *a, const char *b)
 static const char *gates[USDT_GATES_MAX];
 static int ngates;
 
+long usdt_arg_option(const char *opt, const char *arg, bool tid)
+{
+	const char *choose = tid ? "tid or " : "";
+	long n;
+
+	if (tid && !strcmp(arg, "tid"))
+		return 0;
+	if (!strcmp(arg, "arg0"))
+		usage_error("argument %s: 'arg0': arguments count from 1 here, "
+			    "as in BCC: bpftrace's arg0 is arg1, its argN "
+			    "argN+1 (choose %sarg1 to arg%d)", opt, choose,
+			    USDT_ARGC_MAX);
+	if (strncmp(arg, "arg", 3) || arg[3] == '0' ||
+	    parse_long(arg + 3, 1, USDT_ARGC_MAX, &n))
+		usage_error("argument %s: invalid choice: '%.64s' (choose "
+			    "%sarg1 to arg%d)", opt, escaped(arg), choose,
+			    USDT_ARGC_MAX);
+	return n;
+}
+
 void usdt_gate_option(const char *arg)
 {
 	if (!usdt_probe_valid(arg, false))

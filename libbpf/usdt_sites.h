@@ -118,22 +118,28 @@ int usdt_sites_add(struct usdt_sites *s, struct bpf_program *prog,
 int usdt_sites_commit(struct usdt_sites *s, const struct target *t);
 
 /*
- * --gate PROVIDER:NAME, for usdtlat and usdtcount: some runtimes fire a
+ * --gate PROVIDER:NAME (tools/common.toml, OPT_GATE: trace_helpers hands
+ * it to the tool), for usdtlat and usdtcount: some runtimes fire a
  * probe only while another probe's semaphore is raised (CPython 3.11's
  * function__entry needs python:line's; README.md, "Tracing your own
  * service", lists them).  A gate is attached with prog, a program that
  * counts nothing, so the kernel raises its semaphore as for any site;
  * each of its hits still costs a uprobe trap.
  */
-#define USDT_GATES_MAX 8
-#define USDT_GATE_OPTION(key) \
-	{ key, "gate", "PROBE", "raise the semaphore of PROBE (provider:name)\n" \
-				 "too, without counting it: for a probe that\n" \
-				 "fires only while PROBE is enabled" }
+#include "probekit_limits.h"	/* USDT_GATES_MAX: tools/limits.toml */
 
 /* Check and remember one --gate argument: a usage error unless it is a
  * probe name and there is room. */
 void usdt_gate_option(const char *arg);
+
+/*
+ * An option's argN (usdtlat -k, usdtcount -H/-S): N, from 1 as BCC
+ * counts; 0 for "tid" when tid is taken.  Anything else is a usage error
+ * naming the choices; arg0, which a bpftrace user would write, is told
+ * that the numbering is BCC's and which name it has here.  The same
+ * message as bcc/probekit_bcc_usdt.py's arg_choice().
+ */
+long usdt_arg_option(const char *opt, const char *arg, bool tid);
 
 /* Queue prog at every site of every --gate probe (with cookie 0): 0, or
  * one line and -errno when one is not there. */

@@ -23,6 +23,7 @@
 
 #include "usdtcount.h"
 #include "usdtcount.skel.h"
+#include "usdtcount.spec.h"
 #include "trace_helpers.h"
 #include "usdt_sites.h"
 
@@ -33,7 +34,6 @@ const char *tool_name = "usdtcount";
 #define CATALOG_PROBES_MAX 4096
 #define STR_TOP 10			/* -S: values shown per probe */
 
-enum { OPT_CATALOG = OPT_LONG_ONLY, OPT_REQUIRE_ALL, OPT_GATE };
 
 static struct {
 	struct common_args c;
@@ -55,17 +55,6 @@ static bool fired[USDTCOUNT_PROBES_MAX];
 static char (*catalog)[USDT_PROBE_MAX];
 static size_t ncatalog;
 
-static long arg_option(const char *opt, const char *arg)
-{
-	long n;
-
-	if (strncmp(arg, "arg", 3) || arg[3] == '0' ||
-	    parse_long(arg + 3, 1, USDT_ARGC_MAX, &n))
-		usage_error("argument %s: invalid choice: '%.64s' (choose arg1 "
-			    "to arg%d)", opt, escaped(arg), USDT_ARGC_MAX);
-	return n;
-}
-
 static void option(int key, const char *arg)
 {
 	switch (key) {
@@ -77,8 +66,8 @@ static void option(int key, const char *arg)
 			usage_error("argument -%c: not allowed with argument -%c",
 				    key, env.mode == USDTCOUNT_HIST ? 'H' : 'S');
 		env.mode = key == 'H' ? USDTCOUNT_HIST : USDTCOUNT_STR;
-		env.argn = arg_option(key == 'H' ? "-H/--hist" : "-S/--strings",
-				      arg);
+		env.argn = usdt_arg_option(key == 'H' ? "-H/--histogram" :
+					   "-S/--strings", arg, false);
 		break;
 	case OPT_CATALOG:
 		env.catalog = arg;
@@ -110,40 +99,12 @@ static bool operand(const char *arg)
 	return true;
 }
 
-static const struct tool_option options[] = {
-	{ 'H', "histogram", "argN", "a log2 histogram of integer argument N per\n"
-			       "probe, instead of a count" },
-	{ 'S', "strings", "argN", "the most frequent values of string argument\n"
-				  "N per probe, instead of a count" },
-	{ OPT_CATALOG, "catalog", "FILE.d",
-	  "also list the catalog's probes that never fired" },
-	{ OPT_REQUIRE_ALL, "require-all", NULL,
-	  "with --catalog: exit 1 if any of them never fired" },
-	USDT_GATE_OPTION(OPT_GATE),
-	{ 0 }
-};
-
+/* Options, usage and examples: tools/usdtcount.toml, through
+ * tools/gentool; --gate (OPT_GATE) is a common option of the tools on
+ * any binary. */
 static const struct tool_cli cli = {
-	.synopsis =
-"usage: probekit-usdtcount (-p PID | -b PATH) [-h] [-H argN | -S argN]\n"
-"                          [--catalog FILE.d [--require-all]] [-T] [-j]\n"
-"                          [-d SECS] [--gate PROBE] PATTERN...\n"
-"                          [interval [count]]\n"
-"\n"
-"Count the hits of the USDT probes of any binary that match PATTERNs\n"
-"(provider:name globs), per interval (libbpf CO-RE).\n",
-	.options = options,
-	.examples =
-"    probekit-usdtcount -p 1234 'postgresql:*'       # every probe, at Ctrl-C\n"
-"    probekit-usdtcount -p 1234 'query__*' 1 10     # every second, 10 times\n"
-"    probekit-usdtcount -b /usr/bin/python3.11 -S arg2 python:function__entry\n"
-"                               # the functions called most, every process\n"
-"    probekit-usdtcount -p 1234 -H arg5 blktgt:io__submit\n"
-"                               # a histogram of I/O lengths\n"
-"    probekit-usdtcount -p 1234 --catalog probes.d --require-all -d 60 'app:*'\n"
-"                               # fail unless every catalog probe fired\n",
+	SPEC_CLI,
 	.option = option,
-	.binary = true,
 	.operand = operand,
 };
 
@@ -390,9 +351,15 @@ static __u64 take(__u64 *live)
 	return __atomic_exchange_n(live, 0, __ATOMIC_SEQ_CST);
 }
 
+/* The counts of one interval.  The text's header comes first even when
+ * nothing fired, so that an empty result reads as one (as BCC's tools
+ * print it), not as a trace that printed nothing. */
 static void print_counts(struct output *o, const __u64 *counts)
 {
 	bool any = false;
+
+	if (!o->json)
+		printf("%-40s %12s\n", "PROBE", "COUNT");
 
 	for (size_t i = 0; i < nprobes; i++) {
 		if (!counts[i])
@@ -402,8 +369,6 @@ static void print_counts(struct output *o, const __u64 *counts)
 			output_json_string(probes[i]);
 			printf(", \"count\": %llu}", (unsigned long long)counts[i]);
 		} else {
-			if (!any)
-				printf("%-40s %12s\n", "PROBE", "COUNT");
 			printf("%-40s %12llu\n", probes[i],
 			       (unsigned long long)counts[i]);
 		}

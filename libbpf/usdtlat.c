@@ -20,6 +20,7 @@
 
 #include "usdtlat.h"
 #include "usdtlat.skel.h"
+#include "usdtlat.spec.h"
 #include "trace_helpers.h"
 #include "usdt_sites.h"
 
@@ -32,23 +33,12 @@ static struct {
 	long key_arg;		/* -k argN: N; -k tid: 0 */
 } env;
 
-enum { OPT_GATE = OPT_LONG_ONLY };
-
 static void option(int key, const char *arg)
 {
 	if (key == OPT_GATE)
 		usdt_gate_option(arg);
-	if (key != 'k')
-		return;
-	if (!strcmp(arg, "tid")) {
-		env.key_arg = 0;
-		return;
-	}
-	if (strncmp(arg, "arg", 3) ||
-	    parse_long(arg + 3, 1, USDT_ARGC_MAX, &env.key_arg))
-		usage_error("argument -k/--key: invalid choice: '%.64s' "
-			    "(choose tid or arg1 to arg%d)", escaped(arg),
-			    USDT_ARGC_MAX);
+	if (key == 'k')
+		env.key_arg = usdt_arg_option("-k/--key", arg, true);
 }
 
 /* START and DONE: the first two operands. */
@@ -64,36 +54,11 @@ static bool operand(const char *arg)
 	return true;
 }
 
-static const struct tool_option options[] = {
-	{ 'k', "key", "KEY", "pair START and DONE by thread (tid, the\n"
-			     "default) or by an argument (argN, from 1)" },
-	USDT_GATE_OPTION(OPT_GATE),
-	{ 0 }
-};
-
+/* Options, usage and examples: tools/usdtlat.toml, through tools/gentool;
+ * --gate (OPT_GATE) is a common option of the tools on any binary. */
 static const struct tool_cli cli = {
-	.synopsis =
-"usage: probekit-usdtlat (-p PID | -b PATH) [-h] [-k KEY] [-m|-u|-n] [-T]\n"
-"                        [-j] [-d SECS] [--max-inflight N] [--gate PROBE]\n"
-"                        START DONE [interval [count]]\n"
-"\n"
-"Time from one USDT probe (START) to another (DONE) in any binary, and\n"
-"show the times as a histogram (libbpf CO-RE).  START and DONE are\n"
-"provider:name, as tplist prints them.\n",
-	.options = options,
-	.unit = "usecs",
-	.examples =
-"    probekit-usdtlat -p 1234 blktgt:io__submit blktgt:io__done -k arg1\n"
-"                    # each I/O, paired by its id, whatever its thread\n"
-"    probekit-usdtlat -b /usr/lib/postgresql/15/bin/postgres \\\n"
-"        postgresql:transaction__start postgresql:transaction__commit\n"
-"                    # every backend, also those started later\n"
-"    probekit-usdtlat -p 1234 -m -T p:a__start p:a__done 1 10\n"
-"                    # msecs, every second, 10 times, with timestamps\n"
-"    probekit-usdtlat -p 1234 -j -d 10 p:a__start p:a__done\n"
-"                    # for 10 seconds, as JSON\n",
+	SPEC_CLI,
 	.option = option,
-	.binary = true,
 	.operand = operand,
 	.pairs = true,
 };

@@ -49,7 +49,7 @@ BPF_SYS_INCLUDES = $(shell $(BPF_CLANG) -v -E - </dev/null 2>&1 | \
 	sed -n '/<...> search starts here:/,/End of search list./s|^ \(/.*\)|-idirafter \1|p')
 endif
 BPF_CFLAGS = -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -Wall $(PREFIX_MAP) \
-	-I$(LIBBPF_GEN) -Ilibbpf $(BPF_SYS_INCLUDES)
+	-I$(LIBBPF_GEN) -I$(O)/gen -Ilibbpf $(BPF_SYS_INCLUDES)
 LIBBPF_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(WARN) $(BASE_CFLAGS) -I$(LIBBPF_GEN) \
 	-I$(O)/gen -Ilibbpf $(SAN_CFLAGS) $(EXTRA_CFLAGS)
 LIBBPF_LDLIBS := -lbpf -lelf -lz
@@ -76,7 +76,7 @@ $(LIBBPF_GEN)/vmlinux.h: | $(LIBBPF_GEN)
 
 # -g keeps the BTF that CO-RE and the skeleton need; llvm-strip -g then
 # drops only the DWARF.
-$(LIBBPF_OBJ)/%.bpf.o: libbpf/%.bpf.c $(LIBBPF_GEN)/vmlinux.h | $(LIBBPF_OBJ)
+$(LIBBPF_OBJ)/%.bpf.o: libbpf/%.bpf.c $(LIBBPF_GEN)/vmlinux.h $(O)/gen/probekit_limits.h | $(LIBBPF_OBJ)
 	$(call msg,BPF,$@)
 	$(Q)$(BPF_CLANG) $(BPF_CFLAGS) -MMD -MP -c $< -o $@
 	$(Q)$(LLVM_STRIP) -g $@
@@ -85,7 +85,7 @@ $(LIBBPF_GEN)/%.skel.h: $(LIBBPF_OBJ)/%.bpf.o | $(LIBBPF_GEN)
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< > $@
 
-$(LIBBPF_OBJ)/%.o: libbpf/%.c $(O)/.config | $(LIBBPF_OBJ)
+$(LIBBPF_OBJ)/%.o: libbpf/%.c $(O)/.config $(O)/gen/probekit_limits.h | $(LIBBPF_OBJ)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(LIBBPF_CFLAGS) -MMD -MP -c $< -o $@
 

@@ -37,16 +37,9 @@
 #include <stdint.h>
 #endif
 
-/* Records per hit.  A busy reactor completes an I/O in well under a
- * microsecond, so it fills 256 long before the 1 ms bound.  Measured by
- * bench/batch.py's fit over batches of 16, 64 and 256 (2026-11-25, load
- * average 14-17, one repetition): libbpf iolatency costs about 830 ns of
- * CPU per hit and 15 per record, the count-only bound 545 and 5, so a
- * 64-record batch leaves 13 ns per I/O to the hit and 256 leave 3.  256
- * records (12 KiB) fit a BPF per-CPU scratch value (32 KiB at most) and
- * one bpf_probe_read_user(). */
-#define IO_BATCH_MAX      256
-#define BDEV_NAME_LEN     32    /* one slot of the bdev name table */
+/* IO_BATCH_MAX (records per hit) and BDEV_NAME_LEN (one slot of the bdev
+ * name table): tools/limits.toml, which the bcc/ tools read too. */
+#include "probekit_limits.h"
 #define BDEV_INDEX_MAX    256   /* slots in the table */
 #define BDEV_INDEX_OTHER  (BDEV_INDEX_MAX - 1)  /* shared by bdevs past the rest */
 

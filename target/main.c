@@ -518,12 +518,17 @@ static void usage(FILE *f)
 		"  -e GROUPS    record trace ring groups (bdev,nbd,...; all; help lists them)\n"
 		"               (timestamps: the TSC where the kernel clock uses it, else\n"
 		"               CLOCK_MONOTONIC; BLKTGT_TRACE_CLOCK=monotonic|tsc chooses)\n"
-		"  -h           this help\n"
+		"  -h, --help   this help\n"
 		"  -V, --version  print probekit's version and exit\n"
 		"\n"
 		"Once running it prints one line:\n"
 		"  blktgt: running pid=PID rpc=RPC_SOCK nbd=HOST:PORT unix=PATH_OR_-\n"
-		"SIGINT, SIGTERM or the target_shutdown RPC stop it cleanly (exit 0).\n",
+		"SIGINT, SIGTERM or the target_shutdown RPC stop it cleanly (exit 0).\n"
+		"\n"
+		"examples:\n"
+		"  blktgt                        # NBD on 127.0.0.1:10809, RPC on the default socket\n"
+		"  blktgt -t 4 -L 127.0.0.1:0    # four reactors, any free NBD port\n"
+		"  blktgt -c bdevs.json -e bdev  # bdevs from a file; record bdev trace events\n",
 		REACTOR_MAX, DEFAULT_THREADS, DEFAULT_NBD_HOST, DEFAULT_NBD_PORT,
 		NBD_HANDSHAKE_LIMIT_DEFAULT, DEFAULT_RPC_SOCK);
 }
@@ -592,6 +597,7 @@ static void parse_args(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
 	unsigned long v;

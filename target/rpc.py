@@ -23,7 +23,6 @@ examples:
 import argparse
 import json
 import os
-import re
 import socket
 import sys
 
@@ -82,48 +81,16 @@ def mask_arg(text):
     return v
 
 
-# --- probekit's version -------------------------------------------------
-# Each probekit script carries this lookup itself, so that it needs no
-# module beside it.
-
-_VERSION_RE = re.compile(r"[0-9A-Za-z.+~-]{1,32}\n?")
-
-
-def probekit_version(prog):
-    """probekit's version: VERSION at the top of the tree this script's
-    real path is in, the checkout or PREFIX/share/probekit (make install
-    keeps the checkout's tree there).  A missing or malformed file is one
-    line on stderr and exit status 1."""
-    path = os.path.normpath(os.path.join(
-        os.path.dirname(os.path.realpath(__file__)), "..", "VERSION"))
-    try:
-        with open(path, "rb") as f:
-            text = f.read(64).decode("ascii", "replace")
-    except FileNotFoundError:
-        sys.exit(f"{prog}: cannot find probekit's VERSION file ({path})")
-    except OSError as e:
-        sys.exit(f"{prog}: cannot read {path}: {e.strerror}")
-    if not _VERSION_RE.fullmatch(text):
-        sys.exit(f"{prog}: {path}: not one line with a version "
-                 "such as 0.3.0")
-    return text.strip()
-
-
-class VersionAction(argparse.Action):
-    """--version: "NAME (probekit) VERSION" on stdout, exit 0.  The file
-    is read only when asked, so that a broken one breaks nothing else."""
-
-    def __init__(self, option_strings, dest, **kwargs):
-        super().__init__(option_strings, dest, nargs=0,
-                         help="show probekit's version and exit")
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        print(f"{parser.prog} (probekit) {probekit_version(parser.prog)}")
-        parser.exit(0)
+# probes/probelib.cmdline: the argparse base every probekit command shares
+# (one-line usage errors) and the one reader of VERSION.  probes/ sits
+# beside target/ in the checkout and under PREFIX/share/probekit.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+    os.path.realpath(__file__))), "probes"))
+from probelib.cmdline import Parser, VersionAction  # noqa: E402
 
 
 def build_parser():
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="blktgt-rpc", description="Control a running blktgt over JSON-RPC.",
         epilog=__doc__.split("\n\n", 2)[2], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-s", dest="sock", default=DEFAULT_SOCK,

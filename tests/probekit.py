@@ -174,6 +174,20 @@ class RpcError(Exception):
         self.error = error
 
 
+def wait_until(what, fn, timeout=TIMEOUT):
+    """Poll fn() every 10 ms until it returns a true value, and return
+    that value; past timeout seconds fail, naming what was awaited.  The
+    one polling helper of the tests: a condition, never a fixed sleep."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
 def rpc_batch(sock_path, calls, timeout=TIMEOUT):
     """JSON-RPC 2.0 calls [(method, params or None)], all sent at once on one
     connection (the server takes pipelined requests); returns every reply,

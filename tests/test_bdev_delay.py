@@ -18,12 +18,12 @@ leak of a delayed I/O or of a reactor's timer fails it.
 import os
 import subprocess
 import threading
-import time
 
 import pytest
 
 import histtools
 import probekit
+from probekit import wait_until
 from histtools import Tool, by_key, nonzero, parse, total
 
 # The programs these tests run; a missing one names its Debian package.
@@ -41,16 +41,6 @@ def slow(target, read_us=READ_US, write_us=WRITE_US):
 def in_flight(target):
     s = target.rpc("target_stats")
     return s["io_submitted"] - s["io_completed"]
-
-
-def wait_for(pred):
-    """Poll pred until true or TIMEOUT: a condition, not a fixed time."""
-    end = time.monotonic() + probekit.TIMEOUT
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.01)
-    return False
 
 
 class Background:
@@ -163,7 +153,7 @@ def test_delete_refused_while_in_flight_then_drains(target):
     slow(target, 1000, 3000000)
     bg = Background(target, bdev="D0", pattern="write", io_size=4096,
                     queue_depth=2, count=4)
-    assert wait_for(lambda: in_flight(target) == 2), target.rpc("target_stats")
+    wait_until("2 I/Os in flight", lambda: in_flight(target) == 2)
     for name in ("D0", "M0"):
         with pytest.raises(probekit.RpcError) as e:
             target.rpc("bdev_delete", name=name)

@@ -86,7 +86,7 @@ def run_trace(pid, script, action, **kw):
 def compile_check(pid, scripts, tmp_path):
     """The wrapper resolves every probe (-n), then bpftrace compiles the
     final program to an ELF without attaching (--emit-elf is a dry run)."""
-    r = subprocess.run([WRAPPER, "-n", str(pid), *scripts], capture_output=True,
+    r = subprocess.run([WRAPPER, "--dry-run", str(pid), *scripts], capture_output=True,
                        text=True, timeout=probekit.TIMEOUT)
     if r.returncode != 0:
         return r

@@ -166,7 +166,7 @@ def seen(blktgt_bin, tmp_path_factory):
         r["core"] = abort_for_core(t, tmp)
         shm = f"/dev/shm/blktgt_trace.pid{t.pid}"
         r["shm_dump"] = json.loads(subprocess.run(
-            [TRACE_TOOL, "-f", shm, "--json"], check=True, stdout=subprocess.PIPE,
+            [TRACE_TOOL, "-r", shm, "--json"], check=True, stdout=subprocess.PIPE,
             timeout=probekit.TIMEOUT).stdout)
         os.unlink(shm)
         r["core_rows"], r["core_out"] = run_commands(blktgt_bin, str(r["core"]))

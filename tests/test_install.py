@@ -465,7 +465,7 @@ def test_installed_wrapper_finds_a_shipped_script_by_name(inst, tmp_path):
     target.start()
     try:
         def dry(script):
-            p = subprocess.run([wrapper, "-n", str(target.pid), script], cwd=here,
+            p = subprocess.run([wrapper, "--dry-run", str(target.pid), script], cwd=here,
                                env=clean_env(), capture_output=True, text=True,
                                timeout=probekit.TIMEOUT)
             # The wake-up probe names the wrapper's own PID (bpftrace's,

@@ -34,9 +34,7 @@ from histtools import bdevs, nobody_target  # noqa: F401 (fixtures)
 from histtools import NOBODY, as_nobody
 from histtools import (HEADER, KINDS, TOOLS, Tool, by_key, command, json_objects,
                        libbpf_path, nonzero, one_error_line, parse,
-                       run_as_nobody, run_on_nousdt_target,
-                       run_on_process_without_probes, timestamps, total,
-                       trace_until_target_exits, unused_pid, workload)
+                       run_as_nobody, total, unused_pid, workload)
 from test_usdt_libbpf import counts as usdt_counts
 
 # The programs these tests run; a missing one names its Debian package.
@@ -77,48 +75,6 @@ def test_iosize_exact(bpf, bdevs):
         ("Malloc1", "write"): {(65536, 131071): 37}}
     assert all(h["unit"] == "bytes" and h["scale"] == "log2"
                for h in hists.values())
-
-
-@pytest.mark.parametrize("opts,unit,scale", [
-    ((), "usecs", "log2"),
-    (("-m",), "msecs", "log2"),
-    (("-n",), "nsecs", "log2"),
-    (("-L",), "usecs", "linear"),
-    (("-L", "-W", "3", "-n"), "nsecs", "linear"),
-])
-def test_iolatency_exact(bpf, bdevs, opts, unit, scale):
-    t = Tool("libbpf", "iolatency", bdevs.pid, "-BO", *opts).start()
-    rw = workload(bdevs, "Malloc0", "randrw", 4096, 4, 97)
-    workload(bdevs, "Malloc1", "read", 8192, 1, 23)
-    hists = parse(t.stop())
-    want = {("Malloc0", "read"): rw["reads"],
-            ("Malloc0", "write"): rw["writes"], ("Malloc1", "read"): 23}
-    want = {k: v for k, v in want.items() if v}
-    assert {k: total(h) for k, h in by_key(hists, "bdev", "type").items()} \
-        == want
-    for h in hists:
-        assert h["unit"] == unit and h["scale"] == scale
-        if scale == "linear":
-            width = int(opts[opts.index("-W") + 1]) if "-W" in opts else 10
-            assert all(lo % width == 0 for lo, _, _ in h["rows"])
-
-
-def test_iolatency_unsplit_and_json(bpf, bdevs):
-    text = Tool("libbpf", "iolatency", bdevs.pid).start()
-    js = Tool("libbpf", "iolatency", bdevs.pid, "-BO", "--json").start()
-    rw = workload(bdevs, "Malloc0", "randrw", 4096, 8, 997)
-    (h,) = parse(text.stop())
-    assert h["key"] == {} and total(h) == 997
-    (obj,) = json_objects(js.stop())
-    assert obj["tool"] == "iolatency" and obj["pid"] == bdevs.pid
-    got = {(x["key"]["bdev"], x["key"]["type"]): x["total"]
-           for x in obj["histograms"]}
-    want = {("Malloc0", "read"): rw["reads"],
-            ("Malloc0", "write"): rw["writes"]}
-    assert got == {k: v for k, v in want.items() if v}
-    for x in obj["histograms"]:
-        assert x["name"] == "latency" and x["unit"] == "usecs"
-        assert x["total"] == sum(b["count"] for b in x["buckets"])
 
 
 def test_funclat_exact(bpf, bdevs):
@@ -179,17 +135,6 @@ def test_funclat_counts_the_starts_a_full_table_drops(bpf, funcs_driver, kind):
     assert total(arg) == FUNCS_TABLE + n and total(lat) == FUNCS_TABLE, lines
     assert lines[-1] == f"{n} starts dropped (table full)", lines
     assert not any("reclaimed" in ln for ln in lines), lines
-
-
-def test_funclat_other_arg(bpf, bdevs):
-    # bdev_execute's second argument is uint32_t type: 0 read, 1 write.
-    t = Tool("libbpf", "funclat", bdevs.pid, "-a", "2", "--arg-bits", "32",
-             "-u").start()
-    workload(bdevs, "Malloc1", "write", 1024, 2, 29)
-    arg, ret, lat = parse(t.stop())
-    assert arg["unit"] == "arg2" and nonzero(arg) == {(0, 1): 29}
-    assert nonzero(ret) == {(1024, 2047): 29}
-    assert lat["unit"] == "usecs" and total(lat) == 29
 
 
 def test_qdepth_exact(bpf, bdevs):
@@ -350,34 +295,6 @@ def test_no_kernel_headers(bpf, bdevs, tmp_path):
     assert rc not in (0, 99) and "kernel headers" in out, out
 
 
-# --- intervals, duration, target exit ----------------------------------------
-
-def test_interval_count_timestamps(bpf, target):
-    """iosize -T 1 2 prints two timestamped intervals and exits 0."""
-    lines = Tool("libbpf", "iosize", target.pid, "-T", "1", "2").start().wait()
-    assert len(timestamps(lines)) == 2
-
-
-def test_duration_json(bpf, bdevs):
-    t = Tool("libbpf", "iolatency", bdevs.pid, "-d", "1", "-j").start()
-    lines = t.wait()
-    (obj,) = json_objects(lines)
-    assert obj == {"tool": "iolatency", "pid": bdevs.pid, "histograms": []}
-
-
-@pytest.mark.parametrize("tool", TOOLS)
-def test_target_exits(bpf, blktgt_bin, tmp_path, tool):
-    """The target going away ends the trace: the histograms so far, one
-    line saying so, exit 0."""
-    pid, lines = trace_until_target_exits(
-        blktgt_bin, tmp_path, lambda pid: Tool("libbpf", tool, pid))
-    assert f"probekit-{tool}: PID {pid} (blktgt) exited; tracing ended" in lines
-    # funclat: three histograms of the 11 calls; rpclat: the two RPCs,
-    # bdev_malloc_create and workload_run.
-    want = {"funclat": 33, "rpclat": 2}.get(tool, 11)
-    assert sum(total(h) for h in parse(lines)) == want
-
-
 # --- errors: one line, non-zero ----------------------------------------------
 
 BAD_ARGS = [
@@ -396,7 +313,7 @@ TOOL_BAD_ARGS = {
     "rpclat": [("-m", "-n"), ("-B",)],
     "funclat": [("-a", "7"), ("-a", "x"), ("--arg-bits", "16"),
                 ("--arg-bits",),
-                ("-f", "a;b"), ("-f", ""), ("-n", "-m")],
+                ("--function", "a;b"), ("--function", ""), ("-n", "-m")],
 }
 
 
@@ -424,19 +341,9 @@ def test_no_such_process(tool):
                    f"no process with PID {unused}$", 1)
 
 
-@pytest.mark.parametrize("tool", TOOLS)
-def test_pid_without_probes(bpf, tool):
-    rc, lines = run_on_process_without_probes(
-        lambda pid: run_tool(tool, "-p", pid))
-    want = {"funclat": "no function bdev_execute in ",
-            "rpclat": "has no USDT probe blktgt:rpc__request",
-            "qdepth": "has no USDT probe blktgt:io__submit"}.get(
-                tool, "has no USDT probe blktgt:io__batch")
-    one_error_line(rc, lines, tool, want, 1)
-
-
 def test_funclat_unknown_function(bpf, target):
-    rc, lines = run_tool("funclat", "-p", target.pid, "-f", "no_such_function")
+    rc, lines = run_tool("funclat", "-p", target.pid, "--function",
+                         "no_such_function")
     one_error_line(rc, lines, "funclat",
                    "no function no_such_function in ", 1)
 
@@ -568,9 +475,3 @@ def test_what_the_message_asks_is_enough(bpf, request, owner, caps):
         ("Malloc0", "write"): {(512, 1023): 97},
         ("Malloc1", "write"): {(65536, 131071): 37}}
 
-
-def test_nousdt_build_has_no_probes(bpf, build, tmp_path):
-    rc, lines = run_on_nousdt_target(
-        build, tmp_path, lambda pid: run_tool("iolatency", "-p", pid))
-    one_error_line(rc, lines, "iolatency",
-                   "no USDT probe blktgt:io__batch", 1)

@@ -21,30 +21,25 @@ import signal
 import socket
 import struct
 import subprocess
-import time
 
 import pytest
 
 import probekit
+from probekit import wait_until
+from nbd_wire import (  # noqa: F401  (the wire's names, for the tests)
+    CMD_DISC, CMD_FLUSH, CMD_READ, CMD_TRIM, CMD_WRITE, FLAG_FUA,
+    INFO_BLOCK_SIZE, INFO_DESCRIPTION, INFO_EXPORT, INFO_NAME, NBD_MAGIC,
+    OPT_ABORT, OPT_EXPORT_NAME, OPT_GO, OPT_INFO, OPT_LIST,
+    OPT_STRUCTURED_REPLY, OPTS_MAGIC, REP_MAGIC, REPLY_MAGIC, REQUEST_MAGIC)
+import nbd_wire as wire
 
 # The programs these tests run; a missing one names its Debian package.
 pytestmark = pytest.mark.needs("qemu-io", "qemu-img", "nbdcopy", "nbdinfo", "fio", "prlimit")
 
-NBD_MAGIC = 0x4E42444D41474943
-OPTS_MAGIC = 0x49484156454F5054
-REP_MAGIC = 0x3E889045565A9
-REQUEST_MAGIC = 0x25609513
-REPLY_MAGIC = 0x67446698
-
-OPT_EXPORT_NAME, OPT_ABORT, OPT_LIST, OPT_INFO, OPT_GO = 1, 2, 3, 6, 7
-OPT_STRUCTURED_REPLY = 8
 REP_ACK, REP_SERVER, REP_INFO = 1, 2, 3
 REP_ERR_UNSUP = (1 << 31) | 1
 REP_ERR_INVALID = (1 << 31) | 3
 REP_ERR_UNKNOWN = (1 << 31) | 6
-INFO_EXPORT, INFO_NAME, INFO_DESCRIPTION, INFO_BLOCK_SIZE = 0, 1, 2, 3
-CMD_READ, CMD_WRITE, CMD_DISC, CMD_FLUSH, CMD_TRIM = 0, 1, 2, 3, 4
-FLAG_FUA = 1
 EINVAL, ENOSPC = 22, 28
 MAX_OPTION_LEN = 8192           # NBD_MAX_OPTION_LEN in target/nbd_proto.h
 MAX_REQUEST_SIZE = 32 << 20     # NBD_MAX_REQUEST_SIZE
@@ -73,18 +68,6 @@ def settled_stats(target):
     server has read it, so counters read at once may miss it."""
     return wait_until("every NBD client to be closed",
                       lambda: (lambda s: s if s["nbd_connections"] == 0 else None)(stats(target)))
-
-
-def wait_until(what, fn, timeout=TIMEOUT):
-    """Poll fn() until it returns a true value; fail after timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 def run(cmd, timeout=TIMEOUT, check=True):
@@ -163,11 +146,10 @@ class RawNbd:
             return data
 
     def flags(self, cflags=3):
-        self.send(struct.pack(">I", cflags))
+        self.send(wire.client_flags(cflags))
 
     def option(self, opt, data=b"", length=None):
-        n = len(data) if length is None else length
-        self.send(struct.pack(">QII", OPTS_MAGIC, opt, n) + data)
+        self.send(wire.option(opt, data, length))
 
     def reply(self):
         magic, opt, rtype, n = struct.unpack(">QIII", self.recv(20))
@@ -176,10 +158,7 @@ class RawNbd:
 
     def info_go(self, opt, name, infos=()):
         """Send NBD_OPT_INFO/GO; return ([(info type, payload)], final)."""
-        n = name.encode()
-        self.option(opt, struct.pack(">I", len(n)) + n +
-                    struct.pack(">H", len(infos)) +
-                    b"".join(struct.pack(">H", i) for i in infos))
+        self.send(wire.info_go(opt, name, infos))
         infos_seen = []
         while True:
             ropt, rtype, data = self.reply()
@@ -197,8 +176,8 @@ class RawNbd:
 
     def request(self, cmd, offset=0, length=0, flags=0, handle=1,
                 payload=None):
-        self.send(struct.pack(">IHHQQI", REQUEST_MAGIC, flags, cmd, handle,
-                              offset, length) + (payload or b""))
+        self.send(wire.request(cmd, offset, length, flags, handle,
+                               payload or b""))
 
     def simple_reply(self, datalen=0):
         magic, error, handle = struct.unpack(">IIQ", self.recv(16))
@@ -294,13 +273,10 @@ def test_requests_right_behind_go(target):
     the connection to its transmission reactor and are served in order."""
     make_export(target, "e0", size_mb=8)
     c = RawNbd(target)
-    name = b"e0"
-    go = struct.pack(">QII", OPTS_MAGIC, OPT_GO, 4 + len(name) + 2) + \
-        struct.pack(">I", len(name)) + name + struct.pack(">H", 0)
-    write = struct.pack(">IHHQQI", REQUEST_MAGIC, 0, CMD_WRITE, 1, 512, 512) + \
-        b"\xa5" * 512
-    read = struct.pack(">IHHQQI", REQUEST_MAGIC, 0, CMD_READ, 2, 0, 512)
-    c.send(struct.pack(">I", 3) + go + write + read)
+    go = wire.info_go(OPT_GO, "e0")
+    write = wire.request(CMD_WRITE, 512, 512, handle=1, payload=b"\xa5" * 512)
+    read = wire.request(CMD_READ, 0, 512, handle=2)
+    c.send(wire.client_flags() + go + write + read)
     while True:
         _, rtype, _ = c.reply()
         if rtype != REP_INFO:
@@ -562,8 +538,8 @@ def test_backpressure_many_reads_unread(target):
     n = 1000
     c = RawNbd(target)
     c.go("e0")
-    reqs = b"".join(struct.pack(">IHHQQI", REQUEST_MAGIC, 0, CMD_READ, i,
-                                (i % 1024) * 65536, 65536) for i in range(n))
+    reqs = b"".join(wire.request(CMD_READ, (i % 1024) * 65536, 65536,
+                                 handle=i) for i in range(n))
     sender = threading.Thread(target=c.send, args=(reqs,))
     sender.start()
     # Read nothing until the server has stalled on the full socket: it has

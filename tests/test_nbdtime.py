@@ -26,6 +26,7 @@ import pytest
 
 import histtools
 import probekit
+from probekit import wait_until
 from histtools import (KINDS, Tool, by_key, json_objects, one_error_line,
                        parse, run_on_nousdt_target,
                        run_on_process_without_probes, run_tool, total,
@@ -63,15 +64,6 @@ def sockets(pid):
     return out
 
 
-def wait_for(pred, what):
-    end = time.monotonic() + probekit.TIMEOUT
-    while time.monotonic() < end:
-        if pred():
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def slow_target(blktgt_bin, tmp_path, threads=2):
     """A target exporting disk0, a delay bdev (2 ms reads, 5 ms writes)
     over a RAM disk, quiet: its listeners are its only sockets."""
@@ -82,7 +74,7 @@ def slow_target(blktgt_bin, tmp_path, threads=2):
           write_us=5000)
     t.rpc("export_create", name="disk0", bdev="D0")
     t.listeners = listeners
-    wait_for(lambda: sockets(t.pid) == listeners, "the RPC sockets to close")
+    wait_until("the RPC sockets to close", lambda: sockets(t.pid) == listeners)
     return t
 
 
@@ -102,8 +94,8 @@ def qemu_io(target):
                        capture_output=True, text=True,
                        timeout=probekit.TIMEOUT)
     assert p.returncode == 0, p
-    wait_for(lambda: sockets(target.pid) == target.listeners,
-             "the target to close the NBD connection")
+    wait_until("the target to close the NBD connection",
+               lambda: sockets(target.pid) == target.listeners)
 
 
 def syscall_hists(hists):

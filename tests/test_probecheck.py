@@ -471,7 +471,11 @@ def test_python_probes_notes_only(tmp_path):
 
 def test_bad_input(fixbin, tmp_path):
     r, _ = run()
-    assert r.returncode == 1 and "give --binary, --catalog or both" in r.stderr
+    # A usage error: exit 2 and exactly one line, as every command's
+    # (test_conventions.py); it was exit 1 with the usage printed first.
+    assert (r.returncode, r.stderr) == (
+        2, "probekit-check: give --binary, --catalog or both (or --pid) "
+        "(see --help)\n")
     r, errors = run("--binary", fixbin, str(tmp_path / "nope.bt"))
     assert r.returncode == 1
     assert errors == [f"{tmp_path}/nope.bt:1: -: cannot read: "

@@ -283,7 +283,7 @@ def test_script_fixtures_through_wrapper(target):
     reference is replaced by the executable's path, the comments and
     strings that mention __EXE__ are left as they are."""
     paths = [os.path.join(FIX_BT, n) for n in sorted(REFS)]
-    r = subprocess.run([probekit.WRAPPER, "-n", str(target.pid), *paths],
+    r = subprocess.run([probekit.WRAPPER, "--dry-run", str(target.pid), *paths],
                        capture_output=True, timeout=probekit.TIMEOUT)
     assert r.returncode == 0, r.stderr
     prog = r.stdout.decode()

@@ -239,7 +239,7 @@ def test_wrapper_refuses_definitions_of_another_build(demo, target, tmp_path):
     defs.write_text(run([STRUCTS, str(demo), "rec"]).stdout)
     script = tmp_path / "s.bt"
     script.write_text("// probekit: structs rec\nBEGIN { exit(); }\n")
-    r = run([WRAPPER, "-n", str(target.pid), str(script)],
+    r = run([WRAPPER, "--dry-run", str(target.pid), str(script)],
             env=dict(os.environ, PROBEKIT_STRUCTS=str(defs)))
     assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
     assert "was made from another build" in r.stderr
@@ -248,7 +248,7 @@ def test_wrapper_refuses_definitions_of_another_build(demo, target, tmp_path):
 def test_wrapper_refuses_a_type_not_generated(target, tmp_path):
     script = tmp_path / "s.bt"
     script.write_text("// probekit: structs export nosuch\nBEGIN { exit(); }\n")
-    r = run([WRAPPER, "-n", str(target.pid), str(script)])
+    r = run([WRAPPER, "--dry-run", str(target.pid), str(script)])
     assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
     assert "asks for 'nosuch'" in r.stderr
 

@@ -176,7 +176,7 @@ def test_exact_pairs_by_object_live(driver, run_driver):
 def test_text_output(plain_driver, run_driver):
     d = run_driver(plain_driver, "-t", "2", "-n", "5", "-e", "bdev,nbd")
     d.finish()
-    out = dump("-f", d.path).stdout.splitlines()
+    out = dump("-r", d.path).stdout.splitlines()
     events = [ln for ln in out if not ln.startswith("#")]
     assert len(events) == 2 * 5 * 4
     submit = [ln for ln in events if " bdev_io_submit " in ln and " i1000003 " in ln]
@@ -194,7 +194,7 @@ def test_text_output(plain_driver, run_driver):
 def test_disabled_group_records_nothing(driver, run_driver):
     d = run_driver(driver, "-t", "2", "-n", "23", "-e", "bdev")
     d.finish()
-    doc = dump_json("-f", d.path)
+    doc = dump_json("-r", d.path)
     for t in range(2):
         assert ring_events(doc, t) == expected_events(t, 23, groups=("bdev",))
     assert not [e for e in doc["events"] if e["group"] != "bdev"]
@@ -203,7 +203,7 @@ def test_disabled_group_records_nothing(driver, run_driver):
 def test_mask_selects_tracepoints(plain_driver, run_driver):
     d = run_driver(plain_driver, "-t", "1", "-n", "7", "-e", "nbd:0x1")
     d.finish()
-    doc = dump_json("-f", d.path)
+    doc = dump_json("-r", d.path)
     assert [e["tracepoint"] for e in doc["events"]] == ["nbd_request"] * 7
     assert doc["groups"] == {"bdev": 0, "nbd": 1, "rpc": 0, "thread": 0}
 
@@ -219,7 +219,7 @@ def test_wraparound_keeps_newest(driver, run_driver):
     slots, pairs = 16, 23
     d = run_driver(driver, "-t", "2", "-E", str(slots), "-n", str(pairs), "-e", "bdev")
     d.finish()
-    doc = dump_json("-f", d.path)
+    doc = dump_json("-r", d.path)
     written = pairs * 2
     # A ring of N slots keeps the newest N - 1 events: the slot being
     # written is never trusted (it may be half rewritten).
@@ -230,7 +230,7 @@ def test_wraparound_keeps_newest(driver, run_driver):
         info = doc["threads"][t]
         assert (info["written"], info["kept"], info["overwritten"]) == \
             (written, keep, written - keep)
-    text = dump("-f", d.path).stdout
+    text = dump("-r", d.path).stdout
     assert f"{written - keep} older events overwritten" in text
 
 
@@ -243,7 +243,7 @@ def test_kill9_then_dump_matches(driver, run_driver, tmp_path):
     shutil.copy(d.path, copy)
     dead = dump_json("-p", str(d.pid))
     assert dead["events"] == live["events"]
-    assert dump_json("-f", str(copy))["events"] == live["events"]
+    assert dump_json("-r", str(copy))["events"] == live["events"]
     for t in range(3):
         assert ring_events(dead, t) == expected_events(t, 23)
     assert dead["lost"] == 5
@@ -253,7 +253,7 @@ def test_kill9_then_dump_matches(driver, run_driver, tmp_path):
 def test_json_parses_and_is_complete(plain_driver, run_driver):
     d = run_driver(plain_driver, "-t", "2", "-n", "3", "-e", "bdev")
     d.finish()
-    doc = json.loads(dump("-f", d.path, "--json").stdout)
+    doc = json.loads(dump("-r", d.path, "--json").stdout)
     assert doc["clock"] == "CLOCK_MONOTONIC"
     assert [t["name"] for t in doc["threads"]] == ["driver_0", "driver_1"]
     e = doc["events"][0]
@@ -280,23 +280,23 @@ def merged_order(ring, bt_ts):
 def test_merge_bpftrace_lines(plain_driver, run_driver, tmp_path):
     d = run_driver(plain_driver, "-t", "1", "-n", "3", "-e", "bdev")
     d.finish()
-    evs = dump_json("-f", d.path)["events"]
+    evs = dump_json("-r", d.path)["events"]
     # Lines as a bpftrace script printing nsecs first would write them,
     # placed just after the 1st and 4th ring events.
     bt = tmp_path / "bt.out"
     bt.write_text("Attaching 1 probe...\n"
                   f"{evs[0]['ts_ns'] + 1} io__submit id=1\n"
                   f"{evs[3]['ts_ns'] + 1} io__done id=1\n")
-    doc = dump_json("-f", d.path, "--merge", str(bt))
+    doc = dump_json("-r", d.path, "--merge", str(bt))
     src = [e["source"] for e in doc["events"]]
     assert src == merged_order(evs, [evs[0]["ts_ns"] + 1, evs[3]["ts_ns"] + 1])
     assert doc["events"][1]["text"] == "io__submit id=1"
-    text = dump("-f", d.path, "--merge", str(bt)).stdout
+    text = dump("-r", d.path, "--merge", str(bt)).stdout
     assert "bpftrace: io__done id=1" in text
 
 
 def refused(path):
-    p = dump("-f", str(path), check=False)
+    p = dump("-r", str(path), check=False)
     assert p.returncode == 1 and p.stdout == ""
     lines = p.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"blktgt-trace: {path}: "), p.stderr
@@ -426,19 +426,19 @@ def test_filter_by_object_follows_relations(plain_driver, run_driver):
     # Pair 3 of thread 0: request r1500003 caused I/O i1000003.
     want = expected(0, 3)
     for obj in ("r1500003", "i1000003"):
-        assert picked(dump_json("-f", d.path, "--object", obj)) == want
+        assert picked(dump_json("-r", d.path, "--object", obj)) == want
     # Two objects, as a list and as repeated options.
     both = expected(0, 3) + expected(1, 5)
     key = [("r1500003", "r2500005"), ("i1000003", "i2000005")]
-    assert sorted(map(str, picked(dump_json("-f", d.path, "--object", ",".join(key[0]))))) \
+    assert sorted(map(str, picked(dump_json("-r", d.path, "--object", ",".join(key[0]))))) \
         == sorted(map(str, both))
-    assert sorted(map(str, picked(dump_json("-f", d.path, "--object", key[1][0],
+    assert sorted(map(str, picked(dump_json("-r", d.path, "--object", key[1][0],
                                             "--object", key[1][1])))) == sorted(map(str, both))
     # Filters of several kinds must all match.
-    assert picked(dump_json("-f", d.path, "--object", "r1500003", "--group", "bdev")) \
+    assert picked(dump_json("-r", d.path, "--object", "r1500003", "--group", "bdev")) \
         == want[1:3]
-    assert picked(dump_json("-f", d.path, "--object", "i1000003", "--thread", "1")) == []
-    text = dump("-f", d.path, "--object", "r1500003").stdout
+    assert picked(dump_json("-r", d.path, "--object", "i1000003", "--thread", "1")) == []
+    text = dump("-r", d.path, "--object", "r1500003").stdout
     assert len([ln for ln in text.splitlines() if not ln.startswith("#")]) == 4
 
 
@@ -447,7 +447,7 @@ def test_filter_by_tracepoint_group_thread(plain_driver, run_driver):
     n = 23
 
     def count(*args):
-        return len(dump_json("-f", d.path, *args)["events"])
+        return len(dump_json("-r", d.path, *args)["events"])
     assert count() == 2 * 4 * n
     assert count("--tp", "bdev_io_submit") == 2 * n
     assert count("--tp", "bdev_*") == 2 * 2 * n
@@ -457,29 +457,29 @@ def test_filter_by_tracepoint_group_thread(plain_driver, run_driver):
     assert count("--group", "bdev", "--tp", "nbd_reply") == 0
     for t in range(2):
         for sel in (str(t), f"driver_{t}"):
-            doc = dump_json("-f", d.path, "--thread", sel)
+            doc = dump_json("-r", d.path, "--thread", sel)
             assert ring_events(doc, t) == expected_events(t, n)
             assert len(doc["events"]) == 4 * n
 
 
 def test_filter_by_time_window(plain_driver, run_driver):
     d = finished(run_driver, plain_driver)
-    evs = dump_json("-f", d.path)["events"]
+    evs = dump_json("-r", d.path)["events"]
     lo, hi = evs[10]["time_us"], evs[70]["time_us"]
     want = [e for e in evs if lo <= e["time_us"] <= hi]
     assert len(want) >= 61
-    assert dump_json("-f", d.path, "--since", repr(lo), "--until", repr(hi))["events"] == want
-    assert dump_json("-f", d.path, "--since", repr(lo))["events"] == \
+    assert dump_json("-r", d.path, "--since", repr(lo), "--until", repr(hi))["events"] == want
+    assert dump_json("-r", d.path, "--since", repr(lo))["events"] == \
         [e for e in evs if e["time_us"] >= lo]
     # Units: 1 s is after every event of this short run, 0 s before.
-    assert dump_json("-f", d.path, "--since", "1s")["events"] == \
+    assert dump_json("-r", d.path, "--since", "1s")["events"] == \
         [e for e in evs if e["time_us"] >= 1e6]
-    assert dump_json("-f", d.path, "--until", "0ms")["events"] == \
+    assert dump_json("-r", d.path, "--until", "0ms")["events"] == \
         [e for e in evs if e["time_us"] <= 0]
     # --abs: the window counts the times as shown, CLOCK_MONOTONIC.
-    absolute = dump_json("-f", d.path, "--abs")["events"]
+    absolute = dump_json("-r", d.path, "--abs")["events"]
     a = absolute[10]["time_us"]
-    assert dump_json("-f", d.path, "--abs", "--since", repr(a))["events"] == \
+    assert dump_json("-r", d.path, "--abs", "--since", repr(a))["events"] == \
         [e for e in absolute if e["time_us"] >= a]
 
 
@@ -502,7 +502,7 @@ def test_filter_by_time_window(plain_driver, run_driver):
 ])
 def test_bad_filter_values_are_one_line_exit_2(plain_driver, run_driver, args, why):
     d = finished(run_driver, plain_driver, threads=1, pairs=1)
-    p = dump("-f", d.path, *args, check=False)
+    p = dump("-r", d.path, *args, check=False)
     assert p.returncode == 2 and p.stdout == ""
     lines = p.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("blktgt-trace: "), p.stderr
@@ -512,8 +512,8 @@ def test_bad_filter_values_are_one_line_exit_2(plain_driver, run_driver, args, w
 def test_summary_counts_and_latency(plain_driver, run_driver):
     d = finished(run_driver, plain_driver)
     n = 2 * 23
-    full = dump_json("-f", d.path)["events"]
-    doc = dump_json("-f", d.path, "--summary")
+    full = dump_json("-r", d.path)["events"]
+    doc = dump_json("-r", d.path, "--summary")
     s = doc["summary"]
     assert s["tracepoints"] == {"bdev_io_done": n, "bdev_io_submit": n,
                                 "nbd_reply": n, "nbd_request": n}
@@ -528,11 +528,11 @@ def test_summary_counts_and_latency(plain_driver, run_driver):
         for lo, hi, c in o["log2_us"]:
             assert c == sum(lo <= int(t) <= hi for t in times)
     # Filters apply first: submits only, so no I/O has a later event.
-    s = dump_json("-f", d.path, "--summary", "--tp", "bdev_io_submit")["summary"]
+    s = dump_json("-r", d.path, "--summary", "--tp", "bdev_io_submit")["summary"]
     assert s["tracepoints"] == {"bdev_io_submit": n}
     assert s["objects"]["bdev_io"] == {"objects": n, "done": 0, "without_done": n,
                                        "total_us": 0}
-    text = dump("-f", d.path, "--summary").stdout
+    text = dump("-r", d.path, "--summary").stdout
     assert re.search(rf"^bdev_io_submit +{n}$", text, re.M)
     assert f"bdev_io: {n} objects, {n} with a start and a later event" in text
 
@@ -604,8 +604,8 @@ def check_chrome(doc, full, pid):
 
 def test_chrome_format_spans_and_flows(plain_driver, run_driver):
     d = finished(run_driver, plain_driver)
-    full = dump_json("-f", d.path)["events"]
-    doc = chrome_doc("-f", d.path)
+    full = dump_json("-r", d.path)["events"]
+    doc = chrome_doc("-r", d.path)
     spans, flows, names = check_chrome(doc, full, d.pid)
     # The driver's pairs nest on their thread (request, then its I/O inside
     # it), so every life is a complete event; one flow per caused I/O.
@@ -614,15 +614,15 @@ def test_chrome_format_spans_and_flows(plain_driver, run_driver):
     assert len(flows) == 2 * 23
     assert names == {0: "driver_0", 1: "driver_1"}
     # Filters apply: one request and its I/O, one flow between them.
-    spans, flows, _ = check_chrome(chrome_doc("-f", d.path, "--object", "r1500003"),
-                                   dump_json("-f", d.path, "--object", "r1500003")["events"],
+    spans, flows, _ = check_chrome(chrome_doc("-r", d.path, "--object", "r1500003"),
+                                   dump_json("-r", d.path, "--object", "r1500003")["events"],
                                    d.pid)
     assert set(spans) == {"r1500003", "i1000003"} and len(flows) == 1
 
 
 def test_merge_works_with_filters_summary_and_chrome(plain_driver, run_driver, tmp_path):
     d = finished(run_driver, plain_driver, threads=1, pairs=3, groups="bdev")
-    evs = dump_json("-f", d.path)["events"]
+    evs = dump_json("-r", d.path)["events"]
     bt = tmp_path / "bt.out"
     bt.write_text("Attaching 1 probe...\n"
                   f"{evs[0]['ts_ns'] + 1} io__submit id=1000000\n"
@@ -630,7 +630,7 @@ def test_merge_works_with_filters_summary_and_chrome(plain_driver, run_driver, t
                   f"{evs[4]['ts_ns'] + 1} io__submit id=1000002\n")
 
     def merged(*args):
-        return dump_json("-f", d.path, "--merge", str(bt), *args)["events"]
+        return dump_json("-r", d.path, "--merge", str(bt), *args)["events"]
     # An object filter keeps the lines that name a selected object's id.
     bt_ts = [evs[k]["ts_ns"] + 1 for k in (0, 2, 4)]
     got = merged("--object", "i1000001")
@@ -641,9 +641,9 @@ def test_merge_works_with_filters_summary_and_chrome(plain_driver, run_driver, t
     assert [e["source"] for e in got] == merged_order(evs[2:], bt_ts[1:])
     got = merged("--tp", "bdev_io_done")
     assert [e["source"] for e in got] == merged_order(evs[1::2], bt_ts)
-    s = dump_json("-f", d.path, "--merge", str(bt), "--summary")["summary"]
+    s = dump_json("-r", d.path, "--merge", str(bt), "--summary")["summary"]
     assert s["bpftrace_lines"] == 3 and s["tracepoints"]["bdev_io_submit"] == 3
-    doc = chrome_doc("-f", d.path, "--merge", str(bt))
+    doc = chrome_doc("-r", d.path, "--merge", str(bt))
     check_chrome(doc, evs, d.pid)
     bt_ev = [e for e in doc["traceEvents"] if e.get("cat") == "bpftrace"]
     assert [e["args"]["text"] for e in bt_ev] == \
@@ -695,7 +695,7 @@ def test_follow_stops_on_sigint_and_sigterm(plain_driver, run_driver):
             "overwritten_per_thread": {"0": 0}}
     # -F on a file whose writer is gone reads it once and stops.
     d.finish()
-    f = Follower("-f", d.path, "--summary", "--json")
+    f = Follower("-r", d.path, "--summary", "--json")
     doc = json.loads(f.end()[0])
     assert doc["summary"]["tracepoints"] == {"nbd_reply": 5, "nbd_request": 5}
     assert doc["follow"]["why"] == f"pid {d.pid} is not running"

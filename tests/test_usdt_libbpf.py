@@ -316,7 +316,9 @@ def test_control_characters_escaped(kind, tool, args):
     ("usdtlat", ("-p", "1", "-b", "/bin/true", "p:a", "p:b"),
      "exclude each other"),
     ("usdtlat", ("-p", "1", "p:a"), "required: DONE"),
-    ("usdtlat", ("-p", "1", "p:a", "p:b", "-k", "arg0"), "invalid choice"),
+    ("usdtlat", ("-p", "1", "p:a", "p:b", "-k", "arg0"),
+     "'arg0': arguments count from 1 here, as in BCC: bpftrace's arg0 is "
+     "arg1"),
     ("usdtlat", ("-p", "1", "p:a", "p:b", "-k", "pid"), "invalid choice"),
     ("usdtlat", ("-p", "1", "nocolon", "p:b"), "not a probe"),
     ("usdtlat", ("-p", "1", "p:a", "p:b", "1", "x"), "count: not a number"),

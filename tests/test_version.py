@@ -115,6 +115,18 @@ SCRIPTS = [("blktgt-trace", ("target", "blktgt-trace")),
            ("probekit-gencatalog", ("probes", "gencatalog"))]
 
 
+def with_probelib(script):
+    """Put the probelib package where script finds it, as make install
+    lays the tree out: beside a script in probes/, else in ../probes/.
+    Each script reads VERSION through probelib.version, its one reader."""
+    here = os.path.dirname(script)
+    home = here if "gencatalog" in os.path.basename(script) else \
+        os.path.join(os.path.dirname(here), "probes")
+    shutil.copytree(os.path.join(ROOT, "probes", "probelib"),
+                    os.path.join(home, "probelib"),
+                    ignore=shutil.ignore_patterns("__pycache__"))
+
+
 @pytest.mark.parametrize("name,path", SCRIPTS, ids=[n for n, _ in SCRIPTS])
 def test_script_installed_layout(name, path, tmp_path):
     """Installed, PREFIX/bin/NAME links to the script in
@@ -124,6 +136,7 @@ def test_script_installed_layout(name, path, tmp_path):
     os.makedirs(tmp_path / "bin")
     os.makedirs(data / path[0])
     shutil.copy(os.path.join(ROOT, *path), data.joinpath(*path))
+    with_probelib(str(data.joinpath(*path)))
     os.symlink(os.path.join("..", "share", "probekit", *path), tmp_path / "bin" / name)
     (data / "VERSION").write_text("9.8.7\n")
     (tmp_path / "VERSION").write_text("1.2.3\n")
@@ -137,6 +150,7 @@ def test_script_without_version_file(name, path, tmp_path):
     os.makedirs(tmp_path / "tree" / "sub")
     tool = tmp_path / "tree" / "sub" / name
     shutil.copy(os.path.join(ROOT, *path), tool)
+    with_probelib(str(tool))
     rc, out, err = run([PYTHON, str(tool), "--version"])
     assert (rc, out, len(err)) == (1, [], 1), (rc, out, err)
     assert err[0] == (
@@ -148,6 +162,7 @@ def test_script_bad_version_file(tmp_path):
     os.makedirs(tmp_path / "target")
     tool = tmp_path / "target" / "rpc.py"
     shutil.copy(os.path.join(ROOT, "target", "rpc.py"), tool)
+    with_probelib(str(tool))
     (tmp_path / "VERSION").write_text("0.3.0\n\"; rm -rf /\n")
     assert run([PYTHON, str(tool), "--version"]) == (
         1, [], [f"blktgt-rpc: {tmp_path}/VERSION: not one line with a version "

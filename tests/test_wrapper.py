@@ -186,7 +186,7 @@ def test_dry_run_substitutes_per_probe_and_merges(prog, sdt_build, count_bt, tmp
     other.write_text('struct pk { int x; };\n'
                      'BEGIN { printf("other begin %d\\n", __PID__); }\n'
                      'END { printf("other end\\n"); }\n')
-    r = wrapper("-n", prog.pid, count_bt, other)
+    r = wrapper("--dry-run", prog.pid, count_bt, other)
     assert r.returncode == 0, r.stderr
     text = r.stdout
     exe, lib = str(sdt_build / "prog"), str(sdt_build / "libpk.so")
@@ -212,7 +212,7 @@ def test_dry_run_substitutes_per_probe_and_merges(prog, sdt_build, count_bt, tmp
 def test_dry_run_adds_begin_and_duration(prog, tmp_path):
     s = tmp_path / "plain.bt"
     s.write_text("usdt:__EXE__:pkexe:tick { @n = count(); }\n")
-    r = wrapper("-n", "-d", 7, prog.pid, s)
+    r = wrapper("--dry-run", "-d", 7, prog.pid, s)
     assert r.returncode == 0, r.stderr
     assert re.search(r"^BEGIN\n\{\n\tprintf\(\"probekit: tracing PID=%d "
                      rf"\(Ctrl-C to end\)\\n\", {prog.pid}\);\n\}}", r.stdout, re.M), r.stdout
@@ -224,7 +224,7 @@ def test_dry_run_script_without_exe(prog, tmp_path):
     through whole, with __PID__ substituted."""
     s = tmp_path / "tp.bt"
     s.write_text("tracepoint:raw_syscalls:sys_enter /pid == __PID__/ { @n = count(); }\n")
-    r = wrapper("-n", prog.pid, s)
+    r = wrapper("--dry-run", prog.pid, s)
     assert r.returncode == 0, r.stderr
     assert f"tracepoint:raw_syscalls:sys_enter /pid == {prog.pid}/ {{ @n = count(); }}" in r.stdout
     assert "probekit: tracing PID=%d" in r.stdout
@@ -237,7 +237,7 @@ def test_dry_run_strings_and_comments_are_not_blocks(prog, tmp_path):
     s.write_text('/* BEGIN { } */\n'
                  'BEGIN { printf("{ BEGIN } __EXE__ \\" }\\n"); } // END { }\n'
                  'usdt:__EXE__:pkexe:tick { if (arg0 > 1) { @n = count(); } }\n')
-    r = wrapper("-n", prog.pid, s)
+    r = wrapper("--dry-run", prog.pid, s)
     assert r.returncode == 0, r.stderr
     assert re.findall(r"^(BEGIN|END)$", r.stdout, re.M) == ["BEGIN"]
     assert 'printf("{ BEGIN } __EXE__ \\" }\\n");' in r.stdout
@@ -600,14 +600,14 @@ def test_deleted_library(bpf, sdt_build, count_bt, tmp_path):
     p = Prog([exe])
     try:
         os.unlink(os.path.join(os.path.dirname(exe), "libpk.so"))
-        assert_one_line_error(wrapper("-n", p.pid, count_bt),
+        assert_one_line_error(wrapper("--dry-run", p.pid, count_bt),
                               "libpk.so that PID", "was deleted or replaced",
                               "restart the process")
         # A misspelt probe is still reported as such.
         s = tmp_path / "typo.bt"
         s.write_text("usdt:__EXE__:pkexe:tick { @a = count(); }\n"
                      "usdt:__EXE__:pkexe:tock { @b = count(); }\n")
-        assert_one_line_error(wrapper("-n", p.pid, s), "no probe pkexe:tock in ",
+        assert_one_line_error(wrapper("--dry-run", p.pid, s), "no probe pkexe:tock in ",
                               "nearest: pkexe:tick")
     finally:
         p.stop()
@@ -655,7 +655,7 @@ def test_weird_paths_are_traced(bpf, sdt_build, count_bt, tmp_path, name):
     exe = install_prog(sdt_build, str(tmp_path / name))
     p = Prog([exe])
     try:
-        r = wrapper("-n", p.pid, count_bt)
+        r = wrapper("--dry-run", p.pid, count_bt)
         assert r.returncode == 0, r.stderr
         t = Trace(p.pid, [count_bt]).start()
         p.fire(N)
@@ -673,7 +673,7 @@ def test_inexpressible_paths_are_refused(sdt_build, count_bt, tmp_path, name, wh
     exe = install_prog(sdt_build, str(tmp_path / name))
     p = Prog([exe])
     try:
-        r = wrapper("-n", p.pid, count_bt)
+        r = wrapper("--dry-run", p.pid, count_bt)
         assert_one_line_error(r, why, "copy or link the binary")
     finally:
         p.stop()
@@ -727,7 +727,7 @@ def test_error_pid_out_of_range(count_bt):
 def test_error_pid_not_running(count_bt):
     p = subprocess.Popen(["true"])
     p.wait()
-    assert_one_line_error(wrapper("-n", p.pid, count_bt), f"no process with PID {p.pid}")
+    assert_one_line_error(wrapper("--dry-run", p.pid, count_bt), f"no process with PID {p.pid}")
 
 
 def test_error_pid_not_running_without_dry_run(bpf, count_bt):
@@ -744,7 +744,7 @@ def test_error_thread_id(count_bt):
                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         tid = int(py.stdout.readline())
-        assert_one_line_error(wrapper("-n", tid, count_bt), f"is a thread of process {py.pid}")
+        assert_one_line_error(wrapper("--dry-run", tid, count_bt), f"is a thread of process {py.pid}")
     finally:
         py.kill()
         py.wait()
@@ -769,7 +769,7 @@ def test_busy_process_is_found_every_time(tmp_path):
         s.write_text("tracepoint:raw_syscalls:sys_enter /pid == __PID__/ { @n = count(); }\n")
         failed = []
         for _ in range(200):
-            r = wrapper("-n", busy.pid, s)
+            r = wrapper("--dry-run", busy.pid, s)
             if r.returncode != 0:
                 failed.append(r.stderr)
         assert failed == []
@@ -832,7 +832,7 @@ def test_error_bpftrace_not_installed(prog, count_bt, tmp_path):
 def test_error_process_without_the_probes(count_bt):
     sleeper = subprocess.Popen(["sleep", "600"])
     try:
-        assert_one_line_error(wrapper("-n", sleeper.pid, count_bt),
+        assert_one_line_error(wrapper("--dry-run", sleeper.pid, count_bt),
                               "has none of the script's USDT probes")
     finally:
         sleeper.kill()
@@ -843,11 +843,11 @@ def test_error_one_probe_misspelt(prog, tmp_path):
     s = tmp_path / "typo.bt"
     s.write_text("usdt:__EXE__:pkexe:tick { @a = count(); }\n"
                  "usdt:__EXE__:pkexe:tock { @b = count(); }\n")
-    assert_one_line_error(wrapper("-n", prog.pid, s), "no probe pkexe:tock in ",
+    assert_one_line_error(wrapper("--dry-run", prog.pid, s), "no probe pkexe:tock in ",
                           "nearest: pkexe:tick")
     f = tmp_path / "fn.bt"
     f.write_text("uprobe:__EXE__:pk_no_such_fn { @a = count(); }\n")
-    assert_one_line_error(wrapper("-n", prog.pid, f), "has no uprobe:__EXE__:pk_no_such_fn")
+    assert_one_line_error(wrapper("--dry-run", prog.pid, f), "has no uprobe:__EXE__:pk_no_such_fn")
 
 
 @pytest.mark.parametrize("opts,needle", [(["-d", "0"], "out of range"),
@@ -921,13 +921,13 @@ def test_dry_run_reads_each_file_once(prog, sdt_build, count_bt, tmp_path):
                  "usdt:__EXE__:pkexe:t*k { @b = count(); }\n"
                  "uprobe:__EXE__:pk_exe_work { @c = count(); }\n"
                  "uretprobe:__EXE__:pk_exe_work { @d = count(); }\n")
-    calls = exec_calls("-n", prog.pid, s)
+    calls = exec_calls("--dry-run", prog.pid, s)
     names = [os.path.basename(c[0]) for c in calls]
     assert names == ["probekit-scan"], calls
     assert calls[0][1] == "join" and calls[0][5] == f"/proc/{prog.pid}/exe", calls
 
     read = []
-    calls = exec_calls("-n", prog.pid, count_bt, read=read)
+    calls = exec_calls("--dry-run", prog.pid, count_bt, read=read)
     names = [os.path.basename(c[0]) for c in calls]
     assert "nm" not in names and "readelf" not in names, calls
     assert names.count("probekit-scan") == 2, calls

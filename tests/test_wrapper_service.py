@@ -32,7 +32,7 @@ def write(path, text):
 
 def dry_run(*args):
     """The wrapper's -n: (rc, stdout, stderr lines)."""
-    r = subprocess.run([WRAPPER, "-n", *map(str, args)], capture_output=True,
+    r = subprocess.run([WRAPPER, "--dry-run", *map(str, args)], capture_output=True,
                        text=True, timeout=TIMEOUT)
     return r.returncode, r.stdout, r.stderr.splitlines()
 

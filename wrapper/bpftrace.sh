@@ -3,10 +3,12 @@
 # probekit-bpftrace: run bpftrace scripts against one running process, or
 # every process that runs a file.
 #
-# USAGE: probekit-bpftrace [-n] [-o FILE] [-d SECONDS] [-f text|json] PID|PATH SCRIPT [SCRIPT...] [-- ARG...]
+# USAGE: probekit-bpftrace [--dry-run] [-o FILE] [-d SECONDS] [-f text|json | -j]
+#                          (PID | PATH | -p PID | -b PATH) SCRIPT [SCRIPT...] [-- ARG...]
 #
-# The command line of SPDK's scripts/bpftrace.sh (PID, then scripts;
-# BPF_OUTFILE names an output file), without its traps:
+# bpftrace -p PID for scripts written against a binary, not a path: the
+# PID (or PATH), then the scripts; BPF_OUTFILE names an output file.
+# What it adds to bpftrace itself:
 #
 #  - __EXE__ in a usdt:, uprobe: or uretprobe: attach point (or their short
 #    forms U:, u:, ur:) becomes the path of PID's executable, read from
@@ -62,12 +64,15 @@
 #    probe on its own PID wakes it up so that it sees the signal.
 #
 # Options:
-#   -n, --dry-run        print the final program and exit 0 (bpftrace and
-#                        root are not needed)
+#   -p, --pid PID        trace this process (the same as PID first)
+#   -b, --binary PATH    trace every process running PATH (as PATH first)
+#       --dry-run        print the final program and exit 0 (bpftrace and
+#                        root are not needed; -n is nanoseconds in the tools)
 #   -o, --output FILE    write bpftrace's output to FILE (as BPF_OUTFILE=FILE)
 #   -d, --duration SECS  end the trace (running END) after SECS seconds
 #   -f, --format FORMAT  bpftrace's output format, text (its default) or
 #                        json (one JSON object a line)
+#   -j, --json           the same as -f json
 #       --max-rate HITS_PER_S
 #                        a cost guard: every usdt/uprobe/uretprobe block
 #                        counts its hits (those that pass its predicate),
@@ -89,6 +94,14 @@
 # traced through /proc/PID/exe for uprobes; its USDT probes are refused,
 # because bpftrace 0.17 resolves them by path and attaches nothing.  A
 # deleted or replaced library that holds a probe is refused, saying so.
+#
+# examples:
+#   probekit-bpftrace 1234 bt/iolat.bt            # one script, one process
+#   probekit-bpftrace 1234 bt/iolat.bt bt/nbd.bt  # two, joined
+#   probekit-bpftrace -d 10 -f json 1234 bt/iosize.bt  # 10 s, as JSON lines
+#   probekit-bpftrace /usr/lib/postgresql/15/bin/postgres my.bt
+#                                       # every process running that file
+#   probekit-bpftrace --dry-run 1234 bt/iolat.bt  # print the program only
 
 set -u
 export LC_ALL=C
@@ -97,7 +110,6 @@ PROG=probekit-bpftrace
 pid_start=
 READY_TEXT='probekit: tracing PID=%d (Ctrl-C to end)'
 MAX_DURATION=31536000
-MAX_RATE_LIMIT=1000000000
 
 # One line, whatever a path or argument in the message holds.  Once the
 # process was found, a failure while it is gone is reported as that.
@@ -112,6 +124,17 @@ die() {
 
 usage() {
 	sed -n '3,/^$/{s/^# \{0,1\}//;p}' "$0"
+}
+
+# A shared limit (tools/limits.toml, where the C and Python tools get it
+# too), read from the tree this script's real path is in, as VERSION is.
+limit() {
+	local f v
+	f=$(dirname -- "$(readlink -f -- "$0")")/../tools/limits.toml
+	v=$(awk -v n="[limit.$1]" '$0 == n { f = 1; next } /^\[/ { f = 0 }
+		f && $1 == "value" { print $3; exit }' "$f" 2>/dev/null)
+	[[ $v =~ ^[0-9]{1,18}$ ]] || die "cannot read the limit $1 from $f"
+	printf '%s' "$v"
 }
 
 # probekit's version: VERSION at the top of the tree this script's real
@@ -142,7 +165,16 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	-h|--help) usage; exit 0 ;;
 	--version) print_version ;;
-	-n|--dry-run) dry_run=1 ;;
+	--dry-run) dry_run=1 ;;
+	-n) die "-n is not --dry-run any more: across probekit's commands -n is nanoseconds; write --dry-run" ;;
+	-j|--json) format=json ;;
+	-p|--pid|-b|--binary)
+		[ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a $( [ "${1#-}" = p ] || [ "$1" = --pid ] && echo PID || echo PATH) (try -h)"
+		[ -z "$pid" ] || die "give one target: '$pid' was already given, then $1 $2"
+		case $1 in
+		-p|--pid) case $2 in *[!0-9]*) die "$1 '$2' is not a PID; for a file give -b PATH" ;; esac ;;
+		esac
+		pid=$2; shift ;;
 	-f|--format)
 		[ $# -ge 2 ] || die "$1 needs an output format, text or json (try -h)"
 		case $2 in
@@ -208,7 +240,8 @@ if [ -n "$max_rate" ]; then
 	case $max_rate in
 	''|*[!0-9]*) die "--max-rate '$max_rate' is not a whole number of probe hits per second" ;;
 	esac
-	[ ${#max_rate} -le 10 ] && [ $((10#$max_rate)) -ge 1 ] &&
+	MAX_RATE_LIMIT=$(limit MAX_RATE_LIMIT) || exit 1
+	[ ${#max_rate} -le ${#MAX_RATE_LIMIT} ] && [ $((10#$max_rate)) -ge 1 ] &&
 		[ $((10#$max_rate)) -le $MAX_RATE_LIMIT ] ||
 		die "--max-rate '$max_rate' is out of range (1..$MAX_RATE_LIMIT probe hits per second)"
 	max_rate=$((10#$max_rate))

@@ -16,6 +16,7 @@ from .ctext import read_text
 from .inputs import one_line, why
 from .report import Report
 from .target import Target, catalog_target
+from .cmdline import Parser
 from .version import VersionAction
 
 DESCRIPTION = """probekit-check: check that a binary's USDT probes, the probe catalog and the
@@ -111,16 +112,20 @@ def coverage(report, catalog, binary, libs, nfiles):
         + (f"; not used: {', '.join(unused)}" if unused else "")))
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        self.print_usage(sys.stderr)
-        print(f"probekit-check: {one_line(message)}", file=sys.stderr)
-        sys.exit(1)
+# One-line usage errors, exit 2 (probelib.cmdline).
+_Parser = Parser
+
+
+EXAMPLES = """examples:
+  probekit-check --binary build/bin/blktgt --catalog probes/blktgt.d bt/*.bt
+                  # what make lint runs: every reader against the binary
+  probekit-check --pid 1234 bt/iolatency.bt   # against a running process
+"""
 
 
 def _arguments(argv):
     ap = _Parser(prog="probekit-check", description=DESCRIPTION,
-                 formatter_class=argparse.RawDescriptionHelpFormatter)
+                 epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--binary", help="the ELF file whose stapsdt notes and "
                                      "symbols the files are checked against")
     ap.add_argument("--catalog", help="the probe catalog (a DTrace provider "

@@ -22,11 +22,13 @@ other operands)", and yes means every site's operand can be read.
 
 import argparse
 import fnmatch
+import json
 import sys
 
 from . import argspec, notes, process
 from .inputs import one_line, open_regular, why
 from .catalog import CatalogError, parse_catalog
+from .cmdline import Parser
 from .version import VersionAction
 
 READERS = (argspec.BPFTRACE, "libbpf 1.1")
@@ -36,7 +38,7 @@ DESCRIPTION = """probekit-list: the USDT probes of a binary, or of a process
 and every file it maps, with their arguments, which readers can read them,
 and whether each probe is being traced now.
 
-  probekit-list (-p PID | PATH) [PATTERN] [--catalog FILE.d]
+  probekit-list (-p PID | -b PATH | PATH) [PATTERN] [--catalog FILE.d] [-j]
 
 PATTERN is provider:name with wildcards (postgresql:query__*), or a bare
 name glob.  Exit status: 0, 1 when nothing matches or a file cannot be
@@ -44,9 +46,8 @@ read (one line on stderr), 2 for a usage error.
 """
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        self.exit(2, f"{self.prog}: {one_line(message)} (see --help)\n")
+# One-line usage errors, exit 2 (probelib.cmdline).
+_Parser = Parser
 
 
 def _match(pattern, full):
@@ -60,49 +61,65 @@ def _match(pattern, full):
 
 
 def _semaphore(pid, name, site):
+    """The semaphore as the text shows it, and as --json gives it: None
+    (no semaphore), True (one, no process to read), the value, or
+    "unreadable"."""
     if not site.semaphore:
-        return "none (always on)"
+        return "none (always on)", None
     if pid is None:
-        return "yes"
+        return "yes", True
     addr = process.address(pid, name, site.semaphore_offset)
     v = process.read_u16(pid, addr) if addr is not None else None
     if v is None:
-        return "unreadable"
-    return f"{v} (traced now)" if v else "0 (not traced)"
+        return "unreadable", "unreadable"
+    return (f"{v} (traced now)" if v else "0 (not traced)"), v
 
 
-def _arg_lines(sites, i, cat_arg):
+def _arg(sites, i, cat_arg):
+    """Argument i of a probe's sites, as a --json record."""
     ops = []
     for s in sites:
         if i < len(s.args) and s.args[i].operand not in ops:
             ops.append(s.args[i].operand)
     spec = next(f"{'-' if s.args[i].signed else ''}{s.args[i].size}@"
                 f"{s.args[i].operand}" for s in sites if i < len(s.args))
-    if len(ops) > 1:
-        spec += f" (+{len(ops) - 1} other operand{'s' * (len(ops) > 2)})"
-    whys = []
-    verdict = []
+    readers, problems = {}, []
     for r in READERS:
         probs = [argspec.reader_problem(op, r, arch=sites[0].arch)
                  for op in ops]
         probs = [p for p in probs if p]
-        verdict.append(f"{r.split()[0]}: {'no' if probs else 'yes'}")
-        whys += probs
-    line = f"      arg{i}/arg{i + 1}  {spec}  " + "  ".join(verdict)
+        readers[r.split()[0]] = not probs
+        problems += probs
+    rec = {"bpftrace": f"arg{i}", "bcc": f"arg{i + 1}", "spec": spec,
+           "other_operands": len(ops) - 1, "readers": readers,
+           "problems": problems}
     if cat_arg:
-        line += f"  {cat_arg['type']}{' ' if cat_arg['name'] else ''}" \
-                f"{cat_arg['name']}"
-    return [line] + ["        " + w for w in whys]
+        rec["type"], rec["name"] = cat_arg["type"], cat_arg["name"]
+    return rec
 
 
-def listing(files, pattern, pid=None, catalog=None):
-    """The text lines of the listing of files [(name, openable path)]
-    (see the top of this file), and the number of probes listed."""
+def _arg_lines(a):
+    spec = a["spec"]
+    k = a["other_operands"]
+    if k:
+        spec += f" (+{k} other operand{'s' * (k > 1)})"
+    verdict = "  ".join(f"{r}: {'yes' if ok else 'no'}"
+                        for r, ok in a["readers"].items())
+    line = f"      {a['bpftrace']}/{a['bcc']}  {spec}  {verdict}"
+    if "type" in a:
+        line += f"  {a['type']}{' ' if a['name'] else ''}{a['name']}"
+    return [line] + ["        " + w for w in a["problems"]]
+
+
+def records(files, pattern, pid=None, catalog=None):
+    """The listing of files [(name, openable path)] as records, one per
+    file with matching probes: {"file", "probes": [{"probe", "sites",
+    "semaphore", "semaphore_text", ["doc",] "args": [...]}]}."""
     cat = {}
     if catalog:
         cat = {f"{catalog['provider']}:{p['name']}": p
                for p in catalog["probes"]}
-    lines, n = [], 0
+    out = []
     for name, path in files:
         try:
             found = notes.by_name(notes.read_probes(path))
@@ -114,38 +131,79 @@ def listing(files, pattern, pid=None, catalog=None):
             if len(files) == 1:
                 raise
             continue
-        block = []
+        probes = []
         for full, sites in found.items():
             if not _match(pattern, full):
                 continue
-            n += 1
             c = cat.get(full)
-            block.append(f"  {full}  {len(sites)} site"
-                         f"{'s' * (len(sites) > 1)}  semaphore: "
-                         + _semaphore(pid, name, sites[0]))
+            text, value = _semaphore(pid, name, sites[0])
+            rec = {"probe": full, "sites": len(sites), "semaphore": value,
+                   "semaphore_text": text}
             if c and c["doc"]:
-                block.append(f"      doc: {c['doc']}")
+                rec["doc"] = c["doc"]
             nargs = max(len(s.args) for s in sites)
-            for i in range(nargs):
-                ca = c["args"][i] if c and i < len(c["args"]) else None
-                block += _arg_lines(sites, i, ca)
-        if block:
-            lines += [name] + block
-    return lines, n
+            rec["args"] = [_arg(sites, i, c["args"][i] if c and
+                                i < len(c["args"]) else None)
+                           for i in range(nargs)]
+            probes.append(rec)
+        if probes:
+            out.append({"file": name, "probes": probes})
+    return out
+
+
+def text_lines(recs):
+    """The records as the text listing (see the top of this file)."""
+    lines = []
+    for f in recs:
+        lines.append(f["file"])
+        for p in f["probes"]:
+            n = p["sites"]
+            lines.append(f"  {p['probe']}  {n} site{'s' * (n > 1)}  "
+                         f"semaphore: {p['semaphore_text']}")
+            if "doc" in p:
+                lines.append(f"      doc: {p['doc']}")
+            for a in p["args"]:
+                lines += _arg_lines(a)
+    return lines
+
+
+def listing(files, pattern, pid=None, catalog=None):
+    """The text lines of the listing of files [(name, openable path)]
+    (see the top of this file), and the number of probes listed."""
+    recs = records(files, pattern, pid, catalog)
+    return text_lines(recs), sum(len(f["probes"]) for f in recs)
+
+
+EXAMPLES = """examples:
+  probekit-list build/bin/blktgt          # every probe of a binary
+  probekit-list -p 1234 'blktgt:io__*'    # a process's, by pattern
+  probekit-list -p 1234 --catalog probes/blktgt.d   # with argument names
+  probekit-list -j -b build/bin/blktgt 'io__*'       # as JSON
+"""
 
 
 def main(argv=None):
     p = _Parser(prog="probekit-list", description=DESCRIPTION,
-                formatter_class=argparse.RawDescriptionHelpFormatter)
+                epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action=VersionAction)
     p.add_argument("-p", "--pid", type=int, metavar="PID",
                    help="list the probes of this process and its libraries")
+    p.add_argument("-b", "--binary", metavar="PATH",
+                   help="list the probes of this file (the same as PATH "
+                   "first)")
     p.add_argument("--catalog", metavar="FILE.d",
                    help="add argument names, types and docs from a catalog")
+    p.add_argument("-j", "--json", action="store_true",
+                   help="print JSON: {\"files\": [{\"file\", \"probes\": "
+                   "[...]}]}, the same fields as the text")
     p.add_argument("words", nargs="*", metavar="[PATH] [PATTERN]")
     args = p.parse_args(argv)
     words = list(args.words)
-    if args.pid is None:
+    if args.binary is not None:
+        if args.pid is not None:
+            p.error("-p/--pid and -b/--binary exclude each other")
+        path = args.binary
+    elif args.pid is None:
         if not words:
             p.error("give -p PID or a PATH")
         path = words.pop(0)
@@ -180,7 +238,8 @@ def main(argv=None):
                     return fail(f"{path} is not an ELF file (or cannot "
                                 "be read)")
             files, where = [(path, path)], path
-        lines, n = listing(files, pattern, args.pid, catalog)
+        recs = records(files, pattern, args.pid, catalog)
+        n = sum(len(f["probes"]) for f in recs)
     except process.ProcessError as e:
         return fail(str(e))
     except OSError as e:
@@ -193,7 +252,10 @@ def main(argv=None):
         what = f"matches {pattern}" if pattern else "at all"
         return fail(f"no USDT probe {what} in {where}")
     try:
-        sys.stdout.write("\n".join(lines) + "\n")
+        if args.json:
+            sys.stdout.write(json.dumps({"files": recs}, indent=1) + "\n")
+        else:
+            sys.stdout.write("\n".join(text_lines(recs)) + "\n")
         sys.stdout.flush()
     except BrokenPipeError:
         return 0

@@ -8,6 +8,7 @@ from . import cdefs, dwarf
 from .elf import ELFError, ELFFile
 from .inputs import one_line, open_regular, why
 from .report import near
+from .cmdline import Parser
 from .version import VersionAction
 
 PROG = "probekit-structs"
@@ -39,11 +40,8 @@ type.
 """
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        self.print_usage(sys.stderr)
-        print(f"{PROG}: {one_line(message)}", file=sys.stderr)
-        sys.exit(1)
+# One-line usage errors, exit 2 (probelib.cmdline).
+_Parser = Parser
 
 
 def _fail(msg):
@@ -51,9 +49,15 @@ def _fail(msg):
     return 1
 
 
+EXAMPLES = """examples:
+  probekit-structs build/bin/blktgt io_rec     # struct io_rec, for bpftrace
+  probekit-structs --enums build/bin/blktgt bdev_io_type   # its names
+"""
+
+
 def main(argv=None):
     ap = _Parser(prog=PROG, description=DESCRIPTION,
-                 formatter_class=argparse.RawDescriptionHelpFormatter)
+                 epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--enums", action="store_true",
                     help="print enum name tables instead of structs")
     ap.add_argument("--version", action=VersionAction)

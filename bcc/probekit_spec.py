@@ -1,0 +1,347 @@
+# SPDX-License-Identifier: BSD-2-Clause
+"""probekit_spec: read a tool's spec, tools/TOOL.toml, and render the
+parts of its command line that both forms and the man page show.
+
+A tool is declared once, in tools/TOOL.toml: its summary and description,
+its own options (short, long, argument, help, default, how the usage line
+shows it), its examples, its unit, the probes it reads and the keys of
+its output.  tools/common.toml declares the options every tool takes and
+tools/limits.toml the limits both languages share.  From them come:
+  - the libbpf tool's option table, usage, examples and limits
+    (tools/gentool writes them into $(O)/gen at build time);
+  - the BCC tool's parser (probekit_bcc_spec.py reads the spec at run
+    time, through this module);
+  - the man page's tool options and examples (tools/gentool --man).
+
+This module reads and renders only; it imports nothing of BCC, so the
+generator runs where BCC is not installed.  The specs sit in tools/
+beside bcc/, in the checkout and under PREFIX/share/probekit alike.
+"""
+
+import os
+import re
+import textwrap
+
+try:
+    import tomllib
+except ImportError:     # Python < 3.11: none here; Debian 12 has 3.11
+    tomllib = None
+
+SPEC_DIR = os.path.join(os.path.dirname(os.path.dirname(
+    os.path.realpath(__file__))), "tools")
+
+# The width --help is wrapped to, and the column option help starts at
+# (libbpf/trace_helpers.c prints the option list with the same column).
+WIDTH = 79
+EXAMPLE_COL = 40
+
+_OPTION_KEYS = {"short", "long", "arg", "help", "man", "type", "default",
+                "max", "usage", "only", "help_binary", "append", "group"}
+_SPEC_KEYS = {"tool", "summary", "description", "unit", "binary", "pairs",
+              "units", "probes", "keys", "option", "example", "operands"}
+_EXAMPLE_KEYS = {"args", "what", "man", "bcc"}
+# An option's "type": flag (no argument), or how its argument is read.
+# Any other name is the tool's own type, which its BCC form hands to the
+# parser (probekit_bcc_spec.parser's types) and its libbpf form's option
+# callback checks.
+_TYPES = {"flag", "positive", "string", "pid", "path"}
+
+
+class SpecError(Exception):
+    """A spec that does not say what a tool is: its file and why."""
+
+
+def _read(path):
+    if tomllib is None:
+        raise SpecError("%s: reading it needs Python 3.11 or later "
+                        "(tomllib)" % path)
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise SpecError("%s: no such spec" % path)
+    except OSError as e:
+        raise SpecError("%s: %s" % (path, e.strerror))
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError("%s: %s" % (path, e))
+
+
+def _check_option(path, o, where):
+    extra = set(o) - _OPTION_KEYS
+    if extra:
+        raise SpecError("%s: %s: unknown field(s) %s"
+                        % (path, where, ", ".join(sorted(extra))))
+    if "long" not in o or "help" not in o:
+        raise SpecError("%s: %s: every option needs long and help"
+                        % (path, where))
+    if not re.fullmatch(r"[a-z][a-z0-9-]*", o["long"]):
+        raise SpecError("%s: %s: long %r is not a lower-case name"
+                        % (path, where, o["long"]))
+    if "short" in o and not re.fullmatch(r"[A-Za-z]", o["short"]):
+        raise SpecError("%s: %s: short %r is not one letter"
+                        % (path, where, o["short"]))
+    t = o.setdefault("type", "string" if "arg" in o else "flag")
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", t):
+        raise SpecError("%s: %s: type %r is not a name" % (path, where, t))
+    if (t == "flag") != ("arg" not in o):
+        raise SpecError("%s: %s: an option of type %s %s an arg"
+                        % (path, where, t, "takes no" if "arg" in o
+                           else "needs"))
+
+
+def common(spec_dir=SPEC_DIR):
+    """tools/common.toml: the options every tool takes, in --help order."""
+    path = os.path.join(spec_dir, "common.toml")
+    spec = _read(path)
+    for i, o in enumerate(spec.get("option", [])):
+        _check_option(path, o, "option %d" % (i + 1))
+    return spec
+
+
+def load(tool, spec_dir=SPEC_DIR):
+    """tools/TOOL.toml, checked: SpecError says what is wrong."""
+    path = os.path.join(spec_dir, tool + ".toml")
+    spec = _read(path)
+    extra = set(spec) - _SPEC_KEYS
+    if extra:
+        raise SpecError("%s: unknown field(s) %s"
+                        % (path, ", ".join(sorted(extra))))
+    for key in ("tool", "summary", "description"):
+        if key not in spec:
+            raise SpecError("%s: no %s" % (path, key))
+    if spec["tool"] != tool:
+        raise SpecError("%s: declares tool %r" % (path, spec["tool"]))
+    spec.setdefault("option", [])
+    spec.setdefault("example", [])
+    spec.setdefault("binary", False)
+    taken = {}
+    for o in common(spec_dir)["option"]:
+        if _takes(spec, o):
+            taken[o["long"]] = "common"
+            if "short" in o:
+                taken[o["short"]] = "common"
+    for i, o in enumerate(spec["option"]):
+        _check_option(path, o, "option %d" % (i + 1))
+        for name in (o["long"], o.get("short")):
+            if name and name in taken:
+                raise SpecError("%s: option %r is declared twice"
+                                % (path, name))
+            taken[name] = o["long"]
+    for i, e in enumerate(spec["example"]):
+        extra = set(e) - _EXAMPLE_KEYS
+        if extra or "args" not in e or "what" not in e:
+            raise SpecError("%s: example %d needs args and what, and "
+                            "only %s" % (path, i + 1,
+                                         ", ".join(sorted(_EXAMPLE_KEYS))))
+    spec["path"] = path
+    return spec
+
+
+def limits(spec_dir=SPEC_DIR):
+    """tools/limits.toml: {NAME: value} for every shared limit."""
+    path = os.path.join(spec_dir, "limits.toml")
+    out = {}
+    for name, lim in _read(path).get("limit", {}).items():
+        if not isinstance(lim.get("value"), int) or "doc" not in lim:
+            raise SpecError("%s: limit %s needs an integer value and a "
+                            "doc" % (path, name))
+        out[name] = lim["value"]
+    return out
+
+
+def limit_docs(spec_dir=SPEC_DIR):
+    """{NAME: (value, doc)} from tools/limits.toml, for the C header."""
+    path = os.path.join(spec_dir, "limits.toml")
+    return {n: (lim["value"], lim["doc"])
+            for n, lim in _read(path).get("limit", {}).items()}
+
+
+def _takes(spec, o, form=None):
+    """Whether a tool takes common option o: "only" names the kind of
+    tool that does ("binary": the tools on any USDT binary; "unit": the
+    tools with -m/-u/-n; "libbpf": the libbpf form only, and form None
+    counts both forms)."""
+    only = o.get("only")
+    if only == "binary":
+        return spec.get("binary", False)
+    if only == "unit":
+        return bool(spec.get("unit"))
+    if only == "pairs":
+        return spec.get("pairs", False)
+    if only == "libbpf":
+        return form in (None, "libbpf")
+    return True
+
+
+def common_options(spec, form=None, spec_dir=SPEC_DIR):
+    """The common options tool spec takes, in form (None: either)."""
+    return [o for o in common(spec_dir)["option"] if _takes(spec, o, form)]
+
+
+def value(v, spec_dir=SPEC_DIR):
+    """A default or max: a number, or the name of a limit."""
+    return limits(spec_dir)[v] if isinstance(v, str) and v.isupper() else v
+
+
+def help_text(o, spec_dir=SPEC_DIR):
+    """An option's --help text, with its default when it has one."""
+    h = o["help"]
+    if "default" in o:
+        h += " (default %s)" % value(o["default"], spec_dir)
+    return h
+
+
+def common_option(name, spec_dir=SPEC_DIR):
+    """The common option whose long name is name."""
+    (o,) = [o for o in common(spec_dir)["option"] if o["long"] == name]
+    return o
+
+
+def option_usage(o):
+    """How the usage line shows option o: its "usage" field when given
+    ("" leaves it out, for an option another one's usage shows), else
+    [-S] or [--long ARG]."""
+    if "usage" in o:
+        return o["usage"]
+    name = "-" + o["short"] if "short" in o else "--" + o["long"]
+    return "[%s%s]" % (name, " " + o["arg"] if "arg" in o else "")
+
+
+# The common options the usage line shows before the tool's own; the
+# rest follow them.
+_USAGE_FIRST = ("pid", "binary", "help", "timestamp")
+# The usage line's order: the target, [-h], [-T], the tool's own options,
+# then the rest of the common ones in common.toml's order.
+
+
+def usage(spec, command, form="libbpf", spec_dir=SPEC_DIR):
+    """The usage line, "usage: COMMAND -p PID [-h] ...", wrapped under
+    the command's name, a bracket group never split."""
+    opts = common_options(spec, form, spec_dir)
+    first = sorted((o for o in opts if o["long"] in _USAGE_FIRST),
+                   key=lambda o: _USAGE_FIRST.index(o["long"]))
+    rest = [o for o in opts if o["long"] not in _USAGE_FIRST]
+    parts = [option_usage(o) for o in first]
+    if spec["binary"]:
+        parts = ["(-p PID | -b PATH)" if p == "-p PID" else p
+                 for p in parts if not p.startswith("[-b")]
+    parts += [option_usage(o) for o in spec["option"]]
+    parts += [option_usage(o) for o in rest if o.get("only") == "unit"]
+    parts += [option_usage(o) for o in rest if o.get("only") != "unit"]
+    if spec.get("operands"):
+        parts.append(spec["operands"])
+    parts.append("[interval [count]]")
+    head = "usage: %s " % command
+    lines = _wrap_groups([p for p in parts if p], WIDTH - len(head))
+    return head + ("\n" + " " * len(head)).join(lines) + "\n"
+
+
+def _wrap_groups(parts, width):
+    lines, cur = [], ""
+    for p in parts:
+        if cur and len(cur) + 1 + len(p) > width:
+            lines.append(cur)
+            cur = p
+        else:
+            cur = cur + " " + p if cur else p
+    if cur:
+        lines.append(cur)
+    return lines
+
+
+def description(spec, form):
+    """The description --help prints under the usage line."""
+    engine = "libbpf CO-RE" if form == "libbpf" else "BCC"
+    text = " ".join(spec["description"].split())
+    first, dot, rest = text.partition(". ")
+    text = "%s (%s)%s%s" % (first.rstrip("."), engine, dot or ".", rest)
+    return textwrap.fill(text, WIDTH - 7) + "\n"
+
+
+def examples(spec, command):
+    """The lines after "examples:", "    COMMAND ARGS   # what", with the
+    comments in one column.  When a line would be wider than WIDTH, each
+    example goes on lines of its own and its comment on the next, under
+    the column; a newline in ARGS continues the command on a next line."""
+    rows = ["%s %s" % (command, e["args"].replace("\n", " \\\n        "))
+            for e in spec["example"]]
+    # The layout is chosen for the longer name, the BCC form's, so that
+    # both forms lay their examples out alike.
+    longer = len("probekit-%s-bcc" % spec["tool"]) - len(command)
+    col = max([EXAMPLE_COL - 4] + [len(r) + 1 + longer for r in rows]) - longer
+    if all("\n" not in r for r in rows) and \
+            all(4 + col + longer + 2 + len(e["what"]) <= WIDTH
+                for e in spec["example"]):
+        return "".join("    %-*s# %s\n" % (col, r, e["what"])
+                       for r, e in zip(rows, spec["example"]))
+    return "".join("    %s\n%20s# %s\n" % (r, "", e["what"])
+                   for r, e in zip(rows, spec["example"]))
+
+
+# --- roff --------------------------------------------------------------------
+
+def _roff(text):
+    """Plain text as roff: hyphens as \\-, a leading dot escaped."""
+    text = text.replace("\\", "\\e").replace("-", "\\-")
+    return re.sub(r"(?m)^([.'])", r"\\&\1", text)
+
+
+def _sentence(text):
+    text = text.replace("\n", " ")
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
+
+
+def man_options(spec):
+    """The man page's entries for the tool's own options."""
+    out = []
+    for o in spec["option"]:
+        names = []
+        if "short" in o:
+            names.append("\\-" + o["short"])
+        names.append(_roff("--" + o["long"]))
+        arg = ' " \\fI%s\\fR"' % o["arg"] if "arg" in o else ""
+        if len(names) == 2:
+            out.append('.TP\n.BR %s ", " %s%s\n' % (names[0], names[1], arg))
+        elif arg:
+            out.append(".TP\n.BI %s%s\n" % (names[0], ' " %s"' % o["arg"]))
+        else:
+            out.append(".TP\n.B %s\n" % names[0])
+        body = o.get("man") or _roff(_sentence(help_text(o)))
+        out.append(body.rstrip("\n") + "\n")
+    return "".join(out)
+
+
+def man_examples(spec):
+    """The man page's EXAMPLES entries."""
+    out = []
+    for e in spec["example"]:
+        cmd = "probekit-%s%s" % (spec["tool"], "-bcc" if e.get("bcc") else "")
+        out.append(".TP\n.B %s %s\n" % (cmd, _roff(
+            e["args"].replace("\n", " "))))
+        out.append((e.get("man") or _roff(_sentence(e["what"]))).rstrip("\n")
+                   + "\n")
+    return "".join(out)
+
+
+MAN_BEGIN = '.\\" toolspec %s: from tools/%s.toml (make tools-doc)\n'
+MAN_END = '.\\" toolspec %s end\n'
+
+
+def man_regions(spec):
+    """{region: roff} the man page holds between its markers."""
+    return {"options": man_options(spec), "examples": man_examples(spec)}
+
+
+def man_render(spec, page_text):
+    """page_text with each marked region replaced by what the spec says;
+    SpecError when a marker is missing."""
+    tool = spec["tool"]
+    for region, body in man_regions(spec).items():
+        begin, end = MAN_BEGIN % (region, tool), MAN_END % region
+        i = page_text.find(begin)
+        j = page_text.find(end, i + 1)
+        if i < 0 or j < 0:
+            raise SpecError("man page of %s: no %r ... %r markers"
+                            % (tool, begin.strip(), end.strip()))
+        page_text = page_text[:i + len(begin)] + body + page_text[j:]
+    return page_text

@@ -1,0 +1,43 @@
+# SPDX-License-Identifier: BSD-2-Clause
+# The tool specs (tools/*.toml, tools/README.md): each tool's options,
+# usage, examples and the shared limits, declared once and turned by
+# tools/gentool into
+#   $(O)/gen/libbpf/TOOL.spec.h  the libbpf tool's option table and help
+#   $(O)/gen/libbpf/probekit_common.spec.h  the options every tool takes
+#   $(O)/gen/probekit_limits.h   the limits, for blktgt, the libbpf tools
+#                                and their BPF programs
+# and, by make tools-doc, the man pages' generated regions.  The bcc/
+# tools read the same specs at run time (bcc/probekit_bcc_spec.py).
+# TOOLSPEC_DIR=DIR reads them elsewhere (a test builds from a copy).
+
+TOOLSPEC_DIR ?= tools
+GENTOOL      := tools/gentool
+GENTOOL_DEPS := $(GENTOOL) bcc/probekit_spec.py $(TOOLSPEC_DIR)/common.toml
+SPEC_TOOLS   := $(filter-out common limits,$(patsubst tools/%.toml,%,$(wildcard tools/*.toml)))
+LIMITS_H     := $(O)/gen/probekit_limits.h
+
+.PHONY: tools-doc
+
+$(LIBBPF_GEN)/%.spec.h: $(TOOLSPEC_DIR)/%.toml $(GENTOOL_DEPS) | $(LIBBPF_GEN)
+	$(call msg,GEN,$@)
+	$(Q)$(PYTHON) $(GENTOOL) --spec-dir $(TOOLSPEC_DIR) header $* -o $@
+
+# trace_helpers.c's common options (tools/common.toml).
+$(LIBBPF_GEN)/probekit_common.spec.h: $(GENTOOL_DEPS) $(TOOLSPEC_DIR)/limits.toml | $(LIBBPF_GEN)
+	$(call msg,GEN,$@)
+	$(Q)$(PYTHON) $(GENTOOL) --spec-dir $(TOOLSPEC_DIR) common -o $@
+$(LIBBPF_OBJ)/trace_helpers.o: $(LIBBPF_GEN)/probekit_common.spec.h
+
+$(LIMITS_H): $(TOOLSPEC_DIR)/limits.toml $(GENTOOL) bcc/probekit_spec.py | $(O)/gen
+	$(call msg,GEN,$@)
+	$(Q)$(PYTHON) $(GENTOOL) --spec-dir $(TOOLSPEC_DIR) limits -o $@
+
+# A tool's user space includes its spec header; everything that includes
+# the limits (mk/*.mk adds its objects) is rebuilt when they change.
+$(foreach t,$(SPEC_TOOLS),$(eval $(LIBBPF_OBJ)/$(t).o: $(LIBBPF_GEN)/$(t).spec.h))
+.SECONDARY: $(SPEC_TOOLS:%=$(LIBBPF_GEN)/%.spec.h)
+
+tools-doc:
+	$(Q)for t in $(SPEC_TOOLS); do \
+		$(PYTHON) $(GENTOOL) man $$t man/probekit-$$t.8 || exit 1; \
+	done

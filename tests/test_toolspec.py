@@ -1,0 +1,210 @@
+# SPDX-License-Identifier: BSD-2-Clause
+"""The tool specs (tools/*.toml): each tool's options, help and examples,
+and the limits both languages share, declared once.  A scratch option
+added to a copy of a spec reaches the libbpf tool's parser and --help,
+the BCC tool's, and the man page; each shared limit is spelled with its
+value only in tools/limits.toml; the man pages' generated regions are
+current."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import probekit
+
+ROOT = probekit.ROOT
+TOOLS = os.path.join(ROOT, "tools")
+GENTOOL = os.path.join(TOOLS, "gentool")
+sys.path.insert(0, os.path.join(ROOT, "bcc"))
+import probekit_spec  # noqa: E402
+
+SPEC_TOOLS = sorted(f[:-5] for f in os.listdir(TOOLS)
+                    if f.endswith(".toml") and f not in
+                    ("common.toml", "limits.toml"))
+
+# Names the limits went by before they had one home; none may come back
+# with a value of its own.
+OLD_NAMES = {"NAME_LEN": ["BDEV_LEN"], "TYPE_LEN": ["IOTYPE_LEN"],
+             "MAX_INFLIGHT": ["PAIR_INFLIGHT_DEFAULT"],
+             "USDT_GATES_MAX": ["GATES_MAX"]}
+
+
+def tracked_files(root):
+    out = subprocess.run(["git", "-C", root, "ls-files"], capture_output=True,
+                         text=True, check=True).stdout.split()
+    return [f for f in out if os.path.isfile(os.path.join(root, f))]
+
+
+def limit_definitions(root):
+    """{(file, line): text} of every line outside tools/limits.toml that
+    gives a shared limit (or a name it went by) a literal value: a C
+    #define, a Python assignment, a -DNAME=N flag."""
+    limits = probekit_spec.limits()
+    names = [n for name in limits for n in [name] + OLD_NAMES.get(name, [])]
+    pat = re.compile(r"(#\s*define\s+(%s)\s+\(?\d)|(^[ \t]*(%s)[ \t]*=[ \t]*\d)|"
+                     r"(-D(%s)=\d)" % (("|".join(names),) * 3), re.M)
+    found = {}
+    for f in tracked_files(root):
+        if f == "tools/limits.toml" or f.startswith(("tests/", "debian/")):
+            continue
+        try:
+            with open(os.path.join(root, f), encoding="utf-8") as fh:
+                text = fh.read()
+        except (UnicodeDecodeError, OSError):
+            continue
+        for m in pat.finditer(text):
+            line = text.count("\n", 0, m.start()) + 1
+            found[(f, line)] = text.splitlines()[line - 1].strip()
+    return found
+
+
+def test_each_shared_limit_has_its_value_only_in_its_spec():
+    """Before the specs, MAX_INFLIGHT, NAME_LEN and TYPE_LEN were written
+    in libbpf/blktgt_io.h and bcc/probekit_bcc_load.py, IO_BATCH_MAX and
+    BDEV_NAME_LEN in target/io_batch.h and bcc/probekit_bcc_probes.py,
+    MAX_RATE_LIMIT in libbpf/trace_helpers.h and bcc/probekit_bcc_args.py
+    and wrapper/bpftrace.sh; this test names those 14 lines on the starting
+    commit)."""
+    limits = probekit_spec.limits()
+    assert set(limits) >= {"NAME_LEN", "TYPE_LEN", "MAX_INFLIGHT",
+                           "MAX_RATE_LIMIT", "IO_BATCH_MAX", "BDEV_NAME_LEN",
+                           "PAIR_INFLIGHT_LIMIT", "PAIR_TGIDS_MAX"}
+    assert limit_definitions(ROOT) == {}
+
+
+def test_the_limits_reach_both_languages():
+    """The generated header and the bcc/ modules hold the same values."""
+    hdr = open(os.path.join(probekit.BUILD, "gen", "probekit_limits.h")).read()
+    c = {m[0]: int(m[1]) for m in re.findall(r"#define (\w+) (\d+)", hdr)}
+    assert c == probekit_spec.limits()
+    py = subprocess.run(
+        [probekit.PYTHON, "-c",
+         "import probekit_bcc_load as l, probekit_bcc_probes as p, "
+         "probekit_bcc_args as a; print(l.MAX_INFLIGHT, l.NAME_LEN, "
+         "l.TYPE_LEN, p.IO_BATCH_MAX, p.BDEV_NAME_LEN, a.MAX_RATE_LIMIT)"],
+        cwd=os.path.join(ROOT, "bcc"), capture_output=True, text=True)
+    assert py.returncode == 0, py.stderr
+    assert py.stdout.split() == [str(c[n]) for n in (
+        "MAX_INFLIGHT", "NAME_LEN", "TYPE_LEN", "IO_BATCH_MAX",
+        "BDEV_NAME_LEN", "MAX_RATE_LIMIT")]
+
+
+@pytest.mark.parametrize("tool", SPEC_TOOLS)
+def test_man_page_regions_are_generated_from_the_spec(tool):
+    page = os.path.join(ROOT, "man", f"probekit-{tool}.8")
+    p = subprocess.run([GENTOOL, "man", tool, page, "--check"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+
+
+def help_of(cmd):
+    p = subprocess.run(cmd + ["--help"], capture_output=True, text=True,
+                       timeout=probekit.TIMEOUT)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    return p.stdout
+
+
+@pytest.mark.parametrize("tool", SPEC_TOOLS)
+def test_twins_print_the_same_usage_and_examples(tool):
+    """Apart from the command's name, -v (libbpf only) and the engine
+    named in the description, both forms' --help say the same: their
+    usage and examples are rendered from the spec by the same code."""
+    c = help_of([os.path.join(probekit.BUILD, "bin", f"probekit-{tool}")])
+    b = help_of([os.path.join(probekit.BUILD, "bin", f"probekit-{tool}-bcc")])
+
+    def norm(text, cmd):
+        usage = text[:text.index("\n\n")].replace(cmd, "CMD")
+        usage = re.sub(r"\s+", " ", usage).replace(" [-v]", "")
+        examples = text[text.index("\nexamples:\n"):]
+        return usage, re.sub(r"(?m)^    %s" % re.escape(cmd), "    CMD",
+                             examples).replace(" " * 4, " ")
+
+    cu, ce = norm(c, f"probekit-{tool}")
+    bu, be = norm(b, f"probekit-{tool}-bcc")
+    assert cu == bu
+    assert re.sub(" +", " ", ce) == re.sub(" +", " ", be)
+    spec = probekit_spec.load(tool)
+    for e in spec["example"]:
+        assert e["what"] in c and e["what"] in b
+
+
+SCRATCH = """
+[[option]]
+long = "scratch-opt"
+arg = "N"
+type = "positive"
+help = "a scratch option (tests/test_toolspec.py)"
+"""
+
+
+def test_scratch_option_reaches_both_parsers_help_and_man(tmp_path):
+    """A copy of tools/ with one option more in iosize.toml: the libbpf
+    tool built from it and the BCC tool run from a tree holding it both
+    take the option and show it in --help, and the man page made from it
+    lists it."""
+    tree = tmp_path / "tree"
+    shutil.copytree(TOOLS, tree / "tools")
+    shutil.copytree(os.path.join(ROOT, "bcc"), tree / "bcc", symlinks=True,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(os.path.join(ROOT, "VERSION"), tree / "VERSION")
+    shutil.copytree(os.path.join(ROOT, "probes", "probelib"),
+                    tree / "probes" / "probelib",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    with open(tree / "tools" / "iosize.toml", "a") as f:
+        f.write(SCRATCH)
+    spec_dir = str(tree / "tools")
+
+    # libbpf: the spec header from the copy, then iosize.c built on it.
+    gen = tmp_path / "gen"
+    gen.mkdir()
+    subprocess.run([GENTOOL, "--spec-dir", spec_dir, "header", "iosize", "-o",
+                    str(gen / "iosize.spec.h")], check=True)
+    obj = os.path.join(probekit.BUILD, "obj", "libbpf")
+    exe = str(tmp_path / "probekit-iosize")
+    cc = subprocess.run(
+        ["cc", "-std=gnu11", "-D_GNU_SOURCE", f"-I{gen}",
+         "-I" + os.path.join(probekit.BUILD, "gen", "libbpf"),
+         "-I" + os.path.join(probekit.BUILD, "gen"),
+         "-I" + os.path.join(ROOT, "libbpf"), "-o", exe,
+         os.path.join(ROOT, "libbpf", "iosize.c")] +
+        [os.path.join(obj, f"{h}.o") for h in
+         ("histogram", "trace_helpers", "blktgt_io")] +
+        ["-lbpf", "-lelf", "-lz"], capture_output=True, text=True)
+    assert cc.returncode == 0, cc.stderr
+    text = help_of([exe])
+    assert re.search(r"(?m)^ +--scratch-opt N +a scratch option "
+                     r"\(tests/test_toolspec.py\)$", text), text
+    assert "[--scratch-opt N]" in text
+    p = subprocess.run([exe, "-p", "999999999", "--scratch-opt"],
+                       capture_output=True, text=True)
+    assert (p.returncode, p.stderr) == (
+        2, "probekit-iosize: option '--scratch-opt' needs an argument "
+        "(see --help)\n")
+
+    # BCC: the same option, from the same copy, at run time.
+    bcc = [probekit.PYTHON, str(tree / "bcc" / "iosize")]
+    text = help_of(bcc)
+    assert re.search(r"(?m)^  --scratch-opt N +a scratch option "
+                     r"\(tests/test_toolspec.py\)$", text), text
+    assert "[--scratch-opt N]" in text
+    p = subprocess.run(bcc + ["-p", "1", "--scratch-opt", "0"],
+                       capture_output=True, text=True)
+    assert (p.returncode, p.stderr) == (
+        2, "probekit-iosize-bcc: argument --scratch-opt: must be positive: "
+        "'0' (see --help)\n")
+
+    # The man page: its options region, remade from the copy.
+    page = tmp_path / "probekit-iosize.8"
+    shutil.copy(os.path.join(ROOT, "man", "probekit-iosize.8"), page)
+    subprocess.run([GENTOOL, "--spec-dir", spec_dir, "man", "iosize",
+                    str(page)], check=True)
+    roff = page.read_text()
+    assert ".TP\n.BI \\-\\-scratch\\-opt \" N\"\nA scratch option " \
+        "(tests/test_toolspec.py).\n" in roff
+    p = subprocess.run([GENTOOL, "man", "iosize", str(page), "--check"],
+                       capture_output=True, text=True)
+    assert p.returncode == 1 and "out of date" in p.stderr

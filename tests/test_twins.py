@@ -1,0 +1,203 @@
+# SPDX-License-Identifier: BSD-2-Clause
+"""The libbpf tools and their bcc/ twins, held to the same tests: each test
+here runs once for each form in histtools.KINDS, with the assertions both
+forms' own tests made (the stricter one where they differed).  What
+applies to one form only stays in test_bcc.py or test_libbpf.py.
+
+Every test drives blktgt's built-in workload with prime counts, waits for
+the tool's "Hit Ctrl-C to end." line before it, and asserts exact counts.
+"""
+
+import os
+import re
+
+import pytest
+
+import histtools
+from histtools import bdevs  # noqa: F401 (a fixture)
+from histtools import (KINDS, TOOLS, by_key, json_objects, nonzero,
+                       one_error_line, parse, run_on_nousdt_target,
+                       run_on_process_without_probes, timestamps, total,
+                       trace_until_target_exits, workload)
+
+# The programs these tests run; a missing one names its Debian package.
+pytestmark = pytest.mark.needs("py:bcc")
+
+
+@pytest.fixture(params=KINDS)
+def kind(request):
+    if request.param == "libbpf":
+        for t in TOOLS:
+            path = histtools.libbpf_path(t)
+            if not os.access(path, os.X_OK):
+                pytest.fail(f"{path} is not built; run the suite with "
+                            "'make test'")
+    return request.param
+
+
+def Tool(kind, name, pid, *args):
+    """A tool of either form; its output must also be tidy (no Traceback,
+    text under 80 columns), as the BCC tools' conventions ask of both."""
+    return histtools.Tool(kind, name, pid, *args, tidy=True)
+
+
+def run_tool(kind, name, pid, *args):
+    """Run a tool on pid to completion (for errors): (rc, output lines)."""
+    return histtools.run_tool(kind, name, "-p", pid, *args)
+
+
+def command(kind, tool):
+    return f"probekit-{tool}" + ("-bcc" if kind == "bcc" else "")
+
+
+# --- iolatency (test_bcc.py's sums and unsplit, test_libbpf.py's exact) ------
+
+@pytest.mark.parametrize("opts,unit,scale", [
+    ((), "usecs", "log2"),
+    (("-m",), "msecs", "log2"),
+    (("-u",), "usecs", "log2"),
+    (("-n",), "nsecs", "log2"),
+    (("-L",), "usecs", "linear"),
+    (("-L", "-W", "3", "-n"), "nsecs", "linear"),
+])
+def test_iolatency_sums(bpf, bdevs, kind, opts, unit, scale):
+    t = Tool(kind, "iolatency", bdevs.pid, "-BO", *opts).start()
+    rw = workload(bdevs, "Malloc0", "randrw", 4096, 4, 97)
+    workload(bdevs, "Malloc1", "read", 8192, 1, 23)
+    hists = parse(t.stop())
+    want = {("Malloc0", "read"): rw["reads"], ("Malloc0", "write"): rw["writes"],
+            ("Malloc1", "read"): 23}
+    want = {k: v for k, v in want.items() if v}
+    got = by_key(hists, "bdev", "type")
+    assert {k: total(h) for k, h in got.items()} == want
+    for h in hists:
+        assert h["unit"] == unit and h["scale"] == scale
+        if scale == "linear":
+            width = int(opts[opts.index("-W") + 1]) if "-W" in opts else 10
+            assert all(lo % width == 0 for lo, _, _ in h["rows"])
+
+
+def test_iolatency_unsplit_and_json(bpf, bdevs, kind):
+    text = Tool(kind, "iolatency", bdevs.pid).start()
+    per_type = Tool(kind, "iolatency", bdevs.pid, "-O").start()
+    js = Tool(kind, "iolatency", bdevs.pid, "-BO", "--json").start()
+    rw = workload(bdevs, "Malloc0", "randrw", 4096, 8, 997)
+    (h,) = parse(text.stop())
+    assert h["key"] == {} and total(h) == 997
+    types = by_key(parse(per_type.stop()), "type")
+    assert {k: total(v) for k, v in types.items()} == \
+        {k: v for k, v in {("read",): rw["reads"],
+                           ("write",): rw["writes"]}.items() if v}
+    (obj,) = json_objects(js.stop())
+    assert obj["tool"] == "iolatency" and obj["pid"] == bdevs.pid
+    got = {(x["key"]["bdev"], x["key"]["type"]): x["total"]
+           for x in obj["histograms"]}
+    assert got == {k: v for k, v in {("Malloc0", "read"): rw["reads"],
+                                     ("Malloc0", "write"): rw["writes"]}.items()
+                   if v}
+    for x in obj["histograms"]:
+        assert x["name"] == "latency"
+        assert x["unit"] == "usecs" and x["scale"] == "log2"
+        assert x["total"] == sum(b["count"] for b in x["buckets"])
+
+
+# --- funclat -----------------------------------------------------------------
+
+def test_funclat_other_arg(bpf, bdevs, kind):
+    # bdev_execute's second argument is uint32_t type: 0 (read) or 1 (write).
+    t = Tool(kind, "funclat", bdevs.pid, "-a", "2", "--arg-bits", "32",
+             "-u").start()
+    workload(bdevs, "Malloc1", "write", 1024, 2, 29)
+    arg, ret, lat = parse(t.stop())
+    assert arg["unit"] == "arg2" and nonzero(arg) == {(0, 1): 29}
+    assert nonzero(ret) == {(1024, 2047): 29}
+    assert lat["unit"] == "usecs" and total(lat) == 29
+
+
+# --- intervals, duration, the target's exit ------------------------------------
+
+def test_interval_count_timestamps(bpf, target, kind):
+    """iosize -T 1 2 prints two timestamped intervals and exits 0."""
+    lines = Tool(kind, "iosize", target.pid, "-T", "1", "2").start().wait()
+    assert len(timestamps(lines)) == 2
+
+
+@pytest.mark.parametrize("tool", ["rpclat", "iolatency"])
+def test_duration_json(bpf, bdevs, kind, tool):
+    """-d 1 -j with nothing to see: one object with no histograms."""
+    lines = Tool(kind, tool, bdevs.pid, "-d", "1", "-j").start().wait()
+    (obj,) = json_objects(lines)
+    want = {"tool": tool, "pid": bdevs.pid, "histograms": []}
+    if tool == "rpclat":    # a pair tool: its table's counts, none here
+        want["starts"] = {"dropped": 0, "reclaimed": 0}
+    assert obj == want
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_target_exits(bpf, blktgt_bin, tmp_path, kind, tool):
+    """The target going away ends the trace: the histograms so far, one
+    line saying so, exit 0."""
+    pid, lines = trace_until_target_exits(
+        blktgt_bin, tmp_path, lambda pid: Tool(kind, tool, pid))
+    assert f"{command(kind, tool)}: PID {pid} (blktgt) exited; " \
+        "tracing ended" in lines, lines
+    # funclat: three histograms of the 11 calls; rpclat: the two RPCs,
+    # bdev_malloc_create and workload_run.
+    want = {"funclat": 33, "rpclat": 2}.get(tool, 11)
+    assert sum(total(h) for h in parse(lines)) == want
+
+
+# --- a process without the probes ------------------------------------------------
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_pid_without_probes(bpf, kind, tool):
+    rc, lines = run_on_process_without_probes(
+        lambda pid: run_tool(kind, tool, pid))
+    want = {"funclat": "no function bdev_execute in ",
+            "rpclat": "has no USDT probe blktgt:rpc__request",
+            "qdepth": "has no USDT probe blktgt:io__submit"}.get(
+                tool, "has no USDT probe blktgt:io__batch")
+    one_error_line(rc, lines, tool, want, 1)
+    assert lines[0].startswith(command(kind, tool) + ": ")
+
+
+@pytest.mark.parametrize("tool", ["iosize", "iolatency"])
+def test_nousdt_build_has_no_probes(bpf, build, tmp_path, kind, tool):
+    rc, lines = run_on_nousdt_target(
+        build, tmp_path, lambda pid: run_tool(kind, tool, pid))
+    one_error_line(rc, lines, tool, "no USDT probe blktgt:io__batch", 1)
+    assert re.match(rf"{command(kind, tool)}: ", lines[0]), lines
+
+
+# --- argN, counted as BCC counts -------------------------------------------------
+
+@pytest.mark.parametrize("tool,opt,rest", [
+    ("usdtlat", "-k/--key", ("p:a", "p:b")),
+    ("usdtcount", "-H/--histogram", ("p:a",)),
+    ("usdtcount", "-S/--strings", ("p:a",)),
+])
+def test_arg_numbering_is_named(kind, tool, opt, rest):
+    """arg0, as a bpftrace user writes it, is refused in the same words by
+    both forms, which say that arguments count from 1 and what arg0 is
+    called here; any other bad argN lists the choices."""
+    choose = "(choose %sarg1 to arg12)" % ("tid or " if tool == "usdtlat"
+                                           else "")
+    for a, why in [("arg0", "'arg0': arguments count from 1 here, as in BCC: "
+                    "bpftrace's arg0 is arg1, its argN argN+1"),
+                   ("arg13", "invalid choice: 'arg13'")]:
+        rc, lines = histtools.run_tool(kind, tool, "-p", "1", opt[:2], a,
+                                       *rest)
+        assert (rc, lines) == (2, [f"{command(kind, tool)}: argument {opt}: "
+                                   f"{why} {choose} (see --help)"])
+
+
+def test_usdtcount_no_hits_prints_the_header(bpf, target, kind):
+    """A probe that never fires: the header and an empty result, in the
+    text as in JSON, as BCC's own tools print one."""
+    lines = Tool(kind, "usdtcount", target.pid, "-d", "1",
+                 "blktgt:bdev__create").start().wait()
+    assert lines[1:] == ["%-40s %12s" % ("PROBE", "COUNT")], lines
+    lines = Tool(kind, "usdtcount", target.pid, "-d", "1", "-j",
+                 "blktgt:bdev__create").start().wait()
+    assert json_objects(lines) == [
+        {"tool": "usdtcount", "pid": target.pid, "counts": []}]
