@@ -21,7 +21,6 @@ import histtools
 import probekit
 from probekit import Trace
 from test_batch import READERS
-from test_bdev_delay import wait_for
 from test_exporter import Exporter, sample
 
 pytestmark = pytest.mark.needs("fio", "py:bcc")
@@ -64,8 +63,8 @@ BATCH_READERS = sorted(r for r in READERS if "per-io" not in r and
 
 def held_drained(target):
     """Wait until no reactor holds an io__batch record."""
-    assert wait_for(lambda: target.rpc("target_stats")["io_batch_held"] == 0), \
-        target.rpc("target_stats")
+    probekit.wait_until("no io__batch record held",
+                        lambda: target.rpc("target_stats")["io_batch_held"] == 0)
 
 
 def fio_reads(target, export, qd, count):
