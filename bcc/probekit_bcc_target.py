@@ -4,8 +4,11 @@ to be a live process this one may trace (the capabilities it lacks are
 named in one line), and remembered with its start time, so that a recycled
 PID is not mistaken for the process the tool attached to."""
 
+import errno
 import os
 import select
+
+import probekit_spec as spec
 
 from probekit_bcc_args import die
 
@@ -71,6 +74,11 @@ def check_privilege(tool, pid):
                           _and(missing)))
 
 
+# How long a failure waits to learn whether its target is exiting
+# (tools/limits.toml).
+EXIT_WAIT_S = spec.limits()["TARGET_EXIT_WAIT_MS"] / 1000
+
+
 class Target:
     """The traced process: its PID, executable and start time, so that a
     recycled PID is not mistaken for the process we attached to."""
@@ -93,6 +101,10 @@ class Target:
             die(tool, "cannot read /proc/%d/exe: permission denied "
                 "(a process of another container?)" % pid)
         except OSError as e:
+            # An exiting process loses its executable's link before its
+            # last thread has exited.
+            if e.errno == errno.ENOENT and self.exiting(EXIT_WAIT_S):
+                die(tool, "PID %d has exited" % pid)
             die(tool, "cannot read /proc/%d/exe: %s" % (pid, e.strerror))
         if self.exe.endswith(" (deleted)"):
             die(tool, "PID %d runs a deleted executable (%s); restart it"

@@ -26,10 +26,6 @@ import probekit_spec as spec
 from probekit_bcc_args import command, die, escaped
 from probekit_bcc_probes import UsdtSite, UsdtProbes, _probelib, _read_operand
 
-# How long a failure waits to learn whether its target is exiting: the
-# libbpf twin's TARGET_EXIT_WAIT_MS (libbpf/trace_helpers.h).
-EXIT_WAIT_S = 1.0
-
 # The operand kinds probekit_bcc_probes._read_operand() reads.
 READ_KINDS = ("const", "reg", "mem", "index")
 
@@ -66,7 +62,7 @@ class Scope:
         """With -p, once the process has exited (or its PID is another
         process's): the one line that says so, for a failure it caused
         while the tool read or attached its probes; else None."""
-        if self.target is None or not self.target.exiting(EXIT_WAIT_S):
+        if self.target is None or not self.target.exiting(proc.EXIT_WAIT_S):
             return None
         return "PID %d (%s) exited while its probes were being attached" % (
             self.pid, self.comm)

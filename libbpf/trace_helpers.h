@@ -168,9 +168,6 @@ int target_open(struct target *t, pid_t pid);
 int target_open_path(struct target *t, const char *path);
 void target_close(struct target *t);
 
-/* How long a failure waits to learn whether its target is exiting. */
-#define TARGET_EXIT_WAIT_MS 1000
-
 /* After target_open(): when the process has exited since (it is gone,
  * or a zombie), print "PID N (COMM) exited while its probes were being
  * attached" and return true, so that a failure it caused (ENOENT,

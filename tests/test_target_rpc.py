@@ -147,7 +147,7 @@ def test_rpc_py_reports_errors(target):
                  ["no_such_method"]):
         rc, _, err = rpc_py(target, *args, check=False)
         assert rc == 2, args
-        assert "error:" in err
+        assert err.startswith("blktgt-rpc") and len(err.splitlines()) == 1, err
     p = subprocess.run([PYTHON, RPC_PY, "-s", target.rpc_sock + ".missing", "bdev_list"],
                        capture_output=True, text=True, timeout=probekit.TIMEOUT)
     assert p.returncode == 1 and p.stdout == ""
