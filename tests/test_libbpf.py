@@ -19,12 +19,7 @@ two byte for byte.
 """
 
 import os
-import pathlib
-import shlex
-import shutil
-import signal
 import subprocess
-import tempfile
 
 import pytest
 
