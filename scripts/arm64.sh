@@ -174,7 +174,11 @@ sysroot_inner() {
 	mkdir -p "$ROOT/etc/initramfs-tools/conf.d"
 	echo MODULES=list >"$ROOT/etc/initramfs-tools/conf.d/probekit-arm64"
 	say "apt-get install (arm64, through qemu-user): $(echo $PACKAGES)"
-	{ in_chroot apt-get update -q &&
+	# A run interrupted inside dpkg (the kernel's postinst is minutes long
+	# under qemu-user) leaves packages half-configured, and apt-get then
+	# refuses everything until they are finished: finish them first.
+	{ in_chroot dpkg --configure -a &&
+	  in_chroot apt-get update -q &&
 	  in_chroot apt-get install -y -q --no-install-recommends $PACKAGES; } \
 		>"$CACHE/apt.log" 2>&1 ||
 		die "apt-get install failed in $ROOT; see $CACHE/apt.log"

@@ -27,6 +27,13 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev 2>/dev/null
 mkdir -p /dev/pts /dev/shm
+# devtmpfs has no /dev/fd: systemd or udev makes it elsewhere, and none
+# runs here.  bash's process substitution (the wrapper's stderr filter,
+# 2> >(...)) opens /dev/fd/N, so make it and its three names by hand.
+ln -sfn /proc/self/fd /dev/fd
+ln -sf /proc/self/fd/0 /dev/stdin
+ln -sf /proc/self/fd/1 /dev/stdout
+ln -sf /proc/self/fd/2 /dev/stderr
 mount -t devpts devpts /dev/pts
 for d in /tmp /run /var/tmp /root /dev/shm; do
 	mount -t tmpfs tmpfs "$d" 2>/dev/null
