@@ -27,6 +27,7 @@ $(QUICKSTART): examples/quickstart/quickstart.c examples/quickstart/quickstart.d
 	$(Q)$(MAKE) --no-print-directory -s -C examples/quickstart \
 		PROBEKIT_PREFIX=$(CURDIR) probekit_mk=$(CURDIR)/probes/probekit.mk \
 		PROBEKIT_GENCATALOG=$(CURDIR)/probes/gencatalog \
+		PROBEKIT_INCLUDE=$(CURDIR)/include \
 		CC='$(CC) $(SYSROOT_FLAGS)' USDT=$(USDT) O=$(abspath $(O)/quickstart) \
 		$(abspath $(QUICKSTART))
 else

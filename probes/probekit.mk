@@ -37,6 +37,9 @@ PROBEKIT_OUT ?= gen
 # The generator sits in the tree this file was installed in.
 PROBEKIT_HOME := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 PROBEKIT_GENCATALOG ?= $(PROBEKIT_HOME)/probes/gencatalog
+# probekit_batch.h's directory: include/ beside an installed probekit.mk;
+# a checkout's build (mk/arm64.mk) names its own.
+PROBEKIT_INCLUDE ?= $(PROBEKIT_HOME)/include
 PROBEKIT_DTRACE ?= dtrace
 
 ifneq ($(USDT),0)
@@ -48,7 +51,7 @@ endif
 probekit_name    := $(basename $(notdir $(PROBEKIT_CATALOG)))
 PROBEKIT_HEADER  := $(PROBEKIT_OUT)/$(probekit_name)_probes.h
 PROBEKIT_TABLE   := $(PROBEKIT_OUT)/$(probekit_name)_probes.md
-PROBEKIT_CFLAGS  := -I$(PROBEKIT_OUT) -I$(PROBEKIT_HOME)/include
+PROBEKIT_CFLAGS  := -I$(PROBEKIT_OUT) -I$(PROBEKIT_INCLUDE)
 probekit_sdt_h   := $(PROBEKIT_OUT)/$(probekit_name)_sdt.h
 probekit_mode    := $(PROBEKIT_OUT)/.probekit-usdt
 
