@@ -2,6 +2,7 @@
 """probekit_bcc_load: compile and load a tool's BPF program with BCC and
 attach it, each failure one line that says why instead of a traceback."""
 
+import atexit
 import ctypes
 import errno
 import os
@@ -11,8 +12,7 @@ import tempfile
 
 import probekit_bcc_compat as compat
 import probekit_spec as spec
-from probekit_bcc_args import die
-from probekit_bcc_target import CAP_SYS_ADMIN, has_capability
+from probekit_bcc_args import command, die
 
 # In-flight requests a tool remembers (map size), name lengths (bdev
 # names and RPC methods; I/O type names): tools/limits.toml, as libbpf/'s.
@@ -115,6 +115,9 @@ def load(tool, text, cflags=(), usdt=None, count_hits=False):
         os.close(saved[0])
         os.close(saved[1])
     if err is None:
+        # Ahead of BCC's own cleanup (atexit runs the last registered
+        # first), so that a failed detach is one line and exit 1.
+        atexit.register(_detach_at_exit, tool, b)
         for s in usdt.sites if usdt else ():
             attach(tool, "USDT probe %s of %s" % (s.probe, getattr(
                        usdt, "where", "PID %d" % usdt.pid)),
@@ -136,8 +139,11 @@ def load(tool, text, cflags=(), usdt=None, count_hits=False):
         die(tool, "BCC cannot compile its BPF program: %s"
             % (first or "see 'bcc/%s --ebpf'" % tool))
     if "permitted" in msg or "EPERM" in msg or "denied" in msg:
-        die(tool, "BCC cannot load its BPF program: %s (tracing needs "
-            "root, or at least CAP_BPF and CAP_PERFMON)" % msg)
+        # The target's check (probekit_bcc_target.check_privilege) found
+        # every capability tools/privileges.toml names.
+        die(tool, "BCC cannot load its BPF program: %s, though this "
+            "process has the capabilities tracing needs (kernel "
+            "lockdown, or a security module?)" % msg)
     die(tool, "BCC cannot load its BPF program: %s" % (msg or repr(err)))
 
 
@@ -163,13 +169,39 @@ def attach(tool, what, fn, *args, exited=None, **kwargs):
         os.close(devnull)
     if err and exited is not None and exited():
         die(tool, exited())
-    if denied and not has_capability(CAP_SYS_ADMIN):
-        die(tool, "cannot attach to %s: this kernel lets only root "
-            "(CAP_SYS_ADMIN) attach uprobes; this process lacks it" % what)
+    if denied:
+        die(tool, "cannot attach to %s: %s, though this process has the "
+            "capabilities tracing needs (a security module?)" % (what, err))
     if err:
         die(tool, "cannot attach to %s: %s" % (what, err))
 
 
+
+
+def _detach_at_exit(tool, b):
+    """BCC's cleanup (it clears its uprobes from tracefs's
+    uprobe_events); if it fails, one line saying so, and exit 1 with
+    nothing more run, rather than BCC's traceback and exit 0."""
+    sys.stdout.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    try:
+        b.cleanup()
+        err = None
+    except Exception as e:
+        err = str(e).strip() or repr(e)
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+    if err:
+        need = [name for _, name in spec.needs("bcc")]
+        sys.stderr.write("%s: cannot detach its probes: %s (clearing them "
+                         "from tracefs needs root, or %s)\n"
+                         % (command(tool), err, spec.and_list(need)))
+        sys.stderr.flush()
+        os._exit(1)
 
 
 def hits(b):

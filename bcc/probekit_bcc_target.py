@@ -15,10 +15,11 @@ from probekit_bcc_args import die
 MAX_MAPS = 1 << 16      # lines of /proc/PID/maps read, at most
 
 
-# Capability numbers (linux/capability.h).
-CAP_SYS_PTRACE, CAP_SYS_ADMIN, CAP_PERFMON, CAP_BPF = 19, 21, 38, 39
-CAP_NAMES = {CAP_SYS_PTRACE: "CAP_SYS_PTRACE", CAP_SYS_ADMIN: "CAP_SYS_ADMIN",
-             CAP_PERFMON: "CAP_PERFMON", CAP_BPF: "CAP_BPF"}
+# The capabilities that say "root" to the attach paths below (the rest
+# come from tools/privileges.toml, through probekit_spec.needs()).
+CAPS = spec.privileges()["capability"]
+CAP_SYS_ADMIN = CAPS["CAP_SYS_ADMIN"]
+INCLUDES = spec.privileges().get("includes", {})
 
 
 def _status_fields(pid, names):
@@ -49,29 +50,40 @@ def _same_user(pid):
             and set(ids.get("Gid", ["-1"])[:3]) == {str(os.getgid())})
 
 
-def _and(names):
-    return (", ".join(names[:-1]) + " and " + names[-1]
-            if len(names) > 1 else names[0])
+def holds(name):
+    """Whether this process holds the capability called name, or one the
+    kernel grants it through (CAP_SYS_ADMIN for CAP_BPF and
+    CAP_PERFMON)."""
+    return has_capability(CAPS[name]) or any(
+        name in inc and has_capability(CAPS[key])
+        for key, inc in INCLUDES.items())
+
+
+def privilege_error(pid, what=""):
+    """The line for a lack of privilege to trace pid (-1: every process
+    running a file) with a BCC tool, as tools/privileges.toml states it
+    (what needs it, what this process lacks), or None when nothing is
+    missing."""
+    other = pid > 0 and pid != os.getpid() and not _same_user(pid)
+    need = [name for _, name in spec.needs("bcc", other)]
+    lack = [name for name in need if not holds(name)]
+    if not lack:
+        return None
+    whom = ("every process running a file" if pid <= 0
+            else "another user's process" if other else "PID %d" % pid)
+    return spec.privilege_line(what, "tracing " + whom, need, lack)
 
 
 def check_privilege(tool, pid):
     """Die in one line naming the capabilities that tracing pid needs and
-    this process lacks.  The kernel loads a tracing BPF program only with
-    CAP_BPF and CAP_PERFMON (CAP_SYS_ADMIN implies both), and lets BCC read
-    another user's process (its maps and executable) and open perf events
-    on it only with CAP_SYS_PTRACE.  Some kernels also ask CAP_SYS_ADMIN
-    for a uprobe; attach() says so when that is what fails."""
-    need = [] if has_capability(CAP_SYS_ADMIN) else [CAP_BPF, CAP_PERFMON]
-    what = ""
-    if not _same_user(pid):
-        need.append(CAP_SYS_PTRACE)
-        what = " PID %d of another user" % pid
-    missing = [CAP_NAMES[c] for c in need if not has_capability(c)]
-    if missing:
-        die(tool, "tracing%s needs root, or at least %s; this process "
-            "lacks %s" % (what, _and([CAP_NAMES[c] for c in
-                                      [CAP_BPF, CAP_PERFMON] + need[2:]]),
-                          _and(missing)))
+    this process lacks (tools/privileges.toml).  BCC attaches USDT probes
+    and uprobes as uprobe perf events (CAP_SYS_ADMIN on this kernel), and
+    at exit clears what it added to tracefs's uprobe_events (mode 0700:
+    CAP_DAC_READ_SEARCH), so it is refused before it attaches anything
+    it could not cleanly detach."""
+    line = privilege_error(pid)
+    if line:
+        die(tool, line)
 
 
 # How long a failure waits to learn whether its target is exiting

@@ -49,7 +49,7 @@ class Scope:
             die(tool, "no file %s" % path)
         if not os.path.isfile(path) or not _is_elf(path):
             die(tool, "%s is not an ELF executable or library" % path)
-        proc.check_privilege(tool, os.getpid())
+        proc.check_privilege(tool, -1)
         self.pid, self.comm = -1, os.path.basename(path)
         self.where = "%s (every process)" % path
         self.head = {"pid": None, "binary": path}

@@ -156,6 +156,58 @@ def limit_docs(spec_dir=SPEC_DIR):
             for n, lim in _read(path).get("limit", {}).items()}
 
 
+def privileges(spec_dir=SPEC_DIR):
+    """tools/privileges.toml, checked: every reader's ways of attaching
+    are declared, and every capability they name is numbered."""
+    path = os.path.join(spec_dir, "privileges.toml")
+    p = _read(path)
+    caps = p.get("capability", {})
+    for name, kinds in p.get("reader", {}).items():
+        for k in kinds:
+            if k not in p.get("attach", {}):
+                raise SpecError("%s: reader %s: no attach.%s"
+                                % (path, name, k))
+            for c in p["attach"][k]["own"] + p["attach"][k]["other"]:
+                if c not in caps:
+                    raise SpecError("%s: attach.%s: %s has no number"
+                                    % (path, k, c))
+    return p
+
+
+def needs(reader, other=False, spec_dir=SPEC_DIR):
+    """The capabilities reader needs, without root, to read a process of
+    its own user (other: of another user), as [(number, name)], in the
+    order privileges.toml names them, another user's last; a capability another one includes
+    is left out beside it."""
+    p = privileges(spec_dir)
+    names = []
+    kinds = [p["attach"][k] for k in p["reader"][reader]]
+    for c in [c for a in kinds for c in a["own"]] + \
+            [c for a in kinds for c in (a["other"] if other else [])]:
+        if c not in names:
+            names.append(c)
+    for key, inc in p.get("includes", {}).items():
+        if key in names:
+            names = [c for c in names if c not in inc]
+    return [(p["capability"][c], c) for c in names]
+
+
+def and_list(names):
+    """"A", "A and B", "A, B and C"."""
+    names = list(names)
+    return (", ".join(names[:-1]) + " and " + names[-1]
+            if len(names) > 1 else "".join(names))
+
+
+def privilege_line(what, whom, need, lack):
+    """The one line that says a privilege is missing (without the tool's
+    name), as libbpf/trace_helpers.c's privilege_error() prints it: need
+    and lack are capability names."""
+    return ("%spermission denied: %s needs root, or %s; this process "
+            "lacks %s" % (what + ": " if what else "", whom,
+                          and_list(need), and_list(lack)))
+
+
 def _takes(spec, o, form=None):
     """Whether a tool takes common option o: "only" names the kind of
     tool that does ("binary": the tools on any USDT binary; "unit": the

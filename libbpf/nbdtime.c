@@ -153,8 +153,9 @@ static int collect(void *ctx, struct hist_entry **out)
 }
 
 /* The syscall tracepoints: each program's section names its own. */
-static int attach_tracepoints(struct nbdtime_bpf *skel)
+static int attach_tracepoints(struct nbdtime_bpf *skel, pid_t pid)
 {
+	char what[128];
 	struct bpf_program *progs[] = {
 		skel->progs.enter_recvfrom, skel->progs.enter_recvmsg,
 		skel->progs.enter_sendto, skel->progs.enter_sendmsg,
@@ -173,9 +174,16 @@ static int attach_tracepoints(struct nbdtime_bpf *skel)
 		if (!*links[i]) {
 			int err = -errno;
 
-			/* "tp/syscalls/sys_enter_recvfrom" -> syscalls:... */
-			tool_err("cannot attach to tracepoint %s: %s%s",
-				 bpf_program__section_name(progs[i]) + 3, strerror(-err),
+			/* "tp/syscalls/sys_enter_recvfrom" -> syscalls:...;
+			 * its id is read from tracefs, which only root may
+			 * read here. */
+			snprintf(what, sizeof(what), "cannot attach to "
+				 "tracepoint %s",
+				 bpf_program__section_name(progs[i]) + 3);
+			if ((err == -EACCES || err == -EPERM) &&
+			    report_denied(what, pid))
+				return err;
+			tool_err("%s: %s%s", what, strerror(-err),
 				 err == -ENOENT ? " (mount tracefs: mount -t tracefs "
 				 "nodev /sys/kernel/tracing)" : "");
 			return err;
@@ -235,7 +243,7 @@ int main(int argc, char **argv)
 			&skel->links.nbd_transmit) ||
 	    attach_usdt(skel->progs.nbd_disconnect, &t, "blktgt", "nbd__disconnect",
 			&skel->links.nbd_disconnect) ||
-	    attach_tracepoints(skel))
+	    attach_tracepoints(skel, t.pid))
 		goto out;
 
 	env.c.hits = skel->maps.hits;

@@ -26,6 +26,12 @@
 #include "trace_helpers.h"
 #include "probekit_common.spec.h"
 
+/* What the tool needs (its SPEC_CLI's, from tools/privileges.toml);
+ * a program that parses no tool command line (the exporter) keeps a
+ * uprobe perf event's needs. */
+static const struct tool_cap *needs_own = SPEC_NEEDS_UPROBE,
+			     *needs_other = SPEC_NEEDS_UPROBE_OTHER;
+
 const char *command_name(void)
 {
 	static char name[64];
@@ -355,6 +361,10 @@ void parse_options(const struct tool_cli *cli, struct common_args *a,
 	int c, unit_given = 0;
 
 	build_tables(cli, &g);
+	if (cli->needs)
+		needs_own = cli->needs;
+	if (cli->needs_other)
+		needs_other = cli->needs_other;
 	a->max_inflight = PAIR_INFLIGHT_DEFAULT;
 	for (size_t i = 0; cli->unit && i < NUNITS; i++)
 		if (!strcmp(units[i].unit, cli->unit))
@@ -426,53 +436,74 @@ static bool has_cap(int cap)
 	return data[CAP_TO_INDEX(cap)].effective & CAP_TO_MASK(cap);
 }
 
-/*
- * What tracing needs, checked on Linux 6.18: CAP_SYS_ADMIN, because the
- * kernel creates a uprobe only for CAP_SYS_ADMIN again since the fix for
- * CVE-2025-38466 (commit ba677dbe77af, backported to the stable kernels
- * in July 2025).  CAP_BPF and CAP_PERFMON load the programs but cannot
- * attach them, and CAP_SYS_ADMIN covers both.  A process the kernel will
- * not let us inspect (another user's, or one not dumpable) also needs
- * CAP_SYS_PTRACE, for /proc/PID/exe.
- *
- * Print "TOOL: WHAT: permission denied: tracing ... needs root, or ...;
- * this process lacks ..." and return true when a capability is missing;
- * return false, printing nothing, when none is, so that the caller
- * reports the error as it is.
- */
-static bool privilege_error(const char *what, pid_t pid, bool ptrace)
+/* Whether this process has cap, or a capability the kernel grants it
+ * through (CAP_SYS_ADMIN for CAP_BPF and CAP_PERFMON). */
+static bool holds(int cap)
 {
-	static const struct { int cap; const char *name; } caps[] = {
-		{ CAP_SYS_ADMIN, "CAP_SYS_ADMIN" },
-		{ CAP_SYS_PTRACE, "CAP_SYS_PTRACE" },
-	};
-	const char *need[2], *lack[2];
+	return has_cap(cap) || ((cap == CAP_BPF || cap == CAP_PERFMON) &&
+				has_cap(CAP_SYS_ADMIN));
+}
+
+/* names joined as "A", "A and B", "A, B and C" (bcc/probekit_spec.py's
+ * and_list()). */
+static void and_list(char *out, size_t len, const char **names, int n)
+{
+	size_t used = 0;
+
+	out[0] = '\0';
+	for (int i = 0; i < n && used < len; i++)
+		used += snprintf(out + used, len - used, "%s%s",
+				 !i ? "" : i == n - 1 ? " and " : ", ",
+				 names[i]);
+}
+
+/*
+ * What tracing needs is tools/privileges.toml's, measured on Linux 6.18
+ * (doc/privileges.md): a uprobe perf event needs CAP_SYS_ADMIN again
+ * since the fix for CVE-2025-38466, a multi-uprobe link CAP_BPF and
+ * CAP_PERFMON, a tracepoint found through tracefs (mode 0700)
+ * CAP_DAC_READ_SEARCH too, and another user's process CAP_SYS_PTRACE.
+ *
+ * Print "TOOL: WHAT: permission denied: tracing WHOM needs root, or ...;
+ * this process lacks ..." (bcc/probekit_spec.py's privilege_line()) and
+ * return true when a capability is missing; return false, printing
+ * nothing, when none is, so that the caller reports the error as it is.
+ */
+static bool privilege_error(const char *what, pid_t pid)
+{
+	const char *need[8], *lack[8];
+	const struct tool_cap *c;
+	char whom[64], path[32], needs[160], lacks[160];
 	int nneed = 0, nlack = 0;
-	char whom[64], path[32];
+	bool other = false;
 	struct stat st;
 
-	for (int i = 0; i < (ptrace ? 2 : 1); i++) {
-		need[nneed++] = caps[i].name;
-		if (!has_cap(caps[i].cap))
-			lack[nlack++] = caps[i].name;
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	if (pid > 0 && !stat(path, &st) && st.st_uid != geteuid())
+		other = true;
+	for (c = other ? needs_other : needs_own; c->name && nneed < 8; c++) {
+		need[nneed++] = c->name;
+		if (!holds(c->cap))
+			lack[nlack++] = c->name;
 	}
 	if (!nlack)
 		return false;
-	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
 	if (pid <= 0)
 		snprintf(whom, sizeof(whom), "every process running a file");
-	else if (ptrace && !stat(path, &st) && st.st_uid != geteuid())
+	else if (other)
 		snprintf(whom, sizeof(whom), "another user's process");
 	else
 		snprintf(whom, sizeof(whom), "PID %d", (int)pid);
-	tool_err("%s: permission denied: tracing %s needs root, or %s%s%s; "
-		 "this process lacks %s%s%s%s", what, whom, need[0],
-		 nneed > 1 ? " and " : "", nneed > 1 ? need[1] : "",
-		 lack[0], nlack > 1 ? " and " : "", nlack > 1 ? lack[1] : "",
-		 !has_cap(CAP_SYS_ADMIN) && has_cap(CAP_BPF) &&
-		 has_cap(CAP_PERFMON) ? " (CAP_BPF and CAP_PERFMON do not "
-		 "allow uprobes)" : "");
+	and_list(needs, sizeof(needs), need, nneed);
+	and_list(lacks, sizeof(lacks), lack, nlack);
+	tool_err("%s: permission denied: tracing %s needs root, or %s; "
+		 "this process lacks %s", what, whom, needs, lacks);
 	return true;
+}
+
+bool report_denied(const char *what, pid_t pid)
+{
+	return privilege_error(what, pid);
 }
 
 /* True when /proc/PID/stat says the process is a zombie or dead. */
@@ -518,7 +549,7 @@ int target_open(struct target *t, pid_t pid)
 		snprintf(what, sizeof(what), "cannot read %s", link);
 		if (err != -EACCES && err != -EPERM)
 			tool_err("%s: %s", what, strerror(-err));
-		else if (!privilege_error(what, pid, true))
+		else if (!privilege_error(what, pid))
 			tool_err("%s: permission denied though this process has "
 				 "CAP_SYS_ADMIN and CAP_SYS_PTRACE (a process of "
 				 "another container?)", what);
@@ -655,7 +686,7 @@ void target_close(struct target *t)
 void report_load_error(const struct target *t, int err)
 {
 	if (err == -EPERM && privilege_error("cannot load BPF programs",
-					     t->pid, false))
+					     t->pid))
 		return;
 	if (err == -EPERM)
 		tool_err("cannot load BPF programs: %s, though this process has "
@@ -686,7 +717,7 @@ int attach_usdt(struct bpf_program *prog, const struct target *t,
 		tool_err("PID %d (%s) has no USDT probe %s:%s; is it blktgt "
 			 "built with USDT=1?", (int)t->pid, t->exe, provider, name);
 	else if ((err != -EACCES && err != -EPERM) ||
-		 !privilege_error(what, t->pid, false))
+		 !privilege_error(what, t->pid))
 		tool_err("%s: %s", what, strerror(-err));
 	return err;
 }
@@ -708,7 +739,7 @@ int attach_uprobe(struct bpf_program *prog, const struct target *t,
 	if (err == -ENOENT)
 		tool_err("no function %s in %s", func, t->exe);
 	else if ((err != -EACCES && err != -EPERM) ||
-		 !privilege_error(what, t->pid, false))
+		 !privilege_error(what, t->pid))
 		tool_err("%s: %s", what, strerror(-err));
 	return err;
 }
@@ -930,8 +961,7 @@ int pair_exit_attach(struct bpf_program *prog, struct bpf_link **link)
 		return 0;
 	err = -errno;
 	if ((err != -EACCES && err != -EPERM) ||
-	    !privilege_error("cannot attach to sched_process_exit", -1,
-			     false))
+	    !privilege_error("cannot attach to sched_process_exit", -1))
 		tool_err("cannot attach to the raw tracepoint "
 			 "sched_process_exit: %s", strerror(-err));
 	return err;

@@ -108,6 +108,12 @@ enum {
 	OPT_LONG_ONLY = 512,	/* the first key of a tool's long-only option */
 };
 
+/* A capability, by number and name; an array of them ends in name NULL. */
+struct tool_cap {
+	int cap;
+	const char *name;
+};
+
 /* What a tool's command line is. */
 struct tool_cli {
 	/* --help up to its option list: "usage: ...", the description.
@@ -132,6 +138,10 @@ struct tool_cli {
 	bool (*operand)(const char *arg);
 	/* Tools that pair a START with its DONE: --max-inflight is taken. */
 	bool pairs;
+	/* What tracing a process of this user needs without root, and what
+	 * tracing another user's does (tools/privileges.toml): the
+	 * privilege errors name them. */
+	const struct tool_cap *needs, *needs_other;
 };
 
 /*
@@ -178,6 +188,13 @@ bool target_exited_during_attach(const struct target *t);
 /* One line for a failed skeleton open or load of a tool tracing t (err
  * is -errno); for a lack of privilege, the capabilities missing. */
 void report_load_error(const struct target *t, int err);
+
+/* When this process lacks a capability that tracing pid needs (the
+ * tool's, tools/privileges.toml; pid <= 0: every process running a
+ * file), print "WHAT: permission denied: tracing ... needs root, or ...;
+ * this process lacks ..." and return true; else print nothing and return
+ * false, for the caller to report its error as it is. */
+bool report_denied(const char *what, pid_t pid);
 
 /* Attach prog to the USDT probe provider:name of the target.  On failure
  * print one line naming the probe and the reason; return -errno. */

@@ -420,10 +420,15 @@ static void attach_error(const struct target *t, const struct usdt_bin *b,
 		tool_err("cannot attach to %s in %s: %s (is another tracer "
 			 "attached there with another semaphore offset?)", what,
 			 b->shown, strerror(-err));
-	else
-		tool_err("cannot attach to %s in %s: %s%s", what, b->shown,
-			 strerror(-err), err == -EPERM || err == -EACCES ?
-			 " (a uprobe needs root, or CAP_SYS_ADMIN)" : "");
+	else {
+		char where[sizeof(what) + PATH_MAX + 32];
+
+		snprintf(where, sizeof(where), "cannot attach to %s in %s",
+			 what, b->shown);
+		if ((err != -EPERM && err != -EACCES) ||
+		    !report_denied(where, t->pid))
+			tool_err("%s: %s", where, strerror(-err));
+	}
 }
 
 /* One site, one perf-event uprobe: kernels without multi-uprobe links. */

@@ -12,8 +12,9 @@
 
 TOOLSPEC_DIR ?= tools
 GENTOOL      := tools/gentool
-GENTOOL_DEPS := $(GENTOOL) bcc/probekit_spec.py $(TOOLSPEC_DIR)/common.toml
-SPEC_TOOLS   := $(filter-out common limits,$(patsubst tools/%.toml,%,$(wildcard tools/*.toml)))
+GENTOOL_DEPS := $(GENTOOL) bcc/probekit_spec.py $(TOOLSPEC_DIR)/common.toml \
+                $(TOOLSPEC_DIR)/privileges.toml
+SPEC_TOOLS   := $(filter-out common limits privileges,$(patsubst tools/%.toml,%,$(wildcard tools/*.toml)))
 LIMITS_H     := $(O)/gen/probekit_limits.h
 
 .PHONY: tools-doc
