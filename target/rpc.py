@@ -86,6 +86,7 @@ def mask_arg(text):
 # beside target/ in the checkout and under PREFIX/share/probekit.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
     os.path.realpath(__file__))), "probes"))
+from probelib import privilege  # noqa: E402
 from probelib.cmdline import Parser, VersionAction  # noqa: E402
 
 
@@ -190,7 +191,13 @@ def main():
     a = build_parser().parse_args()
     try:
         resp = call(a.sock, a.method, params_of(a), a.timeout)
-    except (OSError, ValueError) as e:
+    except OSError as e:
+        # blktgt's socket is mode 0755: another user's needs a capability.
+        print("blktgt-rpc: " + privilege.explain(
+            "blktgt-rpc", f"{a.method}: {a.sock}",
+            "connecting to another user's socket", e), file=sys.stderr)
+        return 1
+    except ValueError as e:
         print(f"blktgt-rpc: {a.method}: {a.sock}: {e}", file=sys.stderr)
         return 1
     if "error" in resp:

@@ -7,6 +7,7 @@ memory (a probe's semaphore)."""
 
 import os
 
+from . import privilege
 from .inputs import open_regular
 
 MAX_MAPS = 1 << 16      # lines of /proc/PID/maps read, at most
@@ -43,7 +44,9 @@ def _maps(pid):
     except FileNotFoundError:
         raise ProcessError(f"no process with PID {pid}")
     except OSError as e:
-        raise ProcessError(f"cannot read /proc/{pid}/maps: {e.strerror}")
+        raise ProcessError(privilege.explain(
+            "probekit-list", f"cannot read /proc/{pid}/maps",
+            "reading another user's process", e))
     return out
 
 
@@ -54,7 +57,9 @@ def exe(pid):
     except FileNotFoundError:
         raise ProcessError(f"no process with PID {pid}")
     except OSError as e:
-        raise ProcessError(f"cannot read /proc/{pid}/exe: {e.strerror}")
+        raise ProcessError(privilege.explain(
+            "probekit-list", f"cannot read /proc/{pid}/exe",
+            "reading another user's process", e))
     return path
 
 
