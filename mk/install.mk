@@ -43,6 +43,7 @@ PKGLIBEXECDIR  ?= $(PREFIX)/libexec/probekit
 MAN8DIR        ?= $(PREFIX)/share/man/man8
 GDBAUTOLOADDIR ?= $(PREFIX)/share/gdb/auto-load
 PKGCONFIGDIR   ?= $(PREFIX)/share/pkgconfig
+BASHCOMPDIR    ?= $(PREFIX)/share/bash-completion/completions
 
 # Files of the tree that no command in $(O)/bin names.  A script's shared
 # modules need no list: the .py files and Python packages (directories
@@ -103,6 +104,11 @@ install: install-check-prefix all
 		-e "s|@VERSION@|$$(cat VERSION)|g" probes/probekit.pc.in \
 		> "$$stage$(PKGCONFIGDIR)/probekit.pc"; \
 	echo "$(PKGCONFIGDIR)/probekit.pc" >> "$$list"; \
+	mkdir -p "$$stage$(BASHCOMPDIR)"; \
+	for f in $(COMPLETIONS); do \
+		install -m 0644 "$$f" "$$stage$(BASHCOMPDIR)/"; \
+		echo "$(BASHCOMPDIR)/$${f##*/}" >> "$$list"; \
+	done; \
 	if [ -d '$(O)/share/probekit' ]; then cp -R '$(O)/share/probekit/.' "$$data/"; fi; \
 	for page in man/*.8; do \
 		[ -f "$$page" ] || continue; \

@@ -42,3 +42,22 @@ tools-doc:
 	$(Q)for t in $(SPEC_TOOLS); do \
 		$(PYTHON) $(GENTOOL) man $$t man/probekit-$$t.8 || exit 1; \
 	done
+
+# Bash completion, one file per command (bash-completion loads
+# completions/COMMAND when COMMAND is first completed): each tool's
+# options from its spec and common.toml, for both forms.
+COMPLETION_DIR := $(O)/share/bash-completion/completions
+COMPLETIONS    := $(foreach t,$(SPEC_TOOLS),$(COMPLETION_DIR)/probekit-$(t) $(COMPLETION_DIR)/probekit-$(t)-bcc)
+
+all: $(COMPLETIONS)
+
+$(COMPLETION_DIR):
+	$(Q)mkdir -p $@
+
+$(COMPLETION_DIR)/probekit-%-bcc: $(TOOLSPEC_DIR)/%.toml $(GENTOOL_DEPS) | $(COMPLETION_DIR)
+	$(call msg,GEN,$@)
+	$(Q)$(PYTHON) $(GENTOOL) --spec-dir $(TOOLSPEC_DIR) completion $* --form bcc -o $@
+
+$(COMPLETION_DIR)/probekit-%: $(TOOLSPEC_DIR)/%.toml $(GENTOOL_DEPS) | $(COMPLETION_DIR)
+	$(call msg,GEN,$@)
+	$(Q)$(PYTHON) $(GENTOOL) --spec-dir $(TOOLSPEC_DIR) completion $* -o $@

@@ -1,0 +1,125 @@
+# SPDX-License-Identifier: BSD-2-Clause
+"""Bash completion, generated from the tool specs (tools/gentool
+completion): sourced in bash, each command's completion function offers
+exactly the options its --help lists, PIDs after -p, files after -b, and
+nothing after an option's number; a scratch option added to a copy of a
+spec is offered too; make install puts one file per command where
+bash-completion looks for it."""
+
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+import histtools
+import probekit
+from test_install import inst  # noqa: F401 (a fixture)
+from test_toolspec import GENTOOL, SCRATCH, SPEC_TOOLS, TOOLS
+
+pytestmark = pytest.mark.needs("bash")
+
+COMPLETIONS = os.path.join(probekit.BUILD, "share", "bash-completion",
+                           "completions")
+
+
+def complete(script, words, cword=None):
+    """What bash offers, sourcing script, for the command line words
+    (the last one being completed unless cword says another)."""
+    cword = len(words) - 1 if cword is None else cword
+    cmd = words[0]
+    fn = "_" + cmd.replace("-", "_")
+    prog = ('source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=%d; '
+            'COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}; %s; '
+            'printf "%%s\\n" "${COMPREPLY[@]}"' % (cword, fn))
+    p = subprocess.run(["bash", "--norc", "--noprofile", "-c", prog, "bash",
+                        script, *words], capture_output=True, text=True,
+                       timeout=probekit.TIMEOUT)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    return [w for w in p.stdout.split("\n") if w]
+
+
+def help_options(kind, tool):
+    """The options a command's --help lists: the -x and --long words of
+    its option column."""
+    p = subprocess.run(histtools.program(kind, tool) + ["--help"],
+                       capture_output=True, text=True,
+                       timeout=probekit.TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    opts = set()
+    for line in p.stdout.splitlines():
+        # "  -p, --pid PID   help" (libbpf), "  -p PID, --pid PID  help"
+        # (argparse), "      --version  help": the option column.
+        m = re.match(r"^ {2,6}(-.*?)(?:  |$)", line)
+        if m:
+            opts |= set(re.findall(r"(?:^|, )(--?[\w-]+)", m.group(1)))
+    return opts
+
+
+def command(kind, tool):
+    return f"probekit-{tool}" + ("-bcc" if kind == "bcc" else "")
+
+
+@pytest.mark.parametrize("kind", histtools.KINDS)
+@pytest.mark.parametrize("tool", SPEC_TOOLS)
+def test_offers_what_help_lists(kind, tool):
+    """After '-', every option --help lists and no other."""
+    cmd = command(kind, tool)
+    offered = complete(os.path.join(COMPLETIONS, cmd), [cmd, "-"])
+    assert len(offered) == len(set(offered))
+    assert set(offered) == help_options(kind, tool)
+
+
+def test_prefix_pids_files_and_numbers(tmp_path):
+    """A prefix narrows the options; -p offers live PIDs (this one among
+    them), -b the files that start with the word, -d (a number)
+    nothing."""
+    script = os.path.join(COMPLETIONS, "probekit-usdtcount")
+    cmd = "probekit-usdtcount"
+    assert complete(script, [cmd, "--max"]) == ["--max-rate"]
+    assert sorted(complete(script, [cmd, "--"]))[:3] == [
+        "--binary", "--catalog", "--duration"]
+    pids = complete(script, [cmd, "-p", ""])
+    assert str(os.getpid()) in pids and all(p.isdigit() for p in pids)
+    assert complete(script, [cmd, "--pid", str(os.getpid())]) \
+        == [str(os.getpid())]
+    (tmp_path / "svc-23").write_text("")
+    (tmp_path / "svc-1009").write_text("")
+    (tmp_path / "other").write_text("")
+    assert sorted(complete(script, [cmd, "-b", str(tmp_path / "svc")])) == [
+        str(tmp_path / "svc-1009"), str(tmp_path / "svc-23")]
+    assert complete(script, [cmd, "-d", ""]) == []
+    assert complete(script, [cmd, "-p", "1", "blktgt:io"]) == []
+
+
+def test_scratch_option_is_offered(tmp_path):
+    """A copy of tools/ with one option more in iosize.toml: the
+    completion made from it offers --scratch-opt, and nothing after it
+    (it takes a number)."""
+    tree = tmp_path / "tools"
+    shutil.copytree(TOOLS, tree)
+    with open(tree / "iosize.toml", "a") as f:
+        f.write(SCRATCH)
+    for form, cmd in (("libbpf", "probekit-iosize"),
+                      ("bcc", "probekit-iosize-bcc")):
+        out = tmp_path / cmd
+        subprocess.run([GENTOOL, "--spec-dir", str(tree), "completion",
+                        "iosize", "--form", form, "-o", str(out)],
+                       check=True)
+        before = complete(os.path.join(COMPLETIONS, cmd), [cmd, "-"])
+        after = complete(str(out), [cmd, "-"])
+        assert "--scratch-opt" not in before
+        assert sorted(after) == sorted(before + ["--scratch-opt"])
+        assert complete(str(out), [cmd, "--scratch-opt", ""]) == []
+
+
+def test_installed_one_file_per_command(inst):  # noqa: F811
+    """make install puts a completion per tool command under
+    share/bash-completion/completions (bash-completion loads
+    completions/COMMAND on first use), and the installed one works."""
+    d = os.path.join(inst, "share", "bash-completion", "completions")
+    want = sorted(command(k, t) for k in histtools.KINDS for t in SPEC_TOOLS)
+    assert sorted(os.listdir(d)) == want
+    assert complete(os.path.join(d, "probekit-nbdtime-bcc"),
+                    ["probekit-nbdtime-bcc", "--pi"]) == ["--pid"]
