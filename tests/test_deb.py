@@ -73,6 +73,8 @@ def test_package_contents(deb):
                  "./usr/share/doc/probekit/examples/exporter/probekit-dashboard.json",
                  "./usr/share/doc/probekit/examples/exporter/blktgt.env",
                  "./usr/share/pkgconfig/probekit.pc",
+                 "./usr/share/bash-completion/completions/probekit-iosize",
+                 "./usr/share/bash-completion/completions/probekit-iosize-bcc",
                  "./lib/systemd/system/probekit-exporter@.service"):
         assert re.search(rf" {re.escape(path)}( -> .*)?$", files, re.M), path
     # Every guide the README links to, beside it (dh_compress gzips the
