@@ -19,7 +19,7 @@ import pytest
 import histtools
 import probekit
 from histtools import NOBODY, Tool, as_nobody, command, parse, total
-from histtools import bdevs, nobody_target  # noqa: F401 (fixtures)
+from histtools import nobody_target  # noqa: F401 (a fixture)
 from test_libbpf import fixed_workload
 
 pytestmark = pytest.mark.needs("setpriv", "py:bcc")
