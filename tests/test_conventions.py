@@ -14,6 +14,7 @@ import subprocess
 
 import pytest
 
+import histtools
 import probekit
 
 BIN = os.path.join(probekit.BUILD, "bin")
@@ -114,3 +115,68 @@ def test_list_json_holds_what_the_text_shows(blktgt_bin):
         assert [a["name"] for a in p["args"]] == args[p["probe"]]
         assert [a["bpftrace"] for a in p["args"]] == \
             [f"arg{i}" for i in range(len(p["args"]))]
+
+
+# --- zero hits: the header and an empty result --------------------------
+#
+# Each tool of both forms on an idle blktgt (no bdev, no NBD client, no
+# RPC after its start): what it prints under its readiness line, the
+# histogram tools' first header and "0 COUNTS" (tools/TOOL.toml's counts),
+# usdtcount its table's header.
+
+HEAD_LOG2 = "     %-19s : count     distribution"
+HEAD_LINEAR = "     %-13s : count     distribution"
+
+ZERO = [  # (tool, its arguments, the text after the banner)
+    ("iolatency", (), [HEAD_LOG2 % "usecs", "0 I/Os"]),
+    ("iolatency", ("-L", "-BO"), [HEAD_LINEAR % "usecs", "0 I/Os"]),
+    ("iosize", (), [HEAD_LOG2 % "bytes", "0 I/Os"]),
+    ("qdepth", (), [HEAD_LINEAR % "depth", "0 I/Os"]),
+    ("rpclat", ("-m",), [HEAD_LOG2 % "msecs", "0 RPCs"]),
+    ("nbdtime", (), [HEAD_LOG2 % "usecs", "0 NBD requests"]),
+    ("funclat", (), [HEAD_LOG2 % "arg4", "0 calls"]),
+    ("usdtlat", ("-n", "blktgt:io__submit", "blktgt:io__done"),
+     [HEAD_LOG2 % "nsecs", "0 pairs"]),
+    ("usdtcount", ("blktgt:io__*",), ["%-40s %12s" % ("PROBE", "COUNT")]),
+]
+# The tools that report lost STARTs here (iolatency does with --per-io).
+PAIR_TOOLS = {"qdepth", "rpclat", "nbdtime", "funclat", "usdtlat"}
+
+
+def zero_id(case):
+    return case[0] + "".join(case[1][:2])
+
+
+@pytest.mark.needs("py:bcc")
+@pytest.mark.parametrize("kind", histtools.KINDS)
+@pytest.mark.parametrize("case", ZERO, ids=zero_id)
+def test_zero_hits_print_header_and_empty_result(bpf, target, kind, case):
+    """-d 1 on an idle blktgt: the banner, then exactly the header and
+    the empty result, the same bytes from both forms; -j: one object
+    whose result is an empty list."""
+    tool, args, want = case
+    lines = histtools.Tool(kind, tool, target.pid, "-d", "1",
+                           *args).start().wait()
+    assert lines[0].endswith("Hit Ctrl-C to end.")
+    assert lines[1:] == want
+    (obj,) = histtools.json_objects(histtools.Tool(
+        kind, tool, target.pid, "-d", "1", "-j", *args).start().wait())
+    empty = {"tool": tool, "pid": target.pid}
+    empty["counts" if tool == "usdtcount" else "histograms"] = []
+    if tool in PAIR_TOOLS:
+        empty["starts"] = {"dropped": 0, "reclaimed": 0}
+    assert obj == empty
+
+
+@pytest.mark.needs("py:bcc")
+@pytest.mark.parametrize("kind", histtools.KINDS)
+def test_zero_hits_at_each_interval(bpf, target, kind):
+    """Every interval that saw nothing says so, -T's time first."""
+    lines = histtools.Tool(kind, "rpclat", target.pid, "-T", "1",
+                           "3").start().wait()
+    body = [HEAD_LOG2 % "usecs", "0 RPCs"]
+    assert len(lines) == 1 + 3 * 3 + 2
+    for i in range(3):
+        got = lines[1 + 4 * i:4 + 4 * i]
+        assert histtools.TIMESTAMP.match(got[0]) and got[1:] == body, lines
+        assert i == 2 or lines[4 + 4 * i] == ""
