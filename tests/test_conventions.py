@@ -180,3 +180,15 @@ def test_zero_hits_at_each_interval(bpf, target, kind):
         got = lines[1 + 4 * i:4 + 4 * i]
         assert histtools.TIMESTAMP.match(got[0]) and got[1:] == body, lines
         assert i == 2 or lines[4 + 4 * i] == ""
+
+
+# A synopsis line in --help: "  NAME [-x ...]" (or "usage: NAME [-x").
+SYNOPSIS = re.compile(r"(?m)^\s*(?:usage: )?([a-z][\w.-]*) \[-")
+
+
+@pytest.mark.parametrize("cmd", commands())
+def test_help_names_only_its_command(cmd):
+    """Every synopsis --help shows names the command as it is installed,
+    not the file it was once (probekit-check's said "probecheck")."""
+    names = set(SYNOPSIS.findall(run(cmd, "--help").stdout))
+    assert names <= {cmd}
