@@ -80,9 +80,10 @@ Output format (the libbpf versions of these tools print the same):
   "buckets" holds exactly the rows the text shows, in the same order; a
   linear bucket's high is low + width - 1, or null for the last, open one.
   Histograms appear in the order the text prints them; empty ones are left
-  out, so zero hits give "histograms": [].  A tool may add fields to a histogram object (funclat's "negative"),
-  and then a histogram is kept while such a field is non-zero.  A pair
-  tool adds, always, after "histograms":
+  out, so zero hits give "histograms": [].  A tool may add fields to a
+  histogram object (funclat's "negative"), and then a histogram is kept
+  while such a field is non-zero.  A pair tool adds, always, after
+  "histograms":
 
    "starts": {"dropped": N, "reclaimed": M}   (this interval's, as above)
 
