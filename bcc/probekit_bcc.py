@@ -42,6 +42,14 @@ Output format (the libbpf versions of these tools print the same):
   (strcmp order, field by field);
   histograms that are not split are separated by a blank line.  A tool's
   extra field (funclat's negative) follows its histogram as "name: value".
+
+  An interval in which every histogram is empty (zero hits) prints the
+  header of the tool's first histogram, narrow form, and a line saying
+  nothing was counted, "0 " and the spec's "counts" (probekit_spec.EMPTY):
+
+       usecs               : count     distribution
+  0 I/Os
+
   With -T a line "HH:MM:SS" precedes each interval's output; successive
   intervals are separated by a blank line.
 
@@ -72,9 +80,10 @@ Output format (the libbpf versions of these tools print the same):
   "buckets" holds exactly the rows the text shows, in the same order; a
   linear bucket's high is low + width - 1, or null for the last, open one.
   Histograms appear in the order the text prints them; empty ones are left
-  out.  A tool may add fields to a histogram object (funclat's "negative"),
-  and then a histogram is kept while such a field is non-zero.  A pair
-  tool adds, always, after "histograms":
+  out, so zero hits give "histograms": [].  A tool may add fields to a
+  histogram object (funclat's "negative"), and then a histogram is kept
+  while such a field is non-zero.  A pair tool adds, always, after
+  "histograms":
 
    "starts": {"dropped": N, "reclaimed": M}   (this interval's, as above)
 
@@ -140,15 +149,23 @@ def linear_rows(slots, width):
     return rows
 
 
+def header(scale, val_type, wide=False):
+    """A histogram's header line; wide: the log2 form for over 32 rows."""
+    if scale == "linear":
+        return "     %-13s : count     distribution" % val_type
+    if wide:
+        return "               %-29s : count     distribution" % val_type
+    return "     %-19s : count     distribution" % val_type
+
+
 def format_log2(rows, val_type):
     if not rows:
         return []
     vmax = max(c for _, _, c in rows)
+    out = [header("log2", val_type, wide=len(rows) > 32)]
     if len(rows) <= 32:
-        out = ["     %-19s : count     distribution" % val_type]
         body, w = "%10d -> %-10d : %-8d |%-*s|", 40
     else:
-        out = ["               %-29s : count     distribution" % val_type]
         body, w = "%20d -> %-20d : %-8d |%-*s|", 20
     for low, high, c in rows:
         out.append(body % (low, high, c, w, _stars(c, vmax, w)))
@@ -159,7 +176,7 @@ def format_linear(rows, val_type):
     if not rows:
         return []
     vmax = max(c for _, _, c in rows)
-    out = ["     %-13s : count     distribution" % val_type]
+    out = [header("linear", val_type)]
     for low, _, c in rows:
         out.append("        %-10d : %-8d |%-*s|"
                    % (low, c, 40, _stars(c, vmax, 40)))
@@ -223,13 +240,15 @@ def split_table(table, fields):
 def keyed_hists(table, fields, labels, name, unit, scale="log2",
                 width=None):
     """Hists of a table split by the given key fields, sorted by key;
-    labels names each field in the output ("bdev", "type")."""
+    labels names each field in the output ("bdev", "type").  An empty
+    table gives one Hist without counts, for the empty result's header
+    (Output.emit)."""
     groups = split_table(table, fields)
     hists = []
     for vals in sorted(groups):
         hists.append(Hist(name, unit, groups[vals], scale, width,
                           zip(labels, vals)))
-    return hists
+    return hists or [Hist(name, unit, {}, scale, width)]
 
 
 # --- the output loop ------------------------------------------------------
@@ -242,6 +261,8 @@ class Output:
         self.tool = tool
         self.head = head if head is not None else {"pid": pid}
         self.json, self.timestamp = args.json, args.timestamp
+        # "0 I/Os", from the spec (probekit_bcc_spec.parser): see emit().
+        self.empty = getattr(args, "empty", None)
         self.n = 0
         # None, or called with the interval's JSON object or text lines
         # once the histograms are in, to add its own (PairReport).
@@ -274,6 +295,12 @@ class Output:
             print("\n".join(obj_or_lines), flush=True)
 
     def emit(self, hists):
+        """Print hists, leaving out the empty ones.  When none is left,
+        the text is the first one's header and the line self.empty (an
+        interval that saw nothing says so), the JSON an empty
+        "histograms" list: so a collector returns at least one Hist, one
+        without counts when it read none."""
+        first = hists[:1]
         hists = [h for h in hists if h.shown()]
         if self.json:
             obj = self.start()
@@ -290,6 +317,8 @@ class Output:
             lines += h.text()
             for k, v in h.extra.items():
                 lines.append("%s: %s" % (k, v))
+        if not hists and self.empty:
+            lines += [header(h.scale, h.unit) for h in first] + [self.empty]
         self.finish(lines)
 
 

@@ -53,6 +53,8 @@ def parser(tool, types=None):
                                 types=types)
     if units:
         p.set_defaults(unit=spec["unit"])
+    # Not an option: what probekit_bcc.Output prints when nothing was seen.
+    p.set_defaults(empty=spec_mod.empty_result(spec))
     groups = {}     # "group": options that exclude each other
     for o in spec["option"]:
         into = p

@@ -38,7 +38,8 @@ EXAMPLE_COL = 40
 _OPTION_KEYS = {"short", "long", "arg", "help", "man", "type", "default",
                 "max", "usage", "only", "help_binary", "append", "group"}
 _SPEC_KEYS = {"tool", "summary", "description", "unit", "binary", "pairs",
-              "units", "probes", "keys", "option", "example", "operands"}
+              "units", "probes", "keys", "option", "example", "operands",
+              "counts"}
 _EXAMPLE_KEYS = {"args", "what", "man", "bcc"}
 # An option's "type": flag (no argument), or how its argument is read.
 # Any other name is the tool's own type, which its BCC form hands to the
@@ -228,6 +229,18 @@ def _takes(spec, o, form=None):
 def common_options(spec, form=None, spec_dir=SPEC_DIR):
     """The common options tool spec takes, in form (None: either)."""
     return [o for o in common(spec_dir)["option"] if _takes(spec, o, form)]
+
+
+# The line a histogram tool prints under its first histogram's header when
+# an interval saw nothing (ARCHITECTURE.md, "Conventions": zero hits print
+# the header and an empty result); %s is the spec's "counts".
+EMPTY = "0 %s"
+
+
+def empty_result(spec):
+    """The empty result of a histogram tool ("0 I/Os"), or None for a tool
+    whose spec declares no "counts" (usdtcount prints its own table)."""
+    return EMPTY % spec["counts"] if spec.get("counts") else None
 
 
 def value(v, spec_dir=SPEC_DIR):

@@ -48,5 +48,7 @@ int io_collect(const struct bpf_map *map, bool per_bdev, bool per_type,
 	free(keys);
 	free(hists);
 	*out = e;
-	return n;
+	if (!n)
+		e[0] = *proto;	/* output_emit(): the empty result's header */
+	return n ? n : 1;
 }

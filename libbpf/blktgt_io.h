@@ -39,7 +39,8 @@ struct bpf_map;
 /*
  * Read and clear a hash map of struct io_key -> struct hist into sorted
  * entries, each a copy of proto named by the fields split by (-B: bdev,
- * -O: type).  Returns how many (*out to be freed) or -errno.
+ * -O: type), or proto alone when the map is empty (output_emit()).
+ * Returns how many (*out to be freed) or -errno.
  */
 int io_collect(const struct bpf_map *map, bool per_bdev, bool per_type,
 	       const struct hist_entry *proto, struct hist_entry **out);

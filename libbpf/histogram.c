@@ -73,6 +73,16 @@ static void print_stars(unsigned long long val, unsigned long long max,
 		putchar(' ');
 }
 
+static void print_header(const struct hist_entry *e, bool wide)
+{
+	if (e->linear)
+		printf("     %-13s : count     distribution\n", e->unit);
+	else if (wide)
+		printf("               %-29s : count     distribution\n", e->unit);
+	else
+		printf("     %-19s : count     distribution\n", e->unit);
+}
+
 static void print_text(const struct hist_entry *e, int first, int last)
 {
 	unsigned long long max = 0, low, high;
@@ -82,12 +92,7 @@ static void print_text(const struct hist_entry *e, int first, int last)
 	for (int i = first; i <= last; i++)
 		if (e->hist.slots[i] > max)
 			max = e->hist.slots[i];
-	if (e->linear)
-		printf("     %-13s : count     distribution\n", e->unit);
-	else if (wide)
-		printf("               %-29s : count     distribution\n", e->unit);
-	else
-		printf("     %-19s : count     distribution\n", e->unit);
+	print_header(e, wide);
 	for (int i = first; i <= last; i++) {
 		unsigned long long c = e->hist.slots[i];
 
@@ -331,6 +336,11 @@ void output_emit(struct output *o, const struct hist_entry *e, size_t n)
 		}
 		printed++;
 		output_hist_text(&e[i]);
+	}
+	if (!printed && o->empty) {
+		if (n)
+			print_header(&e[0], false);
+		printf("%s\n", o->empty);
 	}
 	if (o->trailer)
 		o->trailer(o, o->trailer_ctx);

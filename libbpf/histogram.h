@@ -52,6 +52,7 @@ struct output {
 	const char *binary;
 	bool json;			/* --json: one object per line */
 	bool timestamp;			/* -T */
+	const char *empty;		/* "0 I/Os": see output_emit() */
 	unsigned long n;		/* intervals printed so far */
 	/* NULL, or called by output_emit() after the histograms: in JSON
 	 * before the object closes (it prints ', "key": value'), in text
@@ -61,7 +62,11 @@ struct output {
 };
 
 /* Print one interval's histograms (n entries, sorted) as text or JSON,
- * then flush stdout.  Empty histograms are left out. */
+ * then flush stdout.  Empty histograms are left out.  When none is left,
+ * the text is e[0]'s header and the line o->empty (an interval that saw
+ * nothing says so, as the bcc/ twin does), the JSON an empty
+ * "histograms" list; so a collector returns at least one entry, its
+ * prototype without counts when it read none. */
 void output_emit(struct output *o, const struct hist_entry *e, size_t n);
 
 /* For tools that print more than histograms: start one interval, as

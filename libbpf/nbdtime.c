@@ -101,6 +101,10 @@ static int collect(void *ctx, struct hist_entry **out)
 	struct hist *hists;
 	struct sorted *s;
 	struct hist_entry *e;
+	const struct hist_entry proto = {
+		.name = "latency", .unit = env.c.unit, .linear = env.linear,
+		.width = env.linear ? env.width : 0,
+	};
 	int n = hist_map_drain(skel->maps.hists, (void **)&keys, &hists), m = 0;
 
 	if (n < 0)
@@ -122,10 +126,7 @@ static int collect(void *ctx, struct hist_entry **out)
 		s[m].key = keys[i];
 		for (size_t j = 0; j < sizeof(keys[i].cmd); j++)
 			s[m].key.cmd[j] = (char)tolower((unsigned char)keys[i].cmd[j]);
-		h->name = "latency";
-		h->unit = env.c.unit;
-		h->linear = env.linear;
-		h->width = env.linear ? env.width : 0;
+		*h = proto;
 		h->nkeys = 1;
 		h->key_names[0] = "stage";
 		snprintf(h->key_vals[0], sizeof(h->key_vals[0]), "%s",
@@ -149,7 +150,9 @@ static int collect(void *ctx, struct hist_entry **out)
 	free(keys);
 	free(hists);
 	*out = e;
-	return m;
+	if (!m)
+		e[0] = proto;	/* output_emit(): the empty result's header */
+	return m ? m : 1;
 }
 
 /* The syscall tracepoints: each program's section names its own. */

@@ -366,6 +366,7 @@ void parse_options(const struct tool_cli *cli, struct common_args *a,
 	if (cli->needs_other)
 		needs_other = cli->needs_other;
 	a->max_inflight = PAIR_INFLIGHT_DEFAULT;
+	a->empty = cli->empty;
 	for (size_t i = 0; cli->unit && i < NUNITS; i++)
 		if (!strcmp(units[i].unit, cli->unit))
 			set_unit(a, &units[i]);
@@ -830,7 +831,9 @@ int collect_by_name(const struct bpf_map *map, const char *key_name,
 	free(keys);
 	free(hists);
 	*out = e;
-	return n;
+	if (!n)
+		e[0] = *proto;	/* output_emit(): the empty result's header */
+	return n ? n : 1;
 }
 
 /* --- pair tools ----------------------------------------------------- */
@@ -1187,7 +1190,7 @@ int run_loop_print(const struct common_args *a, const struct target *t,
 	struct pair_report report = { .counts = a->pair_counts };
 	struct output out = { .tool = tool_name, .pid = t->pid,
 			      .binary = t->exe, .json = a->json,
-			      .timestamp = a->timestamp,
+			      .timestamp = a->timestamp, .empty = a->empty,
 			      .trailer = a->pair_counts ? pair_report : NULL,
 			      .trailer_ctx = &report };
 	struct sigaction sa = { .sa_handler = on_signal };

@@ -77,6 +77,8 @@ struct common_args {
 	 * interval's output reports (pair_report()). */
 	long max_inflight;
 	const struct bpf_map *pair_counts;
+	/* The tool's empty result, from its tool_cli (struct output's). */
+	const char *empty;
 };
 
 /* --max-rate: the largest budget taken, and the window the rate is
@@ -142,6 +144,10 @@ struct tool_cli {
 	 * tracing another user's does (tools/privileges.toml): the
 	 * privilege errors name them. */
 	const struct tool_cap *needs, *needs_other;
+	/* What the output says under its header when an interval saw
+	 * nothing ("0 I/Os": the spec's counts); NULL: the tool says it
+	 * itself. */
+	const char *empty;
 };
 
 /*
@@ -218,14 +224,15 @@ int hist_map_drain(const struct bpf_map *map, void **keys,
 /*
  * For maps keyed by one NUL-terminated name of key_len bytes (a bdev, an
  * RPC method): read and clear them into sorted entries, copies of proto
- * with the key "key_name = NAME".  Returns how many (*out to be freed)
- * or -errno.
+ * with the key "key_name = NAME", or proto alone when the map is empty
+ * (output_emit()).  Returns how many (*out to be freed) or -errno.
  */
 int collect_by_name(const struct bpf_map *map, const char *key_name,
 		    const struct hist_entry *proto, struct hist_entry **out);
 
 /* The histograms of one interval: the tool reads (and clears) its maps
- * into entries, returns how many, or -errno. */
+ * into entries, returns how many (at least one: output_emit()), or
+ * -errno. */
 typedef int (*collect_fn)(void *ctx, struct hist_entry **entries);
 
 /*

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-2-Clause
 """blktgt-rpc: blktgt's JSON-RPC client (stdlib only).
 
-  blktgt-rpc [-s SOCK] [-t TIMEOUT] METHOD ARGS...
+  blktgt-rpc [-s PATH] [-t TIMEOUT] METHOD ARGS...
 
 Prints the method's JSON result and exits 0; on an error prints it on
 stderr and exits 1 (2 for bad usage).
@@ -94,7 +94,7 @@ def build_parser():
     p = Parser(
         prog="blktgt-rpc", description="Control a running blktgt over JSON-RPC.",
         epilog=__doc__.split("\n\n", 2)[2], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-s", dest="sock", default=DEFAULT_SOCK,
+    p.add_argument("-s", dest="sock", metavar="PATH", default=DEFAULT_SOCK,
                    help=f"RPC socket (default {DEFAULT_SOCK})")
     p.add_argument("-t", dest="timeout", type=positive, default=None,
                    help="seconds to wait for the reply (default: no limit)")

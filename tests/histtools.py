@@ -177,14 +177,20 @@ HEADER = re.compile(r"^ +(\S+) +: count +distribution$")
 LOG2_ROW = re.compile(r"^ *(\d+) -> (\d+) +: (\d+) +\|([* ]*)\|$")
 LIN_ROW = re.compile(r"^ +(\d+) +: (\d+) +\|([* ]*)\|$")
 EXTRA = re.compile(r"^(\w+): (\d+)$")
+# Zero hits: a header, then "0 " and the spec's counts (probekit_spec.EMPTY).
+EMPTY = re.compile(r"^0 [A-Za-z/ ]+$")
 TIMESTAMP = re.compile(r"^\d\d:\d\d:\d\d\s*$")
 
 
 def parse(lines):
     """Histograms in a tool's text output: a list of dicts with key, unit,
-    scale and rows [(low, high or None, count)], plus extra fields."""
+    scale and rows [(low, high or None, count)], plus extra fields.  An
+    empty result (a header, then "0 I/Os") is no histogram, as in JSON."""
     hists, key = [], {}
     for ln in lines:
+        if EMPTY.match(ln) and hists and not hists[-1]["rows"]:
+            hists.pop()
+            continue
         if SECTION.match(ln):
             key = dict(kv.split(" = ", 1) for kv in ln.split(", "))
             continue

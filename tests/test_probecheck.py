@@ -293,6 +293,35 @@ def test_broken_bpftrace_script(fixbin):
     ])
 
 
+def test_json_report_holds_what_the_text_says(fixbin):
+    """-j: the same errors (file, line, probe, message), notes and
+    coverage as the text, as one JSON object on stdout and nothing on
+    stderr; the exit status is the text's."""
+    import json
+    args = ("--binary", fixbin, "--catalog", CATALOG, "broken.bt", "good.bt")
+    text, errors = run(*args)
+    r, _ = run("-j", *args)
+    assert (text.returncode, r.returncode, r.stderr) == (1, 1, "")
+    obj = json.loads(r.stdout)
+    assert set(obj) == {"findings", "coverage", "errors"}
+    found = [f for f in obj["findings"] if f["severity"] == "error"]
+    assert len(found) == len(errors) == obj["errors"] == 12
+    assert [f"{f['file']}:{f['line']}: {f['probe']}: {f['message']}"
+            for f in found] == errors
+    assert text.stderr.splitlines()[-1] == "probekit-check: 12 errors"
+    notes = [f["message"] for f in obj["findings"] if f["severity"] == "note"]
+    assert [f"probekit-check: note: {m}" for m in notes] == \
+        text.stdout.splitlines()[:-1]
+    assert len(notes) == len([p for p in parse_catalog(CATALOG)["probes"]
+                              if len(p["args"]) > 6])
+    cov = obj["coverage"]
+    assert (cov["used"], cov["total"]) == coverage(text.stdout)
+    assert (cov["of"], cov["files"]) == ("catalog probes", 2)
+    assert text.stdout.splitlines()[-1].endswith(
+        "used by 2 files; not used: " + ", ".join(cov["unused"]))
+    assert len(cov["unused"]) == cov["total"] - cov["used"]
+
+
 def test_broken_bcc_tool(fixbin):
     r, errors = run("--binary", fixbin, "--catalog", CATALOG, "brokentool")
     assert r.returncode == 1

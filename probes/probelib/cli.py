@@ -22,9 +22,6 @@ from .version import VersionAction
 DESCRIPTION = """probekit-check: check that a binary's USDT probes, the probe catalog and the
 scripts and tools that read them agree.
 
-  probecheck [--binary PATH] [--catalog FILE] [--lib PATH]... [--pid PID]
-             [-v] FILE...
-
 FILE is a bpftrace script (*.bt, or a bpftrace #! line), a BCC tool (Python:
 *.py, or a python #! line) or a libbpf BPF program (*.bpf.c, read with the
 user-space <tool>.c beside it).  Other files are skipped.
@@ -70,8 +67,9 @@ Each error is one line, "file:line: probe: what is wrong", on stderr, with
 any control character in it escaped (as \\n or \\xNN).  A FILE, --binary,
 --lib or --catalog that is not a regular file (a FIFO, a device, a
 directory) is an error at once, as are corrupt stapsdt notes (the line
-names the note's file offset).  Exit status: 0 when all is well, 1 on any
-error.
+names the note's file offset).  With -j the errors, notes and coverage
+are one JSON object on stdout instead (probelib/report.py gives its
+keys).  Exit status: 0 when all is well, 1 on any error.
 """
 
 CHECKS = {"bpftrace": check_bpftrace, "bcc": check_bcc,
@@ -106,10 +104,7 @@ def coverage(report, catalog, binary, libs, nfiles):
     unused = list(dict.fromkeys(f"{p}:{n}" for path, p, n in names
                                 if (path, p, n) not in report.used))
     nused = sum(1 for key in names if key in report.used)
-    print(one_line(
-        f"probekit-check: coverage: {nused} of {len(names)} {what} used by "
-        f"{nfiles} file{'s' if nfiles != 1 else ''}"
-        + (f"; not used: {', '.join(unused)}" if unused else "")))
+    report.coverage(nused, len(names), what, nfiles, unused)
 
 
 # One-line usage errors, exit 2 (probelib.cmdline).
@@ -120,6 +115,8 @@ EXAMPLES = """examples:
   probekit-check --binary build/bin/blktgt --catalog probes/blktgt.d bt/*.bt
                   # what make lint runs: every reader against the binary
   probekit-check --pid 1234 bt/iolatency.bt   # against a running process
+  probekit-check -j --binary build/bin/blktgt --catalog probes/blktgt.d bt/*.bt
+                  # the same report as JSON
 """
 
 
@@ -139,6 +136,9 @@ def _arguments(argv):
                          "searched like --lib")
     ap.add_argument("-v", "--verbose", action="store_true",
                     help="also say what could not be checked")
+    ap.add_argument("-j", "--json", action="store_true",
+                    help="the report as one JSON object on stdout "
+                         "(probelib/report.py)")
     ap.add_argument("--version", action=VersionAction)
     ap.add_argument("files", nargs="*", metavar="FILE")
     a = ap.parse_args(argv)
@@ -237,7 +237,7 @@ def unreadable_notices(report, binary):
 
 def main(argv=None):
     a = _arguments(argv)
-    report = Report(a.verbose)
+    report = Report(a.verbose, a.json)
     loaded = _load(a, report)
     if loaded is None:
         return 1
@@ -261,11 +261,6 @@ def main(argv=None):
         checked += 1
         CHECKS[kind](ck, path, text)
 
-    for e in report.sorted():
-        print(e, file=sys.stderr)
+    report.print_errors()
     coverage(report, catalog, binary, libs, checked)
-    if report.errors:
-        print(f"probekit-check: {len(report.errors)} error"
-              f"{'s' if len(report.errors) != 1 else ''}", file=sys.stderr)
-        return 1
-    return 0
+    return report.finish()
