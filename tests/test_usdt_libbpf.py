@@ -195,6 +195,34 @@ def test_usdtcount_strings(bpf, bdevs):
                      ("workload_run", 1))]
 
 
+@pytest.mark.parametrize("kind", histtools.KINDS)
+def test_usdtcount_strings_table_full(bpf, bdevs, kind):
+    """-S with --max-strings 1: Malloc0's 23 reads take the one place, so
+    Malloc1's 37 writes find the table full.  Their values are dropped,
+    and counted, as the pair tools count their STARTs: the last line says
+    so, and JSON has "strings"; an interval with no loss says nothing."""
+    args = ("-p", bdevs.pid, "-S", "arg2", "--max-strings", "1",
+            "blktgt:io__submit")
+    t = Gen(kind, "usdtcount", *args).start()
+    js = Gen(kind, "usdtcount", *args, "--json").start()
+    workload(bdevs, "Malloc0", "read", 4096, 4, 23)
+    workload(bdevs, "Malloc1", "write", 4096, 2, 37)
+    assert body(t.stop()) == [
+        "", "probe = blktgt:io__submit", "     COUNT  arg2",
+        '        23  "Malloc0"', "37 strings dropped (table full)"]
+    (obj,) = json_objects(js.stop())
+    assert obj["values"] == [{"probe": "blktgt:io__submit",
+                              "value": "Malloc0", "count": 23}]
+    assert obj["strings"] == {"dropped": 37}
+    # Room for both: nothing lost, and the text says nothing of it.
+    t = Gen(kind, "usdtcount", *args[:5], "2", args[6]).start()
+    workload(bdevs, "Malloc1", "write", 4096, 2, 37)
+    workload(bdevs, "Malloc0", "read", 4096, 4, 23)
+    assert body(t.stop()) == [
+        "", "probe = blktgt:io__submit", "     COUNT  arg2",
+        '        37  "Malloc1"', '        23  "Malloc0"']
+
+
 def test_usdtcount_catalog(bpf, bdevs):
     """--catalog names the catalog's probes, among those the patterns
     name, that never fired; --require-all fails on them."""
