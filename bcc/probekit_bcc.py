@@ -322,31 +322,45 @@ class Output:
         self.finish(lines)
 
 
+# What a tool lost, by kind (enum pair_count's order): the JSON key, and
+# the text's words.
+LOSSES = (("dropped", "dropped (table full)"),
+          ("reclaimed", "reclaimed (thread or process exited)"))
+
+
+def loss_report(json_out, obj_or_lines, noun, counts):
+    """Say what a tool lost in one interval, as its output ends, for the
+    first len(counts) kinds of LOSSES: in text "N NOUN dropped (table
+    full)" and "N NOUN reclaimed (thread or process exited)", each only
+    when N > 0; in JSON, always, "NOUN": {"dropped": N[, "reclaimed": M]}.
+    PairReport says it of "starts", usdtcount -S of "strings";
+    libbpf/trace_helpers.c's loss_report() prints the same."""
+    shown = {}
+    for (key, what), n in zip(LOSSES, counts):
+        shown[key] = n
+        if n and not json_out:
+            obj_or_lines.append("%d %s %s" % (n, noun, what))
+    if json_out:
+        obj_or_lines[noun] = shown
+
+
 class PairReport:
     """Output.trailer of a pair tool: the STARTs lost since the last
     interval, as the top of this file shows them; the counts are BPF's
     (probekit_bcc_pairs.C_TEXT's pair_counts) plus what the Sweeper
-    reclaimed.  libbpf/trace_helpers.c's pair_report() prints the same."""
-
-    WHAT = (("dropped", "dropped (table full)"),
-            ("reclaimed", "reclaimed (thread or process exited)"))
+    reclaimed."""
 
     def __init__(self, bpf, sweeper):
         self.counts, self.sweeper = bpf["pair_counts"], sweeper
-        self.seen = [0, 0]
+        self.seen = [0] * len(LOSSES)
 
     def __call__(self, json_out, obj_or_lines):
         self.sweeper.sweep()
-        totals = [sum(self.counts[i]) for i in range(len(self.WHAT))]
+        totals = [sum(self.counts[i]) for i in range(len(LOSSES))]
         totals[1] += self.sweeper.reclaimed
-        starts = {}
-        for i, (key, what) in enumerate(self.WHAT):
-            n, self.seen[i] = totals[i] - self.seen[i], totals[i]
-            starts[key] = n
-            if n and not json_out:
-                obj_or_lines.append("%d starts %s" % (n, what))
-        if json_out:
-            obj_or_lines["starts"] = starts
+        n = [t - s for t, s in zip(totals, self.seen)]
+        self.seen = totals
+        loss_report(json_out, obj_or_lines, "starts", n)
 
 
 def run(tool, target, args, collect, what, bpf=None, out=None, ready=None,

@@ -416,32 +416,6 @@ static int keep_link(struct bpf_link *l)
 	return 0;
 }
 
-/*
- * Whether the traced process has exited: its pidfd turns readable.  An
- * attach that failed because the process was going may fail before the
- * kernel has finished its exit, so a failure waits up to wait_ms for it.
- */
-static bool target_gone(const struct target *t, int wait_ms)
-{
-	struct pollfd p = { .fd = t->pidfd, .events = POLLIN };
-
-	if (t->pid <= 0)
-		return false;
-	if (t->pidfd < 0)
-		return kill(t->pid, 0) < 0 && errno == ESRCH;
-	return poll(&p, 1, wait_ms) == 1;
-}
-
-/* The one line for a process that exited while the exporter attached. */
-static int report_gone(const struct target *t)
-{
-	tool_err("PID %d (%s) exited while the exporter was attaching; "
-		 "nothing to serve", (int)t->pid, t->comm);
-	return -ESRCH;
-}
-
-#define GONE_WAIT_MS 500
-
 static int attach_blktgt(struct exporter_bpf *skel, const struct target *t,
 			 bool nbd_commands)
 {
@@ -469,8 +443,8 @@ static int attach_blktgt(struct exporter_bpf *skel, const struct target *t,
 					     NULL);
 		if (!l) {
 			err = -errno;
-			if (target_gone(t, GONE_WAIT_MS))
-				return report_gone(t);
+			if (target_exited_during_attach(t))
+				return -ESRCH;
 			if (t->pid > 0 && (err == -EPERM || err == -EACCES))
 				/* Once more, for the line that names the
 				 * capabilities missing. */
@@ -538,8 +512,8 @@ static int attach_location(struct bpf_program *prog, const struct target *t,
 					    b->path, n->pc_off, &opts);
 	if (!l) {
 		err = -errno;
-		if (target_gone(t, GONE_WAIT_MS))
-			return report_gone(t);
+		if (target_exited_during_attach(t))
+			return -ESRCH;
 		tool_err("cannot attach to %s:%s at 0x%llx of %s: %s",
 			 SHOWN(n->provider), SHOWN(n->name), n->pc_off,
 			 b->shown, strerror(-err));
@@ -548,13 +522,11 @@ static int attach_location(struct bpf_program *prog, const struct target *t,
 	return keep_link(l);
 }
 
-/* No probe matched pattern: one line, or the process's exit when that
- * is why (its maps may have been read as it went). */
+/* No probe matched pattern: one line, which names the process's exit
+ * when that is why (its maps may have been read as it went). */
 static int report_missing(const struct usdt_sites *s, const struct target *t,
 			  const char *pattern, bool glob)
 {
-	if (target_gone(t, 0))
-		return report_gone(t);
 	usdt_sites_missing(s, t, pattern, glob);
 	return -ENOENT;
 }

@@ -993,7 +993,8 @@ static int pair_totals(const struct bpf_map *map,
 	return err < 0 ? err : -err;
 }
 
-void pair_report(struct output *o, void *ctx)
+void loss_report(const struct output *o, const char *noun,
+		 const unsigned long long *n, int nkinds)
 {
 	static const char *const what[PAIR_NCOUNTS] = {
 		[PAIR_DROPPED] = "dropped (table full)",
@@ -1003,8 +1004,23 @@ void pair_report(struct output *o, void *ctx)
 		[PAIR_DROPPED] = "dropped",
 		[PAIR_RECLAIMED] = "reclaimed",
 	};
+
+	if (o->json)
+		printf(", \"%s\": {", noun);
+	for (int k = 0; k < nkinds && k < PAIR_NCOUNTS; k++) {
+		if (o->json)
+			printf("%s\"%s\": %llu", k ? ", " : "", key[k], n[k]);
+		else if (n[k])
+			printf("%llu %s %s\n", n[k], noun, what[k]);
+	}
+	if (o->json)
+		putchar('}');
+}
+
+void pair_report(struct output *o, void *ctx)
+{
 	struct pair_report *r = ctx;
-	unsigned long long total[PAIR_NCOUNTS], n;
+	unsigned long long total[PAIR_NCOUNTS], n[PAIR_NCOUNTS];
 	int err = pair_totals(r->counts, total);
 
 	if (err) {
@@ -1012,18 +1028,11 @@ void pair_report(struct output *o, void *ctx)
 			 strerror(-err));
 		memcpy(total, r->seen, sizeof(total));
 	}
-	if (o->json)
-		fputs(", \"starts\": {", stdout);
 	for (int k = 0; k < PAIR_NCOUNTS; k++) {
-		n = total[k] - r->seen[k];
+		n[k] = total[k] - r->seen[k];
 		r->seen[k] = total[k];
-		if (o->json)
-			printf("%s\"%s\": %llu", k ? ", " : "", key[k], n);
-		else if (n)
-			printf("%llu starts %s\n", n, what[k]);
 	}
-	if (o->json)
-		putchar('}');
+	loss_report(o, "starts", n, PAIR_NCOUNTS);
 }
 
 /* --- the output loop ------------------------------------------------ */

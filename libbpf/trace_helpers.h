@@ -295,6 +295,17 @@ struct pair_report {
 };
 void pair_report(struct output *o, void *report);
 
+/*
+ * What a tool lost in one interval, said as its output ends, for the
+ * first nkinds counts n[] (indexed by enum pair_count): in text
+ * "N NOUN dropped (table full)" and "N NOUN reclaimed (thread or process
+ * exited)", each only when N > 0; in JSON, always, ', "NOUN":
+ * {"dropped": N[, "reclaimed": M]}'.  pair_report() says it of "starts",
+ * usdtcount -S of "strings"; bcc/probekit_bcc.py's loss_report() the same.
+ */
+void loss_report(const struct output *o, const char *noun,
+		 const unsigned long long *n, int nkinds);
+
 /* "PID N (COMM)", or "PATH (every process)" for -b: where the generic
  * tools say they trace. */
 void target_where(const struct target *t, char *out, size_t len);

@@ -23,6 +23,11 @@ __u64 counts[USDTCOUNT_PROBES_MAX];
 __u64 negative[USDTCOUNT_PROBES_MAX];
 __u64 hists[USDTCOUNT_PROBES_MAX][HIST_LOG2_SLOTS];
 
+/* -S: hits whose value found strs full, so that no value shows them:
+ * counted, and said ("N strings dropped (table full)"). */
+__u64 strs_dropped;
+
+/* Sized by user space (--max-strings) before load. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, USDTCOUNT_STRS_MAX);
@@ -45,11 +50,14 @@ static __always_inline void count_str(__u32 probe, __u64 ptr)
 		__sync_fetch_and_add(c, 1);
 		return;
 	}
-	/* A full map drops the value; the hit is still in counts. */
+	/* Another CPU may have inserted it meanwhile; else the map is
+	 * full, and the value is dropped and counted. */
 	if (bpf_map_update_elem(&strs, &key, &one, BPF_NOEXIST)) {
 		c = bpf_map_lookup_elem(&strs, &key);
 		if (c)
 			__sync_fetch_and_add(c, 1);
+		else
+			__sync_fetch_and_add(&strs_dropped, 1);
 	}
 }
 

@@ -41,6 +41,7 @@ static struct {
 	int npatterns;
 	enum usdtcount_mode mode;
 	long argn;			/* -H/-S argN: N */
+	long max_strings;		/* --max-strings: strs's size */
 	char arg_unit[8];		/* "arg2" */
 	const char *catalog;
 	bool require_all;
@@ -68,6 +69,10 @@ static void option(int key, const char *arg)
 		env.mode = key == 'H' ? USDTCOUNT_HIST : USDTCOUNT_STR;
 		env.argn = usdt_arg_option(key == 'H' ? "-H/--histogram" :
 					   "-S/--strings", arg, false);
+		break;
+	case OPT_MAX_STRINGS:
+		env.max_strings = positive_arg("--max-strings", arg,
+					       USDTCOUNT_STRS_LIMIT);
 		break;
 	case OPT_CATALOG:
 		env.catalog = arg;
@@ -110,6 +115,7 @@ static const struct tool_cli cli = {
 
 static void parse_args(int argc, char **argv)
 {
+	env.max_strings = SPEC_DEFAULT_MAX_STRINGS;
 	parse_options(&cli, &env.c, argc, argv);
 	if (!env.npatterns)
 		usage_error("the following arguments are required: PATTERN");
@@ -473,7 +479,7 @@ static void print_quoted(const char *s, size_t len)
 static int print_strs(struct output *o, struct usdtcount_bpf *skel)
 {
 	int fd = bpf_map__fd(skel->maps.strs);
-	struct str_count *v = calloc(USDTCOUNT_STRS_MAX, sizeof(*v));
+	struct str_count *v = calloc(env.max_strings, sizeof(*v));
 	struct usdtcount_str *prev = NULL;
 	size_t n = 0, shown = 0;
 	__u32 probe = UINT32_MAX;
@@ -483,7 +489,7 @@ static int print_strs(struct output *o, struct usdtcount_bpf *skel)
 	if (!v)
 		return -ENOMEM;
 	/* Keys first: deleting while walking would restart the walk. */
-	while (n < USDTCOUNT_STRS_MAX &&
+	while (n < (size_t)env.max_strings &&
 	       !bpf_map_get_next_key(fd, prev, &v[n].key)) {
 		prev = &v[n].key;
 		n++;
@@ -591,6 +597,13 @@ static int print(void *ctx, struct output *o)
 		err = print_strs(o, skel);
 	if (o->json)
 		putchar(']');
+	if (env.mode == USDTCOUNT_STR) {
+		/* Read after the values: a hit dropped while they were read
+		 * and cleared is in this interval's count, not lost. */
+		unsigned long long dropped = take(&skel->bss->strs_dropped);
+
+		loss_report(o, "strings", &dropped, 1);
+	}
 	if (env.catalog)
 		print_never_fired(o);
 	if (o->json)
@@ -627,6 +640,12 @@ int main(int argc, char **argv)
 	usdt_sites_prepare(&sites, skel->progs.hit);
 	usdt_sites_prepare(&sites, skel->progs.gate);
 	skel->rodata->mode = env.mode;
+	err = bpf_map__set_max_entries(skel->maps.strs, env.mode ==
+				       USDTCOUNT_STR ? env.max_strings : 1);
+	if (err) {
+		report_load_error(&t, err);
+		goto out;
+	}
 	skel->rodata->count_hits = env.c.max_rate > 0;
 	err = usdtcount_bpf__load(skel);
 	if (err) {

@@ -8,7 +8,10 @@
 
 #define USDTCOUNT_PROBES_MAX 1024	/* distinct probes counted at once */
 #define USDTCOUNT_STR_LEN 64		/* -S: bytes of a string, NUL included */
-#define USDTCOUNT_STRS_MAX 16384	/* -S: distinct strings per interval */
+/* -S: the distinct strings kept per interval, by default
+ * (USDTCOUNT_STRS_MAX; --max-strings, up to USDTCOUNT_STRS_LIMIT):
+ * tools/limits.toml, which bcc/ reads too. */
+#include "probekit_limits.h"
 
 enum usdtcount_mode {
 	USDTCOUNT_COUNT,	/* hits per probe */

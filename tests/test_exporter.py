@@ -862,8 +862,8 @@ def test_exit_during_attach_one_line(bpf, build, tmp_path):
         pid = p.pid
         assert rc == 1 and err.count("\n") == 1, err
         assert err in (
-            f"probekit-exporter: PID {pid} (throws) exited while the "
-            "exporter was attaching; nothing to serve\n",
+            f"probekit-exporter: PID {pid} (throws) exited while its "
+            "probes were being attached\n",
             f"probekit-exporter: PID {pid} has exited\n",
             f"probekit-exporter: no process with PID {pid}\n"), err
         outcomes["exited"] += 1

@@ -20,7 +20,6 @@ import json
 import signal
 import socket
 import subprocess
-import time
 
 import pytest
 
@@ -42,16 +41,6 @@ def starts(lines):
 def in_flight(target):
     s = target.rpc("target_stats")
     return s["io_submitted"] - s["io_completed"]
-
-
-def wait_for(pred, what):
-    """Poll pred until true: a condition, not a fixed time."""
-    end = time.monotonic() + TIMEOUT
-    while time.monotonic() < end:
-        if pred():
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def rpc_send(target, method, **params):
@@ -194,7 +183,8 @@ def test_killed_targets_starts_reclaimed(bpf, victim, name, kind):
              Q + 2).start()
     held = rpc_send(victim, "workload_run", bdev="D0", pattern="write",
                     io_size=4096, queue_depth=Q, count=Q)
-    wait_for(lambda: in_flight(victim) == Q, "the writes to be held")
+    probekit.wait_until("the writes to be held",
+                        lambda: in_flight(victim) == Q)
     r = victim.rpc("workload_run", bdev="M1", pattern="randread",
                    io_size=4096, queue_depth=2, count=N)
     assert r["ios"] == N and r["errors"] == 0, r
@@ -255,7 +245,8 @@ def test_reclaims_without_tracefs(bpf, blktgt_bin, tmp_path, kind):
         t.start()
         held = rpc_send(victim, "workload_run", bdev="D0", pattern="write",
                         io_size=4096, queue_depth=Q, count=Q)
-        wait_for(lambda: in_flight(victim) == Q, "the writes to be held")
+        probekit.wait_until("the writes to be held",
+                        lambda: in_flight(victim) == Q)
         lines = kill(victim, t)
         held.close()
     assert starts(lines) == [
@@ -278,7 +269,8 @@ def test_nbdtime_killed_targets_requests_reclaimed(bpf, victim, kind):
                               stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
     try:
-        wait_for(lambda: in_flight(victim) == Q, "the writes to be held")
+        probekit.wait_until("the writes to be held",
+                        lambda: in_flight(victim) == Q)
         lines = kill(victim, t)
     finally:
         client.kill()

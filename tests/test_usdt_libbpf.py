@@ -195,6 +195,101 @@ def test_usdtcount_strings(bpf, bdevs):
                      ("workload_run", 1))]
 
 
+@pytest.mark.parametrize("kind", histtools.KINDS)
+def test_usdtcount_strings_table_full(bpf, bdevs, kind):
+    """-S with --max-strings 1: Malloc0's 23 reads take the one place, so
+    Malloc1's 37 writes find the table full.  Their values are dropped,
+    and counted, as the pair tools count their STARTs: the last line says
+    so, and JSON has "strings"; an interval with no loss says nothing."""
+    args = ("-p", bdevs.pid, "-S", "arg2", "--max-strings", "1",
+            "blktgt:io__submit")
+    t = Gen(kind, "usdtcount", *args).start()
+    js = Gen(kind, "usdtcount", *args, "--json").start()
+    workload(bdevs, "Malloc0", "read", 4096, 4, 23)
+    workload(bdevs, "Malloc1", "write", 4096, 2, 37)
+    assert body(t.stop()) == [
+        "", "probe = blktgt:io__submit", "     COUNT  arg2",
+        '        23  "Malloc0"', "37 strings dropped (table full)"]
+    (obj,) = json_objects(js.stop())
+    assert obj["values"] == [{"probe": "blktgt:io__submit",
+                              "value": "Malloc0", "count": 23}]
+    assert obj["strings"] == {"dropped": 37}
+    # Room for both: nothing lost, and the text says nothing of it.
+    t = Gen(kind, "usdtcount", *args[:5], "2", args[6]).start()
+    workload(bdevs, "Malloc1", "write", 4096, 2, 37)
+    workload(bdevs, "Malloc0", "read", 4096, 4, 23)
+    assert body(t.stop()) == [
+        "", "probe = blktgt:io__submit", "     COUNT  arg2",
+        '        37  "Malloc1"', '        23  "Malloc0"']
+
+
+MANY_PROBES = 263      # each with 64 slots filled: 16,832 (probe, slot) pairs
+
+
+def build_many_probes(tmp_path):
+    """A program with MANY_PROBES probes many:pNNN(u64 v).  It prints
+    "ready", and on each line read fires every probe with v = 2^k for k
+    in 0..63 (one hit in each of 64 log2 slots), then prints "done"."""
+    src, exe = tmp_path / "many.c", tmp_path / "many"
+    fire = "".join("\t\tDTRACE_PROBE1(many, p%03d, v);\n" % i
+                   for i in range(MANY_PROBES))
+    src.write_text(textwrap.dedent("""\
+        #include <stdint.h>
+        #include <stdio.h>
+        #include <sys/sdt.h>
+
+        int main(void)
+        {
+        \tchar line[16];
+
+        \tputs("ready");
+        \tfflush(stdout);
+        \twhile (fgets(line, sizeof(line), stdin)) {
+        \t\tfor (int k = 0; k < 64; k++) {
+        \t\tuint64_t v = 1ULL << k;
+
+        \t\t__asm__ volatile("" : "+r"(v));
+        @FIRE@\t\t}
+        \t\tputs("done");
+        \t\tfflush(stdout);
+        \t}
+        \treturn 0;
+        }
+        """).replace("@FIRE@", fire))
+    r = subprocess.run(["cc", "-O1", "-o", str(exe), str(src)],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    return str(exe)
+
+
+@pytest.mark.parametrize("kind", histtools.KINDS)
+def test_usdtcount_histogram_of_many_probes(bpf, kind, tmp_path):
+    """-H on 263 probes, each hit once in each of 64 slots: all 16,832
+    hits are in the histograms.  The BCC form kept (probe, slot) pairs in
+    a hash of 16,384, which dropped the rest without a word; the libbpf
+    form keeps arrays of every slot of every probe."""
+    p = subprocess.Popen([build_many_probes(tmp_path)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        t = Gen(kind, "usdtcount", "-p", p.pid, "-H", "arg1", "-j",
+                "many:*").start()
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        assert p.stdout.readline() == "done\n"
+        (obj,) = json_objects(t.stop())
+    finally:
+        p.kill()
+        p.wait()
+    hists = obj["histograms"]
+    assert [h["key"]["probe"] for h in hists] == [
+        "many:p%03d" % i for i in range(MANY_PROBES)]
+    for h in hists:
+        assert h["total"] == 64, h
+        assert [b["count"] for b in h["buckets"]] == [1] * 64, h
+    assert sum(h["total"] for h in hists) == 16832
+
+
 def test_usdtcount_catalog(bpf, bdevs):
     """--catalog names the catalog's probes, among those the patterns
     name, that never fired; --require-all fails on them."""

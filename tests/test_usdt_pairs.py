@@ -97,16 +97,6 @@ def in_flight(target):
     return s["io_submitted"] - s["io_completed"]
 
 
-def wait_for(pred):
-    """Poll pred until true or TIMEOUT: a condition, not a fixed time."""
-    end = time.monotonic() + TIMEOUT
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.01)
-    return False
-
-
 def rpc_send(sock_path, method, params):
     """Send one JSON-RPC call whose reply would come only when its work
     ends; the open socket."""
@@ -135,7 +125,8 @@ def kill_with_io_in_flight(blktgt, tmp_path, i):
         sock = rpc_send(tgt.rpc_sock, "workload_run", dict(
             bdev="D0", pattern="write", io_size=4096, queue_depth=Q,
             count=Q))
-        assert wait_for(lambda: in_flight(tgt) == Q), tgt.rpc("target_stats")
+        probekit.wait_until(f"{Q} I/Os in flight",
+                            lambda: in_flight(tgt) == Q)
     finally:
         tgt.stop(sig=signal.SIGKILL, expect_rc=None)
     sock.close()
