@@ -50,11 +50,13 @@ slow = pytest.mark.skipif(not SLOW, reason="builds the package in a debootstrap 
 
 
 def deb_files(deb):
-    """{path: bytes} of the regular files in the package."""
+    """{path: bytes} of the files in the package (a link's target, for a
+    symbolic link)."""
     data = subprocess.run(["dpkg-deb", "--fsys-tarfile", deb], capture_output=True,
                           check=True).stdout
     with tarfile.open(fileobj=io.BytesIO(data)) as t:
-        return {m.name[1:]: t.extractfile(m).read() for m in t.getmembers() if m.isfile()}
+        return {m.name[1:]: t.extractfile(m).read() if m.isfile() else m.linkname
+                for m in t.getmembers() if m.isfile() or m.issym()}
 
 
 def shipped_text(files, path):
