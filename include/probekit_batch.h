@@ -25,7 +25,7 @@
  *           struct pk_batch b;
  *           struct my_rec recs[MY_BATCH_MAX];
  *   };
- *   static __thread struct my_batch mb = { PK_BATCH_INIT(MY_BATCH_MAX) };
+ *   static __thread struct my_batch mb = { .b = PK_BATCH_INIT(MY_BATCH_MAX) };
  *
  *   static void my_flush(uint64_t now)       // the one probe site
  *   {

@@ -59,29 +59,9 @@ stamp() {
 
 # --- inside the private mount namespace ---------------------------------------
 
-descendants() {
-	local c
-	for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
-		echo "$c"
-		descendants "$c"
-	done
-}
-
-kill_tree() {
-	local round pids
-	for round in 1 2 3 4 5; do
-		pids=$(descendants $$)
-		[ -n "$pids" ] || return 0
-		# shellcheck disable=SC2086
-		kill -KILL $pids 2>/dev/null
-	done
-}
-
-# In the background and waited for, so that the TERM trap runs at once.
-run_bg() {
-	"$@" </dev/null &
-	wait $!
-}
+# kill_tree and run_bg (in the background and waited for, so that the
+# TERM trap runs at once) are the stack runner's.
+. "$SRC/scripts/chroot-lib.sh"
 
 # binfmt_misc's registrations are the kernel's, not the mount's: the one
 # made here outlives this namespace unless it is removed, so every way

@@ -44,7 +44,7 @@ SYSTEM = {
 }
 # Shell words that are never a command of their own.
 SHELL_WORDS = {"cd", "export", "for", "do", "done", "if", "then", "fi",
-               "echo", "while", "wait"}
+               "echo", "while", "until", "wait"}
 PROMPT = "$ "
 
 

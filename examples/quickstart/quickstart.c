@@ -45,7 +45,7 @@ struct qs_rec {
 static struct {
 	struct pk_batch b;
 	struct qs_rec recs[QS_RECS_MAX];
-} batch = { PK_BATCH_INIT(QS_RECS_MAX) };
+} batch = { .b = PK_BATCH_INIT(QS_RECS_MAX) };
 
 /* The one request__batch site.  The count and the records' address go
  * through registers: as a global's address, recs would be a %rip-relative
