@@ -189,7 +189,10 @@ def test_dry_run_substitutes_per_probe_and_merges(prog, sdt_build, count_bt, tmp
     r = wrapper("--dry-run", prog.pid, count_bt, other)
     assert r.returncode == 0, r.stderr
     text = r.stdout
-    exe, lib = str(sdt_build / "prog"), str(sdt_build / "libpk.so")
+    # Named as the process sees them: bpftrace -p attaches a plain path
+    # twice where it also lists the process's files (0.27).
+    root = f"/proc/{prog.pid}/root"
+    exe, lib = root + str(sdt_build / "prog"), root + str(sdt_build / "libpk.so")
     assert f'usdt:"{exe}":pkexe:tick' in text
     assert f'usdt:"{lib}":pklib:fire' in text
     assert f'uprobe:"{lib}":pk_lib_fire /pid == {prog.pid}/' in text

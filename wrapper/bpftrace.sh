@@ -568,12 +568,25 @@ if [ -n "$want" ] && [ -n "$pid" ]; then
 	fi
 fi
 
+# A probe on a file of PID is named as PID sees it, /proc/PID/root/PATH.
+# bpftrace -p lists the files PID maps under that name too, and one that
+# does so and also resolves the plain PATH (bpftrace 0.27) takes them for
+# two files and attaches the probe twice, so that every hit counts
+# double; the /proc/PID/root name is one file to every bpftrace (0.17
+# reads it as any path).  Sets path.
+pid_path() {
+	path=$1
+	[ -n "$pid" ] || return 0
+	case $path in /proc/"$pid"/*) ;; *) path=/proc/$pid/root$path ;; esac
+}
+
 # In reference order, so that the first problem is the one reported.
 missing= missing_n=
 for ((n = 1; n <= nrefs; n++)); do
 	kind=${ref_kind[n]} spec=${ref_spec[n]} type=${ref_type[n]}
 	if [ $type = syms ] && [[ $spec == [0-9]* ]]; then
-		quote_path "$exe" "the executable${pid:+ of PID $pid}"
+		pid_path "$exe"
+		quote_path "$path" "the executable${pid:+ of PID $pid}"
 		ref_q[n]=$quoted
 		continue
 	fi
@@ -592,6 +605,7 @@ for ((n = 1; n <= nrefs; n++)); do
 		[ -n "$missing" ] || missing="$kind:__EXE__:$spec" missing_n=$n
 		continue
 	fi
+	pid_path "$path"
 	quote_path "$path" "the file of $kind:__EXE__:$spec"
 	ref_q[n]=$quoted
 done
