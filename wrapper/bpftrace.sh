@@ -58,8 +58,11 @@
 #    exited while the trace was starting", with a non-zero exit.
 #  - Then the wrapper execs bpftrace, so signals (Ctrl-C prints the END
 #    output and the maps) and the exit code are bpftrace's own.  Only
-#    bpftrace 0.17's harmless "couldn't set RLIMIT_MEMLOCK" line is
-#    filtered from its stderr.  bpftrace 0.17 can miss a Ctrl-C that
+#    bpftrace's harmless lines are filtered from its stderr (0.17's
+#    "couldn't set RLIMIT_MEMLOCK", a newer one's warning that a kernel
+#    without kprobes lists no traceable functions), and the uprobe events
+#    BCC leaves in tracefs when the process exits while bpftrace attaches
+#    are removed once it has ended.  bpftrace 0.17 can miss a Ctrl-C that
 #    arrives while it is printing; a tracepoint:signal:signal_deliver
 #    probe on its own PID wakes it up so that it sees the signal.
 #
@@ -706,8 +709,8 @@ fi
 
 # --- bpftrace's stderr ---------------------------------------------------------
 #
-# The filter between bpftrace's stderr and ours.  It drops bpftrace 0.17's
-# harmless RLIMIT_MEMLOCK line, and turns "stdin:LINE[:COLS]" of a message
+# The filter between bpftrace's stderr and ours.  It drops the harmless
+# lines below (HARMLESS), and turns "stdin:LINE[:COLS]" of a message
 # about the program into FILE:LINE of the script it came from (by the line
 # map; columns are bpftrace's, exact but on a line where __EXE__ or __PID__
 # was replaced).  When bpftrace fails because the process went away while
@@ -716,7 +719,51 @@ fi
 # MountNSException); the first such message, seen while the process is
 # gone, becomes one line "PID N exited while the trace was starting" and
 # the rest are dropped.  A message about the program itself (FILE:LINE) is
-# always shown as it is.
+# always shown as it is.  Once bpftrace has closed its stderr, the filter
+# removes the uprobe events it left in tracefs (drop_left_events).
+
+# bpftrace's lines that say nothing a user of these scripts can act on,
+# as patterns; every other line is passed on.  bpftrace 0.17 says it
+# "couldn't set RLIMIT_MEMLOCK" (a kernel since 5.11 charges BPF memory to
+# the cgroup, not to that limit); newer bpftrace warns
+# that it "Could not read functions from .../available_filter_functions",
+# the kernel's list of traceable functions, which a kernel without
+# kprobes has not: that list only matters to kprobe and fentry probes,
+# which none of probekit's scripts uses.
+HARMLESS=(
+	"*couldn't set RLIMIT_MEMLOCK*"
+	"WARNING: Could not read functions from */available_filter_functions*"
+)
+
+# Remove the uprobe events that BCC made in tracefs for this bpftrace
+# (its PID is this script's, $$, since the exec) and left there.  When
+# perf_event_open() of a uprobe fails, BCC's bpf_attach_uprobe() makes a
+# tracefs event (uprobe_events, named NAME_bcc_PID) and opens that; when
+# that fails too it returns without removing the event.  Both fail with
+# ESRCH when bpftrace passes -p's PID to a uprobe (newer bpftrace does;
+# 0.17 passes -1) and the process has exited meanwhile: every run that
+# loses its process while attaching left one event per uprobe until
+# reboot.  Once bpftrace is gone no such event has a user; one still
+# open while bpftrace's files are being closed is busy (EBUSY), and is
+# tried again for up to a second.
+drop_left_events() {
+	local f ev name left=() try
+	for f in /sys/kernel/tracing/uprobe_events /sys/kernel/debug/tracing/uprobe_events; do
+		[ -r "$f" ] && break
+	done
+	[ -r "$f" ] || return 0
+	# Lines "p:uprobes/NAME PATH:0xOFFSET".
+	while IFS= read -r ev; do
+		name=${ev%% *} name=${name#*:}
+		[[ $name == uprobes/*_bcc_$$ ]] && left+=("$name")
+	done < "$f"
+	for name in "${left[@]}"; do
+		for try in {1..50}; do
+			{ printf -- '-:%s\n' "$name" >> "$f"; } 2>/dev/null && break
+			sleep 0.02
+		done
+	done
+}
 
 # FILE:LINE of program line $1, in loc; empty for the wrapper's own lines.
 map_line() {
@@ -732,11 +779,12 @@ map_line() {
 }
 
 stderr_filter() {
-	local line loc rest first gone=0
+	local line loc rest first h gone=0
 	while IFS= read -r line || [ -n "$line" ]; do
-		case $line in
-		*"couldn't set RLIMIT_MEMLOCK"*) continue ;;
-		esac
+		for h in "${HARMLESS[@]}"; do
+			# shellcheck disable=SC2053
+			[[ $line == $h ]] && continue 2
+		done
 		if [[ $line =~ ^stdin:([0-9]{1,9})(-([0-9]{1,9}))?(:.*)$ ]]; then
 			rest=${BASH_REMATCH[4]}
 			map_line "${BASH_REMATCH[1]}"
@@ -760,6 +808,7 @@ stderr_filter() {
 		fi
 		printf '%s\n' "$line"
 	done
+	drop_left_events
 }
 
 # --- run ----------------------------------------------------------------------
