@@ -785,7 +785,11 @@ stderr_filter() {
 			# shellcheck disable=SC2053
 			[[ $line == $h ]] && continue 2
 		done
-		if [[ $line =~ ^stdin:([0-9]{1,9})(-([0-9]{1,9}))?(:.*)$ ]]; then
+		# A message about the program names the script's FILE:LINE, but
+		# one about a file of PID (/proc/PID/root/...) that went away
+		# with PID is its exit (newer bpftrace checks the file itself).
+		if [[ $line =~ ^stdin:([0-9]{1,9})(-([0-9]{1,9}))?(:.*)$ ]] &&
+		   ! { [ -n "$pid" ] && [[ $line == *"/proc/$pid/"* ]] && target_gone; }; then
 			rest=${BASH_REMATCH[4]}
 			map_line "${BASH_REMATCH[1]}"
 			if [ -n "$loc" ]; then
