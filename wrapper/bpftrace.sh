@@ -377,18 +377,41 @@ take_exe() {
 }
 
 # The one way a path goes into the program: inside double quotes, where
-# bpftrace 0.17 unescapes twice (a backslash is written as four).  A double
-# quote or a newline cannot be written at all, and bpftrace re-splits attach
-# points at ':', so those paths are refused.  Sets quoted.
-quote_path() {
+# bpftrace 0.17 unescapes twice (a backslash is written as four) and a
+# newer one (0.27) once (as two).  A double quote or a newline cannot be
+# written at all, and bpftrace re-splits attach points at ':', so those
+# paths are refused.  A path with a backslash asks the installed bpftrace
+# which it does (path_unescapes), with KIND (usdt or uprobe) the probes
+# the file has.  Sets quoted.
+quote_path() { # path, what, [kind]
 	local p=$1 what=$2
 	case $p in
 	*'"'*) die "$what '$p' contains a double quote, which bpftrace cannot express in a probe path; copy or link the binary to a plain path and run it from there" ;;
 	*$'\n'*) die "$what contains a newline, which bpftrace cannot express in a probe path; copy or link the binary to a plain path and run it from there" ;;
 	*:*) die "$what '$p' contains ':', which bpftrace 0.17 splits probe paths at; copy or link the binary to a plain path and run it from there" ;;
 	esac
-	p=${p//\\/\\\\\\\\}
+	case $p in
+	*\\*)
+		[ $# -lt 3 ] || path_unescapes "$p" "$3"
+		if [ "$unescapes" = 2 ]; then
+			p=${p//\\/\\\\\\\\}
+		else
+			p=${p//\\/\\\\}
+		fi ;;
+	esac
 	quoted="\"$p\""
+}
+
+# How many times bpftrace unescapes a quoted probe path, 1 or 2, into
+# unescapes: 2 when it lists the probes of KIND in FILE named with each
+# backslash written four times (bpftrace -l, which attaches nothing), as
+# 0.17 does.  Asked once a run, and only for a path with a backslash.
+unescapes=
+path_unescapes() { # file, kind
+	[ -z "$unescapes" ] || return 0
+	local p=${1//\\/\\\\\\\\} listed=
+	listed=$("$bpftrace" -l "$2:\"$p\":*" 2>/dev/null) || listed=
+	if [ -n "$listed" ]; then unescapes=2; else unescapes=1; fi
 }
 
 # --- generated struct definitions --------------------------------------------
@@ -589,7 +612,7 @@ for ((n = 1; n <= nrefs; n++)); do
 	kind=${ref_kind[n]} spec=${ref_spec[n]} type=${ref_type[n]}
 	if [ $type = syms ] && [[ $spec == [0-9]* ]]; then
 		pid_path "$exe"
-		quote_path "$path" "the executable${pid:+ of PID $pid}"
+		quote_path "$path" "the executable${pid:+ of PID $pid}" uprobe
 		ref_q[n]=$quoted
 		continue
 	fi
@@ -609,7 +632,7 @@ for ((n = 1; n <= nrefs; n++)); do
 		continue
 	fi
 	pid_path "$path"
-	quote_path "$path" "the file of $kind:__EXE__:$spec"
+	quote_path "$path" "the file of $kind:__EXE__:$spec" "${type/syms/uprobe}"
 	ref_q[n]=$quoted
 done
 
