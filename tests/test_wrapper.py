@@ -951,7 +951,11 @@ def exec_calls(*args, read=None):
             m = re.search(r'openat\(AT_FDCWD, "([^"]*)", [^)]*\) = \d', ln)
             if m and pid in has:
                 first, files = has[pid]
-                if files or m.group(1) == first:
+                # The reader opens with O_NONBLOCK, the loader without:
+                # the first file may be a library probekit-scan itself
+                # loads (libc.so.6, which Debian unstable's loader opens
+                # after libelf, before libz and libzstd).
+                if files or (m.group(1) == first and "O_NONBLOCK" in ln):
                     files.append(m.group(1))
     assert calls and WRAPPER in calls[0], calls
     if read is not None:
