@@ -47,6 +47,17 @@ def pytest_runtest_setup(item):
         pytest.skip(why)
 
 
+@pytest.fixture(autouse=True)
+def no_uprobe_event_left(tmp_path_factory):
+    """No test leaves a uprobe event in tracefs on a file of this run
+    (its tmp directories): the kernel keeps one until reboot."""
+    base = tmp_path_factory.getbasetemp()
+    before = set(probekit.uprobe_events(base))
+    yield
+    left = [e for e in probekit.uprobe_events(base) if e not in before]
+    assert not left, f"uprobe events left in tracefs: {left}"
+
+
 @pytest.fixture
 def bpf():
     """Tests that attach probes take this: they fail under CI=true when

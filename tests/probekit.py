@@ -82,6 +82,22 @@ def bpf_unavailable():
     return None
 
 
+def uprobe_events(under):
+    """tracefs's uprobe events on files under the directory `under`, as
+    uprobe_events lists them ("p:GROUP/NAME PATH:0xOFFSET").  A tracer
+    that attaches through perf_event_open() makes none; one is what an
+    attach through tracefs left behind (BCC's fallback, see
+    wrapper/bpftrace.sh), which lasts until reboot.  Empty when the file
+    cannot be read (not root)."""
+    prefix = os.path.join(str(under), "")
+    try:
+        with open("/sys/kernel/tracing/uprobe_events") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    return [l for l in lines if l.partition(" ")[2].startswith(prefix)]
+
+
 class LineReader:
     """Read a process's output line by line with a deadline.
 

@@ -83,14 +83,30 @@ def run_trace(pid, script, action, **kw):
 
 # --- compile checks -----------------------------------------------------------
 
+_emit_only = []
+
+
+def emit_only():
+    """bpftrace's options that write the program's ELF and end.  0.17's
+    --emit-elf is a dry run; a newer one's (0.27) writes the ELF and then
+    runs the program, unless --dry-run, which it lists in --help, ends it
+    once the probes are attached."""
+    if not _emit_only:
+        h = subprocess.run(["bpftrace", "--help"], capture_output=True, text=True,
+                           timeout=probekit.TIMEOUT)
+        dry = ["--dry-run"] if re.search(r"^\s*--dry-run\b", h.stdout + h.stderr, re.M) else []
+        _emit_only.append(dry + ["--emit-elf"])
+    return _emit_only[0]
+
+
 def compile_check(pid, scripts, tmp_path):
     """The wrapper resolves every probe (-n), then bpftrace compiles the
-    final program to an ELF without attaching (--emit-elf is a dry run)."""
+    final program to an ELF (emit_only)."""
     r = subprocess.run([WRAPPER, "--dry-run", str(pid), *scripts], capture_output=True,
                        text=True, timeout=probekit.TIMEOUT)
     if r.returncode != 0:
         return r
-    return subprocess.run(["bpftrace", "-p", str(pid), "--emit-elf",
+    return subprocess.run(["bpftrace", "-p", str(pid), *emit_only(),
                            str(tmp_path / "prog.elf"), "-e", r.stdout],
                           capture_output=True, text=True, timeout=probekit.TIMEOUT)
 

@@ -287,7 +287,7 @@ def test_script_fixtures_through_wrapper(target):
                        capture_output=True, timeout=probekit.TIMEOUT)
     assert r.returncode == 0, r.stderr
     prog = r.stdout.decode()
-    exe = os.path.realpath(f"/proc/{target.pid}/exe")
+    exe = f"/proc/{target.pid}/root" + os.path.realpath(f"/proc/{target.pid}/exe")
     for refs in REFS.values():
         for kind, spec in refs:
             assert f'{kind}:"{exe}":{spec}' in prog

@@ -58,8 +58,11 @@
 #    exited while the trace was starting", with a non-zero exit.
 #  - Then the wrapper execs bpftrace, so signals (Ctrl-C prints the END
 #    output and the maps) and the exit code are bpftrace's own.  Only
-#    bpftrace 0.17's harmless "couldn't set RLIMIT_MEMLOCK" line is
-#    filtered from its stderr.  bpftrace 0.17 can miss a Ctrl-C that
+#    bpftrace's harmless lines are filtered from its stderr (0.17's
+#    "couldn't set RLIMIT_MEMLOCK", a newer one's warning that a kernel
+#    without kprobes lists no traceable functions), and the uprobe events
+#    BCC leaves in tracefs when the process exits while bpftrace attaches
+#    are removed once it has ended.  bpftrace 0.17 can miss a Ctrl-C that
 #    arrives while it is printing; a tracepoint:signal:signal_deliver
 #    probe on its own PID wakes it up so that it sees the signal.
 #
@@ -374,18 +377,41 @@ take_exe() {
 }
 
 # The one way a path goes into the program: inside double quotes, where
-# bpftrace 0.17 unescapes twice (a backslash is written as four).  A double
-# quote or a newline cannot be written at all, and bpftrace re-splits attach
-# points at ':', so those paths are refused.  Sets quoted.
-quote_path() {
+# bpftrace 0.17 unescapes twice (a backslash is written as four) and a
+# newer one (0.27) once (as two).  A double quote or a newline cannot be
+# written at all, and bpftrace re-splits attach points at ':', so those
+# paths are refused.  A path with a backslash asks the installed bpftrace
+# which it does (path_unescapes), with KIND (usdt or uprobe) the probes
+# the file has.  Sets quoted.
+quote_path() { # path, what, [kind]
 	local p=$1 what=$2
 	case $p in
 	*'"'*) die "$what '$p' contains a double quote, which bpftrace cannot express in a probe path; copy or link the binary to a plain path and run it from there" ;;
 	*$'\n'*) die "$what contains a newline, which bpftrace cannot express in a probe path; copy or link the binary to a plain path and run it from there" ;;
 	*:*) die "$what '$p' contains ':', which bpftrace 0.17 splits probe paths at; copy or link the binary to a plain path and run it from there" ;;
 	esac
-	p=${p//\\/\\\\\\\\}
+	case $p in
+	*\\*)
+		[ $# -lt 3 ] || path_unescapes "$p" "$3"
+		if [ "$unescapes" = 2 ]; then
+			p=${p//\\/\\\\\\\\}
+		else
+			p=${p//\\/\\\\}
+		fi ;;
+	esac
 	quoted="\"$p\""
+}
+
+# How many times bpftrace unescapes a quoted probe path, 1 or 2, into
+# unescapes: 2 when it lists the probes of KIND in FILE named with each
+# backslash written four times (bpftrace -l, which attaches nothing), as
+# 0.17 does.  Asked once a run, and only for a path with a backslash.
+unescapes=
+path_unescapes() { # file, kind
+	[ -z "$unescapes" ] || return 0
+	local p=${1//\\/\\\\\\\\} listed=
+	listed=$("$bpftrace" -l "$2:\"$p\":*" 2>/dev/null) || listed=
+	if [ -n "$listed" ]; then unescapes=2; else unescapes=1; fi
 }
 
 # --- generated struct definitions --------------------------------------------
@@ -568,12 +594,25 @@ if [ -n "$want" ] && [ -n "$pid" ]; then
 	fi
 fi
 
+# A probe on a file of PID is named as PID sees it, /proc/PID/root/PATH.
+# bpftrace -p lists the files PID maps under that name too, and one that
+# does so and also resolves the plain PATH (bpftrace 0.27) takes them for
+# two files and attaches the probe twice, so that every hit counts
+# double; the /proc/PID/root name is one file to every bpftrace (0.17
+# reads it as any path).  Sets path.
+pid_path() {
+	path=$1
+	[ -n "$pid" ] || return 0
+	case $path in /proc/"$pid"/*) ;; *) path=/proc/$pid/root$path ;; esac
+}
+
 # In reference order, so that the first problem is the one reported.
 missing= missing_n=
 for ((n = 1; n <= nrefs; n++)); do
 	kind=${ref_kind[n]} spec=${ref_spec[n]} type=${ref_type[n]}
 	if [ $type = syms ] && [[ $spec == [0-9]* ]]; then
-		quote_path "$exe" "the executable${pid:+ of PID $pid}"
+		pid_path "$exe"
+		quote_path "$path" "the executable${pid:+ of PID $pid}" uprobe
 		ref_q[n]=$quoted
 		continue
 	fi
@@ -592,7 +631,8 @@ for ((n = 1; n <= nrefs; n++)); do
 		[ -n "$missing" ] || missing="$kind:__EXE__:$spec" missing_n=$n
 		continue
 	fi
-	quote_path "$path" "the file of $kind:__EXE__:$spec"
+	pid_path "$path"
+	quote_path "$path" "the file of $kind:__EXE__:$spec" "${type/syms/uprobe}"
 	ref_q[n]=$quoted
 done
 
@@ -692,8 +732,8 @@ fi
 
 # --- bpftrace's stderr ---------------------------------------------------------
 #
-# The filter between bpftrace's stderr and ours.  It drops bpftrace 0.17's
-# harmless RLIMIT_MEMLOCK line, and turns "stdin:LINE[:COLS]" of a message
+# The filter between bpftrace's stderr and ours.  It drops the harmless
+# lines below (HARMLESS), and turns "stdin:LINE[:COLS]" of a message
 # about the program into FILE:LINE of the script it came from (by the line
 # map; columns are bpftrace's, exact but on a line where __EXE__ or __PID__
 # was replaced).  When bpftrace fails because the process went away while
@@ -702,7 +742,51 @@ fi
 # MountNSException); the first such message, seen while the process is
 # gone, becomes one line "PID N exited while the trace was starting" and
 # the rest are dropped.  A message about the program itself (FILE:LINE) is
-# always shown as it is.
+# always shown as it is.  Once bpftrace has closed its stderr, the filter
+# removes the uprobe events it left in tracefs (drop_left_events).
+
+# bpftrace's lines that say nothing a user of these scripts can act on,
+# as patterns; every other line is passed on.  bpftrace 0.17 says it
+# "couldn't set RLIMIT_MEMLOCK" (a kernel since 5.11 charges BPF memory to
+# the cgroup, not to that limit); newer bpftrace warns
+# that it "Could not read functions from .../available_filter_functions",
+# the kernel's list of traceable functions, which a kernel without
+# kprobes has not: that list only matters to kprobe and fentry probes,
+# which none of probekit's scripts uses.
+HARMLESS=(
+	"*couldn't set RLIMIT_MEMLOCK*"
+	"WARNING: Could not read functions from */available_filter_functions*"
+)
+
+# Remove the uprobe events that BCC made in tracefs for this bpftrace
+# (its PID is this script's, $$, since the exec) and left there.  When
+# perf_event_open() of a uprobe fails, BCC's bpf_attach_uprobe() makes a
+# tracefs event (uprobe_events, named NAME_bcc_PID) and opens that; when
+# that fails too it returns without removing the event.  Both fail with
+# ESRCH when bpftrace passes -p's PID to a uprobe (newer bpftrace does;
+# 0.17 passes -1) and the process has exited meanwhile: every run that
+# loses its process while attaching left one event per uprobe until
+# reboot.  Once bpftrace is gone no such event has a user; one still
+# open while bpftrace's files are being closed is busy (EBUSY), and is
+# tried again for up to a second.
+drop_left_events() {
+	local f ev name left=() try
+	for f in /sys/kernel/tracing/uprobe_events /sys/kernel/debug/tracing/uprobe_events; do
+		[ -r "$f" ] && break
+	done
+	[ -r "$f" ] || return 0
+	# Lines "p:uprobes/NAME PATH:0xOFFSET".
+	while IFS= read -r ev; do
+		name=${ev%% *} name=${name#*:}
+		[[ $name == uprobes/*_bcc_$$ ]] && left+=("$name")
+	done < "$f"
+	for name in "${left[@]}"; do
+		for try in {1..50}; do
+			{ printf -- '-:%s\n' "$name" >> "$f"; } 2>/dev/null && break
+			sleep 0.02
+		done
+	done
+}
 
 # FILE:LINE of program line $1, in loc; empty for the wrapper's own lines.
 map_line() {
@@ -718,12 +802,17 @@ map_line() {
 }
 
 stderr_filter() {
-	local line loc rest first gone=0
+	local line loc rest first h gone=0
 	while IFS= read -r line || [ -n "$line" ]; do
-		case $line in
-		*"couldn't set RLIMIT_MEMLOCK"*) continue ;;
-		esac
-		if [[ $line =~ ^stdin:([0-9]{1,9})(-([0-9]{1,9}))?(:.*)$ ]]; then
+		for h in "${HARMLESS[@]}"; do
+			# shellcheck disable=SC2053
+			[[ $line == $h ]] && continue 2
+		done
+		# A message about the program names the script's FILE:LINE, but
+		# one about a file of PID (/proc/PID/root/...) that went away
+		# with PID is its exit (newer bpftrace checks the file itself).
+		if [[ $line =~ ^stdin:([0-9]{1,9})(-([0-9]{1,9}))?(:.*)$ ]] &&
+		   ! { [ -n "$pid" ] && [[ $line == *"/proc/$pid/"* ]] && target_gone; }; then
 			rest=${BASH_REMATCH[4]}
 			map_line "${BASH_REMATCH[1]}"
 			if [ -n "$loc" ]; then
@@ -746,6 +835,7 @@ stderr_filter() {
 		fi
 		printf '%s\n' "$line"
 	done
+	drop_left_events
 }
 
 # --- run ----------------------------------------------------------------------
