@@ -278,24 +278,11 @@ def test_python_audit(bpf, kind, tmp_path):
     function__entry, function__return and line): the K events the script
     raises are counted by name (-S arg1).  The probe is enabled while the
     interpreter runs a hot loop, and the script still runs to its end."""
-    script = tmp_path / "audit.py"
-    script.write_text(PY_SCRIPT)
-    flag = tmp_path / "go"
-    py = subprocess.Popen([thirdparty.PY_SDT, str(script), str(K),
-                           str(flag)], stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT)
-    out = LineReader(py.stdout)
-    try:
-        out.wait_for("^spinning$")
+    with thirdparty.spinning_python(thirdparty.PY_SDT, PY_SCRIPT, K,
+                                    tmp_path) as (py, go):
         t = Tool(kind, "usdtcount", "-p", py.pid, "python:audit", "-S",
                  "arg1").start()
-        flag.write_text("")
-        out.wait_for("^done$")
-        assert py.wait(timeout=TIMEOUT) == 0, out.lines
-    finally:
-        if py.poll() is None:
-            py.kill()
-            py.wait()
+        go()
     got = values(t.wait())
     assert got.get(("python:audit", "probekit.fn")) == K, got
 
