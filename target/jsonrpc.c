@@ -655,45 +655,51 @@ static bool conn_evict_stalled(void)
 	return true;
 }
 
+/* Before each accept.  Full: a client stays in the backlog, unless a
+ * stalled connection gives up its place to it now.  (Only for a client
+ * that is there: after the first pass, epoll has not said so.) */
+static bool conn_room(void *ctx)
+{
+	if (nconns < JSONRPC_MAX_CONNS || (client_waiting() && conn_evict_stalled()))
+		return true;
+	log_limited(&full_note, LOG_INFO,
+		    "rpc: all %d places taken; new clients wait in the listen "
+		    "backlog until one is free", JSONRPC_MAX_CONNS);
+	listener_update();
+	return false;
+}
+
+static void conn_accepted(void *ctx, int fd, const struct sockaddr_storage *ss)
+{
+	struct rpc_conn *c = calloc(1, sizeof(*c));
+
+	if (!c) {
+		close(fd);
+		fd_backoff_fd_freed(&backoff);
+		return;
+	}
+	c->fd = fd;
+	c->idle_since = reactor_now_ns();
+	c->watch = reactor_fd_add(fd, EPOLLIN, conn_event, c);
+	if (!c->watch) {
+		close(fd);
+		free(c);
+		fd_backoff_fd_freed(&backoff);
+		return;
+	}
+	c->next = conns;
+	conns = c;
+	nconns++;
+}
+
+static const struct fd_backoff_take take = {
+	.room = conn_room,
+	.accepted = conn_accepted,
+};
+
 static void accept_event(void *ctx, uint32_t events)
 {
-	for (bool first = true;; first = false) {
-		struct rpc_conn *c;
-		int fd;
-
-		/* Full: a client stays in the backlog, unless a stalled
-		 * connection gives up its place to it now.  (Only for a client
-		 * that is there: after the first pass, epoll has not said so.) */
-		if (nconns >= JSONRPC_MAX_CONNS &&
-		    !(client_waiting() && conn_evict_stalled())) {
-			log_limited(&full_note, LOG_INFO,
-				    "rpc: all %d places taken; new clients wait in the listen "
-				    "backlog until one is free", JSONRPC_MAX_CONNS);
-			listener_update();
-			return;
-		}
-		fd = fd_backoff_accept(&backoff, listen_fd, NULL, NULL, first);
-		if (fd < 0)
-			return;
-		c = calloc(1, sizeof(*c));
-		if (!c) {
-			close(fd);
-			fd_backoff_fd_freed(&backoff);
-			continue;
-		}
-		c->fd = fd;
-		c->idle_since = reactor_now_ns();
-		c->watch = reactor_fd_add(fd, EPOLLIN, conn_event, c);
-		if (!c->watch) {
-			close(fd);
-			free(c);
-			fd_backoff_fd_freed(&backoff);
-			continue;
-		}
-		c->next = conns;
-		conns = c;
-		nconns++;
-	}
+	fd_backoff_accept_all(&backoff, listen_fd, &take, NULL);
 }
 
 /* Once a second while the stall limit is on, or while the table is full. */
