@@ -247,13 +247,12 @@ static void envelope_begin(struct json_writer *w, const char *id, size_t id_len)
 	jw_raw(w, id, id_len);
 }
 
-/* An error for a request that never became an rpc_request. */
-static void send_bare_error(struct rpc_conn *c, const char *id, size_t id_len, int code,
-			    const char *msg)
+/* The error reply to request id (JSON text) as a malloc'd text of *len
+ * bytes; NULL out of memory. */
+static char *error_reply(const char *id, size_t id_len, int code, const char *msg,
+			 size_t *len)
 {
 	struct json_writer w;
-	char *text;
-	size_t len;
 
 	envelope_begin(&w, id, id_len);
 	jw_key(&w, "error");
@@ -262,7 +261,16 @@ static void send_bare_error(struct rpc_conn *c, const char *id, size_t id_len, i
 	jw_kv_str(&w, "message", msg);
 	jw_obj_end(&w);
 	jw_obj_end(&w);
-	text = jw_take(&w, &len);
+	return jw_take(&w, len);
+}
+
+/* An error for a request that never became an rpc_request. */
+static void send_bare_error(struct rpc_conn *c, const char *id, size_t id_len, int code,
+			    const char *msg)
+{
+	size_t len;
+	char *text = error_reply(id, id_len, code, msg, &len);
+
 	if (text)
 		conn_queue(c, text, len);
 	free(text);
@@ -346,7 +354,6 @@ void rpc_result_str(struct rpc_request *req, const char *s)
 void rpc_error(struct rpc_request *req, int code, const char *fmt, ...)
 {
 	char msg[JSONRPC_MAX_ERROR_MSG];
-	struct json_writer w;
 	char *text = NULL;
 	size_t len = 0;
 	va_list ap;
@@ -354,16 +361,8 @@ void rpc_error(struct rpc_request *req, int code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (req->conn) {
-		envelope_begin(&w, req->json_id, req->json_id_len);
-		jw_key(&w, "error");
-		jw_obj_begin(&w);
-		jw_kv_i64(&w, "code", code);
-		jw_kv_str(&w, "message", msg);
-		jw_obj_end(&w);
-		jw_obj_end(&w);
-		text = jw_take(&w, &len);
-	}
+	if (req->conn)
+		text = error_reply(req->json_id, req->json_id_len, code, msg, &len);
 	jsonrpc_request_finish(req, code, text ? text : "", len, msg);
 	free(text);
 }
