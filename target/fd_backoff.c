@@ -137,3 +137,20 @@ int fd_backoff_accept(struct fd_backoff *b, int lfd, struct sockaddr *sa, sockle
 		return -1;
 	}
 }
+
+void fd_backoff_accept_all(struct fd_backoff *b, int lfd, const struct fd_backoff_take *t,
+			   void *ctx)
+{
+	for (unsigned i = 0; !t->batch || i < t->batch; i++) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		int fd;
+
+		if (t->room && !t->room(ctx))
+			return;
+		fd = fd_backoff_accept(b, lfd, (struct sockaddr *)&ss, &sl, i == 0);
+		if (fd < 0)
+			return;
+		t->accepted(ctx, fd, &ss);
+	}
+}

@@ -77,6 +77,24 @@ void fd_backoff_fini(struct fd_backoff *b);
  */
 int fd_backoff_accept(struct fd_backoff *b, int lfd, struct sockaddr *sa, socklen_t *sl,
 		      bool first);
+
+/* What a listener's owner does with the clients fd_backoff_accept_all()
+ * lets in. */
+struct fd_backoff_take {
+	/* Before each accept: false leaves the clients in the backlog (the
+	 * owner is full).  NULL: always room. */
+	bool (*room)(void *ctx);
+	/* A client's socket, the owner's now: if it cannot keep it, it
+	 * closes it and calls fd_backoff_fd_freed(). */
+	void (*accepted)(void *ctx, int fd, const struct sockaddr_storage *ss);
+	unsigned batch;         /* clients per call at most; 0: no bound */
+};
+
+/* A listener's epoll callback: accept the clients waiting on lfd and
+ * hand each to t->accepted(ctx, ...), until the backlog is empty, the
+ * owner has no room, the batch is done, or the listeners rest. */
+void fd_backoff_accept_all(struct fd_backoff *b, int lfd, const struct fd_backoff_take *t,
+			   void *ctx);
 /* The listeners rest now. */
 bool fd_backoff_resting(const struct fd_backoff *b);
 /* A descriptor was closed (any thread): resting listeners try again, and

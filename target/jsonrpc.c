@@ -247,13 +247,12 @@ static void envelope_begin(struct json_writer *w, const char *id, size_t id_len)
 	jw_raw(w, id, id_len);
 }
 
-/* An error for a request that never became an rpc_request. */
-static void send_bare_error(struct rpc_conn *c, const char *id, size_t id_len, int code,
-			    const char *msg)
+/* The error reply to request id (JSON text) as a malloc'd text of *len
+ * bytes; NULL out of memory. */
+static char *error_reply(const char *id, size_t id_len, int code, const char *msg,
+			 size_t *len)
 {
 	struct json_writer w;
-	char *text;
-	size_t len;
 
 	envelope_begin(&w, id, id_len);
 	jw_key(&w, "error");
@@ -262,7 +261,16 @@ static void send_bare_error(struct rpc_conn *c, const char *id, size_t id_len, i
 	jw_kv_str(&w, "message", msg);
 	jw_obj_end(&w);
 	jw_obj_end(&w);
-	text = jw_take(&w, &len);
+	return jw_take(&w, len);
+}
+
+/* An error for a request that never became an rpc_request. */
+static void send_bare_error(struct rpc_conn *c, const char *id, size_t id_len, int code,
+			    const char *msg)
+{
+	size_t len;
+	char *text = error_reply(id, id_len, code, msg, &len);
+
 	if (text)
 		conn_queue(c, text, len);
 	free(text);
@@ -346,7 +354,6 @@ void rpc_result_str(struct rpc_request *req, const char *s)
 void rpc_error(struct rpc_request *req, int code, const char *fmt, ...)
 {
 	char msg[JSONRPC_MAX_ERROR_MSG];
-	struct json_writer w;
 	char *text = NULL;
 	size_t len = 0;
 	va_list ap;
@@ -354,16 +361,8 @@ void rpc_error(struct rpc_request *req, int code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (req->conn) {
-		envelope_begin(&w, req->json_id, req->json_id_len);
-		jw_key(&w, "error");
-		jw_obj_begin(&w);
-		jw_kv_i64(&w, "code", code);
-		jw_kv_str(&w, "message", msg);
-		jw_obj_end(&w);
-		jw_obj_end(&w);
-		text = jw_take(&w, &len);
-	}
+	if (req->conn)
+		text = error_reply(req->json_id, req->json_id_len, code, msg, &len);
 	jsonrpc_request_finish(req, code, text ? text : "", len, msg);
 	free(text);
 }
@@ -655,45 +654,51 @@ static bool conn_evict_stalled(void)
 	return true;
 }
 
+/* Before each accept.  Full: a client stays in the backlog, unless a
+ * stalled connection gives up its place to it now.  (Only for a client
+ * that is there: after the first pass, epoll has not said so.) */
+static bool conn_room(void *ctx)
+{
+	if (nconns < JSONRPC_MAX_CONNS || (client_waiting() && conn_evict_stalled()))
+		return true;
+	log_limited(&full_note, LOG_INFO,
+		    "rpc: all %d places taken; new clients wait in the listen "
+		    "backlog until one is free", JSONRPC_MAX_CONNS);
+	listener_update();
+	return false;
+}
+
+static void conn_accepted(void *ctx, int fd, const struct sockaddr_storage *ss)
+{
+	struct rpc_conn *c = calloc(1, sizeof(*c));
+
+	if (!c) {
+		close(fd);
+		fd_backoff_fd_freed(&backoff);
+		return;
+	}
+	c->fd = fd;
+	c->idle_since = reactor_now_ns();
+	c->watch = reactor_fd_add(fd, EPOLLIN, conn_event, c);
+	if (!c->watch) {
+		close(fd);
+		free(c);
+		fd_backoff_fd_freed(&backoff);
+		return;
+	}
+	c->next = conns;
+	conns = c;
+	nconns++;
+}
+
+static const struct fd_backoff_take take = {
+	.room = conn_room,
+	.accepted = conn_accepted,
+};
+
 static void accept_event(void *ctx, uint32_t events)
 {
-	for (bool first = true;; first = false) {
-		struct rpc_conn *c;
-		int fd;
-
-		/* Full: a client stays in the backlog, unless a stalled
-		 * connection gives up its place to it now.  (Only for a client
-		 * that is there: after the first pass, epoll has not said so.) */
-		if (nconns >= JSONRPC_MAX_CONNS &&
-		    !(client_waiting() && conn_evict_stalled())) {
-			log_limited(&full_note, LOG_INFO,
-				    "rpc: all %d places taken; new clients wait in the listen "
-				    "backlog until one is free", JSONRPC_MAX_CONNS);
-			listener_update();
-			return;
-		}
-		fd = fd_backoff_accept(&backoff, listen_fd, NULL, NULL, first);
-		if (fd < 0)
-			return;
-		c = calloc(1, sizeof(*c));
-		if (!c) {
-			close(fd);
-			fd_backoff_fd_freed(&backoff);
-			continue;
-		}
-		c->fd = fd;
-		c->idle_since = reactor_now_ns();
-		c->watch = reactor_fd_add(fd, EPOLLIN, conn_event, c);
-		if (!c->watch) {
-			close(fd);
-			free(c);
-			fd_backoff_fd_freed(&backoff);
-			continue;
-		}
-		c->next = conns;
-		conns = c;
-		nconns++;
-	}
+	fd_backoff_accept_all(&backoff, listen_fd, &take, NULL);
 }
 
 /* Once a second while the stall limit is on, or while the table is full. */

@@ -63,9 +63,10 @@ static void format_peer(char *buf, size_t len, const struct sockaddr_storage *ss
 	}
 }
 
-/* A client is in: its socket is the listener's owner's now. */
-static void client_accepted(int fd, const struct sockaddr_storage *ss, const struct listener *l)
+/* A client is in on listener ctx: its socket is the listener's owner's now. */
+static void client_accepted(void *ctx, int fd, const struct sockaddr_storage *ss)
 {
+	const struct listener *l = ctx;
 	char peer[NBD_PEER_MAX];
 	int one = 1;
 
@@ -101,19 +102,16 @@ static const struct fd_backoff_conf backoff_conf = {
 	.ops = &backoff_ops,
 };
 
+static const struct fd_backoff_take take = {
+	.accepted = client_accepted,
+	.batch = NBD_ACCEPT_BATCH,
+};
+
 static void listener_cb(void *ctx, uint32_t events)
 {
 	struct listener *l = ctx;
 
-	for (int i = 0; i < NBD_ACCEPT_BATCH; i++) {
-		struct sockaddr_storage ss;
-		socklen_t sl = sizeof(ss);
-		int fd = fd_backoff_accept(&backoff, l->fd, (struct sockaddr *)&ss, &sl, i == 0);
-
-		if (fd < 0)
-			return;
-		client_accepted(fd, &ss, l);
-	}
+	fd_backoff_accept_all(&backoff, l->fd, &take, l);
 }
 
 static int listener_add(int fd, bool tcp, const char *path, const struct nbd_listen_ops *ops)

@@ -4,6 +4,7 @@ an install alone: examples/quickstart against a staged install (DESTDIR),
 traced through the installed wrapper and checked by the installed
 probekit-check, from /, with no checkout directory on PATH."""
 
+import contextlib
 import os
 import re
 import shutil
@@ -149,6 +150,30 @@ def build_quickstart(inst, project, out, usdt):
     return prog
 
 
+@pytest.fixture(scope="module")
+def quickstart(inst, tmp_path_factory):
+    """(project, program): the example copied and built once, with probes
+    (USDT=1), from the module's install, for the tests that only run it."""
+    tmp = tmp_path_factory.mktemp("quickstart")
+    project = copy_quickstart(tmp)
+    return project, build_quickstart(inst, project, tmp / "usdt1", 1)
+
+
+@contextlib.contextmanager
+def running_quickstart(prog, env):
+    """(process, its output) once the program says its probes are in; on
+    leaving, its input is closed and it must exit 0."""
+    qs = subprocess.Popen([prog], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, cwd="/", env=env)
+    out = probekit.LineReader(qs.stdout)
+    try:
+        out.wait_for(rf"quickstart: pid {qs.pid}, probes compiled in")
+        yield qs, out
+    finally:
+        qs.stdin.close()
+        assert qs.wait(timeout=probekit.TIMEOUT) == 0
+
+
 # examples/quickstart/quickstart.d's probes, as readelf lists them.
 QUICKSTART_PROBES = ["request__batch", "request__done", "request__start"]
 
@@ -160,9 +185,8 @@ def stapsdt_probes(path):
 
 
 @pytest.mark.needs("dtrace", "readelf")
-def test_quickstart_builds_from_install_usdt_1_and_0(inst, tmp_path):
-    project = copy_quickstart(tmp_path)
-    on = build_quickstart(inst, project, tmp_path / "usdt1", 1)
+def test_quickstart_builds_from_install_usdt_1_and_0(inst, quickstart, tmp_path):
+    project, on = quickstart
     off = build_quickstart(inst, project, tmp_path / "usdt0", 0)
     assert stapsdt_probes(on) == QUICKSTART_PROBES
     assert stapsdt_probes(off) == []
@@ -248,39 +272,33 @@ def expected_sum(first_id, n):
 
 
 @pytest.mark.needs("dtrace", "readelf", "bpftrace")
-def test_quickstart_traced_and_checked_from_install(inst, tmp_path, bpf):
-    project = copy_quickstart(tmp_path)
-    prog = build_quickstart(inst, project, tmp_path / "usdt1", 1)
+def test_quickstart_traced_and_checked_from_install(inst, quickstart, bpf):
+    project, prog = quickstart
     env = clean_env()
-    qs = subprocess.Popen([prog], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, cwd="/", env=env)
-    out = probekit.LineReader(qs.stdout)
     trace = None
-    try:
-        out.wait_for(rf"quickstart: pid {qs.pid}, probes compiled in")
-        # Requests before the trace are not counted: ids 1..REQUESTS.
-        qs.stdin.write(f"{REQUESTS}\n".encode())
-        qs.stdin.flush()
-        out.wait_for(rf"^done {REQUESTS}$")
-        trace = subprocess.Popen([os.path.join(inst, "bin", "probekit-bpftrace"), str(qs.pid),
-                                  os.path.join(project, "bt", "requests.bt")],
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                 cwd="/", env=env, start_new_session=True)
-        tout = probekit.LineReader(trace.stdout)
-        tout.wait_for(re.escape(f"probekit: tracing PID={qs.pid}"))
-        qs.stdin.write(f"{REQUESTS}\n".encode())
-        qs.stdin.flush()
-        out.wait_until(lambda lines: lines.count(f"done {REQUESTS}") == 2)
-        probekit.interrupt(trace, "trace")
-        lines = tout.drain(10)
-        assert trace.returncode == 0, lines
-        assert f"@requests: {REQUESTS}" in lines, lines
-        assert f"@sum: {expected_sum(REQUESTS + 1, REQUESTS)}" in lines, lines
-    finally:
-        if trace and trace.poll() is None:
+    with running_quickstart(prog, env) as (qs, out):
+        try:
+            # Requests before the trace are not counted: ids 1..REQUESTS.
+            qs.stdin.write(f"{REQUESTS}\n".encode())
+            qs.stdin.flush()
+            out.wait_for(rf"^done {REQUESTS}$")
+            trace = subprocess.Popen([os.path.join(inst, "bin", "probekit-bpftrace"), str(qs.pid),
+                                      os.path.join(project, "bt", "requests.bt")],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     cwd="/", env=env, start_new_session=True)
+            tout = probekit.LineReader(trace.stdout)
+            tout.wait_for(re.escape(f"probekit: tracing PID={qs.pid}"))
+            qs.stdin.write(f"{REQUESTS}\n".encode())
+            qs.stdin.flush()
+            out.wait_until(lambda lines: lines.count(f"done {REQUESTS}") == 2)
             probekit.interrupt(trace, "trace")
-        qs.stdin.close()
-        assert qs.wait(timeout=probekit.TIMEOUT) == 0
+            lines = tout.drain(10)
+            assert trace.returncode == 0, lines
+            assert f"@requests: {REQUESTS}" in lines, lines
+            assert f"@sum: {expected_sum(REQUESTS + 1, REQUESTS)}" in lines, lines
+        finally:
+            if trace and trace.poll() is None:
+                probekit.interrupt(trace, "trace")
 
     p = subprocess.run([os.path.join(inst, "bin", "probekit-check"), "--binary", prog,
                         "--catalog", os.path.join(project, "quickstart.d"),
@@ -296,50 +314,44 @@ BATCH_REQUESTS = (211, 23)      # one line each
 
 
 @pytest.mark.needs("dtrace", "readelf", "bpftrace")
-def test_quickstart_batch_probe_traced_from_install(inst, tmp_path, bpf):
+def test_quickstart_batch_probe_traced_from_install(inst, quickstart, tmp_path, bpf):
     """bt/batch.bt reads request__batch's records through the struct
     probekit-structs made from the program's DWARF, from an install: every
     request of a line reaches it before "done" (the batch is flushed before
     the program waits for input), with each sum as request__done gives it."""
-    project = copy_quickstart(tmp_path)
-    prog = build_quickstart(inst, project, tmp_path / "usdt1", 1)
+    project, prog = quickstart
     structs = tmp_path / "quickstart.structs.bt"
     env = clean_env()
     with open(structs, "w") as f:
         subprocess.run([os.path.join(inst, "bin", "probekit-structs"), prog, "qs_rec"],
                        stdout=f, env=env, check=True, timeout=probekit.TIMEOUT)
-    qs = subprocess.Popen([prog], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, cwd="/", env=env)
-    out = probekit.LineReader(qs.stdout)
     trace = None
-    try:
-        out.wait_for(rf"quickstart: pid {qs.pid}, probes compiled in")
-        trace = subprocess.Popen([os.path.join(inst, "bin", "probekit-bpftrace"), str(qs.pid),
-                                  os.path.join(project, "bt", "batch.bt")],
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd="/",
-                                 env=dict(env, PROBEKIT_STRUCTS=str(structs)),
-                                 start_new_session=True)
-        tout = probekit.LineReader(trace.stdout)
-        tout.wait_for(re.escape(f"probekit: tracing PID={qs.pid}"))
-        for n in BATCH_REQUESTS:
-            qs.stdin.write(f"{n}\n".encode())
-            qs.stdin.flush()
-            out.wait_for(rf"^done {n}$")
-        probekit.interrupt(trace, "trace")
-        lines = tout.drain(10)
-        assert trace.returncode == 0, lines
-        total = sum(BATCH_REQUESTS)
-        assert f"@requests: {total}" in lines, lines
-        assert f"@sum: {expected_sum(1, 211) + expected_sum(212, 23)}" in lines, lines
-        # 211 = 3 * 64 + 19, then 23: five hits, one more for each time the
-        # program lost its CPU for over 1 ms within a line (the age bound).
-        hits = [int(l.split()[1]) for l in lines if l.startswith("@batches: ")]
-        assert len(hits) == 1 and 5 <= hits[0] <= 10, lines
-    finally:
-        if trace and trace.poll() is None:
+    with running_quickstart(prog, env) as (qs, out):
+        try:
+            trace = subprocess.Popen([os.path.join(inst, "bin", "probekit-bpftrace"), str(qs.pid),
+                                      os.path.join(project, "bt", "batch.bt")],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd="/",
+                                     env=dict(env, PROBEKIT_STRUCTS=str(structs)),
+                                     start_new_session=True)
+            tout = probekit.LineReader(trace.stdout)
+            tout.wait_for(re.escape(f"probekit: tracing PID={qs.pid}"))
+            for n in BATCH_REQUESTS:
+                qs.stdin.write(f"{n}\n".encode())
+                qs.stdin.flush()
+                out.wait_for(rf"^done {n}$")
             probekit.interrupt(trace, "trace")
-        qs.stdin.close()
-        assert qs.wait(timeout=probekit.TIMEOUT) == 0
+            lines = tout.drain(10)
+            assert trace.returncode == 0, lines
+            total = sum(BATCH_REQUESTS)
+            assert f"@requests: {total}" in lines, lines
+            assert f"@sum: {expected_sum(1, 211) + expected_sum(212, 23)}" in lines, lines
+            # 211 = 3 * 64 + 19, then 23: five hits, one more for each time the
+            # program lost its CPU for over 1 ms within a line (the age bound).
+            hits = [int(l.split()[1]) for l in lines if l.startswith("@batches: ")]
+            assert len(hits) == 1 and 5 <= hits[0] <= 10, lines
+        finally:
+            if trace and trace.poll() is None:
+                probekit.interrupt(trace, "trace")
 
 
 # --- man pages ---------------------------------------------------------------

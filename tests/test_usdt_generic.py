@@ -101,9 +101,14 @@ PG = pytest.mark.needs(*thirdparty.PG_NEEDS)
 
 
 def two_sessions_run(a, b, tag_a="a", tag_b="b"):
-    """N queries: 12 on a, 11 on b, each its own transaction."""
-    a.run(["select '%s';" % tag_a] * 12)
-    b.run(["select '%s';" % tag_b] * (N - 12))
+    """N queries: 12 on a, 11 on b, each its own transaction; then both
+    sessions are closed (whether or not the queries ran)."""
+    try:
+        a.run(["select '%s';" % tag_a] * 12)
+        b.run(["select '%s';" % tag_b] * (N - 12))
+    finally:
+        a.close()
+        b.close()
 
 
 @PG
@@ -118,11 +123,7 @@ def test_postgres_count_by_path(bpf, pg, kind):
     s = Tool(kind, "usdtcount", "-b", pg.postgres, "postgresql:query__start",
              "-S", "arg1").start()
     b = pg.connect()
-    try:
-        two_sessions_run(a, b)
-    finally:
-        a.close()
-        b.close()
+    two_sessions_run(a, b)
     got = counts(t.stop())
     assert got == {"postgresql:query__start": N,
                    "postgresql:query__done": N}, got
@@ -146,11 +147,7 @@ def test_postgres_transaction_latency(bpf, pg, kind, key):
              "postgresql:transaction__commit").start()
     h = Tool(kind, "usdtcount", "-b", pg.postgres, "-H", "arg1",
              "postgresql:transaction__start").start()
-    try:
-        two_sessions_run(a, b)
-    finally:
-        a.close()
-        b.close()
+    two_sessions_run(a, b)
     # -H arg1: the N local transaction ids (unsigned, so none negative).
     hists = parse(h.stop())
     assert [(x["key"], total(x)) for x in hists] == [
@@ -175,11 +172,7 @@ def test_postgres_by_pid_one_backend(bpf, pg, kind):
     a, b = pg.connect(), pg.connect()
     pid = a.backend_pid()
     t = Tool(kind, "usdtcount", "-p", pid, "postgresql:query__start").start()
-    try:
-        two_sessions_run(a, b)
-    finally:
-        a.close()
-        b.close()
+    two_sessions_run(a, b)
     assert counts(t.stop()) == {"postgresql:query__start": 12}
 
 
@@ -278,24 +271,11 @@ def test_python_audit(bpf, kind, tmp_path):
     function__entry, function__return and line): the K events the script
     raises are counted by name (-S arg1).  The probe is enabled while the
     interpreter runs a hot loop, and the script still runs to its end."""
-    script = tmp_path / "audit.py"
-    script.write_text(PY_SCRIPT)
-    flag = tmp_path / "go"
-    py = subprocess.Popen([thirdparty.PY_SDT, str(script), str(K),
-                           str(flag)], stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT)
-    out = LineReader(py.stdout)
-    try:
-        out.wait_for("^spinning$")
+    with thirdparty.spinning_python(thirdparty.PY_SDT, PY_SCRIPT, K,
+                                    tmp_path) as (py, go):
         t = Tool(kind, "usdtcount", "-p", py.pid, "python:audit", "-S",
                  "arg1").start()
-        flag.write_text("")
-        out.wait_for("^done$")
-        assert py.wait(timeout=TIMEOUT) == 0, out.lines
-    finally:
-        if py.poll() is None:
-            py.kill()
-            py.wait()
+        go()
     got = values(t.wait())
     assert got.get(("python:audit", "probekit.fn")) == K, got
 

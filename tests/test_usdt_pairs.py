@@ -260,24 +260,11 @@ def test_gate_python_function_entry(bpf, kind, tmp_path):
     """CPython 3.11 fires function__entry only while python:line is
     enabled (gh-98894): --gate python:line raises it without counting
     it, and the K calls of probekit_fn are counted, each by name."""
-    script = tmp_path / "calls.py"
-    script.write_text(PY_CALLS)
-    flag = tmp_path / "go"
-    py = subprocess.Popen([PY_GATED, str(script), str(K),
-                           str(flag)], stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT)
-    out = LineReader(py.stdout)
-    try:
-        out.wait_for("^spinning$")
+    with thirdparty.spinning_python(PY_GATED, PY_CALLS, K,
+                                    tmp_path) as (py, go):
         t = Gen(kind, "usdtcount", "-p", py.pid, "--gate", "python:line",
                 "python:function__entry", "-S", "arg2").start()
-        flag.write_text("")
-        out.wait_for("^done$")
-        assert py.wait(timeout=TIMEOUT) == 0, out.lines
-    finally:
-        if py.poll() is None:
-            py.kill()
-            py.wait()
+        go()
     lines = t.wait()
     assert "probe = python:line" not in lines, lines
     i = lines.index("probe = python:function__entry")

@@ -84,6 +84,30 @@ def python_with_probes(*names):
     return None
 
 
+@contextlib.contextmanager
+def spinning_python(python, script, count, tmp_path):
+    """Runs script (text) under python with argv [count, flag] and yields
+    go() once it prints "spinning": the probes are there to attach to
+    while it waits.  go() makes the flag file, and the script does its
+    work; when the block ends it must print "done" and exit 0.  Killed
+    and reaped if the block fails, so no interpreter outlives a test."""
+    path = tmp_path / "script.py"
+    path.write_text(script)
+    flag = tmp_path / "go"
+    py = subprocess.Popen([python, str(path), str(count), str(flag)],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out = LineReader(py.stdout)
+    try:
+        out.wait_for("^spinning$")
+        yield py, lambda: flag.write_text("")
+        out.wait_for("^done$")
+        assert py.wait(timeout=TIMEOUT) == 0, out.lines
+    finally:
+        if py.poll() is None:
+            py.kill()
+            py.wait()
+
+
 PG_BIN = _pg_bin()
 PG_USER = "postgres"
 PY_SDT = _python_sdt()
