@@ -7,9 +7,9 @@ and libbpf, and BCC 0.26, can read.
 x86-64: which of immediates ($N), symbol-relative operands (sym(%rip),
 GCC's off+sym(%rip)) and scale-index-base ones (disp(%b,%i,s)) bpftrace
 and libbpf read is detected by trying the installed ones (features.py):
-on Debian 12, bpftrace 0.17 reads immediates and misreads the other two,
-libbpf 1.1 to 1.6 parse immediates only, and libbpf 1.7 adds
-scale-index-base (its usdt.c).  All read the general-purpose registers
+on Debian 12, bpftrace 0.17 reads immediates and scale-index-base
+operands and misreads symbol-relative ones; libbpf 1.1 to 1.6 parse
+immediates only, and libbpf 1.7 adds scale-index-base (its usdt.c).  All read the general-purpose registers
 in every width and memory at disp(%reg); libbpf reads $N in decimal only.
 BCC 0.26 (its usdt_args.cc) reads them all, and takes xmm registers but
 reads them as 0.

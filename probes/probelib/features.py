@@ -75,7 +75,12 @@ CACHE_KEEP = 8
 def fixture_asm():
     """The fixture's x86_64 assembly: sets each argument's value, fires
     each probe once, exits 0."""
+    # The values in .data are stored at run time too: a page the process
+    # has not touched is not mapped yet, and a BPF read of it fails (reads
+    # 0), which would be taken for a reader that cannot read the operand.
+    # .data is one page (data_page aligns it).
     a = [".text", ".globl _start", "_start:",
+         "\tmovl $7919, label(%rip)", "\tmovl $104729, table+16(%rip)",
          "\tsubq $16, %rsp", "\tmovq $1009, 8(%rsp)",
          "\tmovl $23, %edi",
          "\tleaq table(%rip), %rax", "\tmovq $2, %rbx"]
@@ -99,7 +104,7 @@ def fixture_asm():
     a.append("\tleaq pk_feat(%rip), %rdi")
     site(STRUCT, "8@%rdi")
     a += ["\tmovl $60, %eax", "\txorl %edi, %edi", "\tsyscall",
-          ".data", ".balign 8", "label: .long 7919",
+          ".data", ".balign 4096", "label: .long 7919",
           "table: .long 0, 0, 0, 0, 104729",
           f"pk_feat: .asciz \"{STRUCT_TEXT}\"", ".space 7",
           ".section .note.stapsdt,\"?\",\"note\""] + notes + [
