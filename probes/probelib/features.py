@@ -24,9 +24,9 @@ of libbpf.so (path, inode, size, mtime) and of this file, so upgrading
 either tool detects again.  At most CACHE_KEEP answers are kept.
 
 When a tool cannot be tried (not installed, not root, no compiler), its
-rules fall back to FALLBACK, what every release probekit knows reads
-(bpftrace 0.17's and libbpf 1.1's, from their sources), and why says so:
-probekit-check prints it as a notice, never silently.
+rules fall back to FALLBACK, what the oldest releases probekit knows
+read (bpftrace 0.17's and libbpf 1.1's, as detected on Debian 12), and
+why says so: probekit-check prints it as a notice, never silently.
 """
 
 import ctypes
@@ -60,11 +60,12 @@ STRUCT = "k_struct"
 STRUCT_TEXT = "probekit"
 PROVIDER = "probekit"
 
-# What every bpftrace and libbpf release probekit knows reads on x86_64
-# (bpftrace 0.17 and libbpf 1.1, the oldest: read in their sources and
-# checked on Debian 12): the rules when a tool cannot be tried.
+# What the oldest bpftrace and libbpf probekit knows read on x86_64, as
+# detected on Debian 12 (bpftrace 0.17, libbpf 1.1; Debian 13's bpftrace
+# 0.23 and libbpf 1.5 read the same): the rules when a tool cannot be
+# tried.
 FALLBACK = {
-    "bpftrace": {"kinds": ["reg", "mem"], "max_args": 6,
+    "bpftrace": {"kinds": ["reg", "mem", "const", "index"], "max_args": 6,
                  "str_array": False},
     "libbpf": {"kinds": ["const", "reg", "mem"]},
 }
