@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-2-Clause
 """Check 1: the catalog against the binary.  The same probes, argument
-counts, sizes and signedness, and argument specs that the installed bpftrace and
-libbpf, and BCC 0.26, can all read (argspec)."""
+counts, sizes and signedness, and argument specs that the installed
+bpftrace and libbpf, and BCC 0.26, can all read (argspec)."""
 
 import re
 

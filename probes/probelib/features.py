@@ -35,7 +35,6 @@ import functools
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import tempfile
