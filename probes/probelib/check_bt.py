@@ -7,7 +7,7 @@ printf conversions that fit the argument; uprobe functions that are real
 and not inlined away, read within their parameters; retval only in
 uretprobes."""
 
-from . import argspec, bpftrace, installed
+from . import argspec, bpftrace, features, installed
 from .bpftrace import UPROBE_MAX_ARG, usdt_max_arg
 from .check_structs import check_struct_reads
 
@@ -128,7 +128,15 @@ def _uprobe_reads(ck, path, script, block, t, sym):
 
 def _usdt_reads(ck, path, script, block, probe):
     """argN of a USDT probe within its arguments and bpftrace's reach;
-    str() and printf %s only of pointers, printf %d not of strings."""
+    str() and printf %s only of pointers, printf %d not of strings.  A
+    bpftrace that refuses a whole probe for one operand it cannot parse
+    (detected) fails on any such operand, read or not."""
+    if features.bpftrace()["whole_probe"]:
+        read = {r.index for r in block.reads if r.direct}
+        for i, a in enumerate(probe.args):
+            if i not in read:
+                ck.readable(path, script.line(block.points[0].off), probe, a,
+                            argspec.BPFTRACE, f"attaching fails: arg{i}")
     for r in block.reads:
         line = script.line(r.off)
         # A read of argN itself (argN, str(argN)): in range, within

@@ -8,8 +8,10 @@ one USDT probe per operand kind, each argument holding a known value.
 
 - bpftrace runs the fixture (-c) with a program that prints every
   argument; a kind is read when bpftrace compiles the program and prints
-  the value the fixture put there (bpftrace 0.17 compiles an immediate
-  operand and prints garbage: compiling is not enough).  The same run
+  the value the fixture put there (bpftrace 0.17 compiles a
+  symbol-relative operand and prints garbage: compiling is not enough).
+  Whether it refuses a whole probe for one operand it cannot read, read
+  or not (bpftrace 0.27 does), is tried on a probe of two.  The same run
   tells how many USDT arguments it reads (arg0..arg11, or fewer) and
   whether str() takes a char array member of a struct.
 - libbpf: a BPF program with libbpf's own USDT support (usdt.bpf.h) is
@@ -56,6 +58,10 @@ MANY = "k_many"
 MANY_REGS = ("rdi", "rsi", "rdx", "rcx", "r8", "r9", "r10", "r11", "r12",
              "r13", "r14", "r15")
 STRUCT = "k_struct"
+# A probe whose arg0 every reader reads and whose arg1 (symbol-relative)
+# none known does: a reader that refuses it refuses a probe for any
+# operand it cannot parse, read or not (libbpf does; bpftrace 0.27 too).
+PAIR = ("k_pair", "-4@%edi 4@label(%rip)")
 STRUCT_TEXT = "probekit"
 PROVIDER = "probekit"
 
@@ -65,7 +71,7 @@ PROVIDER = "probekit"
 # tried.
 FALLBACK = {
     "bpftrace": {"kinds": ["reg", "mem", "const", "index"], "max_args": 6,
-                 "str_array": False},
+                 "str_array": False, "whole_probe": False},
     "libbpf": {"kinds": ["const", "reg", "mem"]},
 }
 ASK_TIMEOUT = 60        # seconds per bpftrace run (LLVM, a loaded machine)
@@ -98,6 +104,7 @@ def fixture_asm():
 
     for name, spec, _ in FIXTURE_PROBES.values():
         site(name, spec)
+    site(*PAIR)         # %edi still 23
     for i, r in enumerate(MANY_REGS):
         a.append(f"\tmovq ${100 + i}, %{r}")
     site(MANY, " ".join(f"8@%{r}" for r in MANY_REGS))
@@ -205,7 +212,10 @@ def detect_bpftrace(exe):
     out = _bt_run(bt, exe, _bt_program([_bt_block(
         exe, STRUCT, 'printf("s %s\\n", str(((struct pk_feat *)arg0)->name));')],
         struct=True))
-    return {"kinds": kinds, "max_args": max_args or 6,
+    out = _bt_run(bt, exe, _bt_program([_bt_block(
+        exe, PAIR[0], 'printf("p %d\\n", arg0);')]))
+    whole = not (out is not None and "p 23" in out)
+    return {"kinds": kinds, "max_args": max_args or 6, "whole_probe": whole,
             "str_array": out is not None and f"s {STRUCT_TEXT}" in out}
 
 
