@@ -55,7 +55,8 @@ argument read whose operand the reader cannot take is an error that names
 the reader.  What bpftrace and libbpf read is what the installed ones
 read, found by trying them on a fixture (immediate $N, symbol-relative
 sym(%rip) and scale-index-base disp(%b,%i,s) operands; how many USDT
-arguments bpftrace reads; whether its str() takes a char array) and
+arguments bpftrace reads; whether it refuses a whole probe for one
+operand it cannot parse; whether its str() takes a char array) and
 cached per installed binary in ~/.cache/probekit; a tool that cannot be
 tried (not root, no compiler) gets the rules of the oldest release
 probekit knows (bpftrace 0.17, libbpf 1.1) and a notice says so.  libbpf
