@@ -27,7 +27,7 @@ POSTGRES = f"{thirdparty.PG_BIN}/postgres"
 pytestmark = pytest.mark.needs("py:elftools")
 
 sys.path.insert(0, os.path.join(probekit.ROOT, "probes"))
-from probelib import argspec, features  # noqa: E402
+from probelib import argspec, features, notes  # noqa: E402
 from probelib.argspec import BPFTRACE, LIBBPF  # noqa: E402
 
 # What the installed bpftrace and libbpf read (x86_64), as probekit-check
@@ -53,6 +53,19 @@ def operands(tmp_path_factory):
     return exe
 
 
+def attach_fails(bt, line, name, read):
+    """The errors for the operands of PostgreSQL's probe name that a
+    script's line reads none of (read: the argument numbers it reads) and
+    the installed bpftrace cannot parse, when it refuses a whole probe for
+    one (detected)."""
+    if not features.bpftrace()["whole_probe"]:
+        return []
+    p = [p for p in notes.read_probes(POSTGRES) if p.name == name][0]
+    return [f"{bt}:{line}: postgresql:{name}: attaching fails: arg{i}: {w}"
+            for i, a in enumerate(p.args) if i not in read
+            for w in [argspec.reader_problem(a.operand, BPFTRACE)] if w]
+
+
 @pytest.mark.needs(POSTGRES)
 def test_postgres_operands_bpftrace_cannot_read(tmp_path):
     """checkpoint__done's arguments are sym(%rip) and 40+sym(%rip);
@@ -65,16 +78,18 @@ def test_postgres_operands_bpftrace_cannot_read(tmp_path):
         'usdt:__EXE__:postgresql:clog__checkpoint__start { @c = arg0; }\n'
         'usdt:__EXE__:postgresql:transaction__commit { @d = arg0; }\n')
     rc, out, err = check("--binary", POSTGRES, bt)
-    want = []
+    want = attach_fails(bt, 1, "checkpoint__done", {0, 1})
     if "sym" not in KINDS[BPFTRACE]:
         want += [
             f"{bt}:1: postgresql:checkpoint__done: arg0: {BT} cannot "
             "read 40+CheckpointStats(%rip): a symbol-relative %rip operand",
             f"{bt}:1: postgresql:checkpoint__done: arg1: {BT} cannot "
             "read NBuffers(%rip): a symbol-relative %rip operand"]
+    want += attach_fails(bt, 2, "clog__checkpoint__start", {0})
     if "const" not in KINDS[BPFTRACE]:
         want.append(f"{bt}:2: postgresql:clog__checkpoint__start: arg0: "
                     f"{BT} cannot read $1: an immediate (constant) operand")
+    want += attach_fails(bt, 3, "transaction__commit", {0})
     want.append(f"probekit-check: {len(want)} error{'s' * (len(want) != 1)}")
     assert err == (want if len(want) > 1 else []), err
     assert rc == (1 if len(want) > 1 else 0), (out, err)
@@ -227,11 +242,16 @@ def test_one_bad_read_one_report(named, tmp_path):
     assert (rc, err) == (1, [
         f"{bt}:1: probekit:named: str(arg0): {bpftrace_name()} cannot read "
         "label(%rip): a symbol-relative %rip operand",
+    ] + [
+        f"{bt}:2: probekit:named: attaching fails: arg0: {bpftrace_name()} "
+        "cannot read label(%rip): a symbol-relative %rip operand"] * \
+        features.bpftrace()["whole_probe"] + [
         f"{bt}:2: probekit:named: str(arg1) out of range: the probe has 1 "
         "argument, arg0..arg0",
         f"{bt}:3: uretprobe:named: str(arg0) in a uretprobe: arguments are "
         "gone at return; read them at entry",
-        "probekit-check: 3 errors"]), (out, err)
+        f"probekit-check: {3 + features.bpftrace()['whole_probe']} "
+        "errors"]), (out, err)
     assert out == ["probekit-check: coverage: 1 of 1 probes of "
                    f"{named} used by 1 file"], out
 
