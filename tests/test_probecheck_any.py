@@ -13,6 +13,7 @@ other two, so libbpf's refusal is checked on one small program).
 import os
 import re
 import subprocess
+import sys
 
 import pytest
 
@@ -24,6 +25,16 @@ CHECK = os.path.join(probekit.BUILD, "bin", "probekit-check")
 POSTGRES = f"{thirdparty.PG_BIN}/postgres"
 
 pytestmark = pytest.mark.needs("py:elftools")
+
+sys.path.insert(0, os.path.join(probekit.ROOT, "probes"))
+from probelib import argspec, features, notes  # noqa: E402
+from probelib.argspec import BPFTRACE, LIBBPF  # noqa: E402
+
+# What the installed bpftrace and libbpf read (x86_64), as probekit-check
+# detects it here, and their names in its messages.
+KINDS = argspec.readers()
+BT = argspec.reader_name(BPFTRACE)
+LB = argspec.reader_name(LIBBPF)
 
 
 def check(*args):
@@ -42,48 +53,81 @@ def operands(tmp_path_factory):
     return exe
 
 
+def attach_fails(bt, line, name, read):
+    """The errors for the operands of PostgreSQL's probe name that a
+    script's line reads none of (read: the argument numbers it reads) and
+    the installed bpftrace cannot parse, when it refuses a whole probe for
+    one (detected)."""
+    if not features.bpftrace()["whole_probe"]:
+        return []
+    p = [p for p in notes.read_probes(POSTGRES) if p.name == name][0]
+    return [f"{bt}:{line}: postgresql:{name}: attaching fails: arg{i}: {w}"
+            for i, a in enumerate(p.args) if i not in read
+            for w in [argspec.reader_problem(a.operand, BPFTRACE)] if w]
+
+
 @pytest.mark.needs(POSTGRES)
 def test_postgres_operands_bpftrace_cannot_read(tmp_path):
     """checkpoint__done's arguments are sym(%rip) and 40+sym(%rip);
-    clog__checkpoint__start's is $1.  bpftrace 0.17 reads garbage or
-    nothing for both; arguments it can read pass."""
+    clog__checkpoint__start's is $1.  Each is an error where the installed
+    bpftrace does not read its kind (detected: bpftrace 0.17 reads $1 and
+    garbage for sym(%rip)); arguments it can read pass."""
     bt = tmp_path / "pg.bt"
     bt.write_text(
         'usdt:__EXE__:postgresql:checkpoint__done { @a = arg0; @b = arg1; }\n'
         'usdt:__EXE__:postgresql:clog__checkpoint__start { @c = arg0; }\n'
         'usdt:__EXE__:postgresql:transaction__commit { @d = arg0; }\n')
     rc, out, err = check("--binary", POSTGRES, bt)
-    assert rc == 1, (out, err)
-    assert err == [
-        f"{bt}:1: postgresql:checkpoint__done: arg0: bpftrace 0.17 cannot "
-        "read 40+CheckpointStats(%rip): a symbol-relative %rip operand",
-        f"{bt}:1: postgresql:checkpoint__done: arg1: bpftrace 0.17 cannot "
-        "read NBuffers(%rip): a symbol-relative %rip operand",
-        f"{bt}:2: postgresql:clog__checkpoint__start: arg0: bpftrace 0.17 "
-        "cannot read $1: an immediate (constant) operand",
-        "probekit-check: 3 errors"], err
+    want = attach_fails(bt, 1, "checkpoint__done", {0, 1})
+    if "sym" not in KINDS[BPFTRACE]:
+        want += [
+            f"{bt}:1: postgresql:checkpoint__done: arg0: {BT} cannot "
+            "read 40+CheckpointStats(%rip): a symbol-relative %rip operand",
+            f"{bt}:1: postgresql:checkpoint__done: arg1: {BT} cannot "
+            "read NBuffers(%rip): a symbol-relative %rip operand"]
+    want += attach_fails(bt, 2, "clog__checkpoint__start", {0})
+    if "const" not in KINDS[BPFTRACE]:
+        want.append(f"{bt}:2: postgresql:clog__checkpoint__start: arg0: "
+                    f"{BT} cannot read $1: an immediate (constant) operand")
+    want += attach_fails(bt, 3, "transaction__commit", {0})
+    want.append(f"probekit-check: {len(want)} error{'s' * (len(want) != 1)}")
+    assert err == (want if len(want) > 1 else []), err
+    assert rc == (1 if len(want) > 1 else 0), (out, err)
     # Without any file, the binary's unreadable operands are notes.
     rc, out, err = check("--binary", POSTGRES)
     assert rc == 0 and err == [], (out, err)
+    whys = [f"{argspec.reader_name(r)} cannot read NBuffers(%rip): a "
+            "symbol-relative %rip operand" for r in (BPFTRACE, LIBBPF)
+            if "sym" not in KINDS[r]]
+    assert whys, "a libbpf that reads sym(%rip): a new operand kind"
     assert ("probekit-check: note: postgresql:checkpoint__done: arg1: "
-            "bpftrace 0.17 cannot read NBuffers(%rip): a symbol-relative "
-            "%rip operand; libbpf 1.1 cannot read NBuffers(%rip): a "
-            "symbol-relative %rip operand") in out, out
+            + "; ".join(whys)) in out, out
 
 
 @pytest.mark.needs("gcc")
 def test_scale_index_base_and_libbpf(operands, tmp_path):
     """A scale-index-base operand, read by a bpftrace script; and a libbpf
-    program attached to a probe with any operand libbpf 1.1 cannot parse,
-    read or not, which libbpf refuses at attach time."""
+    program attached to a probe with any operand the installed libbpf
+    cannot parse (detected: libbpf 1.1 to 1.6 no scale-index-base, none a
+    symbol-relative one), read or not, which libbpf refuses at attach
+    time."""
     bt = tmp_path / "ops.bt"
     bt.write_text("usdt:__EXE__:probekit:pick { @p = arg0; }\n"
                   "usdt:__EXE__:probekit:konst { @k = count(); }\n")
     rc, out, err = check("--binary", operands, bt)
-    assert (rc, err) == (1, [
-        f"{bt}:1: probekit:pick: arg0: bpftrace 0.17 cannot read "
-        "(%rdi,%rsi,4): a scale-index-base operand",
-        "probekit-check: 1 error"]), (out, err)
+    want = [f"{bt}:1: probekit:pick: arg0: {BT} cannot read "
+            "(%rdi,%rsi,4): a scale-index-base operand"] * \
+        ("index" not in KINDS[BPFTRACE])
+    # A bpftrace that refuses a whole probe for one operand (detected)
+    # fails on pick's arg1, unread, too.
+    if features.bpftrace()["whole_probe"]:
+        want.append(f"{bt}:1: probekit:pick: attaching fails: arg1: {BT} "
+                    "cannot read counter(%rip): a symbol-relative %rip "
+                    "operand")
+    if want:
+        want.append(f"probekit-check: {len(want)} "
+                    f"error{'s' * (len(want) > 1)}")
+    assert (rc, err) == (int(bool(want)), want), (out, err)
     prog = tmp_path / "ops.bpf.c"
     prog.write_text(
         '#include "vmlinux.h"\n'
@@ -94,12 +138,14 @@ def test_scale_index_base_and_libbpf(operands, tmp_path):
         'int BPF_USDT(on_pick)\n{\n\treturn 0;\n}\n')
     (tmp_path / "ops.c").write_text("int main(void) { return 0; }\n")
     rc, out, err = check("--binary", operands, prog)
-    assert (rc, err) == (1, [
-        f"{prog}:8: probekit:pick: attaching fails: arg0: libbpf 1.1 cannot "
-        "read (%rdi,%rsi,4): a scale-index-base operand",
-        f"{prog}:8: probekit:pick: attaching fails: arg1: libbpf 1.1 cannot "
-        "read counter(%rip): a symbol-relative %rip operand",
-        "probekit-check: 2 errors"]), (out, err)
+    want = [f"{prog}:8: probekit:pick: attaching fails: arg0: {LB} cannot "
+            "read (%rdi,%rsi,4): a scale-index-base operand"] * \
+        ("index" not in KINDS[LIBBPF]) + [
+        f"{prog}:8: probekit:pick: attaching fails: arg1: {LB} cannot "
+        "read counter(%rip): a symbol-relative %rip operand"]
+    assert (rc, err) == (1, want + [
+        f"probekit-check: {len(want)} error{'s' * (len(want) > 1)}"]), \
+        (out, err)
 
 
 @pytest.mark.needs("g++")
@@ -196,11 +242,16 @@ def test_one_bad_read_one_report(named, tmp_path):
     assert (rc, err) == (1, [
         f"{bt}:1: probekit:named: str(arg0): {bpftrace_name()} cannot read "
         "label(%rip): a symbol-relative %rip operand",
+    ] + [
+        f"{bt}:2: probekit:named: attaching fails: arg0: {bpftrace_name()} "
+        "cannot read label(%rip): a symbol-relative %rip operand"] * \
+        features.bpftrace()["whole_probe"] + [
         f"{bt}:2: probekit:named: str(arg1) out of range: the probe has 1 "
         "argument, arg0..arg0",
         f"{bt}:3: uretprobe:named: str(arg0) in a uretprobe: arguments are "
         "gone at return; read them at entry",
-        "probekit-check: 3 errors"]), (out, err)
+        f"probekit-check: {3 + features.bpftrace()['whole_probe']} "
+        "errors"]), (out, err)
     assert out == ["probekit-check: coverage: 1 of 1 probes of "
                    f"{named} used by 1 file"], out
 

@@ -382,7 +382,7 @@ def test_operands_aarch64(op, kind, val, reg, index, scale, bt, lb, off):
         (kind, val, reg)
     if kind == "index":
         assert (py.index, py.scale) == (index, scale)
-    for reader, reads in ((argspec.BPFTRACE, bt), ("libbpf 1.1", lb)):
+    for reader, reads in ((argspec.BPFTRACE, bt), (argspec.LIBBPF, lb)):
         why = argspec.reader_problem(op, reader, arch="aarch64")
         assert (why is None) == reads, why
         if why:
@@ -464,7 +464,7 @@ def test_notes_aarch64(a64_sites):
                 o = argspec.parse_operand(py.operand, "aarch64")
                 assert a[0] == o.kind != "unknown", (n.spec, py.operand)
                 kinds.add(o.kind)
-                for reader, col in ((argspec.BPFTRACE, 5), ("libbpf 1.1", 6)):
+                for reader, col in ((argspec.BPFTRACE, 5), (argspec.LIBBPF, 6)):
                     why = argspec.reader_problem(py.operand, reader,
                                                  arch="aarch64")
                     assert (why is None) == (a[col] == "1"), (py.operand, why)
@@ -492,17 +492,18 @@ def test_list_aarch64(tmp_path):
                        text=True, timeout=probekit.TIMEOUT)
     assert r.returncode == 0, r.stderr
     bt = argspec.reader_name(argspec.BPFTRACE)
+    lb = argspec.reader_name(argspec.LIBBPF)
     lines = r.stdout.splitlines()
     want = [
         "      arg0/arg1  -4@[x0, x1, lsl 2]  bpftrace: no  libbpf: no",
         f"        {bt} cannot read [x0, x1, lsl 2]: an operand it does not "
         "parse",
-        "        libbpf 1.1 cannot read [x0, x1, lsl 2]: a scale-index-base "
+        f"        {lb} cannot read [x0, x1, lsl 2]: a scale-index-base "
         "operand",
         "      arg1/arg2  -4@[x2, #:lo12:.LANCHOR0]  bpftrace: no  libbpf: no",
         f"        {bt} cannot read [x2, #:lo12:.LANCHOR0]: a symbol-relative "
         "operand",
-        "        libbpf 1.1 cannot read [x2, #:lo12:.LANCHOR0]: a "
+        f"        {lb} cannot read [x2, #:lo12:.LANCHOR0]: a "
         "symbol-relative operand",
         "      arg0/arg1  -4@5  bpftrace: no  libbpf: yes",
         f"        {bt} cannot read 5: an immediate (constant) operand",

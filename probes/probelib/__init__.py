@@ -8,12 +8,14 @@ Readers (used by probekit-check, the bcc/ tools and the tests):
   elf       ELF files: symbols, virtual address to file offset
   notes     stapsdt notes: probes, sites, semaphores, argument specs
   argspec   argument operands: parsed, and which tracers can read them
+  features  what the installed bpftrace and libbpf read, found by trying
+            them on a fixture, cached per installed binary
   dwarf     functions' parameters and inlined copies, from DWARF
   catalog   the probe catalog (a DTrace provider file)
   bpftrace  bpftrace scripts: probe blocks, attach points, argument reads
 
 The checker (probekit-check, through cli.main):
-  installed (how a message names the installed bpftrace),
+  installed (how a message names the installed bpftrace and libbpf),
   target, report, ctext, checker, pyeval,
   check_catalog, check_bt, check_bcc, check_libbpf, cli
 

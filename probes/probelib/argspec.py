@@ -1,22 +1,25 @@
 # SPDX-License-Identifier: BSD-2-Clause
 """USDT argument operands (the OPERAND of SIZE@OPERAND) of x86-64 (AT&T
 syntax) and aarch64 (GNU as syntax), chosen by the ELF file's machine:
-parsed into their parts, and judged against what bpftrace 0.17, BCC 0.26
-and libbpf 1.1 can read.
+parsed into their parts, and judged against what the installed bpftrace
+and libbpf, and BCC 0.26, can read.
 
-x86-64: all three read the general-purpose registers in every width and
-memory at disp(%reg).  Constants ($N) are read by BCC and libbpf 1.1 (in
-decimal only), not by bpftrace 0.17 ("couldn't get argument", checked
-here).  BCC's parser also takes xmm registers but reads them as 0;
-bpftrace has no pt_regs offset for them and aborts.  Symbol-relative
-operands (sym(%rip), GCC's off+sym(%rip)) and scale-index-base ones
-(disp(%b,%i,s)) are read by BCC only.
+x86-64: which of immediates ($N), symbol-relative operands (sym(%rip),
+GCC's off+sym(%rip)) and scale-index-base ones (disp(%b,%i,s)) bpftrace
+and libbpf read is detected by trying the installed ones (features.py):
+on Debian 12, bpftrace 0.17 reads immediates and scale-index-base
+operands and misreads symbol-relative ones; libbpf 1.1 to 1.6 parse
+immediates only, and libbpf 1.7 adds scale-index-base (its usdt.c).  All read the general-purpose registers
+in every width and memory at disp(%reg); libbpf reads $N in decimal only.
+BCC 0.26 (its usdt_args.cc) reads them all, and takes xmm registers but
+reads them as 0.
 
-aarch64 (read in their sources): libbpf 1.1 reads xN, sp, [reg],
-[reg, N] and a decimal N; BCC 0.26 also [reg, reg] (no shift); bpftrace
-0.17 reads through BCC's parser, so it takes [reg, reg] too, and is taken
-to miss immediates as on x86-64.  None parses wN, a '#' before a number,
-a shifted index ([x0, x1, lsl 2]) or a symbol-relative [x5, #:lo12:sym].
+aarch64 (read in their sources; an x86_64 machine cannot try them):
+libbpf 1.1 to 1.7 read xN, sp, [reg], [reg, N] and a decimal N; BCC 0.26
+also [reg, reg] (no shift); bpftrace 0.17 reads through BCC's parser, so
+it takes [reg, reg] too, and is taken to miss immediates.  None parses
+wN, a '#' before a number, a shifted index ([x0, x1, lsl 2]) or a
+symbol-relative [x5, #:lo12:sym].
 
 The registers, their pt_regs fields and which names the readers parse
 come from probekit's one register table (registers.py).
@@ -25,7 +28,7 @@ come from probekit's one register table (registers.py).
 import re
 from dataclasses import dataclass
 
-from . import installed, registers
+from . import features, installed, registers
 
 X86_64 = "x86_64"
 AARCH64 = "aarch64"
@@ -146,6 +149,15 @@ def parse_operand(op, arch=X86_64):
     return Operand("unknown", op)
 
 
+_KIND_LABEL = {"const": "immediate", "sym": "symbol-relative",
+               "index": "scale-index-base"}
+
+
+def _who(names):
+    return " and ".join([", ".join(names[:-1]), names[-1]] if
+                        len(names) > 1 else names)
+
+
 def operand_problem(op, arch=X86_64):
     """Why bpftrace, BCC or libbpf cannot read this operand, or None."""
     if arch != X86_64:
@@ -154,21 +166,18 @@ def operand_problem(op, arch=X86_64):
         if not cannot:
             return None
         why = next(w for w in whys if w).split(": ", 1)[1]
-        who = " and ".join([", ".join(cannot[:-1]), cannot[-1]] if
-                           len(cannot) > 1 else cannot)
-        return f"operand {op}: {who} cannot read it ({why})"
+        return f"operand {op}: {_who(cannot)} cannot read it ({why})"
     m = _OP_CONST.match(op)
-    if m:
-        if not re.fullmatch(r"-?\d+", m.group(1)):
-            return f"constant {op} is not decimal; libbpf 1.1 misreads it"
-        return (f"immediate operand {op}: {installed.bpftrace()} cannot "
-                "read it (BCC and libbpf can)")
+    if m and not re.fullmatch(r"-?\d+", m.group(1)):
+        # Every libbpf reads $N with sscanf's %ld (usdt.c): decimal only.
+        return (f"constant {op} is not decimal; {reader_name(LIBBPF)} "
+                "misreads it")
     m = _OP_REG.match(op)
     if m:
         reg = m.group(1)
         if reg.startswith("xmm") or reg.startswith("ymm"):
-            return (f"register %{reg}: {installed.bpftrace()} cannot read "
-                    "it, BCC 0.26 reads 0, libbpf 1.1 refuses it")
+            return (f"register %{reg}: {reader_name(BPFTRACE)} cannot read "
+                    f"it, {BCC} reads 0, {reader_name(LIBBPF)} refuses it")
         if reg not in GPR:
             return f"register %{reg} is not one bpftrace, BCC and libbpf read"
         if reg == "rip":
@@ -182,16 +191,17 @@ def operand_problem(op, arch=X86_64):
             return (f"operand {op} is relative to %rip; the readers add it "
                     "to the probe address, which is not what the compiler meant")
         return None
-    m = _OP_SYM.match(op)
-    if m:
-        return (f"symbol-relative operand {op}: {installed.bpftrace()} and "
-                "libbpf 1.1 cannot read it (only BCC can)")
-    m = _OP_INDEX.match(op)
-    if m:
-        if m.group(2) not in GPR or m.group(3) not in GPR:
-            return f"operand {op} uses a register that is not a general register"
-        return (f"scale-index-base operand {op}: {installed.bpftrace()} and "
-                "libbpf 1.1 cannot read it (only BCC can)")
+    o = parse_operand(op)
+    if o.kind == "index" and (o.base not in GPR or o.index not in GPR):
+        return f"operand {op} uses a register that is not a general register"
+    if o.kind in _KIND_LABEL:
+        rs = readers()
+        cannot = [reader_name(r) for r in rs if o.kind not in rs[r]]
+        can = [reader_name(r) for r in rs if o.kind in rs[r]]
+        if not cannot:
+            return None
+        return (f"{_KIND_LABEL[o.kind]} operand {op}: {_who(cannot)} cannot "
+                f"read it" + (f" ({_who(can)} can)" if can else ""))
     return f"operand '{op}' is not one bpftrace, BCC and libbpf parse"
 
 
@@ -227,23 +237,23 @@ def spec_problems(spec, arch=X86_64):
     return out
 
 
-# The readers probekit names, and the operand kinds each can read (checked
-# on this machine for bpftrace 0.17's immediates and symbol-relative
-# operands; libbpf 1.1 from its x86 parser, which knows only off(%reg),
-# %reg and $imm; BCC 0.26 from its usdt_args.cc).  bpftrace and libbpf
-# need a general-purpose base register other than %rip.  A message names
-# bpftrace as installed (reader_name).
+# The readers probekit names.  On x86_64 the operand kinds bpftrace and
+# libbpf read are the installed ones', detected by trying them
+# (features.py); BCC's are BCC 0.26's, from its usdt_args.cc.  bpftrace
+# and libbpf need a general-purpose base register other than %rip.  A
+# message names bpftrace and libbpf as installed (reader_name).
 BPFTRACE = "bpftrace"
-READERS = {
-    BPFTRACE: ("reg", "mem"),
-    "libbpf 1.1": ("const", "reg", "mem"),
-    "BCC 0.26": ("const", "reg", "mem", "sym", "index"),
-}
-# aarch64, from the same sources' aarch64 parsers (module docstring).
+LIBBPF = "libbpf"
+BCC = "BCC 0.26"
+BCC_KINDS = ("const", "reg", "mem", "sym", "index")
+# aarch64 files, read on any machine: what bpftrace 0.17 and libbpf 1.1
+# to 1.7 read, from their aarch64 parsers (module docstring; libbpf's
+# did not change from 1.1 to 1.7), since the installed tools of an
+# x86_64 machine cannot be tried on them.
 READERS_A64 = {
     BPFTRACE: ("reg", "mem", "index"),
-    "libbpf 1.1": ("const", "reg", "mem"),
-    "BCC 0.26": ("const", "reg", "mem", "index"),
+    LIBBPF: ("const", "reg", "mem"),
+    BCC: ("const", "reg", "mem", "index"),
 }
 _KIND_WHY = {
     "const": "an immediate (constant) operand",
@@ -256,12 +266,19 @@ _UNPARSED = "an operand it does not parse"
 
 def readers(arch=X86_64):
     """{reader: operand kinds it reads} for a file of arch."""
-    return READERS_A64 if arch == AARCH64 else READERS
+    if arch == AARCH64:
+        return READERS_A64
+    return {BPFTRACE: tuple(features.bpftrace()["kinds"]),
+            LIBBPF: tuple(features.libbpf()["kinds"]), BCC: BCC_KINDS}
 
 
 def reader_name(reader):
-    """How a message names reader: bpftrace by the installed version."""
-    return installed.bpftrace() if reader == BPFTRACE else reader
+    """How a message names reader: bpftrace and libbpf as installed."""
+    if reader == BPFTRACE:
+        return installed.bpftrace()
+    if reader == LIBBPF:
+        return installed.libbpf()
+    return reader
 
 
 def _a64_problem(o, reader, named):
@@ -277,7 +294,7 @@ def _a64_problem(o, reader, named):
         return None
     if "#" in o.text or (o.kind == "index" and o.scale != 1):
         return _KIND_WHY["const"] if o.kind == "const" else _UNPARSED
-    if reader == "libbpf 1.1" and o.kind in ("const", "mem") and \
+    if reader == LIBBPF and o.kind in ("const", "mem") and \
             re.search(r"0x", o.text):
         return _KIND_WHY["const"] if o.kind == "const" else _UNPARSED
     return None

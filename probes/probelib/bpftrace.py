@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-2-Clause
-"""bpftrace scripts, read as bpftrace 0.17 reads them as far as probekit
+"""bpftrace scripts, read as bpftrace reads them as far as probekit
 needs: probe blocks, their attach points (usdt, uprobe, uretprobe and
 their short forms), and what each block's predicate and action read:
 argN, str()/buf() of an argument or of a variable set from one, printf
@@ -10,11 +10,20 @@ to its lines.  This is probekit's one Python parser of bpftrace scripts.
 import re
 from dataclasses import dataclass, field
 
+from . import features
 from .ctext import line_of, mask_c_like, match_close, split_top
 
-# bpftrace 0.17 reads arg0..arg5 only, USDT included (its semantic
-# analyser: "x86_64 doesn't support arg6"; checked on this machine).
-MAX_ARG = 5
+# A uprobe's argN is a register of the x86_64 calling convention, six
+# of them: every bpftrace reads arg0..arg5 there ("x86_64 doesn't support
+# arg6").
+UPROBE_MAX_ARG = 5
+
+
+def usdt_max_arg():
+    """The last USDT argN the installed bpftrace reads: detected by trying
+    it (features.py); bpftrace 0.17 stops at arg5, as for a uprobe."""
+    return features.bpftrace()["max_args"] - 1
+
 
 ALIASES = {"U": "usdt", "u": "uprobe", "ur": "uretprobe",
            "usdt": "usdt", "uprobe": "uprobe", "uretprobe": "uretprobe"}

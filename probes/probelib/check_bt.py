@@ -1,19 +1,26 @@
 # SPDX-License-Identifier: BSD-2-Clause
 """bpftrace scripts: every usdt probe named exists; every argN read
-exists and is within bpftrace 0.17's arg0..arg5; str() only of pointers;
+exists and is within the installed bpftrace's reach (arg0..arg5 for a
+uprobe; for a USDT probe as many as it reads, detected); str() only of
+pointers;
 printf conversions that fit the argument; uprobe functions that are real
 and not inlined away, read within their parameters; retval only in
 uretprobes."""
 
-from . import argspec, bpftrace, installed
-from .bpftrace import MAX_ARG
+from . import argspec, bpftrace, features, installed
+from .bpftrace import UPROBE_MAX_ARG, usdt_max_arg
 from .check_structs import check_struct_reads
 
 
 
-def arg_limit(i):
+def arg_limit(i, last=UPROBE_MAX_ARG, usdt=False):
+    """The error for argI beyond the last one bpftrace reads."""
+    if usdt:
+        return (f"arg{i} exists, but {installed.bpftrace()} reads only "
+                f"arg0..arg{last} of a USDT probe; read it with BCC or "
+                "libbpf")
     return (f"arg{i} exists, but {installed.bpftrace()} reads only "
-            f"arg0..arg5 on x86_64 (\"x86_64 doesn't support arg{i}\"); "
+            f"arg0..arg{last} on x86_64 (\"x86_64 doesn't support arg{i}\"); "
             "read it with BCC or libbpf")
 
 
@@ -99,7 +106,7 @@ def _uprobe_reads(ck, path, script, block, t, sym):
     params = t.params(sym)
     what = f"uprobe:{sym}"
     for r in block.reads:
-        if r.index > MAX_ARG and r.direct and \
+        if r.index > UPROBE_MAX_ARG and r.direct and \
                 (params is None or r.index < len(params)):
             ck.report.error(path, script.line(r.off), what,
                             arg_limit(r.index))
@@ -121,7 +128,15 @@ def _uprobe_reads(ck, path, script, block, t, sym):
 
 def _usdt_reads(ck, path, script, block, probe):
     """argN of a USDT probe within its arguments and bpftrace's reach;
-    str() and printf %s only of pointers, printf %d not of strings."""
+    str() and printf %s only of pointers, printf %d not of strings.  A
+    bpftrace that refuses a whole probe for one operand it cannot parse
+    (detected) fails on any such operand, read or not."""
+    if features.bpftrace()["whole_probe"]:
+        read = {r.index for r in block.reads if r.direct}
+        for i, a in enumerate(probe.args):
+            if i not in read:
+                ck.readable(path, script.line(block.points[0].off), probe, a,
+                            argspec.BPFTRACE, f"attaching fails: arg{i}")
     for r in block.reads:
         line = script.line(r.off)
         # A read of argN itself (argN, str(argN)): in range, within
@@ -131,10 +146,11 @@ def _usdt_reads(ck, path, script, block, probe):
             if 0 <= r.index < len(probe.args):
                 ck.readable(path, line, probe, probe.args[r.index],
                             argspec.BPFTRACE, r.form)
+            last = usdt_max_arg()
             if ck.arg_in_range(path, line, probe, r.index, r.form, 0, "arg") \
-                    and r.index > MAX_ARG:
+                    and r.index > last:
                 ck.report.error(path, line, probe.full,
-                                arg_limit(r.index))
+                                arg_limit(r.index, last, usdt=True))
         if r.string and r.index < len(probe.args):
             ck.string_read(path, line, probe, probe.args[r.index], r.index,
                            r.form)

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-2-Clause
 """Check 1: the catalog against the binary.  The same probes, argument
-counts, sizes and signedness, and argument specs that bpftrace 0.17, BCC
-0.26 and libbpf 1.1 can all read."""
+counts, sizes and signedness, and argument specs that the installed
+bpftrace and libbpf, and BCC 0.26, can all read (argspec)."""
 
 import re
 
@@ -10,7 +10,7 @@ from . import installed
 from .argspec import spec_problems, split_spec
 from .catalog import ctype_name
 from .inputs import open_regular
-from .bpftrace import MAX_ARG as BPFTRACE_MAX_ARG
+from .bpftrace import usdt_max_arg
 from .report import near
 
 
@@ -66,12 +66,13 @@ def check_catalog(report, catalog, catalog_path, binary):
                                  f"in the catalog but not in the binary ('{items[i]}')")
             for i, why in spec_problems(spec, s.arch):
                 report.error(catalog_path, p["line"], full, f"arg{i}: {why}")
-        if len(p["args"]) > BPFTRACE_MAX_ARG + 1:
+        last = usdt_max_arg()
+        if len(p["args"]) > last + 1:
             late = ", ".join(f"arg{i} '{ctype_name(a)}'" for i, a in
-                             enumerate(p["args"]) if i > BPFTRACE_MAX_ARG)
+                             enumerate(p["args"]) if i > last)
             report.notice(f"{catalog_path}:{p['line']}: {full}: {late}: "
-                          f"beyond {installed.bpftrace()}'s arg0..arg5; only "
-                          "BCC and libbpf can read it")
+                          f"beyond {installed.bpftrace()}'s arg0..arg{last}; "
+                          "only BCC and libbpf can read it")
     for key in extra:
         full = f"{key[0]}:{key[1]}"
         missing = [p for p in catalog["probes"]

@@ -9,6 +9,7 @@ function has."""
 import os
 import re
 
+from . import argspec
 from .ctext import (CText, c_calls, c_params, c_type_size, line_of,
                     mask_c_like, match_close, read_text, split_top, to_int)
 
@@ -139,11 +140,11 @@ def _usdt_program(ck, path, masked, ct, line, sec, fname, attached):
     for rpath, rline, tgt, prov, name in refs:
         _, found = ck.probes(rpath, rline, tgt, prov, name, f"{prov}:{name}")
         probes += found
-        # libbpf 1.1 parses every argument spec at attach time and refuses
+        # libbpf parses every argument spec at attach time and refuses
         # the whole probe when one does not parse, read or not.
         for p in found:
             for i, a in enumerate(p.args):
-                ck.readable(rpath, rline, p, a, "libbpf 1.1",
+                ck.readable(rpath, rline, p, a, argspec.LIBBPF,
                             f"attaching fails: arg{i}")
     _libbpf_usdt(ck, path, masked, ct, fname, ct.funcs[fname], probes)
 

@@ -4,11 +4,12 @@ checked against the binary's DWARF (the same that made them): a variable
 set from a cast to struct PREFIX<T> *, then each $var->member chain must
 name real members, follow only pointers, and read neither a bitfield
 (the definitions hold those as bytes) nor a char array with str()
-(bpftrace 0.17 refuses an array there; printf %s reads it)."""
+when the installed bpftrace refuses an array there (0.17 does;
+detected, features.py), since printf %s reads it."""
 
 import re
 
-from . import dwarf, installed
+from . import dwarf, features, installed
 from .cdefs import PREFIX, find
 from .report import near
 
@@ -98,7 +99,8 @@ def _check_chain(ck, path, line, types, root, m):
                 pointer = False
                 t = mem.type
     if m.group(1) and mem is not None and mem.type is not None and \
-            mem.type.kind == "array" and not index:
+            mem.type.kind == "array" and not index and \
+            not features.bpftrace()["str_array"]:
         ck.report.error(path, line, what,
                         f"str({shown}) of a char array: "
                         f"{installed.bpftrace()} refuses it; print it with "

@@ -5,7 +5,7 @@ each file by its kind, report errors and coverage."""
 import argparse
 import sys
 
-from . import argspec, notes, process
+from . import argspec, features, notes, process
 from .catalog import CatalogError, parse_catalog
 from .check_bcc import check_bcc
 from .check_bt import check_bpftrace
@@ -28,8 +28,8 @@ user-space <tool>.c beside it).  Other files are skipped.
 
 Checks:
  1. catalog against binary: the same probes, argument counts and argument
-    sizes and signedness, and argument specs that bpftrace 0.17, BCC 0.26
-    and libbpf 1.1 can all read;
+    sizes and signedness, and argument specs that the installed bpftrace
+    and libbpf, and BCC 0.26, can all read;
  2. each file against the binary (and catalog): every usdt probe it names
     exists; every argument it reads exists (bpftrace's arg0.., BCC's
     bpf_usdt_readarg 1.., libbpf's BPF_USDT and bpf_usdt_arg 0..); string
@@ -49,14 +49,19 @@ Without --catalog (a binary that is not ours) files are checked against the
 binary's stapsdt notes alone: an argument is taken as a possible pointer
 only when it is 8 bytes and unsigned.  With or without a catalog, an
 argument read whose operand the reader cannot take is an error that names
-the reader: bpftrace 0.17 reads no immediate ($N), symbol-relative
-(sym(%rip), 40+sym(%rip)) or scale-index-base (disp(%b,%i,s)) operand;
-libbpf 1.1 refuses to attach a probe with any symbol-relative or
-scale-index-base operand, read or not.  Given a binary alone (no catalog,
-no FILE), it lists as notes the operands that bpftrace or libbpf cannot
-read.  The bpftrace rules are bpftrace 0.17's, applied whatever is
-installed; a message names the installed bpftrace ($BPFTRACE, else
-bpftrace on PATH) by its --version, or says "bpftrace" without one.
+the reader.  What bpftrace and libbpf read is what the installed ones
+read, found by trying them on a fixture (immediate $N, symbol-relative
+sym(%rip) and scale-index-base disp(%b,%i,s) operands; how many USDT
+arguments bpftrace reads; whether it refuses a whole probe for one
+operand it cannot parse; whether its str() takes a char array) and
+cached per installed binary in ~/.cache/probekit; a tool that cannot be
+tried (not root, no compiler) gets the rules of the oldest release
+probekit knows (bpftrace 0.17, libbpf 1.1) and a notice says so.  libbpf
+refuses to attach a probe with any operand it cannot parse, read or not.
+Given a binary alone (no catalog, no FILE), it lists as notes the
+operands that bpftrace or libbpf cannot read.  A message names the
+installed bpftrace ($BPFTRACE, else bpftrace on PATH) by its --version
+and libbpf by libbpf.so's version, or says "bpftrace" or "libbpf".
 
 A script's __EXE__ probes may live in a shared library: --lib PATH names
 one, and --pid PID takes the files a running process maps (through
@@ -229,10 +234,19 @@ def unreadable_notices(report, binary):
     read, one notice per argument: a script reading one gets an error."""
     for (prov, name), p in binary.probes.items():
         for i, arg in enumerate(p.args):
-            whys = [w for r in argspec.readers(arg.arch) if r != "BCC 0.26"
+            whys = [w for r in argspec.readers(arg.arch) if r != argspec.BCC
                     for w in arg.unreadable(r)]
             if whys:
                 report.notice(f"{prov}:{name}: arg{i}: " + "; ".join(whys))
+
+
+def fallback_notices(report):
+    """A notice for each tool whose rules could not be detected here."""
+    for tool, got in features.features().items():
+        if got["why"]:
+            report.notice(f"{tool}: what it reads was not detected "
+                          f"({got['why']}); checking with the rules of the "
+                          "oldest release probekit knows")
 
 
 def main(argv=None):
@@ -244,6 +258,7 @@ def main(argv=None):
     catalog, binary, libs = loaded
     if binary is not None and binary.elf and not catalog and not a.files:
         unreadable_notices(report, binary)
+    fallback_notices(report)
     ck = Checker(report, binary, catalog, libs)
     checked = 0
     for path in a.files:

@@ -2,7 +2,8 @@
 """probekit-list: every USDT probe of a binary, or of a process and each
 ELF file it maps, with what a user needs before tracing one: each
 argument's spec under bpftrace's number (arg0..) and BCC's (arg1..),
-whether bpftrace 0.17 and libbpf 1.1 can read it, the semaphore's value
+whether the installed bpftrace and libbpf can read it (what they read is
+detected by trying them: features.py), the semaphore's value
 in the process now (nonzero: someone traces the probe), and with a
 catalog the argument names, types and the probe's documentation.
 
@@ -13,7 +14,7 @@ Output, one block per file that has matching probes:
                                          | yes | none (always on)
       doc: TEXT                                  (with --catalog)
       argI/argJ  SPEC  bpftrace: yes|no  libbpf: yes|no  [TYPE NAME]
-        bpftrace 0.17 cannot read SPEC: why       (one line per "no")
+        bpftrace X.Y cannot read SPEC: why        (one line per "no")
 
 I counts from 0 (bpftrace), J from 1 (BCC).  When a probe's sites differ
 in an argument's operand, SPEC is the first site's, followed by "(+K
@@ -25,13 +26,13 @@ import fnmatch
 import json
 import sys
 
-from . import argspec, notes, process
+from . import argspec, features, notes, process
 from .inputs import one_line, open_regular, why
 from .catalog import CatalogError, parse_catalog
 from .cmdline import Parser
 from .version import VersionAction
 
-READERS = (argspec.BPFTRACE, "libbpf 1.1")
+READERS = (argspec.BPFTRACE, argspec.LIBBPF)
 MAX_PATTERN = 256
 
 DESCRIPTION = """probekit-list: the USDT probes of a binary, or of a process
@@ -248,6 +249,11 @@ def main(argv=None):
         return fail(str(e))
     except Exception as e:  # a corrupt ELF file
         return fail(f"cannot read the USDT notes of {path}: {e}")
+    for tool, got in features.features().items():
+        if got["why"] and tool in [r.split()[0] for r in READERS]:
+            sys.stderr.write(f"probekit-list: note: {tool}: what it reads "
+                             f"was not detected ({one_line(got['why'])}); "
+                             "its column is the oldest release's\n")
     if not n:
         what = f"matches {pattern}" if pattern else "at all"
         return fail(f"no USDT probe {what} in {where}")
