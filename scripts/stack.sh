@@ -60,7 +60,7 @@ versions() {
 		bpftool "$(first bpftool version | sed 's/^bpftool //')" \
 		clang "$(first clang -dumpversion)" \
 		gcc "$(first gcc -dumpfullversion)" \
-		python3 "$(first python3 -V | sed 's/^Python //')" \
+		python3 "$(first /usr/bin/python3 -V | sed 's/^Python //')" \
 		postgresql "$(if [ -n "$pg" ]; then first "$pg" -V | sed 's/^postgres (PostgreSQL) //'; else echo none; fi)" \
 		prometheus "$(first prometheus --version | sed -n 's/^prometheus, version \([^ ]*\).*/\1/p')"
 }
