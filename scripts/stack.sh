@@ -4,7 +4,9 @@
 # bpftrace, BCC, libbpf, compilers, Python, PostgreSQL, Prometheus) on
 # this machine's kernel, in a chroot built by debootstrap.
 #
-#   stack.sh NAME [COMMAND]   NAME: a Debian release (trixie, sid, ...)
+#   stack.sh [--wait] NAME [COMMAND]   NAME: a Debian release (trixie, sid, ...)
+#   stack.sh --prepare NAME   only build or refresh NAME's chroot and install
+#                             the deps there, so that a later run starts at once
 #   stack.sh --versions       this system's versions of the stack's parts
 #   stack.sh --stamp NAME     the stamp a current NAME chroot carries
 #
@@ -17,6 +19,12 @@
 # then the whole suite), with CI and PYTEST_ARGS passed through.  It then
 # prints the stack's versions beside the result; its exit status is
 # COMMAND's.
+#
+# One run per stack at a time: a run takes $CACHE/NAME/lock, and a second
+# run of the same stack refuses at once (a person who started two by
+# mistake hears so, rather than waiting unawares).  --wait makes it wait
+# for the lock instead, as CI's run does after its --prepare in the
+# background; --prepare always waits.
 #
 # Every mount (proc, /sys and /dev, the chroot onto itself) is made in a
 # private mount namespace of the run's own, so the mounts end with its
@@ -39,7 +47,7 @@ die() { printf 'stack: %s\n' "$*" >&2; exit 2; }
 # apt_update: shared with the clean-room build and arm64.sh.
 . "$SRC/scripts/chroot-lib.sh"
 
-usage="usage: scripts/stack.sh NAME [COMMAND] (or: make stack STACK=NAME), NAME a Debian release such as trixie or sid"
+usage="usage: scripts/stack.sh NAME [COMMAND], --wait NAME [COMMAND] or --prepare NAME (or: make stack STACK=NAME), NAME a Debian release such as trixie or sid"
 
 # --- the stack's versions, read on the system this runs on -----------------
 
@@ -56,7 +64,7 @@ versions() {
 		bpftool "$(first bpftool version | sed 's/^bpftool //')" \
 		clang "$(first clang -dumpversion)" \
 		gcc "$(first gcc -dumpfullversion)" \
-		python3 "$(first python3 -V | sed 's/^Python //')" \
+		python3 "$(first /usr/bin/python3 -V | sed 's/^Python //')" \
 		postgresql "$(if [ -n "$pg" ]; then first "$pg" -V | sed 's/^postgres (PostgreSQL) //'; else echo none; fi)" \
 		prometheus "$(first prometheus --version | sed -n 's/^prometheus, version \([^ ]*\).*/\1/p')"
 }
@@ -69,7 +77,7 @@ stamp() {
 
 # --- inside the private mount namespace ---------------------------------------
 
-inner() { # name, command
+inner() { # name, command ('' to prepare only)
 	local name=$1 cmd=$2 dir=$CACHE/$1 want rc
 	trap 'kill_tree; exit 143' TERM INT HUP
 	set -m
@@ -93,6 +101,11 @@ inner() { # name, command
 			die "make deps failed in the $name chroot"
 		echo "$want" >"$dir/stamp"
 	fi
+	if [ -z "$cmd" ]; then
+		say "$name: prepared in $dir/root, on:"
+		in_root "$dir/root" "$WORK" 'scripts/stack.sh --versions'
+		exit 0
+	fi
 	say "$name: running '$cmd' in $dir/root$WORK"
 	in_root "$dir/root" "$WORK" "$cmd"
 	rc=$?
@@ -104,16 +117,27 @@ inner() { # name, command
 
 # --- outside: check the request, take the lock, enter the namespace ----------
 
-case "${1:-}" in
---versions) versions; exit 0 ;;
---stamp) [ $# = 2 ] || die "$usage"; stamp "$2"; exit 0 ;;
---inner) shift; inner "$@" ;;
-"") die "no stack given; $usage" ;;
--*) die "unknown option '$1'; $usage" ;;
-esac
+wait=
+prepare=
+while :; do
+	case "${1:-}" in
+	--versions) versions; exit 0 ;;
+	--stamp) [ $# = 2 ] || die "$usage"; stamp "$2"; exit 0 ;;
+	--inner) shift; inner "$@" ;;
+	--wait) wait=1; shift ;;
+	--prepare) prepare=1; wait=1; shift ;;
+	"") die "no stack given; $usage" ;;
+	-*) die "unknown option '$1'; $usage" ;;
+	*) break ;;
+	esac
+done
 
 name=$1
 cmd=${2:-make test}
+if [ -n "$prepare" ]; then
+	[ $# = 1 ] || die "--prepare takes a stack and no command; $usage"
+	cmd=
+fi
 [ $# -le 2 ] || die "give COMMAND as one argument (quote it); $usage"
 # A release is what debootstrap has a script for (its names and aliases).
 case "$name" in
@@ -127,6 +151,10 @@ esac
 git -C "$SRC" rev-parse --git-dir >/dev/null 2>&1 || die "$SRC is not a git checkout; the runner copies git's files of it"
 mkdir -p "$CACHE/$name" || die "cannot create $CACHE/$name"
 exec 9>"$CACHE/$name/lock"
-flock -n 9 || die "another run of stack $name holds $CACHE/$name/lock; wait for it to end"
+if ! flock -n 9; then
+	[ -n "$wait" ] || die "another run of stack $name holds $CACHE/$name/lock; wait for it to end (or give --wait)"
+	say "$name: waiting for the run that holds $CACHE/$name/lock"
+	flock 9 || die "cannot take $CACHE/$name/lock"
+fi
 exec unshare --mount --propagation private --kill-child=SIGTERM \
 	"$0" --inner "$name" "$cmd"

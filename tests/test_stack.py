@@ -10,6 +10,7 @@ reuses it as it would a cached Debian userland and needs no network.
 """
 
 import os
+import re
 import select
 import shutil
 import signal
@@ -118,3 +119,99 @@ def test_bad_input(tmp_path, args, line):
     assert r.returncode == 2 and r.stdout == "", r
     assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith(line), r.stderr
     assert os.listdir(tmp_path) == []
+
+
+def test_prepare_only(tmp_path):
+    """--prepare readies the cached chroot (here a current one, so there is
+    nothing to install), runs no command, and leaves no mount."""
+    cache = tmp_path / "cache"
+    root = tiny_stack(cache, "trixie")
+    env = dict(os.environ, PROBEKIT_STACK_CACHE=str(cache))
+    r = subprocess.run([STACK, "--prepare", "trixie"], capture_output=True,
+                       text=True, env=env, timeout=TIMEOUT)
+    assert r.returncode == 0, r
+    assert f"stack: trixie: prepared in {root}, on:\n" in r.stdout, r.stdout
+    assert "running" not in r.stdout, r.stdout
+    assert (root / "srv" / "probekit" / "scripts" / "stack.sh").exists()
+    assert not [m for m in mounts() if m.startswith(str(cache))]
+    r = subprocess.run([STACK, "--prepare", "trixie", "true"], capture_output=True,
+                       text=True, env=env, timeout=TIMEOUT)
+    assert r.returncode == 2 and r.stderr.startswith(
+        "stack: --prepare takes a stack and no command; usage: "), r
+
+
+def test_second_run_refuses_or_waits(tmp_path):
+    """While one run holds a stack, a second refuses at once, naming the
+    lock; with --wait (CI's run after its --prepare) it waits, and runs
+    its command once the first has ended."""
+    cache = tmp_path / "cache"
+    tiny_stack(cache, "trixie")
+    env = dict(os.environ, PROBEKIT_STACK_CACHE=str(cache))
+    first = subprocess.Popen([STACK, "trixie", "echo ready; exec sleep 1009"],
+                             env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT)
+    waiter = None
+    try:
+        LineReader(first.stdout).wait_for(r"^ready$")
+        r = subprocess.run([STACK, "trixie", "echo second"], capture_output=True,
+                           text=True, env=env, timeout=TIMEOUT)
+        lock = cache / "trixie" / "lock"
+        assert r.returncode == 2 and r.stdout == "", r
+        assert r.stderr == (f"stack: another run of stack trixie holds {lock}; "
+                            "wait for it to end (or give --wait)\n"), r.stderr
+        waiter = subprocess.Popen([STACK, "--wait", "trixie", "echo second 23"],
+                                  env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT)
+        out = LineReader(waiter.stdout)
+        out.wait_for(rf"^stack: trixie: waiting for the run that holds {lock}$")
+        assert first.poll() is None and waiter.poll() is None
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=TIMEOUT)
+        assert waiter.wait(timeout=TIMEOUT) == 0
+        lines = out.drain(TIMEOUT)
+        assert lines.count("second 23") == 1, lines
+        assert "stack: trixie: 'echo second 23' exited 0 (PASS), on:" in lines, lines
+    finally:
+        for p in (first, waiter):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+        first.stdout.close()
+        if waiter:
+            waiter.stdout.close()
+
+
+def documented_leave_out():
+    """The code spans that open the bullets of doc/supported-systems.md's
+    section on what CI's chroot runs leave out."""
+    with open(os.path.join(probekit.ROOT, "doc", "supported-systems.md")) as f:
+        text = f.read()
+    section = text.split("### What the chroot runs leave out\n", 1)[1]
+    section = section.split("\n#", 1)[0]
+    return re.findall(r"^- `([^`]+)`", section, re.M)
+
+
+def test_leave_out_is_documented_and_real():
+    """STACK_LEAVE_OUT (mk/stack.mk), what .ci/run's chroot runs leave
+    out, is the list doc/supported-systems.md gives, in its order, and each
+    entry is a stage of make check or a test file or test that exists."""
+    r = subprocess.run(["make", "-s", "--no-print-directory", "stack-leave-out"],
+                       cwd=probekit.ROOT, capture_output=True, text=True,
+                       timeout=TIMEOUT, check=True)
+    declared = r.stdout.split()
+    assert declared and declared == documented_leave_out(), \
+        (declared, documented_leave_out())
+    stages = subprocess.run(
+        ["make", "-s", "--no-print-directory", "-f", "-", "print"],
+        input="include Makefile\nprint:\n\t@echo $(CHECK_STAGES)\n",
+        cwd=probekit.ROOT, capture_output=True, text=True, timeout=TIMEOUT,
+        check=True).stdout.split()
+    tests = os.path.join(probekit.ROOT, "tests")
+    for entry in declared:
+        if entry in stages:
+            continue
+        path, _, name = entry.partition("::")
+        assert os.path.isfile(os.path.join(tests, path)), entry
+        if name:
+            with open(os.path.join(tests, path)) as f:
+                assert re.search(rf"^def {re.escape(name)}\(", f.read(), re.M), entry
