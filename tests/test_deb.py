@@ -1,8 +1,12 @@
 # SPDX-License-Identifier: BSD-2-Clause
 """The Debian package: make deb builds it (dpkg-buildpackage, then lintian
-with no error), dpkg -i installs it on this machine, the installed commands
-alone trace a blktgt (run from /, no checkout directory on PATH), and
-dpkg --purge leaves nothing behind.
+with no error), dpkg -i installs it on this machine, every command the
+build makes is the package's and answers --version, the installed commands
+alone trace a blktgt (run from /, no checkout directory on PATH: the
+wrapper with bpftrace, a libbpf tool and its BCC twin), and dpkg --purge
+leaves nothing behind.  On another Debian release (make stack) this runs
+in its chroot, so the package is built, installed and run with that
+release's tools.
 
 Slow (a whole package build) and it installs into the system, so it runs
 under CI=true (make check in CI) or when PROBEKIT_DEB=1 asks for it."""
@@ -14,13 +18,16 @@ import subprocess
 
 import pytest
 
+import histtools
 import probekit
+from test_install import check_commands
 
 pytestmark = [
     pytest.mark.skipif(os.environ.get("CI") != "true" and os.environ.get("PROBEKIT_DEB") != "1",
                        reason="builds and installs the Debian package (minutes): "
                               "runs under CI=true, or with PROBEKIT_DEB=1"),
-    pytest.mark.needs("dpkg-buildpackage", "dh", "lintian", "bpftrace", "gdb", "man"),
+    pytest.mark.needs("dpkg-buildpackage", "dh", "lintian", "bpftrace", "gdb", "man",
+                      "systemd-analyze"),
 ]
 
 BUILD_TIMEOUT = 3600
@@ -74,9 +81,15 @@ def test_package_contents(deb):
                  "./usr/share/doc/probekit/examples/exporter/blktgt.env",
                  "./usr/share/pkgconfig/probekit.pc",
                  "./usr/share/bash-completion/completions/probekit-iosize",
-                 "./usr/share/bash-completion/completions/probekit-iosize-bcc",
-                 "./lib/systemd/system/probekit-exporter@.service"):
+                 "./usr/share/bash-completion/completions/probekit-iosize-bcc"):
         assert re.search(rf" {re.escape(path)}( -> .*)?$", files, re.M), path
+    # The exporter's unit, where debhelper puts it (/lib/systemd/system on
+    # Debian 12, /usr/lib/systemd/system on 13): in a directory this
+    # system's systemd reads units from.
+    p = run(["systemd-analyze", "--system", "unit-paths"])
+    assert p.returncode == 0, p.stderr
+    units = [f"./{d.strip('/')}/probekit-exporter@.service" for d in p.stdout.split()]
+    assert [u for u in units if re.search(rf" {re.escape(u)}$", files, re.M)], units
     # Every guide the README links to, beside it (dh_compress gzips the
     # larger ones).
     guides = sorted(os.path.basename(g) for g in
@@ -108,8 +121,9 @@ def test_installed_package_traces_blktgt_then_purges(deb, tmp_path, bpf):
     assert not installed(), ("probekit is already installed on this machine; "
                              "dpkg --purge probekit first (this test removes it)")
     # What is there before the package: with a merged /usr, /lib is a
-    # link that no package owns, yet the package lists it (its unit goes
-    # to /lib/systemd/system), and the purge rightly leaves it.
+    # link that no package owns, yet the package may list it (Debian 12's
+    # debhelper puts its unit in /lib/systemd/system), and the purge
+    # rightly leaves it.
     p = run(["dpkg-deb", "-c", deb])
     assert p.returncode == 0, p.stderr
     before = {line.split()[5][1:].rstrip("/") or "/"
@@ -120,7 +134,7 @@ def test_installed_package_traces_blktgt_then_purges(deb, tmp_path, bpf):
     try:
         listed = run(["dpkg", "-L", "probekit"]).stdout.split()
         assert "/usr/bin/blktgt" in listed
-        check_installed(tmp_path)
+        check_installed(tmp_path, set(listed))
     finally:
         p = run(["dpkg", "--purge", "probekit"], timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
@@ -134,8 +148,9 @@ def test_installed_package_traces_blktgt_then_purges(deb, tmp_path, bpf):
     assert left == [], f"left after dpkg --purge: {left}"
 
 
-def check_installed(tmp_path):
+def check_installed(tmp_path, listed):
     env = clean_env()
+    check_commands("/usr/bin", lambda real: real in listed)
     # blktgt keeps its symbols: dh_strip was told to leave it.
     p = run(["readelf", "-S", "-W", "/usr/bin/blktgt"])
     assert " .symtab " in p.stdout and " .debug_info " in p.stdout
@@ -174,6 +189,22 @@ def check_installed(tmp_path):
         lines = out.drain(10)
         assert trace.returncode == 0, lines
         assert f"@iops_total[Null0, read]: {IO_COUNT}" in lines, lines
+        # The twins as installed: the libbpf tool, and the BCC one on the
+        # system's python3 and its bcc module.
+        for tool in ("probekit-iolatency", "probekit-iolatency-bcc"):
+            trace = subprocess.Popen([tool, "-p", str(target.pid)], stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, cwd="/", env=env,
+                                     start_new_session=True)
+            out = probekit.LineReader(trace.stdout)
+            out.wait_for(histtools.READY)
+            p = run(rpc + ["workload_run", "-b", "Null0", "-w", "randread", "-o", "4096",
+                           "-q", "4", "-n", str(IO_COUNT)], cwd="/", env=env)
+            assert p.returncode == 0, p.stderr
+            probekit.interrupt(trace, tool)
+            lines = out.drain(10)
+            assert trace.returncode == 0, (tool, lines)
+            hists = histtools.parse(lines)
+            assert [histtools.total(h) for h in hists] == [IO_COUNT], (tool, lines)
     finally:
         if trace and trace.poll() is None:
             probekit.interrupt(trace, "trace")

@@ -52,22 +52,30 @@ def inst(tmp_path_factory):
     return install(tmp_path_factory.mktemp("stage"))
 
 
-def test_every_command_installed_and_finds_its_version(inst):
+def check_commands(bindir, owns):
+    """Every command the build made is in bindir, is the install's own copy
+    (owns(its real path) is true), and answers --version from /, with no
+    checkout directory on PATH.  test_deb.py checks the installed package
+    with it too."""
     version = open(os.path.join(probekit.ROOT, "VERSION")).read().strip()
     names = commands()
     assert {"blktgt", "probekit-bpftrace", "probekit-check", "probekit-gencatalog",
             "blktgt-trace", "blktgt-rpc"} <= set(names)
-    stage = os.path.dirname(os.path.dirname(inst.rstrip("/")))
     for name in names:
-        path = os.path.join(inst, "bin", name)
+        path = os.path.join(bindir, name)
         assert os.path.lexists(path), f"{name} is not installed"
         # What runs is the installed copy, never the checkout's file.
         real = os.path.realpath(path)
-        assert real.startswith(stage + "/"), f"{name} -> {real}"
+        assert owns(real), f"{name} -> {real}"
         p = subprocess.run([path, "--version"], cwd="/", env=clean_env(),
                            capture_output=True, text=True, timeout=probekit.TIMEOUT)
         assert p.returncode == 0 and p.stdout == f"{name} (probekit) {version}\n", \
             (name, p.stdout, p.stderr)
+
+
+def test_every_command_installed_and_finds_its_version(inst):
+    stage = os.path.dirname(os.path.dirname(inst.rstrip("/")))
+    check_commands(os.path.join(inst, "bin"), lambda real: real.startswith(stage + "/"))
 
 
 def test_blktgt_keeps_its_symbols(inst):

@@ -71,10 +71,19 @@ class Parser(argparse.ArgumentParser):
                 self._takes_value(arg)
         return None
 
-    def parse_known_args(self, args=None, namespace=None):
+    def _refuse_unknown_option(self, args):
         words = sys.argv[1:] if args is None else list(args)
         if "-h" not in words and "--help" not in words:
             bad = self.unknown_option(words)
             if bad is not None:
                 self.error("unrecognized option '%s'" % bad.split("=", 1)[0])
-        return super().parse_known_args(words, namespace)
+        return words
+
+    def parse_known_args(self, args=None, namespace=None):
+        return super().parse_known_args(self._refuse_unknown_option(args), namespace)
+
+    # Python 3.13's argparse no longer goes through parse_known_args for
+    # the intermixed form (usdtcount's, usdtlat's), so it checks too.
+    def parse_known_intermixed_args(self, args=None, namespace=None):
+        return super().parse_known_intermixed_args(self._refuse_unknown_option(args),
+                                                   namespace)
