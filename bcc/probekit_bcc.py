@@ -334,7 +334,7 @@ def loss_report(json_out, obj_or_lines, noun, counts):
     full)" and "N NOUN reclaimed (thread or process exited)", each only
     when N > 0; in JSON, always, "NOUN": {"dropped": N[, "reclaimed": M]}.
     PairReport says it of "starts", usdtcount -S of "strings";
-    libbpf/trace_helpers.c's loss_report() prints the same."""
+    libbpf/tool_drain.c's loss_report() prints the same."""
     shown = {}
     for (key, what), n in zip(LOSSES, counts):
         shown[key] = n

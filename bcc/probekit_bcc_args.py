@@ -225,7 +225,7 @@ def command(tool):
 def escaped(s):
     """s as an error line may echo it: control characters (a newline in
     a probe name) as \\n, \\t or \\xHH, so the error stays one line, as
-    libbpf/trace_helpers.c's escaped() writes them."""
+    libbpf/tool_options.c's escaped() writes them."""
     named = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
     return "".join(named.get(c) or ("\\x%02x" % ord(c) if ord(c) < 0x20 or
                                     ord(c) == 0x7f else c) for c in s)

@@ -21,7 +21,7 @@ the raw tracepoint (no tracefs, which is mode 0700: a user with CAP_BPF
 and CAP_PERFMON, or CAP_SYS_ADMIN alone, cannot read it) passes the task
 and, from Linux 6.16, group_dead as ctx->args[1]; cflags() detects it in
 the tracepoint's format when tracefs is readable, else in the kernel's
-BTF (readable by all), as libbpf/trace_helpers.c does.  BCC's task_struct comes from
+BTF (readable by all), as libbpf/tool_attach.c does.  BCC's task_struct comes from
 its kernel headers (6.1 here), whose layout is not the running kernel's,
 so task->signal->live cannot be read reliably; and bpf_for_each_map_elem()
 takes the map itself, which BCC 0.26 passes only to the map methods it

@@ -31,7 +31,7 @@ SPEC_DIR = os.path.join(os.path.dirname(os.path.dirname(
     os.path.realpath(__file__))), "tools")
 
 # The width --help is wrapped to, and the column option help starts at
-# (libbpf/trace_helpers.c prints the option list with the same column).
+# (libbpf/tool_options.c prints the option list with the same column).
 WIDTH = 79
 EXAMPLE_COL = 40
 
@@ -202,7 +202,7 @@ def and_list(names):
 
 def privilege_line(what, whom, need, lack):
     """The one line that says a privilege is missing (without the tool's
-    name), as libbpf/trace_helpers.c's privilege_error() prints it: need
+    name), as libbpf/tool_priv.c's privilege_error() prints it: need
     and lack are capability names."""
     return ("%spermission denied: %s needs root, or %s; this process "
             "lacks %s" % (what + ": " if what else "", whom,

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
  * trace_helpers.h: what every probekit libbpf tool needs besides its BPF
- * programs: the options all tools share, strict number parsing, finding
+ * programs, one header over the six rooms that define it (tool_options.c,
+ * tool_priv.c, tool_target.c, tool_attach.c, tool_drain.c, tool_loop.c;
+ * libbpf/README.md says which may call which): the options all tools share, strict number parsing, finding
  * the target process and its binary, attaching USDT probes and uprobes
  * with one clear error line, and the output loop that ends on Ctrl-C,
  * after -d or count intervals, when the target exits, or past --max-rate.
@@ -115,6 +117,11 @@ struct tool_cap {
 	int cap;
 	const char *name;
 };
+
+/* What this tool needs to trace its own user's processes, and another
+ * user's: set by parse_options() (tool_options.c) from the tool's spec,
+ * read by tool_priv.c's permission-denied line. */
+extern const struct tool_cap *tool_needs_own, *tool_needs_other;
 
 /* What a tool's command line is. */
 struct tool_cli {

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-2-Clause
-"""The NBD server's rooms call down, never back up (ARCHITECTURE.md,
+"""Rooms call down, never back up.  First the NBD server's, never back up (ARCHITECTURE.md,
 "blktgt's NBD rooms").  target/nbd.c keeps a connection's lifetime and
 calls the rooms below it: listeners (nbd_listen.c), negotiation
 (nbd_neg.c), transmission (nbd_tx.c) and the wire protocol (nbd_proto.c).
@@ -7,8 +7,13 @@ Those report back only through what nbd.c hands them (callbacks, return
 values), so none of them calls a function nbd.c defines, and none calls a
 sibling room except the wire protocol they all share.
 
+Then the libbpf tools' helpers (libbpf/README.md, "The helpers' rooms"):
+one file per concern, as libbpf-tools keeps them, each defining its own
+concern's functions and calling only the rooms below it.
+
 The call graph is cscope's, which parses C (comments and strings are not
-calls), over every target/nbd*.[ch]: a new file there is checked too."""
+calls), over every target/nbd*.[ch] and libbpf/tool_*.c: a new file there
+is checked too."""
 
 import glob
 import os
@@ -22,27 +27,34 @@ import probekit
 pytestmark = pytest.mark.needs("cscope")
 
 TARGET = os.path.join(probekit.ROOT, "target")
+LIBBPF = os.path.join(probekit.ROOT, "libbpf")
 TOP = "nbd.c"            # a connection's lifetime
 SHARED = "nbd_proto.c"   # the wire protocol, which every room may call
 
 
 class CallGraph:
-    """cscope's cross-reference of target/nbd*.[ch], asked in its line
-    mode: one process answers every query."""
+    """cscope's cross-reference of the files of directory that match
+    pattern (target/nbd*.[ch]), asked in its line mode: one process
+    answers every query."""
 
-    def __init__(self, tmp_path):
+    def __init__(self, tmp_path, directory=TARGET, pattern="nbd*.[ch]",
+                 index=False):
+        self.dir = directory
         self.files = sorted(os.path.basename(p) for p in
-                            glob.glob(os.path.join(TARGET, "nbd*.[ch]")))
+                            glob.glob(os.path.join(directory, pattern)))
         self.db = str(tmp_path / "cscope.out")
-        # -k: not /usr/include; -u: build afresh; -b: build only.
-        subprocess.run(["cscope", "-b", "-k", "-u", "-f", self.db] + self.files,
-                       cwd=TARGET, check=True)
+        # -k: not /usr/include; -u: build afresh; -b: build only.  -q, the
+        # inverted index, for libbpf/tool_*.c: without it cscope 15.9 dies
+        # of SIGSEGV answering "3syscall" there.
+        self.index = ["-q"] if index else []
+        subprocess.run(["cscope", "-b", "-k", "-u", "-f", self.db] + self.index + self.files,
+                       cwd=directory, check=True)
 
     def ask(self, queries):
         """{query: [(file, function, line, text)]} for cscope queries
         such as "1NAME" (NAME's global definitions) or "3NAME" (the
         functions that call NAME)."""
-        out = subprocess.run(["cscope", "-d", "-l", "-f", self.db], cwd=TARGET,
+        out = subprocess.run(["cscope", "-d", "-l", "-f", self.db] + self.index, cwd=self.dir,
                              input="".join(q + "\n" for q in queries),
                              capture_output=True, text=True, check=True).stdout
         answers, lines = {}, out.split("\n")
@@ -67,11 +79,11 @@ class CallGraph:
         return answers
 
     def functions(self):
-        """{file: {name: is_static}} for every function each nbd*.c file
+        """{file: {name: is_static}} for every function each .c file
         defines (what a file can call: the others' non-static ones)."""
         names = set()
         for f in self.files:
-            text = open(os.path.join(TARGET, f)).read()
+            text = open(os.path.join(self.dir, f)).read()
             names |= set(re.findall(r"\b([A-Za-z_]\w*)\s*\(", text))
         defs = {f: {} for f in self.files}
         for q, rows in self.ask(["1" + n for n in sorted(names)]).items():
@@ -86,7 +98,7 @@ class CallGraph:
 
     def calls(self, defs):
         """[(caller file, caller, line, callee file, callee)] for every call
-        from one nbd*.c file into a function another one defines."""
+        from one .c file into a function another one defines."""
         owner = {}
         for f, fns in defs.items():
             for n, static in fns.items():
@@ -96,6 +108,11 @@ class CallGraph:
         for q, rows in self.ask(["3" + n for n in sorted(owner)]).items():
             n = q[1:]
             for f, fn, ln, _ in rows:
+                # cscope also reads the headers a file includes from its
+                # directory (trace_helpers.h); only the files asked for
+                # are callers here.
+                if f not in defs:
+                    continue
                 # A file's own function of that name is the one it calls.
                 if n in defs.get(f, {}):
                     continue
@@ -142,3 +159,88 @@ def test_rooms_below_do_not_call_each_other(graph):
     side = [e for e in calls if TOP not in (e[0], e[3]) and e[3] != SHARED]
     assert not side, "calls between the rooms below target/nbd.c (let nbd.c " \
         "pass the connection on):\n" + show(side)
+
+
+# --- the libbpf tools' helpers -----------------------------------------------
+
+# Each room and the functions of its concern that must be defined there
+# (the exported ones, which the tools and the other rooms call), as
+# libbpf/README.md lists them.
+HELPER_ROOMS = {
+    "tool_options.c": {"command_name", "tool_err", "escaped", "usage_error",
+                       "parse_long", "positive_arg", "parse_options",
+                       "libbpf_quiet"},
+    "tool_priv.c": {"report_denied"},
+    "tool_target.c": {"target_open", "target_open_path",
+                      "target_exited_during_attach", "target_close",
+                      "target_where"},
+    "tool_attach.c": {"report_load_error", "attach_usdt", "attach_uprobe",
+                      "pair_exit_detect", "pair_exit_attach"},
+    "tool_drain.c": {"hist_map_drain", "collect_by_name", "loss_report",
+                     "pair_report"},
+    "tool_loop.c": {"run_loop", "run_loop_print"},
+}
+
+# The rooms each room may call: the command line (and its error line) is
+# at the bottom and calls no room; privilege says why an open or attach
+# was denied; the loop prints what the drain reads.  Options never call
+# the loop, nor the target, attach or drain rooms the loop's callers use.
+HELPER_CALLS = {
+    "tool_options.c": set(),
+    "tool_priv.c": {"tool_options.c"},
+    "tool_target.c": {"tool_options.c", "tool_priv.c"},
+    "tool_attach.c": {"tool_options.c", "tool_priv.c"},
+    "tool_drain.c": {"tool_options.c"},
+    "tool_loop.c": {"tool_options.c", "tool_drain.c"},
+}
+
+
+@pytest.fixture(scope="module")
+def helpers(tmp_path_factory):
+    g = CallGraph(tmp_path_factory.mktemp("cscope-libbpf"), LIBBPF, "tool_*.c",
+                  index=True)
+    defs = g.functions()
+    return defs, g.calls(defs)
+
+
+def test_helper_rooms_are_the_ones_named(helpers):
+    """libbpf/tool_*.c are exactly the rooms above, and trace_helpers.c,
+    which held all six concerns, is gone."""
+    defs, _ = helpers
+    assert set(defs) == set(HELPER_ROOMS), sorted(defs)
+    assert not os.path.exists(os.path.join(LIBBPF, "trace_helpers.c"))
+
+
+def test_each_concern_in_its_own_room(helpers):
+    """Each concern's functions are defined in its own room and in no other,
+    so no file defines the functions of two concerns."""
+    defs, _ = helpers
+    wrong = []
+    for room, names in HELPER_ROOMS.items():
+        for n in sorted(names):
+            where = sorted(f for f, fns in defs.items() if n in fns)
+            if where != [room]:
+                wrong.append(f"  {n}() belongs in {room}, is defined in {where}")
+    assert not wrong, "helpers outside their concern's room:\n" + "\n".join(wrong)
+    # An exported function no room claims is a concern this table misses.
+    claimed = set().union(*HELPER_ROOMS.values())
+    extra = sorted(f"{f}: {n}()" for f, fns in defs.items()
+                   for n, static in fns.items() if not static and n not in claimed)
+    assert not extra, "exported helpers HELPER_ROOMS does not name (add each to " \
+        "its concern's room): " + ", ".join(extra)
+
+
+def test_helper_rooms_call_down(helpers):
+    """Each room calls only the rooms HELPER_CALLS allows; in particular the
+    option parsing never calls the output loop.  The graph is real: the
+    target and attach rooms call privilege, and the loop the options'
+    error line.  (The loop hands the drain's pair_report() on as the
+    output's trailer, a reference cscope does not count as a call.)"""
+    _, calls = helpers
+    seen = {(f, g) for f, _, _, g, _ in calls}
+    assert {("tool_target.c", "tool_priv.c"), ("tool_attach.c", "tool_priv.c"),
+            ("tool_loop.c", "tool_options.c")} \
+        <= seen, sorted(seen)
+    bad = [e for e in calls if e[3] not in HELPER_CALLS[e[0]]]
+    assert not bad, "calls between the helpers' rooms that HELPER_CALLS does " \
+        "not allow (libbpf/README.md):\n" + show(bad)

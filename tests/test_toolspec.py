@@ -62,6 +62,15 @@ def limit_definitions(root):
     return found
 
 
+def libbpf_helpers():
+    """The helper objects every libbpf tool links: mk/libbpf.mk's
+    LIBBPF_HELPERS, its $(TOOL_ROOMS) expanded (the one list)."""
+    mk = open(os.path.join(ROOT, "mk", "libbpf.mk")).read()
+    var = dict(re.findall(r"(?m)^(TOOL_ROOMS|LIBBPF_HELPERS) := (.*)$", mk))
+    return var["LIBBPF_HELPERS"].replace("$(TOOL_ROOMS)",
+                                         var["TOOL_ROOMS"]).split()
+
+
 def test_each_shared_limit_has_its_value_only_in_its_spec():
     """Before the specs, MAX_INFLIGHT, NAME_LEN and TYPE_LEN were written
     in libbpf/blktgt_io.h and bcc/probekit_bcc_load.py, IO_BATCH_MAX and
@@ -171,8 +180,7 @@ def test_scratch_option_reaches_both_parsers_help_and_man(tmp_path):
          "-I" + os.path.join(probekit.BUILD, "gen"),
          "-I" + os.path.join(ROOT, "libbpf"), "-o", exe,
          os.path.join(ROOT, "libbpf", "iosize.c")] +
-        [os.path.join(obj, f"{h}.o") for h in
-         ("histogram", "trace_helpers", "blktgt_io")] +
+        [os.path.join(obj, f"{h}.o") for h in libbpf_helpers()] +
         ["-lbpf", "-lelf", "-lz"], capture_output=True, text=True)
     assert cc.returncode == 0, cc.stderr
     text = help_of([exe])

@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * tool_attach.c: loading and attaching a tool's BPF programs (USDT, uprobe,
+ * sched_process_exit), each failure one line that names the fix.
+ * (declared in trace_helpers.h; libbpf/README.md lists the rooms and
+ * which may call which).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+
+#include "trace_helpers.h"
+
+
+void report_load_error(const struct target *t, int err)
+{
+	if (err == -EPERM && report_denied("cannot load BPF programs",
+					   t->pid))
+		return;
+	if (err == -EPERM)
+		tool_err("cannot load BPF programs: %s, though this process has "
+			 "CAP_SYS_ADMIN (kernel lockdown, or a security module?)",
+			 strerror(-err));
+	else if (err == -EACCES)
+		tool_err("cannot load BPF programs: the kernel's verifier "
+			 "refused one (run with -v for its log)");
+	else
+		tool_err("cannot load BPF programs: %s (run with -v for "
+			 "libbpf's log)", strerror(-err));
+}
+
+int attach_usdt(struct bpf_program *prog, const struct target *t,
+		const char *provider, const char *name, struct bpf_link **link)
+{
+	char what[160];
+	int err;
+
+	*link = bpf_program__attach_usdt(prog, t->pid, t->exe, provider, name,
+					 NULL);
+	if (*link)
+		return 0;
+	err = -errno;
+	snprintf(what, sizeof(what), "cannot attach to USDT probe %s:%s of "
+		 "PID %d", provider, name, (int)t->pid);
+	if (err == -ENOENT)
+		tool_err("PID %d (%s) has no USDT probe %s:%s; is it blktgt "
+			 "built with USDT=1?", (int)t->pid, t->exe, provider, name);
+	else if ((err != -EACCES && err != -EPERM) ||
+		 !report_denied(what, t->pid))
+		tool_err("%s: %s", what, strerror(-err));
+	return err;
+}
+
+int attach_uprobe(struct bpf_program *prog, const struct target *t,
+		  const char *func, bool retprobe, struct bpf_link **link)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = func,
+		    .retprobe = retprobe);
+	char what[320];
+	int err;
+
+	*link = bpf_program__attach_uprobe_opts(prog, t->pid, t->exe, 0, &opts);
+	if (*link)
+		return 0;
+	err = -errno;
+	snprintf(what, sizeof(what), "cannot attach a %s to %.255s of PID %d",
+		 retprobe ? "uretprobe" : "uprobe", func, (int)t->pid);
+	if (err == -ENOENT)
+		tool_err("no function %s in %s", func, t->exe);
+	else if ((err != -EACCES && err != -EPERM) ||
+		 !report_denied(what, t->pid))
+		tool_err("%s: %s", what, strerror(-err));
+	return err;
+}
+
+/* Where tracefs may be mounted: its own mount point, or under debugfs. */
+static const char *const exit_formats[] = {
+	"/sys/kernel/tracing/events/sched/sched_process_exit/format",
+	"/sys/kernel/debug/tracing/events/sched/sched_process_exit/format",
+};
+
+/* Whether the tracepoint's format has a group_dead field: 1 or 0, or
+ * -errno when no format could be read (tracefs is mode 0700: only root
+ * reads it, whatever capabilities a user has). */
+static int group_dead_in_format(void)
+{
+	char line[256];
+	int err = -ENOENT;
+
+	for (size_t i = 0; i < sizeof(exit_formats) / sizeof(*exit_formats);
+	     i++) {
+		FILE *f = fopen(exit_formats[i], "r");
+		int found = 0;
+
+		if (!f) {
+			if (err == -ENOENT)
+				err = -errno;
+			continue;
+		}
+		while (fgets(line, sizeof(line), f))
+			if (strstr(line, " group_dead;"))
+				found = 1;
+		fclose(f);
+		return found;
+	}
+	return err;
+}
+
+/* Whether the raw tracepoint passes group_dead, from btf: its prototype
+ * btf_trace_sched_process_exit is (void *, struct task_struct *[, bool
+ * group_dead]).  1 or 0, or -ENOENT when btf has no such prototype. */
+static int group_dead_in_btf(const struct btf *btf)
+{
+	int id = btf__find_by_name_kind(btf, "btf_trace_sched_process_exit",
+					BTF_KIND_TYPEDEF);
+	const struct btf_type *t = id > 0 ? btf__type_by_id(btf, id) : NULL;
+
+	if (t)
+		t = btf__type_by_id(btf, t->type);	/* the pointer */
+	if (t && btf_is_ptr(t))
+		t = btf__type_by_id(btf, t->type);
+	if (!t || !btf_is_func_proto(t))
+		return -ENOENT;
+	return btf_vlen(t) >= 3;
+}
+
+/* The byte offset of member name of struct sname in btf; -1 if none. */
+static long btf_member_offset(const struct btf *btf, const char *sname,
+			      const char *name)
+{
+	int id = btf__find_by_name_kind(btf, sname, BTF_KIND_STRUCT);
+	const struct btf_type *t = id > 0 ? btf__type_by_id(btf, id) : NULL;
+	const struct btf_member *m = t ? btf_members(t) : NULL;
+
+	for (int i = 0; t && i < btf_vlen(t); i++, m++)
+		if (!strcmp(btf__name_by_offset(btf, m->name_off), name))
+			return btf_member_bit_offset(t, i) / 8;
+	return -1;
+}
+
+int pair_exit_detect(struct pair_exit_offsets *o)
+{
+	int has = group_dead_in_format(), fmt_err = has;
+	struct btf *btf = NULL;
+	long sig, live;
+
+	memset(o, 0, sizeof(*o));
+	/* The kernel's BTF, readable by every user, answers when tracefs
+	 * cannot; it is parsed only then, or for a kernel without
+	 * group_dead: the tools otherwise start without reading it. */
+	if (has < 0 || !has) {
+		btf = btf__load_vmlinux_btf();
+		if (!btf) {
+			if (has < 0)
+				tool_err("cannot tell a process's last thread at "
+					 "its exit: cannot read the "
+					 "sched_process_exit tracepoint's format "
+					 "(%s), and no kernel BTF (%s)",
+					 strerror(-fmt_err), strerror(errno));
+			else
+				tool_err("cannot tell a process's last thread at "
+					 "its exit: no group_dead in "
+					 "sched_process_exit, and no kernel BTF "
+					 "(%s)", strerror(errno));
+			return -ENOENT;
+		}
+	}
+	if (has < 0)
+		has = group_dead_in_btf(btf);
+	if (has > 0) {
+		/* The raw tracepoint's ctx is its arguments, a u64 each:
+		 * group_dead is args[1]. */
+		o->group_dead_off = sizeof(__u64);
+		btf__free(btf);
+		return 0;
+	}
+	/* A kernel before group_dead (Linux 6.16): its BTF says where a
+	 * task's count of live threads is. */
+	sig = btf_member_offset(btf, "task_struct", "signal");
+	live = btf_member_offset(btf, "signal_struct", "live");
+	btf__free(btf);
+	if (sig < 0 || live < 0) {
+		tool_err("cannot tell a process's last thread at its exit: the "
+			 "kernel's BTF has no task_struct.signal or "
+			 "signal_struct.live");
+		return -ENOENT;
+	}
+	o->task_signal_off = sig;
+	o->signal_live_off = live;
+	return 0;
+}
+
+int pair_exit_attach(struct bpf_program *prog, struct bpf_link **link)
+{
+	int err;
+
+	*link = bpf_program__attach_raw_tracepoint(prog, "sched_process_exit");
+	if (*link)
+		return 0;
+	err = -errno;
+	if ((err != -EACCES && err != -EPERM) ||
+	    !report_denied("cannot attach to sched_process_exit", -1))
+		tool_err("cannot attach to the raw tracepoint "
+			 "sched_process_exit: %s", strerror(-err));
+	return err;
+}

@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * tool_drain.c: reading the maps: histograms drained (read and deleted),
+ * and the pair tools' counts of lost STARTs.
+ * (declared in trace_helpers.h; libbpf/README.md lists the rooms and
+ * which may call which).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "trace_helpers.h"
+
+
+int hist_map_drain(const struct bpf_map *map, void **keysp,
+		   struct hist **histsp)
+{
+	int fd = bpf_map__fd(map);
+	size_t ksz = bpf_map__key_size(map);
+	size_t max = bpf_map__max_entries(map);
+	char *keys = calloc(max ? max : 1, ksz);
+	struct hist *hists;
+	void *prev = NULL;
+	size_t n = 0, got = 0;
+	int err = 0;
+
+	if (!keys)
+		return -ENOMEM;
+	/* Take the keys first: deleting while walking would restart the
+	 * walk. */
+	while (n < max && !bpf_map_get_next_key(fd, prev, keys + n * ksz)) {
+		prev = keys + n * ksz;
+		n++;
+	}
+	hists = calloc(n ? n : 1, sizeof(*hists));
+	if (!hists) {
+		free(keys);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		void *k = keys + i * ksz;
+
+		if (!bpf_map_lookup_and_delete_elem(fd, k, &hists[got])) {
+			memmove(keys + got * ksz, k, ksz);
+			got++;
+			continue;
+		}
+		if (errno == ENOENT)
+			continue;	/* gone meanwhile */
+		/* Kernels before 5.14 cannot do both on a hash: read, then
+		 * delete. */
+		if (bpf_map_lookup_elem(fd, k, &hists[got])) {
+			if (errno == ENOENT)
+				continue;
+			err = -errno;
+			break;
+		}
+		bpf_map_delete_elem(fd, k);
+		memmove(keys + got * ksz, k, ksz);
+		got++;
+	}
+	if (err) {
+		free(keys);
+		free(hists);
+		return err;
+	}
+	*keysp = keys;
+	*histsp = hists;
+	return (int)got;
+}
+
+int collect_by_name(const struct bpf_map *map, const char *key_name,
+		    const struct hist_entry *proto, struct hist_entry **out)
+{
+	size_t ksz = bpf_map__key_size(map);
+	struct hist_entry *e;
+	struct hist *hists;
+	char *keys;
+	int n = hist_map_drain(map, (void **)&keys, &hists);
+
+	if (n < 0)
+		return n;
+	e = calloc(n ? n : 1, sizeof(*e));
+	if (!e) {
+		free(keys);
+		free(hists);
+		return -ENOMEM;
+	}
+	for (int i = 0; i < n; i++) {
+		e[i] = *proto;
+		e[i].nkeys = 1;
+		e[i].key_names[0] = key_name;
+		snprintf(e[i].key_vals[0], sizeof(e[i].key_vals[0]), "%.*s",
+			 (int)ksz, keys + i * ksz);
+		e[i].hist = hists[i];
+	}
+	hist_sort(e, n);
+	free(keys);
+	free(hists);
+	*out = e;
+	if (!n)
+		e[0] = *proto;	/* output_emit(): the empty result's header */
+	return n ? n : 1;
+}
+
+/* The totals of pair_counts, summed over the CPUs; -errno. */
+static int pair_totals(const struct bpf_map *map,
+		       unsigned long long out[PAIR_NCOUNTS])
+{
+	int ncpus = libbpf_num_possible_cpus(), err = 0;
+	unsigned long long *v;
+
+	if (ncpus <= 0)
+		return ncpus ? ncpus : -EINVAL;
+	v = calloc(ncpus, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (__u32 k = 0; !err && k < PAIR_NCOUNTS; k++) {
+		out[k] = 0;
+		err = bpf_map__lookup_elem(map, &k, sizeof(k), v,
+					   ncpus * sizeof(*v), 0);
+		for (int i = 0; !err && i < ncpus; i++)
+			out[k] += v[i];
+	}
+	free(v);
+	return err < 0 ? err : -err;
+}
+
+void loss_report(const struct output *o, const char *noun,
+		 const unsigned long long *n, int nkinds)
+{
+	static const char *const what[PAIR_NCOUNTS] = {
+		[PAIR_DROPPED] = "dropped (table full)",
+		[PAIR_RECLAIMED] = "reclaimed (thread or process exited)",
+	};
+	static const char *const key[PAIR_NCOUNTS] = {
+		[PAIR_DROPPED] = "dropped",
+		[PAIR_RECLAIMED] = "reclaimed",
+	};
+
+	if (o->json)
+		printf(", \"%s\": {", noun);
+	for (int k = 0; k < nkinds && k < PAIR_NCOUNTS; k++) {
+		if (o->json)
+			printf("%s\"%s\": %llu", k ? ", " : "", key[k], n[k]);
+		else if (n[k])
+			printf("%llu %s %s\n", n[k], noun, what[k]);
+	}
+	if (o->json)
+		putchar('}');
+}
+
+void pair_report(struct output *o, void *ctx)
+{
+	struct pair_report *r = ctx;
+	unsigned long long total[PAIR_NCOUNTS], n[PAIR_NCOUNTS];
+	int err = pair_totals(r->counts, total);
+
+	if (err) {
+		tool_err("cannot read the counts of lost STARTs: %s",
+			 strerror(-err));
+		memcpy(total, r->seen, sizeof(total));
+	}
+	for (int k = 0; k < PAIR_NCOUNTS; k++) {
+		n[k] = total[k] - r->seen[k];
+		r->seen[k] = total[k];
+	}
+	loss_report(o, "starts", n, PAIR_NCOUNTS);
+}

@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: BSD-2-Clause
+/*
+ * tool_priv.c: whether this process may trace, and the one line that says
+ * which capabilities it lacks when it may not.
+ * (declared in trace_helpers.h; libbpf/README.md lists the rooms and
+ * which may call which).
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <linux/capability.h>
+
+#include "trace_helpers.h"
+
+#ifndef CAP_PERFMON
+#define CAP_PERFMON 38
+#endif
+#ifndef CAP_BPF
+#define CAP_BPF 39
+#endif
+
+/* Whether this process has cap in its effective set. */
+static bool has_cap(int cap)
+{
+	struct __user_cap_header_struct hdr = {
+		.version = _LINUX_CAPABILITY_VERSION_3,
+	};
+	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+
+	memset(data, 0, sizeof(data));
+	if (syscall(SYS_capget, &hdr, data))
+		return false;
+	return data[CAP_TO_INDEX(cap)].effective & CAP_TO_MASK(cap);
+}
+
+/* Whether this process has cap, or a capability the kernel grants it
+ * through (CAP_SYS_ADMIN for CAP_BPF and CAP_PERFMON). */
+static bool holds(int cap)
+{
+	return has_cap(cap) || ((cap == CAP_BPF || cap == CAP_PERFMON) &&
+				has_cap(CAP_SYS_ADMIN));
+}
+
+/* names joined as "A", "A and B", "A, B and C" (bcc/probekit_spec.py's
+ * and_list()). */
+static void and_list(char *out, size_t len, const char **names, int n)
+{
+	size_t used = 0;
+
+	out[0] = '\0';
+	for (int i = 0; i < n && used < len; i++)
+		used += snprintf(out + used, len - used, "%s%s",
+				 !i ? "" : i == n - 1 ? " and " : ", ",
+				 names[i]);
+}
+
+/*
+ * What tracing needs is tools/privileges.toml's, measured on Linux 6.18
+ * (doc/privileges.md): a uprobe perf event needs CAP_SYS_ADMIN again
+ * since the fix for CVE-2025-38466, a multi-uprobe link CAP_BPF and
+ * CAP_PERFMON, a tracepoint found through tracefs (mode 0700)
+ * CAP_DAC_READ_SEARCH too, and another user's process CAP_SYS_PTRACE.
+ *
+ * Print "TOOL: WHAT: permission denied: tracing WHOM needs root, or ...;
+ * this process lacks ..." (bcc/probekit_spec.py's privilege_line()) and
+ * return true when a capability is missing; return false, printing
+ * nothing, when none is, so that the caller reports the error as it is.
+ */
+static bool privilege_error(const char *what, pid_t pid)
+{
+	const char *need[8], *lack[8];
+	const struct tool_cap *c;
+	char whom[64], path[32], needs[160], lacks[160];
+	int nneed = 0, nlack = 0;
+	bool other = false;
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	if (pid > 0 && !stat(path, &st) && st.st_uid != geteuid())
+		other = true;
+	for (c = other ? tool_needs_other : tool_needs_own; c->name && nneed < 8; c++) {
+		need[nneed++] = c->name;
+		if (!holds(c->cap))
+			lack[nlack++] = c->name;
+	}
+	if (!nlack)
+		return false;
+	if (pid <= 0)
+		snprintf(whom, sizeof(whom), "every process running a file");
+	else if (other)
+		snprintf(whom, sizeof(whom), "another user's process");
+	else
+		snprintf(whom, sizeof(whom), "PID %d", (int)pid);
+	and_list(needs, sizeof(needs), need, nneed);
+	and_list(lacks, sizeof(lacks), lack, nlack);
+	tool_err("%s: permission denied: tracing %s needs root, or %s; "
+		 "this process lacks %s", what, whom, needs, lacks);
+	return true;
+}
+
+bool report_denied(const char *what, pid_t pid)
+{
+	return privilege_error(what, pid);
+}
