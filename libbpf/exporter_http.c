@@ -262,9 +262,19 @@ static int conns_from(const struct sockaddr_storage *addr)
 	return n;
 }
 
+/* A shutdown() that fails (other than on a socket the client has
+ * already reset) leaves the connection bounded only by libmicrohttpd's
+ * idle timeout: say so once rather than hold it silently. */
 static void conn_shut(struct conn *c)
 {
-	shutdown(c->fd, SHUT_RDWR);
+	static bool told;
+
+	if (shutdown(c->fd, SHUT_RDWR) && errno != ENOTCONN && !told) {
+		tool_err("http: cannot close a connection past its deadline "
+			 "(fd %d): %s; it stays open until it is idle for %d s",
+			 c->fd, strerror(errno), HTTP_DEADLINE);
+		told = true;
+	}
 	c->shut = true;
 }
 
