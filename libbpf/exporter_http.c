@@ -262,9 +262,19 @@ static int conns_from(const struct sockaddr_storage *addr)
 	return n;
 }
 
+/* A shutdown() that fails (other than on a socket the client has
+ * already reset) leaves the connection bounded only by libmicrohttpd's
+ * idle timeout: say so once rather than hold it silently. */
 static void conn_shut(struct conn *c)
 {
-	shutdown(c->fd, SHUT_RDWR);
+	static bool told;
+
+	if (shutdown(c->fd, SHUT_RDWR) && errno != ENOTCONN && !told) {
+		tool_err("http: cannot close a connection past its deadline "
+			 "(fd %d): %s; it stays open until it is idle for %d s",
+			 c->fd, strerror(errno), HTTP_DEADLINE);
+		told = true;
+	}
 	c->shut = true;
 }
 
@@ -315,9 +325,11 @@ static void on_connection(void *cls, struct MHD_Connection *mc,
 			  void **socket_context,
 			  enum MHD_ConnectionNotificationCode toe)
 {
-	const union MHD_ConnectionInfo *fd, *addr;
+	const union MHD_ConnectionInfo *info;
+	struct sockaddr_storage a;
 	struct conn *c = *socket_context;
-	int i;
+	int i, fd = -1;
+	bool have_addr = false;
 
 	(void)cls;
 	pthread_mutex_lock(&conns.lock);
@@ -327,23 +339,33 @@ static void on_connection(void *cls, struct MHD_Connection *mc,
 		*socket_context = NULL;
 		goto out;
 	}
-	fd = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
-	addr = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	/* Each answer is copied out before the next call: libmicrohttpd
+	 * 1.0 returns one union per connection, which the next call
+	 * overwrites (0.9.75 pointed into the connection itself), so a
+	 * kept pointer would read the address's bytes as the socket. */
+	info = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (info)
+		fd = info->connect_fd;
+	info = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	if (info && info->client_addr) {
+		addr_only(&a, info->client_addr);
+		have_addr = true;
+	}
 	for (i = 0; i < HTTP_TABLE_MAX && conns.c[i].used; i++)
 		;
 	/* No room (cannot happen: libmicrohttpd holds at most
 	 * HTTP_TABLE_MAX), or no socket: the connection cannot be timed,
 	 * so it is not served. */
-	if (i == HTTP_TABLE_MAX || !fd || !addr) {
-		if (fd)
-			shutdown(fd->connect_fd, SHUT_RDWR);
+	if (i == HTTP_TABLE_MAX || fd < 0 || !have_addr) {
+		if (fd >= 0)
+			shutdown(fd, SHUT_RDWR);
 		goto out;
 	}
 	c = &conns.c[i];
 	c->used = true;
 	c->shut = false;
-	c->fd = fd->connect_fd;
-	addr_only(&c->addr, addr->client_addr);
+	c->fd = fd;
+	c->addr = a;
 	c->seq = conns.seq++;
 	c->deadline = now_ns() + HTTP_DEADLINE * 1000000000LL;
 	*socket_context = c;
