@@ -139,6 +139,8 @@ static bool takes(const struct tool_cli *cli, const struct tool_option *o)
 {
 	if (o->key == OPT_MAX_INFLIGHT)
 		return cli->pairs;
+	if (o->key == OPT_MAX_KEYS)
+		return cli->hists;
 	if (o->key == 'b' || o->key == OPT_GATE)
 		return cli->binary;
 	return true;
@@ -344,6 +346,9 @@ static bool common_option(const struct tool_cli *cli, struct common_args *a,
 		a->max_inflight = positive_arg("--max-inflight", arg,
 					       PAIR_INFLIGHT_LIMIT);
 		return true;
+	case OPT_MAX_KEYS:
+		a->max_keys = positive_arg("--max-keys", arg, HIST_KEYS_LIMIT);
+		return true;
 	case 'h':
 		print_help(cli);
 		exit(0);
@@ -366,6 +371,7 @@ void parse_options(const struct tool_cli *cli, struct common_args *a,
 	if (cli->needs_other)
 		needs_other = cli->needs_other;
 	a->max_inflight = PAIR_INFLIGHT_DEFAULT;
+	a->max_keys = HIST_KEYS_MAX;
 	a->empty = cli->empty;
 	for (size_t i = 0; cli->unit && i < NUNITS; i++)
 		if (!strcmp(units[i].unit, cli->unit))
@@ -1027,6 +1033,30 @@ void loss_report(const struct output *o, const char *noun,
 		putchar('}');
 }
 
+void hist_report(const struct output *o, const char *noun, __u64 *dropped)
+{
+	unsigned long long n = __atomic_exchange_n(dropped, 0, __ATOMIC_SEQ_CST);
+
+	loss_report(o, noun, &n, 1);
+}
+
+/* run_loop()'s trailer: the lost STARTs of a pair tool, then the values
+ * a histogram tool had no room for. */
+struct loop_report {
+	struct pair_report pair;
+	const struct common_args *a;
+};
+
+static void loop_report(struct output *o, void *ctx)
+{
+	struct loop_report *r = ctx;
+
+	if (r->pair.counts)
+		pair_report(o, &r->pair);
+	if (r->a->hist_dropped)
+		hist_report(o, r->a->hist_noun, r->a->hist_dropped);
+}
+
 void pair_report(struct output *o, void *ctx)
 {
 	struct pair_report *r = ctx;
@@ -1206,11 +1236,12 @@ int run_loop(const struct common_args *a, const struct target *t,
 int run_loop_print(const struct common_args *a, const struct target *t,
 		   const char *ready, print_fn print, void *ctx)
 {
-	struct pair_report report = { .counts = a->pair_counts };
+	struct loop_report report = { .pair.counts = a->pair_counts, .a = a };
 	struct output out = { .tool = tool_name, .pid = t->pid,
 			      .binary = t->exe, .json = a->json,
 			      .timestamp = a->timestamp, .empty = a->empty,
-			      .trailer = a->pair_counts ? pair_report : NULL,
+			      .trailer = a->pair_counts || a->hist_dropped ?
+					 loop_report : NULL,
 			      .trailer_ctx = &report };
 	struct sigaction sa = { .sa_handler = on_signal };
 	long long start, end = -1, next = -1, check = -1, last_check, hits, last_hits = 0;
