@@ -162,7 +162,7 @@ ZERO = [  # (tool, its arguments, the text after the banner)
 PAIR_TOOLS = {"qdepth", "rpclat", "nbdtime", "funclat", "usdtlat"}
 # The tools that report the values their full map of keys dropped
 # (--max-keys).
-KEY_TOOLS = {"iolatency", "iosize"}
+KEY_TOOLS = {"iolatency", "iosize", "qdepth"}
 
 
 def zero_id(case):

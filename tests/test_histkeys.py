@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: BSD-2-Clause
 """A histogram tool whose map of keys is full drops, counts and says it.
 
-iolatency and iosize keep a histogram per key (-B: per bdev) in a map of
+iolatency and iosize keep a histogram per key (-B: per bdev), qdepth one
+per bdev, in a map of
 --max-keys keys (tools/limits.toml's HIST_KEYS_MAX unless given).  Here
 the map holds 2 and the workload touches 3 bdevs one after the other, so
 the third bdev's I/Os find no room: both forms must count them, print "97
@@ -40,11 +41,12 @@ def run_load(target):
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("tool,opts", [
-    ("iolatency", ()), ("iolatency", ("--per-io",)),
-    ("iosize", ()), ("iosize", ("--per-io",))])
+    ("iolatency", ("-B",)), ("iolatency", ("-B", "--per-io")),
+    ("iosize", ("-B",)), ("iosize", ("-B", "--per-io")),
+    ("qdepth", ())])       # a histogram per bdev always
 def test_full_key_table_counts_drops(bpf, three_bdevs, kind, tool, opts):
-    t = Tool(kind, tool, three_bdevs.pid, "-B", "--max-keys", KEPT,
-             *opts, tidy=True).start()
+    t = Tool(kind, tool, three_bdevs.pid, "--max-keys", KEPT, *opts,
+             tidy=True).start()
     run_load(three_bdevs)
     lines = t.stop()
     hists = by_key(parse(lines), "bdev")
