@@ -64,6 +64,12 @@ Output format (the libbpf versions of these tools print the same):
   reclaimed one belonged to a thread or process that exited, so its DONE
   can never come.  probekit_bcc_pairs and libbpf/pair_state.h say more.
 
+  A tool with a histogram per key (iolatency, iosize) keeps --max-keys
+  keys per interval; a value whose key finds the map full is dropped, and
+  said after the histograms (and any lost STARTs) when N > 0:
+
+  N I/Os dropped (table full)
+
 --json prints one JSON object per interval, on one line:
 
   {"tool": "iolatency", "pid": 1234,
@@ -86,6 +92,12 @@ Output format (the libbpf versions of these tools print the same):
   "histograms":
 
    "starts": {"dropped": N, "reclaimed": M}   (this interval's, as above)
+
+  and a tool with a histogram per key (--max-keys) adds, always, after
+  those, of the values whose key found the map full (text: "N I/Os
+  dropped (table full)", only when N > 0):
+
+   "I/Os": {"dropped": N}                    (this interval's)
 
 Behaviour shared by the tools:
 
@@ -114,6 +126,7 @@ import probekit_bcc_load as loader
 from probekit_bcc_args import EARLY_SIGINT, command
 
 LINEAR_SLOTS = 1000     # buckets of a linear histogram; the last is open
+LOG2_SLOTS = 65         # bpf_log2l()'s values, 0 to 64
 TICK = 0.1              # how often the loop checks for Ctrl-C and the target
 MAX_RATE_WINDOW = 1.0   # --max-rate: seconds the hit rate is measured over
 
@@ -363,8 +376,63 @@ class PairReport:
         loss_report(json_out, obj_or_lines, "starts", n)
 
 
+# A histogram tool's bound on its keys (--max-keys), in BPF C: dist holds
+# a count per (key, slot), so bounding dist would drop at a number of
+# (key, slot) entries; hist_keys holds each key once, with slot 0, and
+# bounds the keys as libbpf/histogram.bpf.h's map of whole histograms
+# does, so both forms drop the same values.  The tool's struct hist_key
+# has a u64 slot; HIST_KEYS is --max-keys (hist_cflags()).
+HIST_KEYS_C = r"""
+BPF_HASH(hist_keys, struct hist_key, u8, HIST_KEYS);
+BPF_ARRAY(hist_dropped, u64, 1);
+
+/* Whether key's histogram has room: its key is kept, or is new and fits;
+ * else the value is dropped, and counted. */
+static __always_inline int hist_room(struct hist_key *key)
+{
+    u64 slot = key->slot;
+    u32 zero = 0;
+    u8 one = 1;
+    u64 *d;
+    int ok;
+
+    key->slot = 0;
+    ok = hist_keys.lookup(key) != 0 || hist_keys.insert(key, &one) == 0 ||
+         hist_keys.lookup(key) != 0;
+    key->slot = slot;
+    if (!ok) {
+        d = hist_dropped.lookup(&zero);
+        if (d)
+            __sync_fetch_and_add(d, 1);
+    }
+    return ok;
+}
+"""
+
+
+def hist_cflags(max_keys, linear=False):
+    """HIST_KEYS_C's defines: the keys kept, and dist's size, room for
+    every slot of every key kept (so dist never fills first)."""
+    slots = LINEAR_SLOTS if linear else LOG2_SLOTS
+    return ["-DHIST_KEYS=%d" % max_keys, "-DMAX_KEYS=%d" % (max_keys * slots)]
+
+
+class HistReport:
+    """Output.trailer's part for a histogram tool: the values HIST_KEYS_C
+    dropped since the last interval, as libbpf/tool_drain.c's
+    hist_report() says them ("N I/Os dropped (table full)")."""
+
+    def __init__(self, bpf, noun):
+        self.dropped, self.noun, self.seen = bpf["hist_dropped"], noun, 0
+
+    def __call__(self, json_out, obj_or_lines):
+        total = self.dropped[0].value
+        loss_report(json_out, obj_or_lines, self.noun, [total - self.seen])
+        self.seen = total
+
+
 def run(tool, target, args, collect, what, bpf=None, out=None, ready=None,
-        pairs=None):
+        pairs=None, hists=None):
     """The tool's main loop.  Prints "Tracing ... Hit Ctrl-C to end." (the
     readiness line: the caller has loaded and attached everything; ready
     replaces its text), then every interval calls collect() (which clears
@@ -378,7 +446,9 @@ def run(tool, target, args, collect, what, bpf=None, out=None, ready=None,
     on stderr saying why tracing ended, exit 0 (the guard did what was
     asked), as the libbpf tools do.  pairs: a pair tool's
     probekit_bcc_pairs.Sweeper, run every tick and reported after each
-    interval's histograms (PairReport)."""
+    interval's histograms (PairReport).  hists: a histogram tool's noun
+    for one value ("I/Os"), whose HIST_KEYS_C drops are reported after
+    them (HistReport)."""
     stop = []
 
     def on_signal(signum, frame):
@@ -392,8 +462,13 @@ def run(tool, target, args, collect, what, bpf=None, out=None, ready=None,
 
     if out is None:
         out = Output(tool, target.pid, args)
+    trailers = []
     if pairs is not None:
-        out.trailer = PairReport(bpf, pairs)
+        trailers.append(PairReport(bpf, pairs))
+    if hists is not None:
+        trailers.append(HistReport(bpf, hists))
+    if trailers:
+        out.trailer = lambda j, o: [t(j, o) for t in trailers]
     msg = ready or "Tracing %s of PID %d (%s)... Hit Ctrl-C to end." % (
         what, target.pid, target.comm)
     if args.json:

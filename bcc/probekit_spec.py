@@ -38,7 +38,7 @@ EXAMPLE_COL = 40
 _OPTION_KEYS = {"short", "long", "arg", "help", "man", "type", "default",
                 "max", "usage", "only", "help_binary", "append", "group"}
 _SPEC_KEYS = {"tool", "summary", "description", "unit", "binary", "pairs",
-              "units", "probes", "keys", "option", "example", "operands",
+              "hists", "units", "probes", "keys", "option", "example", "operands",
               "counts"}
 _EXAMPLE_KEYS = {"args", "what", "man", "bcc"}
 # An option's "type": flag (no argument), or how its argument is read.
@@ -221,6 +221,8 @@ def _takes(spec, o, form=None):
         return bool(spec.get("unit"))
     if only == "pairs":
         return spec.get("pairs", False)
+    if only == "hists":
+        return spec.get("hists", False)
     if only == "libbpf":
         return form in (None, "libbpf")
     return True

@@ -10,8 +10,9 @@
  *
  * Name lengths and the in-flight table come from tools/limits.toml
  * (NAME_LEN, TYPE_LEN, MAX_INFLIGHT), as the bcc/ tools' do, so both
- * families of tools truncate names alike.  BCC counts map entries per (key, slot); here a key holds
- * a whole histogram, so MAX_HISTS bounds keys, not buckets.
+ * families of tools truncate names alike.  The histogram maps are sized
+ * by --max-keys (HIST_KEYS_MAX unless given) before load; the bcc/ tools
+ * bound their keys the same, so both drop (and count) the same values.
  */
 #ifndef PROBEKIT_BLKTGT_IO_H
 #define PROBEKIT_BLKTGT_IO_H
@@ -21,7 +22,7 @@
 #include "probekit_limits.h"
 #define BDEV_LEN     NAME_LEN	/* bdev names */
 #define IOTYPE_LEN   TYPE_LEN	/* I/O type names */
-#define MAX_HISTS    1024	/* distinct histogram keys */
+#define MAX_HISTS    HIST_KEYS_MAX	/* distinct histogram keys, before --max-keys */
 
 /* A histogram per key.  A field the user did not split by (-B, -O) stays
  * empty, so without options there is a single histogram. */

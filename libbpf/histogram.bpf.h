@@ -129,8 +129,14 @@ static __always_inline void hist_run_start(struct hist_run *run, struct hist *h,
 /* An all-zero histogram to create new map entries from. */
 static const struct hist hist_zero;
 
+/* Values hist_get() found no room for: the histogram map was full (its
+ * --max-keys keys this interval).  User space takes it each interval and
+ * says "N I/Os dropped (table full)" (trace_helpers.h, hist_report()). */
+__u64 hist_dropped;
+
 /* The histogram at key in map (a hash of struct hist), created on first
- * use; NULL when the map is full. */
+ * use; NULL, and one value counted in hist_dropped, when the map is full.
+ * Each caller drops the value it called for when NULL comes back. */
 static __always_inline struct hist *hist_get(void *map, const void *key)
 {
 	struct hist *h = bpf_map_lookup_elem(map, key);
@@ -138,6 +144,8 @@ static __always_inline struct hist *hist_get(void *map, const void *key)
 	if (!h) {
 		bpf_map_update_elem(map, key, &hist_zero, BPF_NOEXIST);
 		h = bpf_map_lookup_elem(map, key);
+		if (!h)
+			__sync_fetch_and_add(&hist_dropped, 1);
 	}
 	return h;
 }

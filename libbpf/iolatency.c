@@ -60,6 +60,7 @@ static const struct tool_cli cli = {
 	SPEC_CLI,
 	.option = option,
 	.pairs = true,		/* with --per-io */
+	.hists = true,
 };
 
 static void parse_args(int argc, char **argv)
@@ -121,6 +122,7 @@ int main(int argc, char **argv)
 	} else {
 		bpf_map__set_max_entries(skel->maps.start, 1);	/* unused */
 	}
+	bpf_map__set_max_entries(skel->maps.hists, env.c.max_keys);
 	err = iolatency_bpf__load(skel);
 	if (err) {
 		report_load_error(&t, err);
@@ -140,6 +142,8 @@ int main(int argc, char **argv)
 
 	env.c.hits = skel->maps.hits;
 	env.c.skel = skel->skeleton;
+	env.c.hist_dropped = &skel->bss->hist_dropped;
+	env.c.hist_noun = "I/Os";
 	if (env.per_io)
 		env.c.pair_counts = skel->maps.pair_counts;
 	rc = run_loop(&env.c, &t, "block I/O latency", collect, skel);

@@ -38,7 +38,8 @@ static void option(int key, const char *arg)
 }
 
 /* Options, usage and examples: tools/iosize.toml, through tools/gentool. */
-static const struct tool_cli cli = { SPEC_CLI, .option = option };
+static const struct tool_cli cli = { SPEC_CLI, .option = option,
+				       .hists = true };
 
 static int collect(void *ctx, struct hist_entry **entries)
 {
@@ -70,6 +71,7 @@ int main(int argc, char **argv)
 	skel->rodata->count_hits = env.c.max_rate > 0;
 	bpf_program__set_autoload(skel->progs.io_batch, !env.per_io);
 	bpf_program__set_autoload(skel->progs.io_submit, env.per_io);
+	bpf_map__set_max_entries(skel->maps.hists, env.c.max_keys);
 	err = iosize_bpf__load(skel);
 	if (err) {
 		report_load_error(&t, err);
@@ -82,6 +84,8 @@ int main(int argc, char **argv)
 		goto out;
 
 	env.c.hits = skel->maps.hits;
+	env.c.hist_dropped = &skel->bss->hist_dropped;
+	env.c.hist_noun = "I/Os";
 	env.c.skel = skel->skeleton;
 	rc = run_loop(&env.c, &t, "block I/O size", collect, skel);
 out:

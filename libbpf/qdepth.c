@@ -25,6 +25,7 @@ const char *tool_name = "qdepth";
 static const struct tool_cli cli = {
 	SPEC_CLI,
 	.pairs = true,
+	.hists = true,
 };
 
 static struct common_args env;
@@ -65,6 +66,7 @@ int main(int argc, char **argv)
 	skel->rodata->pair_task_signal_off = exit_offs.task_signal_off;
 	skel->rodata->pair_signal_live_off = exit_offs.signal_live_off;
 	bpf_map__set_max_entries(skel->maps.inflight_ids, env.max_inflight);
+	bpf_map__set_max_entries(skel->maps.hists, env.max_keys);
 	err = qdepth_bpf__load(skel);
 	if (err) {
 		report_load_error(&t, err);
@@ -82,6 +84,8 @@ int main(int argc, char **argv)
 	env.hits = skel->maps.hits;
 	env.skel = skel->skeleton;
 	env.pair_counts = skel->maps.pair_counts;
+	env.hist_dropped = &skel->bss->hist_dropped;
+	env.hist_noun = "I/Os";
 	rc = run_loop(&env, &t, "queue depth", collect, skel);
 out:
 	bpf_link__destroy(exit_link);

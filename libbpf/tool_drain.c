@@ -154,6 +154,13 @@ void loss_report(const struct output *o, const char *noun,
 		putchar('}');
 }
 
+void hist_report(const struct output *o, const char *noun, __u64 *dropped)
+{
+	unsigned long long n = __atomic_exchange_n(dropped, 0, __ATOMIC_SEQ_CST);
+
+	loss_report(o, noun, &n, 1);
+}
+
 void pair_report(struct output *o, void *ctx)
 {
 	struct pair_report *r = ctx;

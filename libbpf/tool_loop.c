@@ -166,14 +166,32 @@ int run_loop(const struct common_args *a, const struct target *t,
 	return run_loop_print(a, t, ready, print_hists, &cp);
 }
 
+/* run_loop()'s trailer: the lost STARTs of a pair tool, then the values
+ * a histogram tool had no room for. */
+struct loop_report {
+	struct pair_report pair;
+	const struct common_args *a;
+};
+
+static void loop_report(struct output *o, void *ctx)
+{
+	struct loop_report *r = ctx;
+
+	if (r->pair.counts)
+		pair_report(o, &r->pair);
+	if (r->a->hist_dropped)
+		hist_report(o, r->a->hist_noun, r->a->hist_dropped);
+}
+
 int run_loop_print(const struct common_args *a, const struct target *t,
 		   const char *ready, print_fn print, void *ctx)
 {
-	struct pair_report report = { .counts = a->pair_counts };
+	struct loop_report report = { .pair.counts = a->pair_counts, .a = a };
 	struct output out = { .tool = tool_name, .pid = t->pid,
 			      .binary = t->exe, .json = a->json,
 			      .timestamp = a->timestamp, .empty = a->empty,
-			      .trailer = a->pair_counts ? pair_report : NULL,
+			      .trailer = a->pair_counts || a->hist_dropped ?
+					 loop_report : NULL,
 			      .trailer_ctx = &report };
 	struct sigaction sa = { .sa_handler = on_signal };
 	long long start, end = -1, next = -1, check = -1, last_check, hits, last_hits = 0;

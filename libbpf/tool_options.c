@@ -135,6 +135,8 @@ static bool takes(const struct tool_cli *cli, const struct tool_option *o)
 {
 	if (o->key == OPT_MAX_INFLIGHT)
 		return cli->pairs;
+	if (o->key == OPT_MAX_KEYS)
+		return cli->hists;
 	if (o->key == 'b' || o->key == OPT_GATE)
 		return cli->binary;
 	return true;
@@ -340,6 +342,9 @@ static bool common_option(const struct tool_cli *cli, struct common_args *a,
 		a->max_inflight = positive_arg("--max-inflight", arg,
 					       PAIR_INFLIGHT_LIMIT);
 		return true;
+	case OPT_MAX_KEYS:
+		a->max_keys = positive_arg("--max-keys", arg, HIST_KEYS_LIMIT);
+		return true;
 	case 'h':
 		print_help(cli);
 		exit(0);
@@ -362,6 +367,7 @@ void parse_options(const struct tool_cli *cli, struct common_args *a,
 	if (cli->needs_other)
 		tool_needs_other = cli->needs_other;
 	a->max_inflight = PAIR_INFLIGHT_DEFAULT;
+	a->max_keys = HIST_KEYS_MAX;
 	a->empty = cli->empty;
 	for (size_t i = 0; cli->unit && i < NUNITS; i++)
 		if (!strcmp(units[i].unit, cli->unit))

@@ -79,6 +79,14 @@ struct common_args {
 	 * interval's output reports (pair_report()). */
 	long max_inflight;
 	const struct bpf_map *pair_counts;
+	/* Histogram tools (cli->hists): --max-keys N, the histogram map's
+	 * size (HIST_KEYS_MAX unless given); and, set by the tool before
+	 * run_loop(), histogram.bpf.h's hist_dropped (in the skeleton's bss)
+	 * and what one value is ("I/Os"), which each interval's output
+	 * reports (hist_report()). */
+	long max_keys;
+	__u64 *hist_dropped;
+	const char *hist_noun;
 	/* The tool's empty result, from its tool_cli (struct output's). */
 	const char *empty;
 };
@@ -109,6 +117,7 @@ enum {
 	OPT_MAX_INFLIGHT,	/* --max-inflight: pair tools, as in bcc/ */
 	OPT_GATE,		/* --gate: the tools on any binary, which take
 				 * it in their option callback */
+	OPT_MAX_KEYS,		/* --max-keys: histogram tools, as in bcc/ */
 	OPT_LONG_ONLY = 512,	/* the first key of a tool's long-only option */
 };
 
@@ -147,6 +156,8 @@ struct tool_cli {
 	bool (*operand)(const char *arg);
 	/* Tools that pair a START with its DONE: --max-inflight is taken. */
 	bool pairs;
+	/* Tools with a map of histograms by key: --max-keys is taken. */
+	bool hists;
 	/* What tracing a process of this user needs without root, and what
 	 * tracing another user's does (tools/privileges.toml): the
 	 * privilege errors name them. */
@@ -312,6 +323,15 @@ void pair_report(struct output *o, void *report);
  */
 void loss_report(const struct output *o, const char *noun,
 		 const unsigned long long *n, int nkinds);
+
+/*
+ * The values a histogram tool's map had no room for since the last
+ * report, taken from *dropped (histogram.bpf.h's hist_dropped) as each
+ * interval's output ends: loss_report() of noun, "N I/Os dropped (table
+ * full)".  run_loop() says it when a->hist_dropped is set, after the
+ * histograms are read, so a value dropped meanwhile is not lost.
+ */
+void hist_report(const struct output *o, const char *noun, __u64 *dropped);
 
 /* "PID N (COMM)", or "PATH (every process)" for -b: where the generic
  * tools say they trace. */

@@ -160,6 +160,9 @@ ZERO = [  # (tool, its arguments, the text after the banner)
 ]
 # The tools that report lost STARTs here (iolatency does with --per-io).
 PAIR_TOOLS = {"qdepth", "rpclat", "nbdtime", "funclat", "usdtlat"}
+# The tools that report the values their full map of keys dropped
+# (--max-keys).
+KEY_TOOLS = {"iolatency", "iosize", "qdepth"}
 
 
 def zero_id(case):
@@ -184,6 +187,8 @@ def test_zero_hits_print_header_and_empty_result(bpf, target, kind, case):
     empty["counts" if tool == "usdtcount" else "histograms"] = []
     if tool in PAIR_TOOLS:
         empty["starts"] = {"dropped": 0, "reclaimed": 0}
+    if tool in KEY_TOOLS:
+        empty["I/Os"] = {"dropped": 0}
     assert obj == empty
 
 
