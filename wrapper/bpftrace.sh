@@ -683,6 +683,26 @@ for ((n = 1; n <= nrefs; n++)); do
 done
 program+=${marked:at}
 
+# delete() returns nothing in bpftrace 0.17, which refuses to use its
+# value; a newer one (0.27) returns whether the key was there and warns
+# "Return value discarded" for each delete() that is a statement, where the
+# scripts write it.  When the installed bpftrace warns so (asked once, and
+# only for a program with a delete()), each statement that starts a line
+# with delete( takes the value into $pk_deleted, which nothing reads.
+# Lines stay lines, so FILE:LINE still maps; the columns of that line move.
+if [[ $program == *'delete('* ]] &&
+	"$bpftrace" --dry-run -e 'BEGIN { @pk[1] = 1; delete(@pk[1]); }' 2>&1 |
+	grep -q 'Return value discarded'; then
+	kept=$program program=
+	while [ -n "$kept" ]; do
+		line=${kept%%$'\n'*}
+		if [ "$line" = "$kept" ]; then kept=; else kept=${kept#*$'\n'}; line+=$'\n'; fi
+		[[ $line =~ ^([[:space:]]*)delete\( ]] &&
+			line="${BASH_REMATCH[1]}\$pk_deleted = ${line#"${BASH_REMATCH[1]}"}"
+		program+=$line
+	done
+fi
+
 # bpftrace 0.17 notices SIGINT/SIGTERM only when the signal interrupts its
 # epoll_wait() or when an event arrives after it; a signal that lands while
 # it is printing (say, the readiness line) of a trace with nothing more to
