@@ -493,6 +493,7 @@ head=${joined%%$'\n'program$'\n'*}
 	die "probekit-scan gave no program; is it the one built with this wrapper?"
 marked=${joined:${#head}+9}
 ref_kind=() ref_spec=() ref_type=() ref_where=() ref_q=() ref_at=()
+ref_reads=() ref_nargs=()
 map_at=() map_file=() map_line=()
 libs=() gone_libs=() gone_maps=()
 want= in_exe=
@@ -515,7 +516,12 @@ while [ -n "$head" ]; do
 		# uprobe:__EXE__:ADDRESS needs no symbol.
 		[ ${ref_type[n]} = syms ] && [[ ${ref_spec[n]} == [0-9]* ]] && continue
 		want+="$n"$'\t'"${ref_type[n]}"$'\t'"${ref_spec[n]}"$'\n' ;;
-	'has '*) in_exe+="${line#has } 0"$'\n' ;;
+	'has '*)
+		line=${line#has }
+		in_exe+="${line%% *} 0 ${line#* }"$'\n' ;;
+	'reads '*)
+		line=${line#reads }
+		ref_reads[${line%% *}]=${line#* } ;;
 	'map '*)
 		line=${line#map }
 		map_at+=("${line%% *}") line=${line#* }
@@ -533,8 +539,8 @@ done
 take_found() {
 	local where=($1) found=$2 n i rest line
 	[ -n "$found" ] || return 0
-	while read -r n i; do
-		ref_where[n]=${where[i]}
+	while read -r n i na; do
+		ref_where[n]=${where[i]} ref_nargs[n]=$na
 	done <<< "$found"
 	rest=$want want=
 	while IFS= read -r line; do
@@ -670,6 +676,32 @@ if [ -n "$missing" ]; then
 		die "$target_file has no $missing (bpftrace would silently attach nothing); check the name with: nm -D $target_file"
 	die "PID $pid ($shown_exe) has no $missing, in its executable or its libraries (bpftrace would silently attach nothing); check the name with: bpftrace -p $pid -l 'usdt:*' or readelf -n"
 fi
+
+# FILE:LINE of program line $1, in loc; empty for the wrapper's own lines.
+map_line() {
+	local x=$1 i=${#map_at[@]}
+	loc=
+	while ((i-- > 0)); do
+		((map_at[i] <= x)) || continue
+		[ "${map_file[i]}" = 0 ] && return
+		local name=${scripts[map_file[i] - 1]}
+		loc="${name//[[:cntrl:]]/?}:$((map_line[i] + x - map_at[i]))"
+		return
+	done
+}
+
+# bpftrace 0.17 refuses an argN that a probe does not have; a newer one
+# (0.27) compiles it and reads whatever is there.  The probe's notes say
+# how many it has (the fewest of its sites), so both refuse it here.
+for ((n = 1; n <= nrefs; n++)); do
+	[ -n "${ref_reads[n]-}" ] && [ "${ref_nargs[n]--1}" -ge 0 ] || continue
+	((ref_reads[n] < ref_nargs[n])) && continue
+	nl=${marked:0:ref_at[n]}
+	nl=${nl//[!$'\n']/}
+	map_line $((${#nl} + 1))
+	if [ "${ref_nargs[n]}" = 0 ]; then has="no arguments"; else has="${ref_nargs[n]} arguments, arg0 to arg$((ref_nargs[n] - 1))"; fi
+	die "${loc:+$loc: }probe ${ref_spec[n]} has $has; its block reads arg${ref_reads[n]}"
+done
 
 # --- substitute, then run --------------------------------------------------------
 
@@ -808,18 +840,6 @@ drop_left_events() {
 	done
 }
 
-# FILE:LINE of program line $1, in loc; empty for the wrapper's own lines.
-map_line() {
-	local x=$1 i=${#map_at[@]}
-	loc=
-	while ((i-- > 0)); do
-		((map_at[i] <= x)) || continue
-		[ "${map_file[i]}" = 0 ] && return
-		local name=${scripts[map_file[i] - 1]}
-		loc="${name//[[:cntrl:]]/?}:$((map_line[i] + x - map_at[i]))"
-		return
-	done
-}
 
 stderr_filter() {
 	local line loc rest first h gone=0
