@@ -17,7 +17,8 @@
 #    mapped by PID has it, that library's path is used for that probe.
 #    __PID__ anywhere else becomes PID.  Substitution is literal: no path
 #    can inject bpftrace code.  A path with a double quote, a newline or a
-#    ':' cannot be written in a bpftrace 0.17 probe, and is refused.
+#    ':' cannot be written in a bpftrace 0.17 probe, and one with a '*' is
+#    a wildcard to bpftrace 0.27: such paths are refused.
 #    A library (or the executable) mapped from a path that only PID's
 #    mount namespace has, as in a container, is used as
 #    /proc/PID/root/PATH.
@@ -379,9 +380,10 @@ take_exe() {
 # The one way a path goes into the program: inside double quotes, where
 # bpftrace 0.17 unescapes twice (a backslash is written as four) and a
 # newer one (0.27) once (as two).  A double quote or a newline cannot be
-# written at all, and bpftrace re-splits attach points at ':', so those
-# paths are refused.  A path with a backslash asks the installed bpftrace
-# which it does (path_unescapes), with KIND (usdt or uprobe) the probes
+# written at all, bpftrace re-splits attach points at ':', and a newer
+# bpftrace (0.27) takes '*' in a quoted path as a wildcard, so those paths
+# are refused.  A path with a backslash asks the installed bpftrace which
+# it does (path_unescapes), with KIND (usdt or uprobe) the probes
 # the file has.  Sets quoted.
 quote_path() { # path, what, [kind]
 	local p=$1 what=$2
@@ -389,6 +391,7 @@ quote_path() { # path, what, [kind]
 	*'"'*) die "$what '$p' contains a double quote, which bpftrace cannot express in a probe path; copy or link the binary to a plain path and run it from there" ;;
 	*$'\n'*) die "$what contains a newline, which bpftrace cannot express in a probe path; copy or link the binary to a plain path and run it from there" ;;
 	*:*) die "$what '$p' contains ':', which bpftrace 0.17 splits probe paths at; copy or link the binary to a plain path and run it from there" ;;
+	*'*'*) die "$what '$p' contains '*', which bpftrace 0.27 takes as a wildcard in a probe path (it attaches to every file that matches); copy or link the binary to a plain path and run it from there" ;;
 	esac
 	case $p in
 	*\\*)
