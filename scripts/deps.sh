@@ -46,9 +46,12 @@ clang_major() {
 major=$(clang_major)
 [ -n "$major" ] || die "cannot tell which clang this system has or would install (is 'clang' known to apt? try: apt-get update)"
 PKGS="$PKGS libclang-rt-$major-dev linux-headers-$(dpkg --print-architecture)"
-# The arm64 readers' tests cross-build their fixtures; an arm64 system
-# builds them with its own gcc.
-[ "$(dpkg --print-architecture)" = arm64 ] || PKGS="$PKGS gcc-aarch64-linux-gnu"
+# The arm64 readers' tests cross-build and link their fixtures; an arm64
+# system builds them with its own gcc.  The cross C library is only a
+# Recommends of the cross gcc, which --no-install-recommends leaves out
+# (unstable's chroot linked nothing: no Scrt1.o, no crti.o).
+[ "$(dpkg --print-architecture)" = arm64 ] ||
+	PKGS="$PKGS gcc-aarch64-linux-gnu libc6-dev-arm64-cross"
 
 missing=""
 for p in $PKGS; do
