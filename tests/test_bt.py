@@ -70,6 +70,13 @@ def hists(lines, name):
     return out
 
 
+def map_keys(n):
+    """The environment that caps bpftrace's maps at n keys: 0.17 reads
+    BPFTRACE_MAP_KEYS_MAX, a newer one (0.27) BPFTRACE_MAX_MAP_KEYS, and
+    each ignores the other's."""
+    return {"BPFTRACE_MAP_KEYS_MAX": str(n), "BPFTRACE_MAX_MAP_KEYS": str(n)}
+
+
 def run_trace(pid, script, action, **kw):
     t = Trace(pid, [bt(script)], **kw).start()
     try:
@@ -206,7 +213,7 @@ def test_iolat_counts_the_starts_a_full_table_drops(bpf, target):
     slow_bdev(target, 100000)
     lines = run_trace(target.pid, "iolat.bt", lambda: target.rpc(
         "workload_run", bdev="D0", pattern="read", io_size=512, queue_depth=31, count=31),
-        env={"BPFTRACE_MAP_KEYS_MAX": "29"})
+        env=map_keys(29))
     assert hists(lines, "iolat_us") == {"D0, read": 29}, lines
     assert keyed(lines, "starts_dropped") == {"iolat_start": 2}, lines
 
@@ -278,7 +285,7 @@ FUNCS_TABLE = 61
 
 def funcs_trace(driver, steps):
     t = Trace(driver.pid, [bt("funcs.bt")],
-              env={"BPFTRACE_MAP_KEYS_MAX": str(FUNCS_TABLE)}).start()
+              env=map_keys(FUNCS_TABLE)).start()
     try:
         steps()
     finally:
@@ -328,7 +335,10 @@ def test_states_pause_resume_shutdown_in_order(bpf, tgt):
         assert tgt.rpc("export_pause", name="e0") is True
         assert tgt.rpc("export_resume", name="e0") is True
         tgt.rpc("target_shutdown")
-        # bpftrace ends by itself when the traced process exits.
+        # bpftrace ends by itself when the traced process exits: 0.17 at
+        # its exit, 0.27 once it is reaped (by its parent, here the test,
+        # as a service manager would).
+        assert tgt.proc.wait(timeout=probekit.TIMEOUT) == 0
         rc = t.proc.wait(timeout=probekit.TIMEOUT)
     finally:
         lines = t.stop()
@@ -395,6 +405,8 @@ def test_lifecycle_bdevs_workloads_threads(bpf, target):
         target.rpc("bdev_delete", name="lc0")
         t.out.wait_for(r" bdev-delete ")
         target.rpc("target_shutdown")
+        # Reaped, as a service manager would: bpftrace 0.27 ends only then.
+        assert target.proc.wait(timeout=probekit.TIMEOUT) == 0
         rc = t.proc.wait(timeout=probekit.TIMEOUT)  # ends with the target
     finally:
         lines = t.stop()
