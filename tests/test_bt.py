@@ -4,6 +4,7 @@ run live through wrapper/bpftrace.sh, reports exactly what a known workload
 did (a prime number of I/Os, a known set of RPC calls, a known qemu-io
 command list, one export pause and resume)."""
 
+import functools
 import glob
 import os
 import re
@@ -75,23 +76,36 @@ def hists(lines, name):
 MAP_FULL = "Map full; can't update element"
 
 
+@functools.lru_cache(maxsize=None)
+def map_keys_name():
+    """The variable that bounds this bpftrace's maps, found by filling a
+    one-key map in BEGIN: BPFTRACE_MAX_MAP_KEYS where it holds (0.23
+    reads it, and warns that the old name is deprecated; 0.27 reads only
+    it, and its --help names neither), else BPFTRACE_MAP_KEYS_MAX
+    (0.17, which ignores the new name)."""
+    p = subprocess.run(["bpftrace", "-e", FILL_ONE_KEY], capture_output=True,
+                       text=True, timeout=probekit.TIMEOUT,
+                       env=dict(os.environ, BPFTRACE_MAX_MAP_KEYS="1"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    kept = re.findall(r"^@m\[\d+\]: \d+$", p.stdout, re.M)
+    assert len(kept) in (1, 3), p.stdout + p.stderr
+    return "BPFTRACE_MAX_MAP_KEYS" if len(kept) == 1 else "BPFTRACE_MAP_KEYS_MAX"
+
+
+# Three keys into a map, then exit: the map's keys are printed at exit.
+FILL_ONE_KEY = "BEGIN { @m[1] = 1; @m[2] = 2; @m[3] = 3; exit(); }"
+
+
 def map_keys_env(keys):
-    """The environment that bounds every map to keys keys, in the variable
-    this bpftrace's --help names: BPFTRACE_MAP_KEYS_MAX (0.17), or
-    BPFTRACE_MAX_MAP_KEYS (0.23 reads the old name too, but warns that it
-    is deprecated)."""
-    help_text = subprocess.run(["bpftrace", "--help"], capture_output=True,
-                               text=True, timeout=probekit.TIMEOUT)
-    name = "BPFTRACE_MAX_MAP_KEYS" if "BPFTRACE_MAX_MAP_KEYS" in \
-        help_text.stdout + help_text.stderr else "BPFTRACE_MAP_KEYS_MAX"
-    return {name: str(keys)}
+    """The environment that bounds every map to keys keys."""
+    return {map_keys_name(): str(keys)}
 
 
 def full_map_warnings(refused):
     """How many warnings this bpftrace prints for refused updates of a
     full map: one each where it reports them itself (0.23 does), none
     where it is silent (0.17).  Found by filling a one-key map in BEGIN."""
-    p = subprocess.run(["bpftrace", "-e", "BEGIN { @m[1] = 1; @m[2] = 2; @m[3] = 3; exit(); }"],
+    p = subprocess.run(["bpftrace", "-e", FILL_ONE_KEY],
                        capture_output=True, text=True, timeout=probekit.TIMEOUT,
                        env=dict(os.environ, **map_keys_env(1)))
     assert p.returncode == 0, p.stdout + p.stderr
@@ -181,10 +195,14 @@ def test_compile_check_fails_on_bad_probe(bpf, target, tmp_path):
     assert r.returncode != 0 and re.fullmatch(
         r"probekit-bpftrace: no probe blktgt:io__sumbit in \S+/blktgt; "
         r"nearest: blktgt:io__submit\n", r.stderr), r.stderr
-    # An argument the probe does not have is bpftrace's to catch.
-    bad.write_text("usdt:__EXE__:blktgt:target__state { @[arg4] = count(); }\n")
+    # An argument the probe does not have: bpftrace 0.17 refuses it, 0.27
+    # reads past the probe's; the wrapper checks it against the notes.
+    bad.write_text("usdt:__EXE__:blktgt:target__state {\n\t@[arg1] = count();\n}\n"
+                   "usdt:__EXE__:blktgt:target__state { @[arg4] = count(); }\n")
     r = compile_check(target.pid, [str(bad)], tmp_path)
-    assert r.returncode != 0 and "couldn't get argument 4" in r.stderr, r.stderr
+    assert r.returncode != 0 and r.stderr == (
+        f"probekit-bpftrace: {bad}:4: probe blktgt:target__state has 2 arguments, "
+        "arg0 to arg1; its block reads arg4\n"), r.stderr
 
 
 # --- live, with exact counts ----------------------------------------------------
@@ -366,7 +384,10 @@ def test_states_pause_resume_shutdown_in_order(bpf, tgt):
         assert tgt.rpc("export_pause", name="e0") is True
         assert tgt.rpc("export_resume", name="e0") is True
         tgt.rpc("target_shutdown")
-        # bpftrace ends by itself when the traced process exits.
+        # bpftrace ends by itself when the traced process exits: 0.17 at
+        # its exit, 0.27 once it is reaped (by its parent, here the test,
+        # as a service manager would).
+        assert tgt.proc.wait(timeout=probekit.TIMEOUT) == 0
         rc = t.proc.wait(timeout=probekit.TIMEOUT)
     finally:
         lines = t.stop()
@@ -433,6 +454,8 @@ def test_lifecycle_bdevs_workloads_threads(bpf, target):
         target.rpc("bdev_delete", name="lc0")
         t.out.wait_for(r" bdev-delete ")
         target.rpc("target_shutdown")
+        # Reaped, as a service manager would: bpftrace 0.27 ends only then.
+        assert target.proc.wait(timeout=probekit.TIMEOUT) == 0
         rc = t.proc.wait(timeout=probekit.TIMEOUT)  # ends with the target
     finally:
         lines = t.stop()

@@ -17,7 +17,8 @@
 #    mapped by PID has it, that library's path is used for that probe.
 #    __PID__ anywhere else becomes PID.  Substitution is literal: no path
 #    can inject bpftrace code.  A path with a double quote, a newline or a
-#    ':' cannot be written in a bpftrace 0.17 probe, and is refused.
+#    ':' cannot be written in a bpftrace 0.17 probe, and one with a '*' is
+#    a wildcard to bpftrace 0.27: such paths are refused.
 #    A library (or the executable) mapped from a path that only PID's
 #    mount namespace has, as in a container, is used as
 #    /proc/PID/root/PATH.
@@ -379,9 +380,10 @@ take_exe() {
 # The one way a path goes into the program: inside double quotes, where
 # bpftrace 0.17 unescapes twice (a backslash is written as four) and a
 # newer one (0.27) once (as two).  A double quote or a newline cannot be
-# written at all, and bpftrace re-splits attach points at ':', so those
-# paths are refused.  A path with a backslash asks the installed bpftrace
-# which it does (path_unescapes), with KIND (usdt or uprobe) the probes
+# written at all, bpftrace re-splits attach points at ':', and a newer
+# bpftrace (0.27) takes '*' in a quoted path as a wildcard, so those paths
+# are refused.  A path with a backslash asks the installed bpftrace which
+# it does (path_unescapes), with KIND (usdt or uprobe) the probes
 # the file has.  Sets quoted.
 quote_path() { # path, what, [kind]
 	local p=$1 what=$2
@@ -389,6 +391,7 @@ quote_path() { # path, what, [kind]
 	*'"'*) die "$what '$p' contains a double quote, which bpftrace cannot express in a probe path; copy or link the binary to a plain path and run it from there" ;;
 	*$'\n'*) die "$what contains a newline, which bpftrace cannot express in a probe path; copy or link the binary to a plain path and run it from there" ;;
 	*:*) die "$what '$p' contains ':', which bpftrace 0.17 splits probe paths at; copy or link the binary to a plain path and run it from there" ;;
+	*'*'*) die "$what '$p' contains '*', which bpftrace 0.27 takes as a wildcard in a probe path (it attaches to every file that matches); copy or link the binary to a plain path and run it from there" ;;
 	esac
 	case $p in
 	*\\*)
@@ -493,6 +496,7 @@ head=${joined%%$'\n'program$'\n'*}
 	die "probekit-scan gave no program; is it the one built with this wrapper?"
 marked=${joined:${#head}+9}
 ref_kind=() ref_spec=() ref_type=() ref_where=() ref_q=() ref_at=()
+ref_reads=() ref_nargs=()
 map_at=() map_file=() map_line=()
 libs=() gone_libs=() gone_maps=()
 want= in_exe=
@@ -515,7 +519,12 @@ while [ -n "$head" ]; do
 		# uprobe:__EXE__:ADDRESS needs no symbol.
 		[ ${ref_type[n]} = syms ] && [[ ${ref_spec[n]} == [0-9]* ]] && continue
 		want+="$n"$'\t'"${ref_type[n]}"$'\t'"${ref_spec[n]}"$'\n' ;;
-	'has '*) in_exe+="${line#has } 0"$'\n' ;;
+	'has '*)
+		line=${line#has }
+		in_exe+="${line%% *} 0 ${line#* }"$'\n' ;;
+	'reads '*)
+		line=${line#reads }
+		ref_reads[${line%% *}]=${line#* } ;;
 	'map '*)
 		line=${line#map }
 		map_at+=("${line%% *}") line=${line#* }
@@ -533,8 +542,8 @@ done
 take_found() {
 	local where=($1) found=$2 n i rest line
 	[ -n "$found" ] || return 0
-	while read -r n i; do
-		ref_where[n]=${where[i]}
+	while read -r n i na; do
+		ref_where[n]=${where[i]} ref_nargs[n]=$na
 	done <<< "$found"
 	rest=$want want=
 	while IFS= read -r line; do
@@ -671,6 +680,32 @@ if [ -n "$missing" ]; then
 	die "PID $pid ($shown_exe) has no $missing, in its executable or its libraries (bpftrace would silently attach nothing); check the name with: bpftrace -p $pid -l 'usdt:*' or readelf -n"
 fi
 
+# FILE:LINE of program line $1, in loc; empty for the wrapper's own lines.
+map_line() {
+	local x=$1 i=${#map_at[@]}
+	loc=
+	while ((i-- > 0)); do
+		((map_at[i] <= x)) || continue
+		[ "${map_file[i]}" = 0 ] && return
+		local name=${scripts[map_file[i] - 1]}
+		loc="${name//[[:cntrl:]]/?}:$((map_line[i] + x - map_at[i]))"
+		return
+	done
+}
+
+# bpftrace 0.17 refuses an argN that a probe does not have; a newer one
+# (0.27) compiles it and reads whatever is there.  The probe's notes say
+# how many it has (the fewest of its sites), so both refuse it here.
+for ((n = 1; n <= nrefs; n++)); do
+	[ -n "${ref_reads[n]-}" ] && [ "${ref_nargs[n]--1}" -ge 0 ] || continue
+	((ref_reads[n] < ref_nargs[n])) && continue
+	nl=${marked:0:ref_at[n]}
+	nl=${nl//[!$'\n']/}
+	map_line $((${#nl} + 1))
+	if [ "${ref_nargs[n]}" = 0 ]; then has="no arguments"; else has="${ref_nargs[n]} arguments, arg0 to arg$((ref_nargs[n] - 1))"; fi
+	die "${loc:+$loc: }probe ${ref_spec[n]} has $has; its block reads arg${ref_reads[n]}"
+done
+
 # --- substitute, then run --------------------------------------------------------
 
 # Each reference's __EXE__ becomes its quoted path, cut by offset (which
@@ -682,6 +717,26 @@ for ((n = 1; n <= nrefs; n++)); do
 	at=$((ref_at[n] + 7))
 done
 program+=${marked:at}
+
+# delete() returns nothing in bpftrace 0.17, which refuses to use its
+# value; a newer one (0.27) returns whether the key was there and warns
+# "Return value discarded" for each delete() that is a statement, where the
+# scripts write it.  When the installed bpftrace warns so (asked once, and
+# only for a program with a delete()), each statement that starts a line
+# with delete( takes the value into $pk_deleted, which nothing reads.
+# Lines stay lines, so FILE:LINE still maps; the columns of that line move.
+if [[ $program == *'delete('* ]] &&
+	"$bpftrace" --dry-run -e 'BEGIN { @pk[1] = 1; delete(@pk[1]); }' 2>&1 |
+	grep -q 'Return value discarded'; then
+	kept=$program program=
+	while [ -n "$kept" ]; do
+		line=${kept%%$'\n'*}
+		if [ "$line" = "$kept" ]; then kept=; else kept=${kept#*$'\n'}; line+=$'\n'; fi
+		[[ $line =~ ^([[:space:]]*)delete\( ]] &&
+			line="${BASH_REMATCH[1]}\$pk_deleted = ${line#"${BASH_REMATCH[1]}"}"
+		program+=$line
+	done
+fi
 
 # bpftrace 0.17 notices SIGINT/SIGTERM only when the signal interrupts its
 # epoll_wait() or when an event arrives after it; a signal that lands while
@@ -788,18 +843,6 @@ drop_left_events() {
 	done
 }
 
-# FILE:LINE of program line $1, in loc; empty for the wrapper's own lines.
-map_line() {
-	local x=$1 i=${#map_at[@]}
-	loc=
-	while ((i-- > 0)); do
-		((map_at[i] <= x)) || continue
-		[ "${map_file[i]}" = 0 ] && return
-		local name=${scripts[map_file[i] - 1]}
-		loc="${name//[[:cntrl:]]/?}:$((map_line[i] + x - map_at[i]))"
-		return
-	done
-}
 
 stderr_filter() {
 	local line loc rest first h gone=0

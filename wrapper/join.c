@@ -61,6 +61,7 @@
  * its __EXE__ (by offset, so that no text of a script can pose as one).
  * Every failure is one line on stderr, as the wrapper's own, and exit 1. */
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -199,7 +200,7 @@ static const char *exe_kind(const char *h, size_t i, size_t n)
 
 /* A block header s[a, b) onto out, each KIND:__EXE__:SPEC of an attach
  * point (outside strings and comments) replaced by KIND:\001N\001:SPEC. */
-static void mark_header(struct joiner *j, struct helper_buf *out, size_t a, size_t b)
+static void mark_header(struct joiner *j, struct helper_buf *out, size_t a, size_t b, int reads)
 {
 	struct helper_buf h = {0};
 	size_t i = 0, from = 0, e, len;
@@ -227,6 +228,7 @@ static void mark_header(struct joiner *j, struct helper_buf *out, size_t a, size
 		if (!j->refs)
 			helper_die("out of memory");
 		j->refs[j->nrefs].kind = kind;
+		j->refs[j->nrefs].reads = reads;
 		j->refs[j->nrefs].spec = strndup(h.p + e + 1, len);
 		if (!j->refs[j->nrefs].spec)
 			helper_die("out of memory");
@@ -239,6 +241,33 @@ static void mark_header(struct joiner *j, struct helper_buf *out, size_t a, size
 	free(h.p);
 }
 
+
+/* The highest N of an argN the block body s[a, b) reads (outside strings
+ * and comments), or -1: the wrapper checks it against the probe's
+ * arguments, which bpftrace 0.27 does not (it reads past them). */
+static int highest_arg(const char *s, size_t a, size_t b)
+{
+	int best = -1, v;
+	size_t i = a, d;
+
+	while (i < b) {
+		if (s[i] == '"' || is_comment(s, i, b)) {
+			i = skip(s, i, b);
+			continue;
+		}
+		if (i + 3 < b && !strncmp(s + i, "arg", 3) && isdigit((unsigned char)s[i + 3]) &&
+		    (i == a || !(isalnum((unsigned char)s[i - 1]) || s[i - 1] == '_' || s[i - 1] == '$' || s[i - 1] == '@'))) {
+			for (v = 0, d = i + 3; d < b && isdigit((unsigned char)s[d]) && v < 1000; d++)
+				v = v * 10 + (s[d] - '0');
+			if (d >= b || !(isalnum((unsigned char)s[d]) || s[d] == '_'))
+				best = v > best ? v : best;
+			i = d;
+			continue;
+		}
+		i++;
+	}
+	return best;
+}
 
 /* Whether the block header s[a, b) attaches a usdt, uprobe or uretprobe
  * probe (outside comments): --max-rate counts those blocks' hits. */
@@ -375,7 +404,7 @@ static void join_one(struct joiner *j)
 			}
 			helper_buf_str(&j->defs, "\n");
 		} else {
-			mark_header(j, &j->body, start, hb);
+			mark_header(j, &j->body, start, hb, highest_arg(s, hb, k));
 			if (j->o->max_rate[0] && counts_hits(s, start, hb)) {
 				copy(j, &j->body, hb, hb + 1);
 				helper_buf_str(&j->body, " @__probekit_hits[cpu]++;");
@@ -632,6 +661,9 @@ int join_command(int argc, char **argv)
 	}
 	for (i = 0; i < r.nrefs; i++)
 		printf("ref %d %zu %s %s\n", i + 1, r.refs[i].at, r.refs[i].kind, r.refs[i].spec);
+	for (i = 0; i < r.nrefs; i++)
+		if (r.refs[i].reads >= 0)
+			printf("reads %d %d\n", i + 1, r.refs[i].reads);
 	/* What the executable has, read in this same run: usdt and U name
 	 * probes, the other kinds symbols; an address needs no look-up. */
 	w = calloc((size_t)r.nrefs + 1, sizeof(*w));
@@ -648,7 +680,7 @@ int join_command(int argc, char **argv)
 		look_find(w, nw, &exe, 1);
 		for (i = 0; i < nw; i++)
 			if (w[i].file == 0)
-				printf("has %ld\n", w[i].id);
+				printf("has %ld %d\n", w[i].id, w[i].usdt ? w[i].nargs : -1);
 	}
 	for (i = 0; i < r.nmap; i++)
 		printf("map %ld %d %ld\n", r.map[i].at, r.map[i].file, r.map[i].line);

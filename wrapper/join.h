@@ -25,6 +25,7 @@ struct join_ref {
 	const char *kind;	/* usdt, uprobe, uretprobe, U, u or ur */
 	char *spec;		/* what follows "KIND:__EXE__:" */
 	size_t at;		/* the byte offset of its __EXE__ in the program */
+	int reads;		/* the highest argN its block reads, or -1 */
 };
 
 /* Program line AT and the lines after it, up to the next entry, are

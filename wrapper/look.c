@@ -39,6 +39,24 @@ static bool glob(const char *g, const char *s)
 	return !*g;
 }
 
+/* How many arguments a probe site has: its spec's words. */
+static int note_nargs(const struct usdt_note *note)
+{
+	int n = 0;
+	const char *p = note->spec;
+
+	while (*p) {
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (!*p)
+			break;
+		n++;
+		while (*p && *p != ' ' && *p != '\t')
+			p++;
+	}
+	return n;
+}
+
 static bool usdt_matches(const struct look_want *w, const struct usdt_note *note)
 {
 	char full[2 * USDT_NAME_MAX];
@@ -168,10 +186,19 @@ void look_find(struct look_want *w, int nw, char *const *files, int nfiles)
 			if (usdt_notes_read_elf(elf, size, &notes, &nn, err, sizeof(err)))
 				helper_die("%s: %s", files[f], err);
 			for (k = 0; k < nw; k++) {
-				for (i = 0; i < nn && w[k].file < 0 && w[k].usdt; i++) {
-					if (usdt_matches(&w[k], &notes[i])) {
+				bool here = w[k].file < 0;
+
+				/* Every site a want matches in this file counts: a
+				 * script's argN must be on each of them. */
+				for (i = 0; i < nn && here && w[k].usdt; i++) {
+					if (!usdt_matches(&w[k], &notes[i]))
+						continue;
+					if (w[k].file < 0) {
 						w[k].file = f;
+						w[k].nargs = note_nargs(&notes[i]);
 						left--;
+					} else if (note_nargs(&notes[i]) < w[k].nargs) {
+						w[k].nargs = note_nargs(&notes[i]);
 					}
 				}
 			}

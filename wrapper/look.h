@@ -20,6 +20,8 @@ struct look_want {
 	const char *spec;	/* a bpftrace wildcard (* and ?); a usdt spec
 				 * without a provider matches any provider */
 	int file;		/* the index of the first file that has it, or -1 */
+	int nargs;		/* a usdt want: the fewest arguments of the probes
+				 * it matches in that file */
 };
 
 /* Set each want's file, reading files in order, each once, until every

@@ -98,7 +98,7 @@ static int cmd_has(int argc, char **argv)
 	for (f = 0; f < argc; f++)
 		for (k = 0; k < nw; k++)
 			if (w[k].file == f)
-				printf("%ld %d\n", w[k].id, f);
+				printf("%ld %d %d\n", w[k].id, f, w[k].usdt ? w[k].nargs : -1);
 	for (k = 0; k < nw; k++)
 		free((char *)w[k].spec);
 	free(w);
