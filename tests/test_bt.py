@@ -361,9 +361,15 @@ def test_funcs_counts_starts_a_full_table_drops(bpf, funcs_driver):
     """61 threads wait inside bdev_execute(): the table is full, so each of
     23 calls beside them is dropped and counted, exactly; the 61 are timed
     when they return.  (Before the count: 61 timed, 23 lost, nothing said.)"""
-    d, n = funcs_driver, 23
+    d, n, warm = funcs_driver, 23, 6
 
     def steps():
+        # Six calls first make @fn_returns[4096] exist: bpftrace 0.23's
+        # count() loses a count when two CPUs insert a new key at once
+        # (it warns "File exists", retcode -17, and counts 60 of the 61
+        # returns released together), a race of the tracer, not of this
+        # script (doc/supported-systems.md).
+        d.do(f"call {warm}", f"called {warm}")
         d.do(f"block {FUNCS_TABLE}", f"blocked {FUNCS_TABLE}")
         d.do(f"call {n}", f"called {n}")
         d.do("release", f"released {FUNCS_TABLE}")
@@ -371,10 +377,10 @@ def test_funcs_counts_starts_a_full_table_drops(bpf, funcs_driver):
     # for each of iolat.bt's refused starts: the script's count is the
     # exact one.
     lines = funcs_trace(d, steps, map_full=None)
-    assert keyed(lines, "fn_calls") == {"0": FUNCS_TABLE, "1": n}, lines
+    assert keyed(lines, "fn_calls") == {"0": FUNCS_TABLE, "1": warm + n}, lines
     # A return is counted with its entry's time (the uretprobe's predicate).
-    assert keyed(lines, "fn_returns") == {"4096": FUNCS_TABLE}, lines
-    assert hists(lines, "fn_ns") == {"": FUNCS_TABLE}, lines
+    assert keyed(lines, "fn_returns") == {"4096": warm + FUNCS_TABLE}, lines
+    assert hists(lines, "fn_ns") == {"": warm + FUNCS_TABLE}, lines
     assert keyed(lines, "starts_dropped") == {"fn_entry": n}, lines
 
 
