@@ -17,16 +17,10 @@ int io_collect(const struct bpf_map *map, bool per_bdev, bool per_type,
 	struct io_key *keys;
 	struct hist *hists;
 	struct hist_entry *e;
-	int n = hist_map_drain(map, (void **)&keys, &hists);
+	int n = hist_entries_drain(map, (void **)&keys, &hists, &e);
 
 	if (n < 0)
 		return n;
-	e = calloc(n ? n : 1, sizeof(*e));
-	if (!e) {
-		free(keys);
-		free(hists);
-		return -ENOMEM;
-	}
 	for (int i = 0; i < n; i++) {
 		e[i] = *proto;
 		e[i].nkeys = 0;
@@ -44,11 +38,5 @@ int io_collect(const struct bpf_map *map, bool per_bdev, bool per_type,
 		}
 		e[i].hist = hists[i];
 	}
-	hist_sort(e, n);
-	free(keys);
-	free(hists);
-	*out = e;
-	if (!n)
-		e[0] = *proto;	/* output_emit(): the empty result's header */
-	return n ? n : 1;
+	return hist_entries_done(e, n, keys, hists, proto, out);
 }

@@ -73,6 +73,37 @@ int hist_map_drain(const struct bpf_map *map, void **keysp,
 	return (int)got;
 }
 
+int hist_entries_drain(const struct bpf_map *map, void **keys,
+		       struct hist **hists, struct hist_entry **e)
+{
+	int n = hist_map_drain(map, keys, hists);
+
+	if (n < 0)
+		return n;
+	/* One entry at least: an empty drain still has its prototype, the
+	 * header the empty result is printed under (output_emit()). */
+	*e = calloc(n ? n : 1, sizeof(**e));
+	if (!*e) {
+		free(*keys);
+		free(*hists);
+		return -ENOMEM;
+	}
+	return n;
+}
+
+int hist_entries_done(struct hist_entry *e, int n, void *keys,
+		      struct hist *hists, const struct hist_entry *proto,
+		      struct hist_entry **out)
+{
+	hist_sort(e, n);
+	free(keys);
+	free(hists);
+	*out = e;
+	if (!n)
+		e[0] = *proto;
+	return n ? n : 1;
+}
+
 int collect_by_name(const struct bpf_map *map, const char *key_name,
 		    const struct hist_entry *proto, struct hist_entry **out)
 {
@@ -80,16 +111,10 @@ int collect_by_name(const struct bpf_map *map, const char *key_name,
 	struct hist_entry *e;
 	struct hist *hists;
 	char *keys;
-	int n = hist_map_drain(map, (void **)&keys, &hists);
+	int n = hist_entries_drain(map, (void **)&keys, &hists, &e);
 
 	if (n < 0)
 		return n;
-	e = calloc(n ? n : 1, sizeof(*e));
-	if (!e) {
-		free(keys);
-		free(hists);
-		return -ENOMEM;
-	}
 	for (int i = 0; i < n; i++) {
 		e[i] = *proto;
 		e[i].nkeys = 1;
@@ -98,13 +123,7 @@ int collect_by_name(const struct bpf_map *map, const char *key_name,
 			 (int)ksz, keys + i * ksz);
 		e[i].hist = hists[i];
 	}
-	hist_sort(e, n);
-	free(keys);
-	free(hists);
-	*out = e;
-	if (!n)
-		e[0] = *proto;	/* output_emit(): the empty result's header */
-	return n ? n : 1;
+	return hist_entries_done(e, n, keys, hists, proto, out);
 }
 
 /* The totals of pair_counts, summed over the CPUs; -errno. */

@@ -238,6 +238,16 @@ int attach_uprobe(struct bpf_program *prog, const struct target *t,
  */
 int hist_map_drain(const struct bpf_map *map, void **keys,
 		   struct hist **hists);
+/* hist_map_drain() into keys and hists, with the entries for them
+ * allocated (one at least, for an empty result's header): the number of
+ * keys, or -errno.  hist_entries_done() sorts the n filled entries, frees
+ * keys and hists, hands the entries out, and returns how many to print
+ * (proto alone when n is 0). */
+int hist_entries_drain(const struct bpf_map *map, void **keys,
+		       struct hist **hists, struct hist_entry **e);
+int hist_entries_done(struct hist_entry *e, int n, void *keys,
+		      struct hist *hists, const struct hist_entry *proto,
+		      struct hist_entry **out);
 
 /*
  * For maps keyed by one NUL-terminated name of key_len bytes (a bdev, an

@@ -177,7 +177,8 @@ HELPER_ROOMS = {
     "tool_attach.c": {"report_load_error", "attach_usdt", "attach_uprobe",
                       "pair_exit_detect", "pair_exit_attach"},
     "tool_drain.c": {"hist_map_drain", "collect_by_name", "loss_report",
-                     "pair_report", "hist_report"},
+                     "pair_report", "hist_report", "hist_entries_drain",
+                     "hist_entries_done"},
     "tool_loop.c": {"run_loop", "run_loop_print"},
 }
 
