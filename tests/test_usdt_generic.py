@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 
 import pytest
 
@@ -21,6 +22,10 @@ import probekit
 import thirdparty
 from histtools import json_objects, one_error_line, parse, total
 from probekit import LineReader, TIMEOUT
+
+sys.path.insert(0, os.path.join(probekit.ROOT, "probes"))
+# The installed bpftrace and libbpf, as probekit-list names them.
+from probelib.argspec import BPFTRACE, LIBBPF, reader_name  # noqa: E402
 from thirdparty import pg  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.needs("setpriv", "py:bcc", "py:elftools")
@@ -401,8 +406,8 @@ def test_list_path_with_catalog(tmp_path):
         "      doc: A checkpoint finished.",
         "      arg0/arg1  -4@40+CheckpointStats(%rip)  bpftrace: no  "
         "libbpf: no  int",
-        "        " + why.format("bpftrace 0.17", "40+CheckpointStats(%rip)"),
-        "        " + why.format("libbpf 1.1", "40+CheckpointStats(%rip)"),
+        "        " + why.format(reader_name(BPFTRACE), "40+CheckpointStats(%rip)"),
+        "        " + why.format(reader_name(LIBBPF), "40+CheckpointStats(%rip)"),
         "      arg1/arg2  -4@NBuffers(%rip)  bpftrace: no  libbpf: no  int",
     ], lines
     assert len(lines) == 1 + 1 + 1 + 5 * 3, lines
