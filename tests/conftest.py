@@ -2,6 +2,7 @@
 """Shared fixtures: the built binaries and a running blktgt."""
 
 import os
+import subprocess
 import sys
 
 import pytest
@@ -86,3 +87,15 @@ def funcs_driver(tmp_path):
     d = probekit.FuncsDriver(tmp_path)
     yield d
     d.close()
+
+
+@pytest.fixture(scope="module")
+def operands(tmp_path_factory):
+    """tests/operands.c built by gcc -O2: USDT sites of every operand kind
+    gcc emits (test_features and test_probecheck_any read them)."""
+    exe = str(tmp_path_factory.mktemp("operands") / "operands")
+    r = subprocess.run(["gcc", "-O2", "-o", exe,
+                        os.path.join(probekit.ROOT, "tests", "operands.c")],
+                       capture_output=True, text=True, timeout=probekit.TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    return exe

@@ -23,16 +23,6 @@ LIST = os.path.join(probekit.BUILD, "bin", "probekit-list")
 PROBES = os.path.join(probekit.ROOT, "probes")
 
 
-@pytest.fixture(scope="module")
-def operands(tmp_path_factory):
-    exe = str(tmp_path_factory.mktemp("operands") / "operands")
-    r = subprocess.run(["gcc", "-O2", "-o", exe,
-                        os.path.join(probekit.ROOT, "tests", "operands.c")],
-                       capture_output=True, text=True, timeout=TIMEOUT)
-    assert r.returncode == 0, r.stderr
-    return exe
-
-
 # operands.c, run with no argument: pick(a, 1) reads a[1] == 2 through a
 # scale-index-base operand and counter == 7 through a symbol-relative
 # one; konst's argument is the immediate 5.

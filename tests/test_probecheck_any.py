@@ -43,16 +43,6 @@ def check(*args):
     return r.returncode, r.stdout.splitlines(), r.stderr.splitlines()
 
 
-@pytest.fixture(scope="module")
-def operands(tmp_path_factory):
-    exe = str(tmp_path_factory.mktemp("operands") / "operands")
-    r = subprocess.run(["gcc", "-O2", "-o", exe,
-                        os.path.join(probekit.ROOT, "tests", "operands.c")],
-                       capture_output=True, text=True, timeout=TIMEOUT)
-    assert r.returncode == 0, r.stderr
-    return exe
-
-
 def attach_fails(bt, line, name, read):
     """The errors for the operands of PostgreSQL's probe name that a
     script's line reads none of (read: the argument numbers it reads) and
