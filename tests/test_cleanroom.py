@@ -24,9 +24,7 @@ import gzip
 import io
 import os
 import re
-import select
 import shutil
-import signal
 import subprocess
 import tarfile
 
@@ -34,7 +32,7 @@ import pytest
 
 import probekit
 from probekit import LineReader, TIMEOUT
-from test_stack import children, copy_with_libs, mounts
+from test_stack import children, copy_with_libs, mounts, sigkill_leaves_nothing
 
 CLEANROOM = os.path.join(probekit.ROOT, "scripts", "cleanroom.sh")
 # What the README sends a newcomer to: it names this guide, and its
@@ -207,17 +205,7 @@ def test_sigkill_leaves_no_mount(tmp_path):
         inside = mounts(inner)
         for d in ("", "/proc", "/sys", "/dev", "/var/cache/apt/archives"):
             assert f"{root}{d}" in inside, (d, inside)
-        assert not [m for m in mounts() if m.startswith(str(cache))]
-        pidfds = [os.pidfd_open(p) for p in (inner, sleeper)]
-        runner.send_signal(signal.SIGKILL)
-        runner.wait(timeout=TIMEOUT)
-        for fd in pidfds:
-            ready, _, _ = select.select([fd], [], [], TIMEOUT)
-            assert ready, "a process of the killed runner is still running"
-            os.close(fd)
-        assert not [m for m in mounts() if m.startswith(str(cache))]
-        out.drain(TIMEOUT)
-        runner.stdout.close()
+        sigkill_leaves_nothing(runner, out, (inner, sleeper), cache)
     finally:
         if runner.poll() is None:
             runner.kill()

@@ -65,6 +65,23 @@ def mounts(pid=None):
     return r.stdout.splitlines()
 
 
+def sigkill_leaves_nothing(runner, out, pids, cache):
+    """SIGKILL a chroot runner: its mounts under cache, seen only in its
+    own namespace before, are nowhere after, and everything it started
+    (pids) ends with it, the namespace with them."""
+    assert not [m for m in mounts() if m.startswith(str(cache))]
+    pidfds = [os.pidfd_open(p) for p in pids]
+    runner.send_signal(signal.SIGKILL)
+    runner.wait(timeout=TIMEOUT)
+    for fd in pidfds:
+        ready, _, _ = select.select([fd], [], [], TIMEOUT)
+        assert ready, "a process of the killed runner is still running"
+        os.close(fd)
+    assert not [m for m in mounts() if m.startswith(str(cache))]
+    out.drain(TIMEOUT)
+    runner.stdout.close()
+
+
 def children(pid):
     with open(f"/proc/{pid}/task/{pid}/children") as f:
         return [int(c) for c in f.read().split()]
@@ -86,19 +103,7 @@ def test_sigkill_leaves_no_mount(tmp_path):
         for d in ("", "/proc", "/sys", "/dev"):
             assert f"{root}{d}" in inside, (d, inside)
         assert f"{root}/sys/kernel/tracing" in inside, inside
-        assert not [m for m in mounts() if m.startswith(str(cache))]
-        pidfds = [os.pidfd_open(p) for p in (inner, sleeper)]
-        runner.send_signal(signal.SIGKILL)
-        runner.wait(timeout=TIMEOUT)
-        # Everything the runner started ends with it, and the namespace
-        # (with its mounts) with them.
-        for fd in pidfds:
-            ready, _, _ = select.select([fd], [], [], TIMEOUT)
-            assert ready, "a process of the killed runner is still running"
-            os.close(fd)
-        assert not [m for m in mounts() if m.startswith(str(cache))]
-        out.drain(TIMEOUT)
-        runner.stdout.close()
+        sigkill_leaves_nothing(runner, out, (inner, sleeper), cache)
     finally:
         if runner.poll() is None:
             runner.kill()
