@@ -432,7 +432,7 @@ class HistReport:
 
 
 def run(tool, target, args, collect, what, bpf=None, out=None, ready=None,
-        pairs=None, hists=None):
+        pairs=None, hists=False):
     """The tool's main loop.  Prints "Tracing ... Hit Ctrl-C to end." (the
     readiness line: the caller has loaded and attached everything; ready
     replaces its text), then every interval calls collect() (which clears
@@ -446,9 +446,9 @@ def run(tool, target, args, collect, what, bpf=None, out=None, ready=None,
     on stderr saying why tracing ended, exit 0 (the guard did what was
     asked), as the libbpf tools do.  pairs: a pair tool's
     probekit_bcc_pairs.Sweeper, run every tick and reported after each
-    interval's histograms (PairReport).  hists: a histogram tool's noun
-    for one value ("I/Os"), whose HIST_KEYS_C drops are reported after
-    them (HistReport)."""
+    interval's histograms (PairReport).  hists: true for a histogram
+    tool, whose HIST_KEYS_C drops are reported after them (HistReport) as
+    values of args.hist_noun (the spec's, "I/Os")."""
     stop = []
 
     def on_signal(signum, frame):
@@ -465,8 +465,8 @@ def run(tool, target, args, collect, what, bpf=None, out=None, ready=None,
     trailers = []
     if pairs is not None:
         trailers.append(PairReport(bpf, pairs))
-    if hists is not None:
-        trailers.append(HistReport(bpf, hists))
+    if hists:
+        trailers.append(HistReport(bpf, args.hist_noun))
     if trailers:
         out.trailer = lambda j, o: [t(j, o) for t in trailers]
     msg = ready or "Tracing %s of PID %d (%s)... Hit Ctrl-C to end." % (

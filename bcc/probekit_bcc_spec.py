@@ -55,6 +55,9 @@ def parser(tool, types=None):
         p.set_defaults(unit=spec["unit"])
     # Not an option: what probekit_bcc.Output prints when nothing was seen.
     p.set_defaults(empty=spec_mod.empty_result(spec))
+    # Nor this: what probekit_bcc.run's drop line calls one value ("I/Os").
+    p.set_defaults(hist_noun=spec_mod.hist_noun(spec)
+                   if spec.get("hists") else None)
     groups = {}     # "group": options that exclude each other
     for o in spec["option"]:
         into = p

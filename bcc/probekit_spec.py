@@ -39,7 +39,7 @@ _OPTION_KEYS = {"short", "long", "arg", "help", "man", "type", "default",
                 "max", "usage", "only", "help_binary", "append", "group"}
 _SPEC_KEYS = {"tool", "summary", "description", "unit", "binary", "pairs",
               "hists", "units", "probes", "keys", "option", "example", "operands",
-              "counts"}
+              "counts", "values"}
 _EXAMPLE_KEYS = {"args", "what", "man", "bcc"}
 # An option's "type": flag (no argument), or how its argument is read.
 # Any other name is the tool's own type, which its BCC form hands to the
@@ -243,6 +243,13 @@ def empty_result(spec):
     """The empty result of a histogram tool ("0 I/Os"), or None for a tool
     whose spec declares no "counts" (usdtcount prints its own table)."""
     return EMPTY % spec["counts"] if spec.get("counts") else None
+
+
+def hist_noun(spec):
+    """What one value of a histogram tool is, plural, as its drop line
+    says it ("N I/Os dropped (table full)"): the spec's "values", for a
+    tool whose histograms count more than its "counts", else "counts"."""
+    return spec.get("values") or spec.get("counts")
 
 
 def value(v, spec_dir=SPEC_DIR):

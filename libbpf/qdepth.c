@@ -85,7 +85,6 @@ int main(int argc, char **argv)
 	env.skel = skel->skeleton;
 	env.pair_counts = skel->maps.pair_counts;
 	env.hist_dropped = &skel->bss->hist_dropped;
-	env.hist_noun = "I/Os";
 	rc = run_loop(&env, &t, "queue depth", collect, skel);
 out:
 	bpf_link__destroy(exit_link);

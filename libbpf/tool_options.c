@@ -369,6 +369,7 @@ void parse_options(const struct tool_cli *cli, struct common_args *a,
 	a->max_inflight = PAIR_INFLIGHT_DEFAULT;
 	a->max_keys = HIST_KEYS_MAX;
 	a->empty = cli->empty;
+	a->hist_noun = cli->hist_noun;
 	for (size_t i = 0; cli->unit && i < NUNITS; i++)
 		if (!strcmp(units[i].unit, cli->unit))
 			set_unit(a, &units[i]);

@@ -81,9 +81,9 @@ struct common_args {
 	const struct bpf_map *pair_counts;
 	/* Histogram tools (cli->hists): --max-keys N, the histogram map's
 	 * size (HIST_KEYS_MAX unless given); and, set by the tool before
-	 * run_loop(), histogram.bpf.h's hist_dropped (in the skeleton's bss)
-	 * and what one value is ("I/Os"), which each interval's output
-	 * reports (hist_report()). */
+	 * run_loop(), histogram.bpf.h's hist_dropped (in the skeleton's bss),
+	 * which each interval's output reports (hist_report()) as values of
+	 * hist_noun (cli->hist_noun, "I/Os"). */
 	long max_keys;
 	__u64 *hist_dropped;
 	const char *hist_noun;
@@ -166,6 +166,9 @@ struct tool_cli {
 	 * nothing ("0 I/Os": the spec's counts); NULL: the tool says it
 	 * itself. */
 	const char *empty;
+	/* Histogram tools: what one value is, plural, in the drop line
+	 * ("I/Os": the spec's values, else its counts). */
+	const char *hist_noun;
 };
 
 /*
