@@ -11,8 +11,9 @@
  * Every table kept between two probes is a pair table (pair_state.bpf.h):
  * a START the full table refuses is counted as dropped, and the exit of
  * the thread (sys) or of the process (the others) reclaims what it left.
- * A value the full histogram map has no room for (a histogram per thread
- * for the syscall stages) is counted on the same line.
+ * A value whose histogram finds the map of histograms full (--max-keys
+ * of them: the syscall stages keep one per thread) is counted apart, in
+ * histogram.bpf.h's hist_dropped: it lost no START.
  */
 #include "probekit.bpf.h"
 #include <bpf/bpf_core_read.h>
@@ -108,7 +109,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MAX_HISTS);
+	__uint(max_entries, MAX_HISTS);		/* --max-keys */
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct nbdtime_key);
 	__type(value, struct hist);
@@ -133,22 +134,17 @@ static __always_inline struct nt_conn *nt_conn(__u64 conn_id)
 	return bpf_map_lookup_elem(&conns, &k);
 }
 
+/* A full map of histograms drops the value, and hist_get() counts it. */
 static __always_inline void count(__u32 stage, __u32 tid, const char *cmd,
 				  __u64 ns)
 {
 	struct nbdtime_key key = {};
-	struct hist *h;
 
 	key.stage = stage;
 	key.tid = tid;
 	if (per_cmd && cmd)
 		__builtin_memcpy(key.cmd, cmd, sizeof(key.cmd));
-	h = hist_get(&hists, &key);
-	if (h)
-		__sync_fetch_and_add(&h->slots[hist_slot(ns / unit_ns, linear,
-							 width)], 1);
-	else
-		pair_count(PAIR_DROPPED);	/* one histogram per thread: full */
+	hist_increment(&hists, &key, hist_slot(ns / unit_ns, linear, width));
 }
 
 /* blktgt:nbd__transmit(u64 conn, s32 fd, u32 thread) */

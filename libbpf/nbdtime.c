@@ -8,7 +8,9 @@
  * connection's syscalls is estimated.  Options reach the BPF program as
  * read-only data set before load, never as text.  At most --max-inflight
  * requests and as many I/Os are timed at once, and what is dropped or
- * reclaimed is counted (pair_state.h).
+ * reclaimed is counted (pair_state.h); at most --max-keys histograms are
+ * kept per interval, and a value none has room for is counted
+ * (histogram.bpf.h).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -62,6 +64,7 @@ static const struct tool_cli cli = {
 	SPEC_CLI,
 	.option = option,
 	.pairs = true,
+	.hists = true,
 };
 
 static void parse_args(int argc, char **argv)
@@ -226,6 +229,7 @@ int main(int argc, char **argv)
 	skel->rodata->pair_signal_live_off = exit_offs.signal_live_off;
 	bpf_map__set_max_entries(skel->maps.reqs, env.c.max_inflight);
 	bpf_map__set_max_entries(skel->maps.ios, env.c.max_inflight);
+	bpf_map__set_max_entries(skel->maps.hists, env.c.max_keys);
 	err = nbdtime_bpf__load(skel);
 	if (err) {
 		report_load_error(&t, err);
@@ -252,6 +256,7 @@ int main(int argc, char **argv)
 	env.c.hits = skel->maps.hits;
 	env.c.skel = skel->skeleton;
 	env.c.pair_counts = skel->maps.pair_counts;
+	env.c.hist_dropped = &skel->bss->hist_dropped;
 	rc = run_loop(&env.c, &t, "NBD request time",
 		      collect, skel);
 out:

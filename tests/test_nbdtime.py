@@ -139,6 +139,49 @@ def test_unsplit_counts_and_json(bpf, slow, kind):
                for x in obj["histograms"])
 
 
+# --max-keys 3 with -C: the first three histograms are the handshake's
+# syscalls (other sockets, tid = PID), the connection's first recv (nbd
+# sockets) and the first read's bdev time, which comes before its reply.
+# Every later key finds the map full: the first read's request and share
+# times (23 each) and all three of each other command's (3 * 17), so 97
+# values are dropped and the 23 reads' bdev times are counted.  Before,
+# libbpf counted them as "starts dropped" and BCC's table of (key, slot)
+# entries did not fill at all, so nothing was dropped or said.
+MAX_KEYS = 3
+KEPT = {("bdev", "read"): PER_CMD["read"]}
+DROPPED = 2 * PER_CMD["read"] + 3 * (N - PER_CMD["read"])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_full_key_table_counts_drops(bpf, slow, kind):
+    t = Tool(kind, "nbdtime", slow.pid, "-C", "--max-keys", MAX_KEYS,
+             tidy=True).start()
+    qemu_io(slow)
+    lines = t.stop()
+    hists = parse(lines)
+    split = by_key([h for h in hists if h["key"]["stage"] in STAGES],
+                   "stage", "cmd")
+    assert {k: total(h) for k, h in split.items()} == KEPT, "\n".join(lines)
+    assert [h["key"]["stage"] for h in syscall_hists(hists)] == [
+        "syscalls on nbd sockets", "syscalls on other sockets"], lines
+    assert f"{DROPPED} values dropped (table full)" in lines, "\n".join(lines)
+    assert not any("starts" in ln for ln in lines), "\n".join(lines)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_full_key_table_json(bpf, slow, kind):
+    t = Tool(kind, "nbdtime", slow.pid, "-C", "-j", "--max-keys",
+             MAX_KEYS).start()
+    qemu_io(slow)
+    (obj,) = json_objects(t.stop())
+    assert obj["values"] == {"dropped": DROPPED}, obj
+    assert obj["starts"] == {"dropped": 0, "reclaimed": 0}, obj
+    assert len(obj["histograms"]) == MAX_KEYS, obj
+    assert {(x["key"]["stage"], x["key"].get("cmd")): x["total"]
+            for x in obj["histograms"] if x["key"]["stage"] in STAGES} == \
+        KEPT, obj
+
+
 def strace_attach(pid, out):
     """strace -c of the socket syscalls, attached to every thread."""
     threads = len(os.listdir(f"/proc/{pid}/task"))
@@ -183,6 +226,7 @@ def test_syscalls_match_strace(bpf, slow, kind, tmp_path):
 
 @pytest.mark.parametrize("opts", [
     ("-C", "-m", "-L", "-W", "1000"),
+    ("-C", "-m", "-L", "-W", "1000", "--max-keys", str(MAX_KEYS)),
     ("-m", "-L", "-W", "1000", "-j"),
     ("-C", "-n"),
 ])
