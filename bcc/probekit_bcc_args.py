@@ -184,8 +184,10 @@ def add_units(p, default):
 
 
 def defines(cflags):
-    """The -DNAME=VALUE cflags as #define lines, for --ebpf."""
-    return "".join("#define %s %s\n" % tuple(f[2:].split("=", 1))
+    """The -DNAME=VALUE cflags as #define lines, for --ebpf; a bare
+    -DNAME (probekit_bcc_pairs' HAVE_GROUP_DEAD) is 1, as for the
+    compiler."""
+    return "".join("#define %s %s\n" % tuple((f[2:] + "=1").split("=")[:2])
                    for f in cflags)
 
 
