@@ -9,13 +9,14 @@ the third bdev's I/Os find no room: both forms must count them, print "97
 I/Os dropped (table full)" (in JSON "I/Os": {"dropped": 97}), and still
 count the other two bdevs' I/Os exactly.  Both forms drop at the same key
 (before this, the BCC form bounded (key, slot) entries, the libbpf form
-keys, and neither said what it dropped).
+keys, and neither said what it dropped).  nbdtime's full map, over a real
+NBD client, is tested in test_nbdtime.py.
 """
 
 import pytest
 
 from histtools import KINDS, Tool, by_key, json_objects, nonzero, parse, \
-    total, workload
+    run_tool, total, workload
 
 pytestmark = pytest.mark.needs("py:bcc")
 
@@ -81,3 +82,18 @@ def test_room_left_says_nothing(bpf, three_bdevs, kind):
     assert {k: total(h) for k, h in by_key(parse(lines), "bdev").items()} \
         == {(b,): n for b, _, _, n in LOAD}
     assert not any("dropped" in ln for ln in lines), "\n".join(lines)
+
+
+@pytest.mark.parametrize("tool,opts,slots", [
+    ("iolatency", (), 65), ("iolatency", ("-L",), 1000), ("iosize", (), 65),
+    ("qdepth", (), 1000), ("nbdtime", (), 65), ("nbdtime", ("-L",), 1000)])
+def test_bcc_table_holds_every_slot_of_every_key(tool, opts, slots):
+    """A BCC form's dist holds a count per (key, slot): sized for
+    --max-keys keys of every slot (65 log2, 1000 linear: -L, qdepth), it
+    never fills before the keys do, so only the key bound drops, and
+    counts (nbdtime's dist had 16,384 entries, 16 keys' worth with -L)."""
+    rc, lines = run_tool("bcc", tool, "-p", "1", "--ebpf", "--max-keys", "7",
+                         *opts)
+    assert rc == 0, lines
+    assert "#define HIST_KEYS 7" in lines, lines
+    assert f"#define MAX_KEYS {7 * slots}" in lines, lines
