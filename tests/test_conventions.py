@@ -161,8 +161,9 @@ ZERO = [  # (tool, its arguments, the text after the banner)
 # The tools that report lost STARTs here (iolatency does with --per-io).
 PAIR_TOOLS = {"qdepth", "rpclat", "nbdtime", "funclat", "usdtlat"}
 # The tools that report the values their full map of keys dropped
-# (--max-keys).
-KEY_TOOLS = {"iolatency", "iosize", "qdepth"}
+# (--max-keys), and what they call a value.
+KEY_TOOLS = {"iolatency": "I/Os", "iosize": "I/Os", "qdepth": "I/Os",
+             "nbdtime": "values"}
 
 
 def zero_id(case):
@@ -188,7 +189,7 @@ def test_zero_hits_print_header_and_empty_result(bpf, target, kind, case):
     if tool in PAIR_TOOLS:
         empty["starts"] = {"dropped": 0, "reclaimed": 0}
     if tool in KEY_TOOLS:
-        empty["I/Os"] = {"dropped": 0}
+        empty[KEY_TOOLS[tool]] = {"dropped": 0}
     assert obj == empty
 
 
