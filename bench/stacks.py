@@ -72,25 +72,34 @@ class StackSession:
         self.out = self.run.probekit.LineReader(self.proc.stdout)
         return self
 
+    def stop(self):
+        # stack.sh's unshare takes SIGTERM; its child, the inner script,
+        # then kills what it started (scripts/stack.sh).
+        self.run.stop(self.proc, signal.SIGTERM)
+
     def ready(self, build):
         """Wait for the chroot; its Bpftrace.  The traced blktgt's struct
         definitions are the host build's, read through this process's
         /proc/PID/root (the wrapper checks they were made from it)."""
         try:
             m = self.out.wait_for(READY + r"(\d+)$", timeout=STACK_TIMEOUT)
-        except AssertionError as e:
-            self.run.die(f"stack {self.name} did not get ready: {e}")
-        structs = os.path.join(build, "share", "probekit", "structs", "blktgt.bt")
-        return self.run.Bpftrace(
-            launcher=nsenter(m.group(1)) + [
-                "env", f"PROBEKIT_STRUCTS=/proc/{os.getpid()}/root{structs}"],
-            wrapper=os.path.join(STACK_TREE, "build", "bin", "probekit-bpftrace"),
-            root=STACK_TREE, foreign=True)
+        except AssertionError:
+            last = [x for x in self.out.lines if x.strip()][-1:] or ["no output"]
+            self.run.die(f"stack {self.name}: scripts/stack.sh was not ready "
+                         f"(exit status {self.proc.poll()}): {last[0]}")
+        return stack_bpftrace(self.run, m.group(1), build)
 
-    def stop(self):
-        # stack.sh's unshare takes SIGTERM; its child, the inner script,
-        # then kills what it started (scripts/stack.sh).
-        self.run.stop(self.proc, signal.SIGTERM)
+
+def stack_bpftrace(run, pid, build, tree=STACK_TREE, wrapper=None):
+    """The Bpftrace of the userland where process pid lives, with the tree
+    copied to tree there and its wrapper built in tree/build (or wrapper).  The traced
+    blktgt's struct definitions are the host build's, read through the
+    bench's /proc/PID/root (the wrapper checks they were made from it)."""
+    structs = os.path.join(build, "share", "probekit", "structs", "blktgt.bt")
+    return run.Bpftrace(
+        launcher=nsenter(pid) + ["env", f"PROBEKIT_STRUCTS=/proc/{os.getpid()}/root{structs}"],
+        wrapper=wrapper or os.path.join(tree, "build", "bin", "probekit-bpftrace"),
+        root=tree, foreign=True)
 
 
 def version(run, bt):
