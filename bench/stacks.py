@@ -102,13 +102,14 @@ def stack_bpftrace(run, pid, build, tree=STACK_TREE, wrapper=None):
         root=tree, foreign=True)
 
 
-def version(run, bt):
-    r = subprocess.run(bt.argv("--version"), stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, timeout=run.TIMEOUT)
+def first_line(run, argv):
+    """The first line argv prints (on bt's side: argv from bt.launcher)."""
+    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       timeout=run.TIMEOUT)
     text = r.stdout.decode(errors="replace").strip()
     if r.returncode != 0 or not text:
-        run.die(f"{' '.join(bt.argv('--version'))} exited {r.returncode}: {text[-2000:]}")
-    return text.splitlines()[0].replace("bpftrace ", "")
+        run.die(f"{' '.join(argv)} exited {r.returncode}: {text[-2000:]}")
+    return text.splitlines()[0]
 
 
 def bpftraces(run, root, build, stacks, stack):
@@ -133,8 +134,12 @@ def measure(run, root, build, runs, tmp, stacks):
     with contextlib.ExitStack() as es:
         bts = bpftraces(run, root, build, stacks, es)
         names = list(bts)
-        raw["versions"] = {n: version(run, bts[n]) for n in names}
-        run.log(f"stacks: bpftrace {raw['versions']}")
+        raw["versions"] = {n: first_line(run, bts[n].argv("--version")).replace("bpftrace ", "")
+                           for n in names}
+        raw["debian"] = {n: first_line(run, [*bts[n].launcher, "cat", "/etc/debian_version"])
+                         for n in names}
+        run.log(f"stacks: bpftrace {raw['versions']} on Debian {raw['debian']}; the "
+                "workload (blktgt, bench/hitcost.c) is the host's build, run on the host")
 
         # Section 3's cost per hit: the untraced loops once per repetition
         # (no bpftrace in them), each stack's traced ones beside them.
@@ -261,7 +266,8 @@ def render(raw):
          "*Throughput traced / untraced*: section 7, workload_run's time per I/O "
          "untraced / traced, paired.", "",
          "| row | " + " | ".join(
-             f"bpftrace {raw['versions'][n]} ({'Debian 12, host' if n == HOST else n})"
+             f"bpftrace {raw['versions'][n]} (Debian {raw['debian'][n]}, "
+             f"{'the host' if n == HOST else n + ' chroot'})"
              for n in names) + " |",
          "|---|" + "---|" * len(names)]
     for row, (digits, by) in derive(raw).items():

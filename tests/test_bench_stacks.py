@@ -123,6 +123,8 @@ def test_host_alone_whole_run(bpf, tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     raw = json.loads((tmp_path / "raw" / "stacks.json").read_text())
     assert raw["stacks"] == ["host"] and raw["runs"] == 1
+    with open("/etc/debian_version") as f:
+        assert raw["debian"] == {"host": f.read().strip()}
     hc = raw["hitcost"]["samples"]
     assert sorted(hc) == ["nop5-traced:host", "nop5-untraced",
                           "stock-traced:host", "stock-untraced"]
