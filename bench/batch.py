@@ -334,6 +334,14 @@ def render(raw):
     return "\n".join(L) + "\n"
 
 
+def section_of(text, begin, end):
+    """The section of text (RESULTS.md) between the markers begin and end,
+    markers included; "" when it has none."""
+    if begin in text and end in text:
+        return begin + text.split(begin, 1)[1].split(end, 1)[0] + end + "\n"
+    return ""
+
+
 def replace_section(text, section, begin=BEGIN, end=END):
     """text (RESULTS.md) with the section between the markers begin and
     end (section 7's by default) replaced, or appended."""

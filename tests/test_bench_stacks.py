@@ -38,6 +38,10 @@ def bench_run():
     spec = importlib.util.spec_from_loader("bench_run", loader)
     mod = importlib.util.module_from_spec(spec)
     loader.exec_module(mod)
+    # What bench/run imports when run as a program.
+    import batch
+    import stacks
+    mod.batch, mod.stacks = batch, stacks
     return mod
 
 
@@ -160,3 +164,17 @@ def test_unknown_stack_is_one_line(tmp_path):
     assert r.stderr.startswith("bench/run: stack nosuchrelease: scripts/stack.sh was not ready") \
         and "unknown stack 'nosuchrelease'" in r.stderr, r.stderr
     assert not (tmp_path / "raw").exists()
+
+
+@pytest.mark.needs("gnuplot")
+def test_make_bench_keeps_section_8(run, tmp_path):
+    """make bench rewrites RESULTS.md from its own raw results: section 8,
+    from another run, stays, once, after section 7."""
+    with open(os.path.join(BENCH, "raw", "results.json")) as f:
+        raw = json.load(f)
+    (tmp_path / "RESULTS.md").write_text(f"# an older run\n\n{OLD}\n")
+    run.write_outputs(str(tmp_path), raw)
+    text = (tmp_path / "RESULTS.md").read_text()
+    assert "# an older run" not in text
+    assert text.count(OLD) == 1 and text.endswith(OLD + "\n")
+    assert text.index("## 7. ") < text.index(OLD)
