@@ -15,6 +15,8 @@
 #   make stack STACK=NAME  make test on Debian release NAME's userland, in a
 #                   cached chroot on this kernel (scripts/stack.sh)
 #   make stack-check  make check less what CI's chroot runs leave out
+#   make bench-stacks  the bench's bpftrace rows for each stack's bpftrace
+#                   beside the host's (mk/bench.mk)
 #   make V=1        show full commands
 #   make ARCH=arm64 the same for arm64, cross-built into build/arm64 against
 #                   the arm64 userland of scripts/arm64.sh (its sysroot)

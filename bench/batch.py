@@ -42,15 +42,13 @@ BEGIN = "<!-- section 7: bench/batch.py; bench/run --only batch rewrites it -->"
 END = "<!-- end of section 7 -->"
 
 
-def configs(root, build, python):
+def configs(root, build, python, bt):
     """name: (description, argv factory taking a pid and the server's
-    binary, readiness regex); "untraced" has no tool."""
+    binary, readiness regex); "untraced" has no tool.  bt: the bpftrace
+    (bench/run's Bpftrace) of the bt- and count- rows."""
     lib = os.path.join(build, "bin", "probekit-iolatency")
     exporter = os.path.join(build, "bin", "probekit-exporter")
     bcc = os.path.join(root, "bcc", "iolatency")
-    # The built wrapper: it finds the build's struct definitions.
-    wrapper = os.path.join(build, "bin", "probekit-bpftrace")
-    bt = os.path.join(root, "bt")
     ready_bt = r"^probekit: tracing PID="
     return {
         "untraced": ("untraced", None, None),
@@ -63,18 +61,19 @@ def configs(root, build, python):
         "bcc-per-io": ("bcc/iolatency --per-io",
                        lambda pid, exe: [python, bcc, "-p", str(pid), "--per-io"], r"^Tracing "),
         "bt-batch": ("bt/iolat_batch.bt",
-                     lambda pid, exe: [wrapper, str(pid), os.path.join(bt, "iolat_batch.bt")],
+                     lambda pid, exe: bt.wrap(build, str(pid), bt.script("bt/iolat_batch.bt")),
                      ready_bt),
         "bt-per-io": ("bt/iolat.bt",
-                      lambda pid, exe: [wrapper, str(pid), os.path.join(bt, "iolat.bt")],
+                      lambda pid, exe: bt.wrap(build, str(pid), bt.script("bt/iolat.bt")),
                       ready_bt),
         "exporter-batch": ("probekit-exporter (io__batch)",
                            lambda pid, exe: [exporter, "-p", str(pid), "--listen",
                                              "127.0.0.1:0"], r"^Serving metrics "),
         "count-batch": ("count-only bound: bpftrace counting io__batch hits",
-                        lambda pid, exe: ["bpftrace", "-p", str(pid), "-e",
-                                          f"usdt:{exe}:blktgt:io__batch {{ @hits = count(); }} "
-                                          'BEGIN { printf("READY\\n"); }'], r"^READY"),
+                        lambda pid, exe: bt.argv("-p", str(pid), "-e",
+                                                 f"usdt:{bt.path(pid, exe)}:blktgt:io__batch "
+                                                 "{ @hits = count(); } "
+                                                 'BEGIN { printf("READY\\n"); }'), r"^READY"),
     }
 
 
@@ -108,10 +107,10 @@ def records_per_batch(run, build, tmp):
     for qd, cap in [(qd, None) for qd in QDS] + [(FIT_QD, c) for c in CAPS]:
         key = f"{qd}@{cap}" if cap else str(qd)
         with cap_env(cap), run.Blktgt(usdt1, tmp) as t:
-            tr = run.Tracer(["bpftrace", "-p", str(t.pid), "-e",
+            tr = run.Tracer(run.HOST_BPFTRACE.argv("-p", str(t.pid), "-e",
                              f"usdt:{usdt1}:blktgt:io__batch {{ @hits = count(); "
                              "@recs = sum(arg1); } "
-                             'BEGIN { printf("READY\\n"); }'], r"^READY").start()
+                             'BEGIN { printf("READY\\n"); }'), r"^READY").start()
             t.t.rpc("workload_run", bdev="null0", pattern="randread", io_size=4096,
                     queue_depth=qd, count=IOS)
             text = "\n".join(tr.stop())
@@ -125,15 +124,17 @@ def records_per_batch(run, build, tmp):
     return out
 
 
-def measure(run, root, build, runs, tmp):
+def measure(run, root, build, runs, tmp, cf=None, caps=CAPS, records=True):
     """Raw samples: {"samples": {name: {qd: [{ns_per_io, cpu_ns_per_io}]}},
     "records_per_batch": {qd: r}, "configs": {name: description}}, with
     qd as a string key (as JSON keeps it); a batch tool at cap c is
-    "name@c", measured at FIT_QD only."""
+    "name@c", measured at FIT_QD only.  cf: configs() to measure (default:
+    every one, with the host's bpftrace), with "untraced"; caps: the batch
+    sizes of the fit; records: count the records per batch."""
     usdt1 = os.path.join(build, "bin", "blktgt")
-    cf = configs(root, build, run.PYTHON)
+    cf = cf or configs(root, build, run.PYTHON, run.HOST_BPFTRACE)
     servers = [(n, None) for n in cf] + [
-        (n, c) for c in CAPS for n in cf if n.endswith("-batch")]
+        (n, c) for c in caps for n in cf if n.endswith("-batch")]
     samples = {}
     with contextlib.ExitStack() as stack:
         insts = {}
@@ -164,12 +165,12 @@ def measure(run, root, build, runs, tmp):
             samples[n][str(qd)].append({"ns_per_io": res["elapsed_ns"] / IOS,
                                         "cpu_ns_per_io": (c1 - c0) / IOS})
     descs = {n: cf[n][0] for n in cf}
-    descs.update({f"{n}@{c}": f"{cf[n][0]}, batches of {c}" for c in CAPS
+    descs.update({f"{n}@{c}": f"{cf[n][0]}, batches of {c}" for c in caps
                   for n in cf if n.endswith("-batch")})
     return {"job": f"workload_run randread 4096 B, {IOS} I/Os, null bdev, "
                    f"queue depths {', '.join(map(str, QDS))}",
             "configs": descs, "samples": samples,
-            "records_per_batch": records_per_batch(run, build, tmp)}
+            "records_per_batch": records_per_batch(run, build, tmp) if records else None}
 
 
 # --- the report ------------------------------------------------------------------
@@ -333,11 +334,20 @@ def render(raw):
     return "\n".join(L) + "\n"
 
 
-def replace_section(text, section):
-    """text (RESULTS.md) with section 7 replaced, or appended."""
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        return head + section.rstrip("\n") + rest.split(END, 1)[1]
+def section_of(text, begin, end):
+    """The section of text (RESULTS.md) between the markers begin and end,
+    markers included; "" when it has none."""
+    if begin in text and end in text:
+        return begin + text.split(begin, 1)[1].split(end, 1)[0] + end + "\n"
+    return ""
+
+
+def replace_section(text, section, begin=BEGIN, end=END):
+    """text (RESULTS.md) with the section between the markers begin and
+    end (section 7's by default) replaced, or appended."""
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        return head + section.rstrip("\n") + rest.split(end, 1)[1]
     return text.rstrip("\n") + "\n\n" + section
 
 

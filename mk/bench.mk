@@ -26,7 +26,7 @@ BENCH_CFLAGS = -std=gnu11 -D_GNU_SOURCE -fno-omit-frame-pointer $(WARN) $(BASE_C
 # WITH the red zone, the unsafe combination, kept to show the hazard.
 bench_variant_flags = $(if $(filter %-nop5,$(1)),$(NOP5_CFLAGS),$(if $(filter %-nop5-redzone,$(1)),-Iprobes/nop5))
 
-.PHONY: bench bench-progs
+.PHONY: bench bench-progs bench-stacks
 bench-progs: $(BENCH_PROGS)
 
 $(BENCH_DIR):
@@ -57,3 +57,17 @@ bench: all bench-progs
 	$(Q)$(MAKE) --no-print-directory O=$(O)/nop5 USDT=1 USDT_NOP5=1 $(O)/nop5/bin/blktgt
 	$(Q)$(PYTHON) bench/run --build $(O) $(if $(BENCH_RUNS),--runs $(BENCH_RUNS)) \
 		$(if $(BENCH_SECONDS),--seconds $(BENCH_SECONDS))
+
+# make bench-stacks [BENCH_STACKS=trixie,sid] [BENCH_RUNS=N]: section 8 of
+# RESULTS.md alone, the bpftrace headline rows (cost per hit, time to
+# first event, bt/iolat_batch.bt's throughput) for the host's bpftrace and
+# each stack's beside it, in one interleaved run (bench/stacks.py).  The
+# stacks' chroots come from scripts/stack.sh (make stack-prepare STACK=NAME
+# first, or this waits minutes for a cold one); PROBEKIT_STACK_CACHE is
+# honoured.  Not part of make bench, which must not need them: about
+# 12 minutes with the defaults on a loaded 2-vCPU machine.
+BENCH_STACKS ?= trixie,sid
+
+bench-stacks: all $(BENCH_DIR)/hitcost-stock $(BENCH_DIR)/hitcost-nop5
+	$(Q)$(PYTHON) bench/run --build $(O) --only stacks --stacks '$(BENCH_STACKS)' \
+		$(if $(BENCH_RUNS),--runs $(BENCH_RUNS))

@@ -1,0 +1,180 @@
+# SPDX-License-Identifier: BSD-2-Clause
+"""make bench-stacks (bench/run --only stacks, bench/stacks.py): the
+bpftrace headline rows for each Debian stack's bpftrace beside the host's.
+
+A chroot stack's bpftrace is run through nsenter into the chroot's mount
+namespace and root, names the traced binary through /proc/PID/root, and
+reads the host build's struct definitions through the bench's own
+/proc/PID/root.  These tests drive that same launcher on the host (nsenter
+into the test's own namespace: a chroot's paths and the host's are then
+the same files) and check what timing cannot: every hit is counted and
+every I/O is in the histograms.  Then the whole run with the host alone
+(no chroot is needed), and an unknown stack.  Nothing here is timed.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+import probekit
+
+BENCH = os.path.join(probekit.ROOT, "bench")
+sys.path.insert(0, BENCH)
+pytestmark = pytest.mark.needs("bpftrace", "nsenter", "fio")
+
+HITS = 20011            # passes of bench/hitcost.c's loop under count()
+IOS = 1009              # workload_run I/Os under each script
+
+
+def bench_run():
+    """bench/run (no .py) as a module, with the modules it imports."""
+    import importlib.machinery
+    import importlib.util
+    loader = importlib.machinery.SourceFileLoader("bench_run", os.path.join(BENCH, "run"))
+    spec = importlib.util.spec_from_loader("bench_run", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    # What bench/run imports when run as a program.
+    import batch
+    import stacks
+    mod.batch, mod.stacks = batch, stacks
+    return mod
+
+
+@pytest.fixture(scope="module")
+def run():
+    return bench_run()
+
+
+@pytest.fixture(scope="module")
+def hitcost(tmp_path_factory):
+    from test_nop5 import make
+    out = tmp_path_factory.mktemp("stacks")
+    make(f"O={out}", f"{out}/bench/hitcost-stock")
+    return str(out / "bench" / "hitcost-stock")
+
+
+def foreign(run):
+    """The Bpftrace a stack gets, for the host's own userland."""
+    import stacks
+    return stacks.stack_bpftrace(run, os.getpid(), probekit.BUILD, tree=probekit.ROOT,
+                                 wrapper=run.wrapper_of(probekit.BUILD))
+
+
+def hist_total(lines):
+    """The sum of every bucket of bpftrace's hist() output."""
+    return sum(int(m.group(1)) for m in
+               (re.match(r"^\[[^\]]*[)\]]\s+(\d+)\s+\|", x) for x in lines) if m)
+
+
+def test_stack_launcher_counts_every_hit(bpf, run, hitcost, tmp_path, monkeypatch):
+    monkeypatch.setattr(run, "HITCOST_TRACED", HITS)
+    bt = foreign(run)
+    assert bt.launcher[:2] == ["nsenter", "-t"] and bt.foreign
+    rejected = []
+    res = run.hitcost_sample(hitcost, True, str(tmp_path), rejected, bt)
+    assert res["hits"] == HITS and rejected == []
+
+
+@pytest.mark.parametrize("config", ["bt-batch", "bt-per-io"])
+def test_stack_wrapper_sees_every_io(bpf, blktgt_bin, run, tmp_path, config):
+    import batch
+    bt = foreign(run)
+    desc, argv, ready = batch.configs(probekit.ROOT, probekit.BUILD, run.PYTHON, bt)[config]
+    with run.Blktgt(blktgt_bin, str(tmp_path)) as t:
+        tr = run.Tracer(argv(t.pid, blktgt_bin), ready).start()
+        res = t.t.rpc("workload_run", bdev="null0", pattern="randread",
+                      io_size=4096, queue_depth=8, count=IOS)
+        lines = tr.stop()
+    assert res["ios"] == IOS and res["errors"] == 0
+    assert hist_total(lines) == IOS, lines
+
+
+def test_stack_first_event(bpf, blktgt_bin, run, tmp_path):
+    # As the bench names it: bpftrace 0.17 finds nothing to attach in a
+    # path with "..", which /proc/PID/maps does not show.
+    blktgt_bin = os.path.realpath(blktgt_bin)
+    bt = foreign(run)
+    fe = run.first_event_bt(probekit.BUILD, blktgt_bin, bt)
+    with run.first_event_target(blktgt_bin, str(tmp_path), fe["bpftrace"][1]) as t:
+        cmd, line = fe["bpftrace"][1](t.pid)
+        assert f"usdt:/proc/{t.pid}/root{blktgt_bin}:" in cmd[-1]
+        pair = run.first_event_pair(t, fe, 1, "test")
+    assert sorted(pair) == ["bpftrace", "wrapper"]
+
+
+OLD = "<!-- section 8: bench/stacks.py; bench/run --only stacks rewrites it -->\nold\n" \
+      "<!-- end of section 8 -->"
+
+
+def test_host_alone_whole_run(bpf, tmp_path):
+    """bench/run --only stacks with no chroot stack: every row's samples,
+    written to raw/stacks.json, and section 8 of RESULTS.md replaced in
+    place (the rest kept)."""
+    build = probekit.BUILD
+    for need in ("bench/hitcost-stock", "bench/hitcost-nop5"):
+        if not os.access(os.path.join(build, need), os.X_OK):
+            from test_nop5 import make
+            make(f"O={build}", os.path.join(build, need))
+    (tmp_path / "RESULTS.md").write_text(f"# head\n\n{OLD}\n\n## tail\n")
+    r = subprocess.run([run_path(), "--build", build, "--only", "stacks", "--stacks", "",
+                        "--runs", "1", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    raw = json.loads((tmp_path / "raw" / "stacks.json").read_text())
+    assert raw["stacks"] == ["host"] and raw["runs"] == 1
+    with open("/etc/debian_version") as f:
+        assert raw["debian"] == {"host": f.read().strip()}
+    hc = raw["hitcost"]["samples"]
+    assert sorted(hc) == ["nop5-traced:host", "nop5-untraced",
+                          "stock-traced:host", "stock-untraced"]
+    assert all(len(v) == 1 for v in hc.values())
+    assert [s["hits"] for k in ("stock-traced:host", "nop5-traced:host")
+            for s in hc[k]] == [raw["hitcost"]["passes_traced"]] * 2
+    fe = raw["first_event"]
+    assert {k: len(v) for k, v in fe["samples_ms"].items()} == \
+        {"bpftrace:host": 1, "wrapper:host": 1}
+    assert {k: len(v) for k, v in fe["pairs_ms"].items()} == \
+        {"bpftrace:host": 3, "wrapper:host": 3}
+    assert {n: {q: len(v) for q, v in by.items()}
+            for n, by in raw["batch"]["samples"].items()} == \
+        {n: {"1": 1, "8": 1, "32": 1} for n in ("untraced", "bt-batch:host", "bt-per-io:host")}
+    assert raw["hits_per_io"] == 2.0
+    text = (tmp_path / "RESULTS.md").read_text()
+    assert text.startswith("# head\n\n<!-- section 8") and text.endswith("\n\n## tail\n")
+    assert text.count("## 8. ") == 1 and "\nold\n" not in text
+    assert "| bt/iolat_batch.bt throughput traced / untraced, qd 32 | **" in text
+
+
+def run_path():
+    return os.path.join(BENCH, "run")
+
+
+def test_unknown_stack_is_one_line(tmp_path):
+    r = subprocess.run([run_path(), "--build", probekit.BUILD, "--only", "stacks",
+                        "--stacks", "nosuchrelease", "--runs", "1", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, PROBEKIT_STACK_CACHE=str(tmp_path)))
+    assert r.returncode != 0
+    assert r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith("bench/run: stack nosuchrelease: scripts/stack.sh was not ready") \
+        and "unknown stack 'nosuchrelease'" in r.stderr, r.stderr
+    assert not (tmp_path / "raw").exists()
+
+
+@pytest.mark.needs("gnuplot")
+def test_make_bench_keeps_section_8(run, tmp_path):
+    """make bench rewrites RESULTS.md from its own raw results: section 8,
+    from another run, stays, once, after section 7."""
+    with open(os.path.join(BENCH, "raw", "results.json")) as f:
+        raw = json.load(f)
+    (tmp_path / "RESULTS.md").write_text(f"# an older run\n\n{OLD}\n")
+    run.write_outputs(str(tmp_path), raw)
+    text = (tmp_path / "RESULTS.md").read_text()
+    assert "# an older run" not in text
+    assert text.count(OLD) == 1 and text.endswith(OLD + "\n")
+    assert text.index("## 7. ") < text.index(OLD)
