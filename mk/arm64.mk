@@ -21,9 +21,13 @@ all: $(QUICKSTART)
 # before anything is compiled: every compile depends on $(O)/.config.
 HOST_SDT_DIR := $(dir $(firstword $(wildcard /usr/include/*/sys/sdt.h /usr/include/sys/sdt.h)))
 $(O)/.config: | $(CROSS_SDT)/sys/sdt.h $(CROSS_SDT)/sys/sdt-config.h
+ifneq ($(HOST_SDT_DIR),)
+$(CROSS_SDT)/sys/%.h: $(HOST_SDT_DIR)%.h
+	$(Q)mkdir -p $(@D) && cp $< $@
+else
 $(CROSS_SDT)/sys/%.h:
-	$(Q)test -r $(HOST_SDT_DIR)$*.h || { echo "ARCH=arm64: no sys/$*.h on this machine; apt-get install systemtap-sdt-dev" >&2; exit 1; }
-	$(Q)mkdir -p $(@D) && cp $(HOST_SDT_DIR)$*.h $@
+	@echo "ARCH=arm64: no sys/sdt.h on this machine; apt-get install systemtap-sdt-dev" >&2; exit 1
+endif
 
 # The quickstart's Makefile finds probekit.mk installed; here it is given
 # the checkout's (probekit_mk and the generator, on the command line,
