@@ -25,12 +25,16 @@
 # Components add their own rules in mk/*.mk.
 
 # Cross-building: ARCH=arm64 (or CROSS_COMPILE=aarch64-linux-gnu-) picks
-# the cross compiler, links against the arm64 userland that
-# scripts/arm64.sh keeps (SYSROOT: libbpf, libelf, zlib, libmicrohttpd,
-# sys/sdt.h) and builds into build/arm64 unless O says otherwise.  The
-# architecture a build is for is always the compiler's (-dumpmachine),
-# never this machine's: mk/libbpf.mk's BPF target and vmlinux.h,
-# mk/nop5.mk's x86-only flags and the C code's #ifs all follow it.
+# the cross compiler and builds into build/arm64 unless O says otherwise.
+# What links only the C library (blktgt, the quickstart) needs nothing
+# more than Debian's cross toolchain.  The rest links arm64 libbpf,
+# libelf, zlib and libmicrohttpd: SYSROOT, the arm64 userland or the
+# arm64 libraries scripts/arm64.sh keeps ('scripts/arm64.sh libs' fetches
+# the libraries in about 20 s).  Without one, make says what it leaves
+# out, and builds the rest.  The architecture a build is for is always
+# the compiler's (-dumpmachine), never this machine's: mk/libbpf.mk's BPF
+# target and vmlinux.h, mk/nop5.mk's x86-only flags and the C code's #ifs
+# all follow it.
 ifeq ($(ARCH),arm64)
 CROSS_COMPILE ?= aarch64-linux-gnu-
 else ifneq ($(ARCH),)
@@ -48,13 +52,21 @@ ARCH := arm64
 O ?= build/arm64
 SYSROOT ?= $(shell scripts/arm64.sh root 2>/dev/null)
 ifeq ($(SYSROOT),)
-$(error ARCH=arm64: no arm64 userland to link against; build it with 'scripts/arm64.sh sysroot' (as root; package debootstrap and qemu-user-static), or name one with SYSROOT=DIR)
+CROSS_LIBS := 0
+$(info ARCH=arm64: no arm64 libraries to link against, so probekit-scan, the libbpf tools and the exporter are not built; fetch them with 'scripts/arm64.sh libs', or name a sysroot with SYSROOT=DIR)
 endif
 else
 $(error CROSS_COMPILE=$(CROSS_COMPILE): $(CC) is not an aarch64 compiler (apt-get install gcc-aarch64-linux-gnu); probekit cross-builds for arm64 only)
 endif
-SYSROOT_FLAGS = --sysroot=$(SYSROOT)
+# sys/sdt.h is the same header for every architecture (its operands are
+# the compiler's), but the cross compiler does not search this machine's
+# multiarch include directory, and the libraries' sysroot has none: lend
+# it this machine's copy, after the sysroot's own (-idirafter).
+CROSS_SDT := $(O)/gen/cross-include
+SYSROOT_FLAGS = $(if $(SYSROOT),--sysroot=$(SYSROOT)) -idirafter $(abspath $(CROSS_SDT))
 endif
+# 0 when a cross-build has no libraries to link against but the C library.
+CROSS_LIBS ?= 1
 
 O       ?= build
 USDT    ?= 1
@@ -256,7 +268,7 @@ OUTPUT_VARS := PROBES_H TARGET TARGET_SRCS TARGET_OBJS PROBES_O \
 	PROBEKIT_VERSION_H PROBEKIT_VERSION_SHARE BCC_TOOL_FILES BCC_TOOLS SCRIPT_LINKS SCRIPT_CMDS \
 	GDB_SECTION_O STRUCTS_DIR STRUCTS_BT USDT_OBJ USDT_LIB USDT_REGS_H \
 	WRAPPER_OBJ WRAPPER_OBJS WRAPPER_SCAN \
-	EXPORTER EXPORTER_OBJS QUICKSTART FUZZ_NBD_DEPS FUZZ_NBD_SRCS LIMITS_H \
+	EXPORTER EXPORTER_OBJS QUICKSTART CROSS_SDT FUZZ_NBD_DEPS FUZZ_NBD_SRCS LIMITS_H \
 	COMPLETION_DIR COMPLETIONS
 $(foreach v,$(OUTPUT_VARS),$(if $(findstring command line,$(origin $(v)))$(findstring environment override,$(origin $(v))),\
 	$(error $(v) names a build output and cannot be set on the command line; use O=DIR to build elsewhere)))

@@ -17,6 +17,18 @@ QUICKSTART := $(O)/quickstart/quickstart
 
 all: $(QUICKSTART)
 
+# This machine's sys/sdt.h for the cross compiler (the Makefile says why),
+# before anything is compiled: every compile depends on $(O)/.config.
+HOST_SDT_DIR := $(dir $(firstword $(wildcard /usr/include/*/sys/sdt.h /usr/include/sys/sdt.h)))
+$(O)/.config: | $(CROSS_SDT)/sys/sdt.h $(CROSS_SDT)/sys/sdt-config.h
+ifneq ($(HOST_SDT_DIR),)
+$(CROSS_SDT)/sys/%.h: $(HOST_SDT_DIR)%.h
+	$(Q)mkdir -p $(@D) && cp $< $@
+else
+$(CROSS_SDT)/sys/%.h:
+	@echo "ARCH=arm64: no sys/sdt.h on this machine; apt-get install systemtap-sdt-dev" >&2; exit 1
+endif
+
 # The quickstart's Makefile finds probekit.mk installed; here it is given
 # the checkout's (probekit_mk and the generator, on the command line,
 # override what it would look up), and the cross compiler with the

@@ -59,8 +59,10 @@ LIBBPF_LDLIBS := -lbpf -lelf -lz
 .PHONY: libbpf
 libbpf: $(LIBBPF_BINS) $(EXPORTER)
 # A kernel without BTF cannot build them; blktgt and the rest still build,
-# and the libbpf tests then fail saying the tools are not built.
-ifneq ($(wildcard $(VMLINUX_BTF)),)
+# and the libbpf tests then fail saying the tools are not built.  Nor can
+# a cross-build without arm64 libraries (the Makefile says so).
+ifeq ($(CROSS_LIBS),0)
+else ifneq ($(wildcard $(VMLINUX_BTF)),)
 all: $(LIBBPF_BINS) $(EXPORTER)
 else
 $(info libbpf: no $(VMLINUX_BTF) (CONFIG_DEBUG_INFO_BTF); the libbpf tools are not built)

@@ -14,7 +14,10 @@ USDT_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(WARN) $(BASE_CFLAGS) -Iprobes/usdt -I$(
 USDT_LDLIBS := -lelf
 USDT_REGS_H := $(O)/gen/usdt_regs.h
 
+# A cross-build without arm64 libelf (CROSS_LIBS=0, Makefile) leaves it out.
+ifneq ($(CROSS_LIBS),0)
 all: $(USDT_LIB)
+endif
 
 $(USDT_OBJ) $(O)/lib:
 	$(Q)mkdir -p $@

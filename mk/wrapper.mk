@@ -16,7 +16,10 @@ WRAPPER_SCAN := $(O)/libexec/probekit/probekit-scan
 # The reader's flags, whose header (-Iprobes/usdt) the helper includes.
 WRAPPER_CFLAGS = $(USDT_CFLAGS)
 
+# It links libelf: not in a cross-build without arm64 libraries.
+ifneq ($(CROSS_LIBS),0)
 all: $(WRAPPER_SCAN)
+endif
 
 $(WRAPPER_OBJ):
 	$(Q)mkdir -p $@

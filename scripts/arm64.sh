@@ -3,7 +3,10 @@
 # arm64.sh: probekit on arm64, from this (x86-64) machine.
 #
 #   arm64.sh sysroot         build (or reuse) the cached arm64 userland
-#   arm64.sh root            print its path (for make ARCH=arm64's --sysroot)
+#   arm64.sh libs            fetch (or reuse) the arm64 libraries alone, for
+#                            make ARCH=arm64 only: no root, no qemu, ~30 s
+#   arm64.sh root            print the path of the userland, or else of the
+#                            libraries (for make ARCH=arm64's --sysroot)
 #   arm64.sh smoke [BUILD]   boot it in qemu-system-aarch64 and run the
 #                            smoke suite (tests/arm64/smoke.sh) on BUILD,
 #                            an arm64 build directory (default build-arm64)
@@ -23,6 +26,14 @@
 # undone on every way out, and binfmt_misc is mounted only in this run's
 # private mount namespace.  dpkg on this machine never gets a foreign
 # architecture.
+#
+# 'libs' is the cheap half, for cross-building alone (CI does it on every
+# run): apt, with a configuration, package lists and archive cache of its
+# own (APT::Architecture arm64; nothing of this machine's apt or dpkg is
+# read or written), downloads LIBS_PACKAGES with what they depend on and
+# the arm64 kernel image, and dpkg-deb -x unpacks them into
+# $CACHE/libs/root.  No maintainer script runs, so nothing needs arm64
+# code to run or root.
 #
 # Every mount is made in a private mount namespace of the run's own, so
 # mounts end with its last process.  The runner is unshare's parent; its
@@ -48,13 +59,18 @@ systemtap-sdt-dev linux-image-arm64 linux-headers-arm64 bpftrace
 bpfcc-tools python3-bpfcc python3 python3-pyelftools python3-pytest
 busybox-static kmod procps"
 
+# The libraries alone: what make ARCH=arm64 links against (libc6-dev for
+# the sysroot's C library, the rest for -lbpf -lelf -lz -lmicrohttpd).
+LIBS=$CACHE/libs
+LIBS_PACKAGES="libc6-dev libbpf-dev libelf-dev zlib1g-dev libmicrohttpd-dev"
+
 say() { printf 'arm64: %s\n' "$*"; }
 die() { printf 'arm64: %s\n' "$*" >&2; exit 2; }
 
-usage="usage: scripts/arm64.sh sysroot | root | smoke [BUILD] (or: make arm64-smoke)"
+usage="usage: scripts/arm64.sh sysroot | libs | root | smoke [BUILD] (or: make arm64-smoke)"
 
-stamp() {
-	printf '%s\n%s\n' "$SUITE" "$PACKAGES" | sha256sum | cut -d' ' -f1
+stamp() { # package list
+	printf '%s\n%s\n' "$SUITE" "$1" | sha256sum | cut -d' ' -f1
 }
 
 # --- inside the private mount namespace ---------------------------------------
@@ -91,8 +107,8 @@ in_chroot() { # command...
 		PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@"
 }
 
-kernel_image() {
-	ls "$ROOT"/boot/vmlinuz-*-arm64 2>/dev/null | sort -V | tail -n 1
+kernel_image() { # [root]
+	ls "${1:-$ROOT}"/boot/vmlinuz-*-arm64 2>/dev/null | sort -V | tail -n 1
 }
 
 # The arm64 kernel's BTF, for make ARCH=arm64's vmlinux.h.  The image is a
@@ -100,8 +116,8 @@ kernel_image() {
 # left: find the BTF header (magic 0xeB9F, version 1, a 24-byte header)
 # whose type and string sections, as the header sizes them, make the
 # largest blob, and write that blob.  bpftool then reads it as raw BTF.
-kernel_btf() {
-	python3 - "$(kernel_image)" <<-'PY'
+kernel_btf() { # [root]
+	python3 - "$(kernel_image "${1:-}")" <<-'PY'
 	import gzip, struct, sys
 	data = open(sys.argv[1], "rb").read()
 	if data[:2] == b"\x1f\x8b":
@@ -124,7 +140,7 @@ sysroot_inner() {
 	local want
 	trap 'kill_tree; binfmt_off; exit 143' TERM INT HUP
 	trap 'binfmt_off' EXIT
-	want=$(stamp)
+	want=$(stamp "$PACKAGES")
 	if [ -e "$CACHE/stamp" ] && [ "$(cat "$CACHE/stamp")" = "$want" ]; then
 		return 0
 	fi
@@ -172,6 +188,76 @@ sysroot_inner() {
 		die "no BTF found in $(kernel_image); the libbpf tools cannot be built for arm64"
 	echo "$want" >"$CACHE/stamp"
 	say "the arm64 userland is ready in $ROOT"
+}
+
+# --- the libraries alone ------------------------------------------------------
+
+# apt on its own files: APT_CONFIG is read before anything else, and Dir
+# moves every other path apt reads or writes (its configuration parts,
+# lists, archive cache, dpkg status and locks) under $1.
+libs_apt() { # dir, apt-get or apt-cache arguments...
+	local dir=$1; shift
+	APT_CONFIG=$dir/apt.conf "$@"
+}
+
+libs_build() {
+	local want apt=$LIBS/apt root=$LIBS/root t0=$SECONDS kpkg deb l
+	want=$(stamp "$LIBS_PACKAGES kernel")
+	if [ -e "$LIBS/stamp" ] && [ "$(cat "$LIBS/stamp")" = "$want" ]; then
+		return 0
+	fi
+	rm -rf "$apt" "$root" "$LIBS/stamp" "$LIBS/vmlinux.btf" || die "cannot clear $LIBS"
+	mkdir -p "$apt/etc/apt/apt.conf.d" "$apt/etc/apt/preferences.d" \
+		"$apt/etc/apt/sources.list.d" "$apt/var/lib/apt/lists/partial" \
+		"$apt/var/cache/apt/archives/partial" "$apt/var/lib/dpkg" "$root" ||
+		die "cannot create $apt"
+	: >"$apt/var/lib/dpkg/status"
+	echo "deb [arch=arm64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR $SUITE main" \
+		>"$apt/etc/apt/sources.list"
+	# An empty dpkg status: every dependency is downloaded, the C
+	# library's too, so the sysroot is whole.  Valid-Until as this
+	# machine's apt has it (a mirror may serve a snapshot).
+	cat >"$apt/apt.conf" <<-EOF
+	Dir "$apt/";
+	Dir::State::status "$apt/var/lib/dpkg/status";
+	APT::Architecture "arm64";
+	APT::Architectures { "arm64"; };
+	APT::Install-Recommends "false";
+	APT::Sandbox::User "root";
+	Acquire::Languages "none";
+	Acquire::Check-Valid-Until "false";
+	EOF
+	say "apt (arm64, its own lists and cache in $apt): $LIBS_PACKAGES and the kernel image"
+	{ libs_apt "$apt" apt-get update -q &&
+	  libs_apt "$apt" apt-get install -q -y --download-only $LIBS_PACKAGES &&
+	  kpkg=$(libs_apt "$apt" apt-cache depends linux-image-arm64 |
+		sed -n 's/^ *Depends: \(linux-image-.*-arm64\)$/\1/p' | head -n 1) &&
+	  [ -n "$kpkg" ] &&
+	  (cd "$apt/var/cache/apt/archives" && libs_apt "$apt" apt-get download -q "$kpkg"); } \
+		>"$LIBS/apt.log" 2>&1 || die "apt failed; see $LIBS/apt.log"
+	# Of the kernel's package, only the image (it carries the BTF).
+	for deb in "$apt"/var/cache/apt/archives/*.deb; do
+		case $deb in
+		*/linux-image-*) dpkg-deb --fsys-tarfile "$deb" |
+			tar -x -C "$root" --wildcards './boot/vmlinuz-*' ;;
+		*) dpkg-deb -x "$deb" "$root" ;;
+		esac || die "cannot unpack $deb"
+	done
+	# The packages' absolute symbolic links (libz.so ->
+	# /lib/aarch64-linux-gnu/libz.so.1...) would resolve on this machine:
+	# point them inside the root.
+	find "$root" -type l -lname '/*' | while read -r l; do
+		ln -sfn "$(realpath -ms --relative-to="$(dirname "$l")" "$root$(readlink "$l")")" "$l"
+	done
+	kernel_btf "$root" >"$LIBS/vmlinux.btf.tmp" &&
+		bpftool btf dump file "$LIBS/vmlinux.btf.tmp" format c >/dev/null &&
+		mv "$LIBS/vmlinux.btf.tmp" "$LIBS/vmlinux.btf" ||
+		die "no BTF found in $(kernel_image "$root"); the libbpf tools cannot be built for arm64"
+	# The downloads are not needed again: a change of LIBS_PACKAGES
+	# fetches everything anew.
+	rm -rf "$apt"
+	echo "$want" >"$LIBS/stamp"
+	say "the arm64 libraries are ready in $root ($((SECONDS - t0)) s)"
 }
 
 # --- the emulated machine ------------------------------------------------------
@@ -344,6 +430,13 @@ sysroot)
 	exec unshare --mount --propagation private --kill-child=SIGTERM "$0" --sysroot-inner
 	;;
 --sysroot-inner) sysroot_inner; exit $? ;;
+libs)
+	mkdir -p "$LIBS" || die "cannot create $LIBS; set PROBEKIT_ARM64_CACHE to a directory of your own"
+	exec 9>"$LIBS/lock"
+	# Quick, so a second run waits for the first instead of refusing.
+	flock -w 900 9 || die "another run has held $LIBS/lock for 15 minutes"
+	libs_build
+	;;
 smoke)
 	need_root "smoke"
 	[ -e "$CACHE/stamp" ] || die "no arm64 userland in $CACHE; build it with 'scripts/arm64.sh sysroot' (as root)"
@@ -360,8 +453,14 @@ smoke)
 	;;
 --smoke-inner) smoke_inner "$2" ;;
 root)
-	[ -e "$CACHE/stamp" ] || die "no arm64 userland in $CACHE; build it with 'scripts/arm64.sh sysroot' (as root)"
-	echo "$ROOT"
+	# The whole userland when there is one, or else the libraries.
+	if [ -e "$CACHE/stamp" ]; then
+		echo "$ROOT"
+	elif [ -e "$LIBS/stamp" ]; then
+		echo "$LIBS/root"
+	else
+		die "no arm64 libraries in $CACHE; fetch them with 'scripts/arm64.sh libs'"
+	fi
 	;;
 "") die "$usage" ;;
 *) die "unknown command '$1'; $usage" ;;
