@@ -358,7 +358,7 @@ def render(raw):
          "Each tool is attached to its own server for the whole run; every "
          "repetition runs every configuration at every depth, in rotated order, and "
          "each ratio is paired with the untraced run of the same repetition. "
-         f"{raw['runs']} repetitions.", "",
+         f"{raw['runs']} repetitions, run on {raw.get('date', '(date not recorded)')}.", "",
          "Records per io__batch hit (a bpftrace sum of its count): " +
          ", ".join(f"{k.replace('@', ', batches of ')}: {v:.1f}"
                    for k, v in rpb.items()) + ".", ""]
