@@ -28,10 +28,13 @@ render() turns the raw samples into the RESULTS.md section; bench/run
 """
 
 import contextlib
+import json
 import os
 import re
 import shutil
+import signal
 import statistics
+import subprocess
 import tempfile
 
 from report import fmt, summary, verdict, verdict_max  # bench/report.py: one median/range summary
@@ -124,6 +127,99 @@ def records_per_batch(run, build, tmp):
     return out
 
 
+# The batch tools whose BPF programs are timed by the kernel's run-time
+# statistics (kernel.bpf_stats_enabled): what the program itself costs per
+# hit and per record, which neither the machine's load nor the trap moves.
+BPF_STATS_OF = ("libbpf-batch", "bcc-batch", "exporter-batch")
+BPF_STATS = "/proc/sys/kernel/bpf_stats_enabled"
+BPF_STATS_RUNS = 3
+
+
+def _prog_ids(pid):
+    """The ids of the BPF programs process pid holds (its fdinfo)."""
+    ids = set()
+    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+        try:
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                ids.update(int(line.split()[1]) for line in f
+                           if line.startswith("prog_id:"))
+        except (OSError, ValueError, IndexError):
+            pass
+    return ids
+
+
+def _prog_runs(ids):
+    """(run_cnt, run_time_ns) summed over the programs ids."""
+    cnt = ns = 0
+    for i in ids:
+        r = subprocess.run(["bpftool", "prog", "show", "id", str(i), "--json"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        if r.returncode == 0:
+            p = json.loads(r.stdout)
+            cnt += p.get("run_cnt", 0)
+            ns += p.get("run_time_ns", 0)
+    return cnt, ns
+
+
+def bpf_prog_cost(run, servers):
+    """{name: {qd: {"ns_per_hit", "ns_per_record", "records_per_hit"}}}:
+    the medians over BPF_STATS_RUNS workloads of the run time of the
+    tool's programs, by the kernel's statistics, switched on only here
+    and restored after.  servers: {name: (Blktgt, Tracer)}.  Empty when
+    the statistics cannot be switched on."""
+    try:
+        with open(BPF_STATS) as f:
+            old = f.read().strip()
+        with open(BPF_STATS, "w") as f:
+            f.write("1")
+    except OSError:
+        return {}
+    out = {}
+    try:
+        for n, (t, tr) in servers.items():
+            ids = _prog_ids(tr.proc.pid)
+            out[n] = {}
+            for qd in QDS:
+                xs = []
+                for _ in range(BPF_STATS_RUNS):
+                    c0, t0 = _prog_runs(ids)
+                    t.t.rpc("workload_run", bdev="null0", pattern="randread",
+                            io_size=4096, queue_depth=qd, count=IOS)
+                    c1, t1 = _prog_runs(ids)
+                    if c1 > c0:
+                        xs.append(((t1 - t0) / (c1 - c0), (t1 - t0) / IOS, IOS / (c1 - c0)))
+                if xs:
+                    out[n][str(qd)] = {k: statistics.median(x[i] for x in xs) for i, k in
+                                       enumerate(("ns_per_hit", "ns_per_record",
+                                                  "records_per_hit"))}
+    finally:
+        with open(BPF_STATS, "w") as f:
+            f.write(old)
+    return out
+
+
+def _detach(run, tr, name):
+    """Stop a tracer whose output is not used.  On a loaded machine
+    bpftrace 0.17 has taken more than run.TIMEOUT to stop after SIGINT,
+    which must not throw away every sample taken: it is killed, and
+    said."""
+    if tr.proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(tr.proc.pid, signal.SIGINT)
+    try:
+        tr.proc.wait(timeout=DETACH_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        run.log(f"batch: {name}: {tr.cmd[0]} did not stop within {DETACH_TIMEOUT}s "
+                "of SIGINT; killed")
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(tr.proc.pid, signal.SIGKILL)
+        tr.proc.wait()
+
+
+DETACH_TIMEOUT = 30
+
+
 def measure(run, root, build, runs, tmp, cf=None, caps=CAPS, records=True):
     """Raw samples: {"samples": {name: {qd: [{ns_per_io, cpu_ns_per_io}]}},
     "records_per_batch": {qd: r}, "configs": {name: description}}, with
@@ -137,7 +233,7 @@ def measure(run, root, build, runs, tmp, cf=None, caps=CAPS, records=True):
         (n, c) for c in caps for n in cf if n.endswith("-batch")]
     samples = {}
     with contextlib.ExitStack() as stack:
-        insts = {}
+        insts, tracers = {}, {}
         for n, cap in servers:
             desc, argv, ready = cf[n]
             name = f"{n}@{cap}" if cap else n
@@ -147,7 +243,8 @@ def measure(run, root, build, runs, tmp, cf=None, caps=CAPS, records=True):
                 t = stack.enter_context(run.Blktgt(copy, tmp))
             if argv:
                 tr = run.Tracer(argv(t.pid, copy), ready).start()
-                stack.callback(tr.stop)
+                stack.callback(_detach, run, tr, name)
+                tracers[name] = tr
             insts[name] = t
             samples[name] = {str(qd): [] for qd in (QDS if not cap else (FIT_QD,))}
             run.log(f"batch: ready: {desc}{f', batches of {cap}' if cap else ''} "
@@ -164,13 +261,18 @@ def measure(run, root, build, runs, tmp, cf=None, caps=CAPS, records=True):
                 run.die(f"workload_run: {res}")
             samples[n][str(qd)].append({"ns_per_io": res["elapsed_ns"] / IOS,
                                         "cpu_ns_per_io": (c1 - c0) / IOS})
+        # After the paired runs: the statistics cost every BPF program on
+        # the machine two clock reads per run.
+        bpf = bpf_prog_cost(run, {n: (insts[n], tracers[n]) for n in BPF_STATS_OF
+                                  if n in tracers})
     descs = {n: cf[n][0] for n in cf}
     descs.update({f"{n}@{c}": f"{cf[n][0]}, batches of {c}" for c in caps
                   for n in cf if n.endswith("-batch")})
     return {"job": f"workload_run randread 4096 B, {IOS} I/Os, null bdev, "
                    f"queue depths {', '.join(map(str, QDS))}",
             "configs": descs, "samples": samples,
-            "records_per_batch": records_per_batch(run, build, tmp) if records else None}
+            "records_per_batch": records_per_batch(run, build, tmp) if records else None,
+            "bpf_prog": bpf}
 
 
 # --- the report ------------------------------------------------------------------
@@ -257,7 +359,7 @@ def render(raw):
          "Each tool is attached to its own server for the whole run; every "
          "repetition runs every configuration at every depth, in rotated order, and "
          "each ratio is paired with the untraced run of the same repetition. "
-         f"{raw['runs']} repetitions.", "",
+         f"{raw['runs']} repetitions, run on {raw.get('date', '(date not recorded)')}.", "",
          "Records per io__batch hit (a bpftrace sum of its count): " +
          ", ".join(f"{k.replace('@', ', batches of ')}: {v:.1f}"
                    for k, v in rpb.items()) + ".", ""]
@@ -299,6 +401,19 @@ def render(raw):
         c, t = f["added_cpu_ns"], f["added_ns"]
         L.append(f"| {raw['configs'][n]} | {cell(c, 0)} | {cell(c, 1)} | "
                  f"{cell(t, 0)} | {cell(t, 1)} |")
+    bpf = raw.get("bpf_prog") or {}
+    if bpf:
+        L += ["", "The BPF program alone, by the kernel's run-time statistics "
+              "(kernel.bpf_stats_enabled: run_time_ns / run_cnt of the tool's programs, "
+              f"median of {BPF_STATS_RUNS} workloads per depth, each tool on its own server, "
+              "with no other run going on it); neither the load of the machine nor the "
+              "trap is in it:", "",
+              "| tool | " + " | ".join(f"qd {qd}: ns per hit / per record" for qd in QDS)
+              + " |", "|---|" + "---|" * len(QDS)]
+        for n, by_qd in bpf.items():
+            L.append(f"| {raw['configs'][n]} | " + " | ".join(
+                (f"{by_qd[str(qd)]['ns_per_hit']:.0f} / {by_qd[str(qd)]['ns_per_record']:.2f}"
+                 if str(qd) in by_qd else "-") for qd in QDS) + " |")
     L += ["", "| goal | by | this run | verdict |", "|---|---|---|---|"]
 
     def q1_verdict(s, goal):
@@ -326,8 +441,8 @@ def render(raw):
                  f"{verdict(s, 0.85)} |")
     L += ["", "bt/iolat_batch.bt (bpftrace 0.17) is reported, with no goal: its cost "
           "per record caps it whatever the batch size. What bounds the libbpf tool, "
-          "step by step (the hit, the copy, the binning), measured by hand with "
-          "64-record batches: [BATCH_BOUND.md](BATCH_BOUND.md)."]
+          "step by step (the hit, the copy, the binning), measured by hand: "
+          "[BATCH_BOUND.md](BATCH_BOUND.md)."]
     L += ["", f"Load average (1/5/15 min) at the start: "
           f"{'/'.join(map(str, raw.get('loadavg_start', [])))}, at the end: "
           f"{'/'.join(map(str, raw.get('loadavg_end', [])))} (2 vCPUs).", "", END]
