@@ -14,7 +14,9 @@
 set -u
 
 # Every name here exists, unversioned, in each supported Debian release
-# (12 and later) on each architecture; the versioned and per-architecture
+# (12 and later) on each architecture (util-linux-extra: unstable moved
+# pivot_root there, which scripts/stack.sh runs, and test_stack runs
+# that inside the chroot); the versioned and per-architecture
 # packages are chosen below, by asking apt what this system has.
 PKGS="build-essential clang llvm python3 python3-pyparsing python3-pytest
 python3-pyelftools systemtap-sdt-dev bpftrace bpfcc-tools python3-bpfcc
@@ -22,7 +24,7 @@ libbpf-dev bpftool libelf-dev zlib1g-dev libnbd-bin qemu-utils fio nbdkit
 gnuplot-nox procps strace binutils util-linux gdb liblttng-ust-dev
 lttng-tools libbabeltrace1 linux-perf debhelper lintian dpkg-dev man-db
 libmicrohttpd-dev prometheus postgresql postgresql-client g++ debootstrap git
-cscope pkgconf systemd"
+cscope pkgconf systemd util-linux-extra"
 # Chosen per system: clang's fuzzer runtime (-fsanitize=fuzzer) ships in
 # libclang-rt-N-dev for clang N, which Debian has no unversioned name
 # for; kernel headers for BCC's fallback come as linux-headers-ARCH.
