@@ -168,21 +168,44 @@ def privileges(spec_dir=SPEC_DIR):
             if k not in p.get("attach", {}):
                 raise SpecError("%s: reader %s: no attach.%s"
                                 % (path, name, k))
-            for c in p["attach"][k]["own"] + p["attach"][k]["other"]:
-                if c not in caps:
-                    raise SpecError("%s: attach.%s: %s has no number"
-                                    % (path, k, c))
+            for multi in (False, True):
+                a = _attach(p, k, multi)
+                if a is None:
+                    raise SpecError("%s: attach.%s: its multi and single "
+                                    "name no attach kind" % (path, k))
+                for c in a.get("own", []) + a.get("other", []):
+                    if c not in caps:
+                        raise SpecError("%s: attach.%s: %s has no number"
+                                        % (path, k, c))
     return p
 
 
-def needs(reader, other=False, spec_dir=SPEC_DIR):
+def _attach(p, kind, multi):
+    """Attach kind's entry; for one that depends on the libbpf in use
+    (libbpf_usdt), its "multi" kind's where that libbpf attaches USDT
+    probes with multi-uprobe links (multi), else its "single" kind's."""
+    a = p["attach"][kind]
+    if "single" in a:
+        return p["attach"].get(a["multi" if multi else "single"])
+    return a
+
+
+def multi_differs(reader, spec_dir=SPEC_DIR):
+    """Whether what reader needs depends on how the libbpf in use
+    attaches USDT probes."""
+    return any(needs(reader, o, spec_dir) != needs(reader, o, spec_dir, True)
+               for o in (False, True))
+
+
+def needs(reader, other=False, spec_dir=SPEC_DIR, usdt_multi=False):
     """The capabilities reader needs, without root, to read a process of
     its own user (other: of another user), as [(number, name)], in the
     order privileges.toml names them, another user's last; a capability another one includes
-    is left out beside it."""
+    is left out beside it.  usdt_multi: where the libbpf in use attaches
+    USDT probes with multi-uprobe links (privileges.toml's libbpf_usdt)."""
     p = privileges(spec_dir)
     names = []
-    kinds = [p["attach"][k] for k in p["reader"][reader]]
+    kinds = [_attach(p, k, usdt_multi) for k in p["reader"][reader]]
     for c in [c for a in kinds for c in a["own"]] + \
             [c for a in kinds for c in (a["other"] if other else [])]:
         if c not in names:

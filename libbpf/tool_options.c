@@ -26,7 +26,8 @@
  * a program that parses no tool command line (the exporter) keeps a
  * uprobe perf event's needs.  tool_priv.c reads them. */
 const struct tool_cap *tool_needs_own = SPEC_NEEDS_UPROBE,
-		      *tool_needs_other = SPEC_NEEDS_UPROBE_OTHER;
+		      *tool_needs_other = SPEC_NEEDS_UPROBE_OTHER,
+		      *tool_needs_multi_own, *tool_needs_multi_other;
 
 const char *command_name(void)
 {
@@ -366,6 +367,8 @@ void parse_options(const struct tool_cli *cli, struct common_args *a,
 		tool_needs_own = cli->needs;
 	if (cli->needs_other)
 		tool_needs_other = cli->needs_other;
+	tool_needs_multi_own = cli->needs_multi;
+	tool_needs_multi_other = cli->needs_multi_other;
 	a->max_inflight = PAIR_INFLIGHT_DEFAULT;
 	a->max_keys = HIST_KEYS_MAX;
 	a->empty = cli->empty;

@@ -5,6 +5,7 @@
  * (declared in trace_helpers.h; libbpf/README.md lists the rooms and
  * which may call which).
  */
+#include <dlfcn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +13,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <linux/capability.h>
+
+#include <bpf/btf.h>
 
 #include "trace_helpers.h"
 
@@ -44,6 +47,36 @@ static bool holds(int cap)
 				has_cap(CAP_SYS_ADMIN));
 }
 
+/*
+ * Whether libbpf's bpf_program__attach_usdt() attaches with multi-uprobe
+ * links here, which CAP_BPF and CAP_PERFMON allow, rather than with
+ * uprobe perf events, which need CAP_SYS_ADMIN: it does where the libbpf
+ * this process runs has multi-uprobe links (its
+ * bpf_program__attach_uprobe_multi, looked up in the loaded libbpf.so,
+ * not the headers this was built with) and the kernel has them too (its
+ * BTF has struct bpf_uprobe_multi_link).  Both are read without
+ * privilege, as a tool that was refused must; tests/test_privileges.py
+ * holds the answer to the kind of link libbpf really made.
+ */
+static bool usdt_multi(void)
+{
+	static int known = -1;
+	struct btf *btf;
+
+	if (known >= 0)
+		return known;
+	known = 0;
+	if (!dlsym(RTLD_DEFAULT, "bpf_program__attach_uprobe_multi"))
+		return false;
+	btf = btf__load_vmlinux_btf();
+	if (!btf)
+		return false;
+	known = btf__find_by_name_kind(btf, "bpf_uprobe_multi_link",
+				       BTF_KIND_STRUCT) > 0;
+	btf__free(btf);
+	return known;
+}
+
 /* names joined as "A", "A and B", "A, B and C" (bcc/probekit_spec.py's
  * and_list()). */
 static void and_list(char *out, size_t len, const char **names, int n)
@@ -61,7 +94,7 @@ static void and_list(char *out, size_t len, const char **names, int n)
  * What tracing needs is tools/privileges.toml's, measured on Linux 6.18
  * (doc/privileges.md): a uprobe perf event needs CAP_SYS_ADMIN again
  * since the fix for CVE-2025-38466, a multi-uprobe link CAP_BPF and
- * CAP_PERFMON, a tracepoint found through tracefs (mode 0700)
+ * CAP_PERFMON (libbpf's USDT attach makes one or the other: usdt_multi()), a tracepoint found through tracefs (mode 0700)
  * CAP_DAC_READ_SEARCH too, and another user's process CAP_SYS_PTRACE.
  *
  * Print "TOOL: WHAT: permission denied: tracing WHOM needs root, or ...;
@@ -81,7 +114,11 @@ static bool privilege_error(const char *what, pid_t pid)
 	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
 	if (pid > 0 && !stat(path, &st) && st.st_uid != geteuid())
 		other = true;
-	for (c = other ? tool_needs_other : tool_needs_own; c->name && nneed < 8; c++) {
+	if (tool_needs_multi_own && usdt_multi())
+		c = other ? tool_needs_multi_other : tool_needs_multi_own;
+	else
+		c = other ? tool_needs_other : tool_needs_own;
+	for (; c->name && nneed < 8; c++) {
 		need[nneed++] = c->name;
 		if (!holds(c->cap))
 			lack[nlack++] = c->name;

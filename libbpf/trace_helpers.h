@@ -131,6 +131,9 @@ struct tool_cap {
  * user's: set by parse_options() (tool_options.c) from the tool's spec,
  * read by tool_priv.c's permission-denied line. */
 extern const struct tool_cap *tool_needs_own, *tool_needs_other;
+/* The same where the libbpf in use attaches USDT probes with multi-uprobe
+ * links (tools/privileges.toml's libbpf_usdt); NULL: no different. */
+extern const struct tool_cap *tool_needs_multi_own, *tool_needs_multi_other;
 
 /* What a tool's command line is. */
 struct tool_cli {
@@ -162,6 +165,9 @@ struct tool_cli {
 	 * tracing another user's does (tools/privileges.toml): the
 	 * privilege errors name them. */
 	const struct tool_cap *needs, *needs_other;
+	/* What they are where the libbpf in use attaches USDT probes with
+	 * multi-uprobe links, when that differs (else NULL). */
+	const struct tool_cap *needs_multi, *needs_multi_other;
 	/* What the output says under its header when an interval saw
 	 * nothing ("0 I/Os": the spec's counts); NULL: the tool says it
 	 * itself. */

@@ -7,11 +7,16 @@
 # tracefs mount and kernel-header links are made only when missing.
 #
 # deps.sh --list prints the package list and does nothing else (the stack
-# runner, scripts/stack.sh, rebuilds a cached chroot when it changes).
+# runner, scripts/stack.sh, rebuilds a cached chroot when it changes): the
+# names every system installs, then the rules for those chosen per system
+# as written (@CLANG@, @ARCH@ unfilled), so that it reads the same on every
+# system and architecture, yet changes when a rule does.
 set -u
 
 # Every name here exists, unversioned, in each supported Debian release
-# (12 and later) on each architecture; the versioned and per-architecture
+# (12 and later) on each architecture (util-linux-extra: unstable moved
+# pivot_root there, which scripts/stack.sh runs, and test_stack runs
+# that inside the chroot); the versioned and per-architecture
 # packages are chosen below, by asking apt what this system has.
 PKGS="build-essential clang llvm python3 python3-pyparsing python3-pytest
 python3-pyelftools systemtap-sdt-dev bpftrace bpfcc-tools python3-bpfcc
@@ -19,9 +24,20 @@ libbpf-dev bpftool libelf-dev zlib1g-dev libnbd-bin qemu-utils fio nbdkit
 gnuplot-nox procps strace binutils util-linux gdb liblttng-ust-dev
 lttng-tools libbabeltrace1 linux-perf debhelper lintian dpkg-dev man-db
 libmicrohttpd-dev prometheus postgresql postgresql-client g++ debootstrap git
-cscope pkgconf systemd"
+cscope pkgconf systemd util-linux-extra"
+# Chosen per system: clang's fuzzer runtime (-fsanitize=fuzzer) ships in
+# libclang-rt-N-dev for clang N, which Debian has no unversioned name
+# for; kernel headers for BCC's fallback come as linux-headers-ARCH.
+PER_SYSTEM="libclang-rt-@CLANG@-dev linux-headers-@ARCH@"
+# The arm64 readers' tests cross-build and link their fixtures; an arm64
+# system builds them with its own gcc.  The cross C library is only a
+# Recommends of the cross compiler, which --no-install-recommends leaves
+# out (a fresh chroot then fails at link time: no crti.o).
+NOT_ON_ARM64="gcc-aarch64-linux-gnu libc6-dev-arm64-cross"
 if [ "${1:-}" = --list ]; then
 	echo $PKGS
+	echo "per system: $PER_SYSTEM"
+	echo "not on arm64: $NOT_ON_ARM64"
 	exit 0
 fi
 
@@ -38,20 +54,13 @@ clang_major() {
 	fi
 }
 
-# clang's fuzzer runtime (-fsanitize=fuzzer) ships in libclang-rt-N-dev
-# for clang N; Debian has no unversioned name for it.  Kernel headers
-# for BCC's fallback come as linux-headers-ARCH.
 [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && ! command -v clang >/dev/null &&
 	! apt-cache show clang >/dev/null 2>&1 && apt-get update -q >/dev/null 2>&1
 major=$(clang_major)
 [ -n "$major" ] || die "cannot tell which clang this system has or would install (is 'clang' known to apt? try: apt-get update)"
-PKGS="$PKGS libclang-rt-$major-dev linux-headers-$(dpkg --print-architecture)"
-# The arm64 readers' tests cross-build and link their fixtures; an arm64
-# system builds them with its own gcc.  The cross C library is only a
-# Recommends of the cross compiler, which --no-install-recommends leaves
-# out (a fresh chroot then fails at link time: no crti.o).
-[ "$(dpkg --print-architecture)" = arm64 ] ||
-	PKGS="$PKGS gcc-aarch64-linux-gnu libc6-dev-arm64-cross"
+arch=$(dpkg --print-architecture)
+PKGS="$PKGS $(echo "$PER_SYSTEM" | sed "s/@CLANG@/$major/g; s/@ARCH@/$arch/g")"
+[ "$arch" = arm64 ] || PKGS="$PKGS $NOT_ON_ARM64"
 
 missing=""
 for p in $PKGS; do

@@ -154,6 +154,39 @@ def nobody_blktgt(blktgt_bin, tmp_path):
         shutil.rmtree(home)
 
 
+def link_types(pid):
+    """The kinds of BPF link process pid holds, as their fdinfo names
+    them (uprobe_multi, perf_event, ...)."""
+    kinds = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                for ln in f:
+                    if ln.startswith("link_type:"):
+                        kinds.add(ln.split()[1])
+        except OSError:
+            pass
+    return kinds
+
+
+@pytest.fixture(scope="module")
+def usdt_multi(blktgt_bin, tmp_path_factory):
+    """Whether libbpf's USDT attach makes multi-uprobe links here, seen
+    in what probekit-iosize holds once tracing, as root: the fact each
+    tool's privilege line must follow (libbpf 1.1: uprobe perf events;
+    1.5 and 1.7 on this kernel: multi-uprobe links)."""
+    t = probekit.Target(blktgt_bin, tmp_path_factory.mktemp("links"))
+    t.start()
+    try:
+        tool = Tool("libbpf", "iosize", t.pid).start()
+        kinds = link_types(tool.proc.pid)
+        tool.stop()
+    finally:
+        t.stop()
+    assert kinds in ({"uprobe_multi"}, {"perf"}), kinds
+    return kinds == {"uprobe_multi"}
+
+
 @pytest.fixture
 def nobody_target(blktgt_bin, tmp_path):
     """nobody_blktgt with the two malloc bdevs of the bdevs fixture,

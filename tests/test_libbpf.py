@@ -25,7 +25,7 @@ import pytest
 
 import histtools
 import probekit
-from histtools import bdevs, nobody_target  # noqa: F401 (fixtures)
+from histtools import bdevs, nobody_target, usdt_multi  # noqa: F401 (fixtures)
 from histtools import NOBODY, as_nobody
 from histtools import (HEADER, KINDS, TOOLS, Tool, by_key, command, json_objects,
                        libbpf_path, nonzero, one_error_line, parse,
@@ -349,21 +349,34 @@ def test_funclat_unknown_function(bpf, target):
 # declared once in tools/privileges.toml, which the tools' lines come
 # from.  On this kernel (6.18) a uprobe perf event needs CAP_SYS_ADMIN:
 # the fix for CVE-2025-38466 took it back from CAP_PERFMON, in every
-# stable series.  The blktgt tools attach one per site (libbpf's
-# attach_usdt), so CAP_BPF and CAP_PERFMON load their programs but
-# cannot attach them.  A multi-uprobe link (Linux 6.6 and later), which
-# usdtcount and usdtlat attach with, needs only CAP_BPF and CAP_PERFMON.
+# stable series.  The blktgt tools attach their USDT probes through
+# libbpf, which makes one per site with libbpf 1.1, so CAP_BPF and
+# CAP_PERFMON load their programs but cannot attach them; libbpf 1.5 and
+# 1.7 make multi-uprobe links instead (the usdt_multi fixture sees which),
+# which need only CAP_BPF and CAP_PERFMON, as for usdtcount and usdtlat.
+# funclat's uprobes are perf events with every libbpf.
 # A process of another user also needs CAP_SYS_PTRACE, for /proc/PID/exe.
 # The expected lines are written out here, not read from the
 # declaration, so that a wrong declaration fails too.
 
-def lacks(what, tool, pid, *missing, whom=None):
-    """The one error line for a lack of privilege of a blktgt tool (each
-    needs CAP_SYS_ADMIN alone on this kernel)."""
-    need = "CAP_SYS_ADMIN" + (" and CAP_SYS_PTRACE" if whom else "")
+def needs(tool, multi, whom=None):
+    """What a blktgt tool needs: CAP_BPF and CAP_PERFMON where libbpf
+    attaches its USDT probes with multi-uprobe links (multi), else
+    CAP_SYS_ADMIN alone; another user's process adds CAP_SYS_PTRACE."""
+    need = (["CAP_BPF", "CAP_PERFMON"] if multi and tool != "funclat"
+            else ["CAP_SYS_ADMIN"])
+    return need + (["CAP_SYS_PTRACE"] if whom else [])
+
+
+def lacks(what, tool, pid, *missing, whom=None, multi=False):
+    """The one error line for a lack of privilege of a blktgt tool."""
+    def and_list(names):
+        return ", ".join(names[:-1]) + " and " + names[-1] \
+            if len(names) > 1 else names[0]
+    need = and_list(needs(tool, multi, whom))
     return (f"probekit-{tool}: {what}: permission denied: tracing "
             f"{whom or f'PID {pid}'} needs root, or {need}; this process "
-            f"lacks {' and '.join(missing)}")
+            f"lacks {and_list(list(missing))}")
 
 
 def first_attach(tool, pid):
@@ -375,13 +388,15 @@ def first_attach(tool, pid):
 
 
 @pytest.mark.parametrize("tool", TOOLS)
-def test_no_privilege_own_process(bpf, nobody_target, tool):
+def test_no_privilege_own_process(bpf, nobody_target, usdt_multi, tool):
     """An unprivileged user tracing its own process: the programs do not
-    load, and the line says CAP_SYS_ADMIN is missing."""
+    load, and the line says what is missing: CAP_SYS_ADMIN, or CAP_BPF
+    and CAP_PERFMON where libbpf makes multi-uprobe links."""
     pid = nobody_target.pid
     rc, lines = run_as_nobody(command("libbpf", tool, pid))
     assert (rc, lines) == (1, [lacks("cannot load BPF programs", tool, pid,
-                                     "CAP_SYS_ADMIN")])
+                                     *needs(tool, usdt_multi),
+                                     multi=usdt_multi)])
 
 
 # What the fixed workload makes each tool count, over all its
@@ -393,7 +408,7 @@ FIXED_COUNTS = {"iolatency": 157, "iosize": 157, "qdepth": 157,
 
 
 @pytest.mark.parametrize("tool", TOOLS)
-def test_bpf_perfmon_are_not_enough(bpf, nobody_target, tool):
+def test_bpf_perfmon_are_not_enough(bpf, nobody_target, usdt_multi, tool):
     """CAP_BPF plus CAP_PERFMON load the programs of the blktgt tools,
     but the uprobe perf events that libbpf 1.1 (Debian 12) attaches, one
     per site, need CAP_SYS_ADMIN since the fix for CVE-2025-38466: the
@@ -403,6 +418,7 @@ def test_bpf_perfmon_are_not_enough(bpf, nobody_target, tool):
     only these two for them, as usdtcount does below: there the tool
     traces and counts exactly; funclat's plain uprobe is refused on
     both."""
+    refused = tool == "funclat" or not usdt_multi
     pid = nobody_target.pid
     t = Tool("libbpf", tool, pid, wrap=as_nobody("bpf", "perfmon"))
     t.proc = subprocess.Popen(t.cmd, stdout=subprocess.PIPE,
@@ -410,7 +426,8 @@ def test_bpf_perfmon_are_not_enough(bpf, nobody_target, tool):
                               start_new_session=True)
     t.out = probekit.LineReader(t.proc.stdout)
     first = t.out.wait_for(f"{histtools.READY}|^probekit-{tool}: ").group(0)
-    if first.startswith(f"probekit-{tool}: ") or tool == "funclat":
+    assert first.startswith(f"probekit-{tool}: ") == refused, first
+    if refused:
         lines = t.out.drain(probekit.TIMEOUT)
         assert (t.proc.wait(timeout=probekit.TIMEOUT), lines) == (
             1, [lacks(first_attach(tool, pid), tool, pid, "CAP_SYS_ADMIN")])
@@ -450,19 +467,20 @@ def test_bpf_perfmon_are_enough_for_multi_uprobes(bpf, request, owner, caps):
     assert usdt_counts(t.stop()) == {"blktgt:io__submit": 157}
 
 
-@pytest.mark.parametrize("caps,missing", [
-    ((), ("CAP_SYS_ADMIN", "CAP_SYS_PTRACE")),
-    (("bpf", "perfmon"), ("CAP_SYS_ADMIN", "CAP_SYS_PTRACE")),
-    (("sys_admin",), ("CAP_SYS_PTRACE",)),
-])
-def test_no_privilege_other_user(bpf, target, caps, missing):
+@pytest.mark.parametrize("caps", [(), ("bpf", "perfmon"), ("sys_admin",)])
+def test_no_privilege_other_user(bpf, target, usdt_multi, caps):
     """Another user's process (root's): /proc/PID/exe is refused, and the
     line names every capability missing."""
+    whom = "another user's process"
+    held = {"bpf": ["CAP_BPF"], "perfmon": ["CAP_PERFMON"],
+            "sys_admin": ["CAP_SYS_ADMIN", "CAP_BPF", "CAP_PERFMON"]}
+    missing = [c for c in needs("iosize", usdt_multi, whom)
+               if c not in [h for c in caps for h in held[c]]]
     rc, lines = histtools.run(as_nobody(*caps)
                               + command("libbpf", "iosize", target.pid))
     assert (rc, lines) == (1, [lacks(
         f"cannot read /proc/{target.pid}/exe", "iosize", target.pid,
-        *missing, whom="another user's process")])
+        *missing, whom=whom, multi=usdt_multi)])
 
 
 @pytest.mark.parametrize("owner,caps", [

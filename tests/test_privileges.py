@@ -19,7 +19,7 @@ import pytest
 import histtools
 import probekit
 from histtools import NOBODY, Tool, as_nobody, command, parse, total
-from histtools import nobody_target  # noqa: F401 (a fixture)
+from histtools import nobody_target, usdt_multi  # noqa: F401 (fixtures)
 from test_libbpf import fixed_workload
 
 pytestmark = pytest.mark.needs("setpriv", "py:bcc")
@@ -66,45 +66,99 @@ def test_usdtlat_bpf_perfmon_are_enough(bpf, nobody_target):
     assert sum(total(h) for h in hists) == 157, hists
 
 
-# --- nbdtime: uprobes and syscall tracepoints (tracefs) -----------------------
+# --- libbpf: the blktgt tools (libbpf's own USDT attach) ---------------------
+
+def test_blktgt_tools_name_what_their_usdt_attach_needs(bpf, nobody_target,
+                                                       usdt_multi):
+    """iosize attaches its USDT probes through libbpf, whose links are
+    multi-uprobe ones (CAP_BPF and CAP_PERFMON) or uprobe perf events
+    (CAP_SYS_ADMIN): without capabilities its line names what the libbpf
+    in use needs (it named CAP_SYS_ADMIN under libbpf 1.5, where CAP_BPF
+    and CAP_PERFMON do); with exactly those it counts every I/O of the
+    fixed workload, 23 + 37 + 97."""
+    pid = nobody_target.pid
+    need = ("CAP_BPF and CAP_PERFMON" if usdt_multi else "CAP_SYS_ADMIN")
+    rc, lines = refused(command("libbpf", "iosize", pid, "--per-io"), ())
+    assert (rc, lines) == (1, [line(
+        "probekit-iosize", "cannot load BPF programs", f"tracing PID {pid}",
+        need, need)])
+    caps = ("bpf", "perfmon") if usdt_multi else ("sys_admin",)
+    t = Tool("libbpf", "iosize", nobody_target.pid, "--per-io", tidy=True,
+             wrap=as_nobody(*caps)).start()
+    fixed_workload(nobody_target)
+    assert sum(total(h) for h in parse(t.stop())) == 157
+    if not usdt_multi:
+        # CAP_BPF and CAP_PERFMON load the programs; the uprobe perf
+        # event is refused, and the line names what it needs.
+        rc, lines = refused(command("libbpf", "iosize", pid, "--per-io"),
+                            ("bpf", "perfmon"))
+        assert (rc, lines) == (1, [line(
+            "probekit-iosize", "cannot attach to USDT probe "
+            f"blktgt:io__submit of PID {pid}", f"tracing PID {pid}",
+            "CAP_SYS_ADMIN", "CAP_SYS_ADMIN")])
+
+
+# --- nbdtime: USDT and syscall tracepoints (tracefs) ------------------------
+
+SAD = "CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH"
+BPD = "CAP_BPF, CAP_PERFMON and CAP_DAC_READ_SEARCH"
+TRACEPOINT = "cannot attach to tracepoint syscalls/sys_enter_recvfrom"
+
+
+def nbdtime_needs(kind, usdt_multi):
+    """What nbdtime needs: its USDT probe's attach (libbpf's: CAP_BPF and
+    CAP_PERFMON where it makes multi-uprobe links, else CAP_SYS_ADMIN;
+    BCC's: CAP_SYS_ADMIN), and its tracepoints' CAP_PERFMON and
+    CAP_DAC_READ_SEARCH (tracefs, mode 0700)."""
+    return BPD if kind == "libbpf" and usdt_multi else SAD
+
 
 @pytest.mark.parametrize("kind", histtools.KINDS)
-@pytest.mark.parametrize("caps,what,lack", [
-    ((), {"libbpf": "cannot load BPF programs", "bcc": ""},
-     "CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH"),
-    # The first attach refused: the USDT probe where libbpf attaches it
-    # with a perf_event uprobe (1.1: CAP_SYS_ADMIN), the tracepoint where it
-    # attaches USDT probes with an uprobe_multi link (1.5), which
-    # CAP_BPF and CAP_PERFMON allow.
-    (("bpf", "perfmon"),
-     {"libbpf": ("cannot attach to USDT probe blktgt:io__submit of PID {pid}",
-                 "cannot attach to tracepoint syscalls/sys_enter_recvfrom"),
-      "bcc": ""}, "CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH"),
-    (("sys_admin",),
-     {"libbpf": "cannot attach to tracepoint syscalls/sys_enter_recvfrom",
-      "bcc": ""}, "CAP_DAC_READ_SEARCH"),
-])
-def test_nbdtime_needs_dac_read_search(bpf, nobody_target, kind, caps,
-                                       what, lack):
+@pytest.mark.parametrize("caps", [(), ("bpf", "perfmon"), ("sys_admin",)])
+def test_nbdtime_needs_dac_read_search(bpf, nobody_target, usdt_multi, kind,
+                                       caps):
     """nbdtime finds its syscall tracepoints through tracefs (mode 0700):
     CAP_SYS_ADMIN alone got a bare 'Permission denied' (libbpf) or a
-    'mount tracefs' hint (BCC); now one line names the missing
-    CAP_DAC_READ_SEARCH."""
+    'mount tracefs' hint (BCC); now one line names what the first refused
+    step needs and this process lacks.  libbpf's first refusal is the
+    load without capabilities, then with CAP_BPF and CAP_PERFMON the USDT
+    probe where libbpf attaches a uprobe perf event (1.1), or the
+    tracepoint where it makes a multi-uprobe link (1.5, 1.7), which those
+    two allow (its line then named CAP_SYS_ADMIN, which it does not
+    need); BCC checks first, before it attaches anything."""
     pid = nobody_target.pid
-    tool = "probekit-nbdtime" + ("-bcc" if kind == "bcc" else "")
+    need = nbdtime_needs(kind, usdt_multi)
+    if kind == "bcc":
+        what = ""
+        lack = {(): SAD, ("bpf", "perfmon"): SAD,
+                ("sys_admin",): "CAP_DAC_READ_SEARCH"}[caps]
+    elif not caps:
+        what, lack = "cannot load BPF programs", need
+    elif caps == ("sys_admin",):
+        what, lack = TRACEPOINT, "CAP_DAC_READ_SEARCH"
+    elif usdt_multi:
+        what, lack = TRACEPOINT, "CAP_DAC_READ_SEARCH"
+    else:
+        what = f"cannot attach to USDT probe blktgt:io__submit of PID {pid}"
+        lack = SAD
     rc, lines = refused(command(kind, "nbdtime", pid, "-d", "1"), caps)
-    said = [[line(tool, w.format(pid=pid), f"tracing PID {pid}",
-                  "CAP_SYS_ADMIN and CAP_DAC_READ_SEARCH", lack)]
-            for w in ([what[kind]] if isinstance(what[kind], str) else what[kind])]
-    assert rc == 1 and lines in said, (rc, lines)
+    tool = "probekit-nbdtime" + ("-bcc" if kind == "bcc" else "")
+    assert (rc, lines) == (1, [line(tool, what, f"tracing PID {pid}", need,
+                                    lack)])
 
 
 @pytest.mark.parametrize("kind", histtools.KINDS)
-def test_nbdtime_table_caps_are_enough(bpf, nobody_target, kind):
-    """With the table's two capabilities nbdtime attaches every probe
-    and tracepoint, says it is tracing, and exits 0 at Ctrl-C."""
+def test_nbdtime_named_caps_are_enough(bpf, nobody_target, usdt_multi, kind):
+    """With the capabilities its line names nbdtime attaches every probe
+    and tracepoint, says it is tracing, and exits 0 at Ctrl-C: CAP_BPF,
+    CAP_PERFMON and CAP_DAC_READ_SEARCH where libbpf makes multi-uprobe
+    links, without CAP_SYS_ADMIN."""
+    names = {"CAP_BPF": "bpf", "CAP_PERFMON": "perfmon",
+             "CAP_SYS_ADMIN": "sys_admin",
+             "CAP_DAC_READ_SEARCH": "dac_read_search"}
+    need = nbdtime_needs(kind, usdt_multi).replace(" and ", ", ").split(", ")
     t = Tool(kind, "nbdtime", nobody_target.pid, tidy=True,
-             wrap=as_nobody("sys_admin", "dac_read_search")).start()
+             wrap=as_nobody(*(names[c] for c in need))).start()
     lines = t.stop()
     assert not [ln for ln in lines if "ermission" in ln], lines
 

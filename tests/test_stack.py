@@ -10,6 +10,7 @@ reuses it as it would a cached Debian userland and needs no network.
 """
 
 import os
+import pathlib
 import re
 import select
 import shutil
@@ -220,3 +221,77 @@ def test_leave_out_is_documented_and_real():
         if name:
             with open(os.path.join(tests, path)) as f:
                 assert re.search(rf"^def {re.escape(name)}\(", f.read(), re.M), entry
+
+
+def scripts_copy(tmp_path, edit=None):
+    """stack.sh with its library and deps.sh in tmp_path/scripts, deps.sh
+    changed by edit (old, new), as a commit might change it; stack.sh
+    --stamp reads the deps.sh beside it."""
+    d = tmp_path / "scripts"
+    d.mkdir(parents=True)
+    for name in ("stack.sh", "chroot-lib.sh", "deps.sh"):
+        shutil.copy2(os.path.join(probekit.ROOT, "scripts", name), d / name)
+    if edit:
+        text = (d / "deps.sh").read_text()
+        assert text.count(edit[0]) == 1, edit
+        (d / "deps.sh").write_text(text.replace(*edit))
+    return d
+
+
+def stamp_of(scripts, env=None):
+    return subprocess.run([str(scripts / "stack.sh"), "--stamp", "trixie"],
+                          capture_output=True, text=True, check=True,
+                          env=env, timeout=TIMEOUT).stdout
+
+
+def test_stamp_follows_the_list_not_the_system(tmp_path):
+    """A cached chroot is refreshed when deps.sh's package list changes,
+    its per-system rules included (clang's runtime, the kernel headers,
+    the cross toolchain, which --list left out, so that a package added
+    to them left a cached chroot without it); the stamp is
+    the same whatever the system's architecture and clang, which the
+    runner reads on the host, not in the chroot."""
+    same = stamp_of(scripts_copy(tmp_path / "same"))
+    assert same == stamp_of(pathlib.Path(probekit.ROOT) / "scripts")
+    # Another architecture and clang: dpkg and clang that say so.
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    for prog, out in (("dpkg", "arm64"), ("clang", "clang version 97.0.1")):
+        (fake / prog).write_text(f"#!/bin/sh\necho '{out}'\n")
+        (fake / prog).chmod(0o755)
+    env = dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}")
+    assert stamp_of(scripts_copy(tmp_path / "arm64"), env) == same
+    listed = subprocess.run([os.path.join(probekit.ROOT, "scripts", "deps.sh"),
+                             "--list"], capture_output=True, text=True,
+                            check=True, timeout=TIMEOUT).stdout
+    arch = subprocess.run(["dpkg", "--print-architecture"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    assert f"linux-headers-{arch}" not in listed and "libclang-rt-1" not in listed
+    for i, edit in enumerate([("cscope pkgconf", "cscope pkgconf strace-67"),
+                              ("libc6-dev-arm64-cross", "libc6-dev-arm64-cross "
+                               "libgcc-s1-arm64-cross"),
+                              ('@ARCH@"', '@ARCH@ linux-kbuild-@ARCH@"')]):
+        assert stamp_of(scripts_copy(tmp_path / f"edit{i}", edit)) != same, edit
+
+
+def test_changed_list_rebuilds(tmp_path):
+    """A chroot whose stamp is another list's is rebuilt from debootstrap
+    on: said in one line, its marks removed (here debootstrap then fails
+    at once, on a mirror that does not exist, and the run says so)."""
+    cache = tmp_path / "cache"
+    tiny_stack(cache, "trixie")
+    (cache / "trixie" / "stamp").write_text("0" * 64 + "\n")
+    env = dict(os.environ, PROBEKIT_STACK_CACHE=str(cache),
+               PROBEKIT_STACK_MIRROR=f"file://{tmp_path}/no-mirror")
+    r = subprocess.run([STACK, "trixie", "echo ran"], capture_output=True,
+                       text=True, env=env, timeout=TIMEOUT)
+    assert r.returncode == 2, r
+    assert r.stdout.splitlines()[:2] == [
+        "stack: trixie: the package list changed; rebuilding the chroot",
+        f"stack: trixie: debootstrap --variant=minbase trixie from "
+        f"file://{tmp_path}/no-mirror"], r.stdout
+    assert r.stderr == ("stack: debootstrap of trixie failed; see "
+                        f"{cache}/trixie/debootstrap.log\n"), r.stderr
+    assert not (cache / "trixie" / "stamp").exists()
+    assert not (cache / "trixie" / "base").exists()
+    assert not [m for m in mounts() if m.startswith(str(cache))]

@@ -718,8 +718,10 @@ def test_errors_name_the_scripts_file_and_line(bpf, prog, count_bt, tmp_path):
 
 # --- paths ---------------------------------------------------------------------
 
+# '?' is itself in a quoted probe path to bpftrace 0.17, 0.23 and 0.27
+# alike ('*' and '[...]' are wildcards to 0.27, and refused below).
 WEIRD_DIRS = ["with space", "amp&er", "pi|pe", "ha#sh", "dol$lar", "back\\slash",
-              "all of & | # $ \\ {x}; 'q'", "__PID__ and __EXE__"]
+              "all of & | # $ \\ {x}; 'q'", "__PID__ and __EXE__", "que?ry"]
 
 
 @pytest.mark.parametrize("name", WEIRD_DIRS)
@@ -741,7 +743,8 @@ def test_weird_paths_are_traced(bpf, sdt_build, count_bt, tmp_path, name):
 @pytest.mark.parametrize("name,why", [('dq"uote', "double quote"),
                                       ("new\nline", "newline"),
                                       ("co:lon", "':'"),
-                                      ("aster*isk", "'*'")])
+                                      ("aster*isk", "'*'"),
+                                      ("br[a]cket", "'['")])
 def test_inexpressible_paths_are_refused(sdt_build, count_bt, tmp_path, name, why):
     exe = install_prog(sdt_build, str(tmp_path / name))
     p = Prog([exe])
@@ -750,6 +753,33 @@ def test_inexpressible_paths_are_refused(sdt_build, count_bt, tmp_path, name, wh
         assert_one_line_error(r, why, "copy or link the binary")
     finally:
         p.stop()
+
+
+@pytest.mark.parametrize("probe,line", [
+    ("usdt:__EXE__:pkexe:t?ck", "no probe pkexe:t?ck in {exe}; nearest: pkexe:tick"),
+    ("usdt:__EXE__:pkexe:t[i]ck", "no probe pkexe:t[i]ck in {exe}; nearest: pkexe:tick"),
+    ("usdt:__EXE__:pk[e]xe:tick", "no probe pk[e]xe:tick in {exe}; nearest: pkexe:tick"),
+    ("uprobe:__EXE__:pk_exe_wor?", "PID {pid} ({exe}) has no uprobe:__EXE__:pk_exe_wor?, "
+     "in its executable or its libraries (bpftrace would silently attach nothing); "
+     "check the name with: bpftrace -p {pid} -l 'usdt:*' or readelf -n"),
+    ("uretprobe:__EXE__:pk_exe_wor[k]", "PID {pid} ({exe}) has no "
+     "uretprobe:__EXE__:pk_exe_wor[k], in its executable or its libraries (bpftrace "
+     "would silently attach nothing); check the name with: bpftrace -p {pid} -l "
+     "'usdt:*' or readelf -n")])
+def test_only_star_is_a_wildcard_in_names(prog, sdt_build, tmp_path, probe, line):
+    """'?' and '[...]' in a usdt or uprobe name match only themselves in
+    bpftrace 0.17, 0.23 and 0.27 (pkexe:t?ck and pkexe:t[i]ck attach
+    nothing; 0.17 even refuses an unquoted '?'), but the wrapper took '?'
+    for any character, found pkexe:tick for pkexe:t?ck and handed bpftrace
+    a program that attached nothing.  Now such a name is missing, in one
+    line with its nearest, on every stack."""
+    s = tmp_path / "wild.bt"
+    s.write_text(f"BEGIN {{ }}\n\n{probe} {{ @n = count(); }}\n")
+    r = wrapper("--dry-run", prog.pid, s)
+    exe = os.path.realpath(sdt_build / "prog")
+    assert (r.returncode, r.stdout, r.stderr) == (1, "", "probekit-bpftrace: "
+                                                  + line.format(exe=exe, pid=prog.pid)
+                                                  + "\n")
 
 
 def test_deleted_binary(bpf, sdt_build, tmp_path):

@@ -17,8 +17,8 @@
 #    mapped by PID has it, that library's path is used for that probe.
 #    __PID__ anywhere else becomes PID.  Substitution is literal: no path
 #    can inject bpftrace code.  A path with a double quote, a newline or a
-#    ':' cannot be written in a bpftrace 0.17 probe, and one with a '*' is
-#    a wildcard to bpftrace 0.27: such paths are refused.
+#    ':' cannot be written in a bpftrace 0.17 probe, and one with a '*' or
+#    a '[' is a wildcard to bpftrace 0.27: such paths are refused.
 #    A library (or the executable) mapped from a path that only PID's
 #    mount namespace has, as in a container, is used as
 #    /proc/PID/root/PATH.
@@ -381,8 +381,9 @@ take_exe() {
 # bpftrace 0.17 unescapes twice (a backslash is written as four) and a
 # newer one (0.27) once (as two).  A double quote or a newline cannot be
 # written at all, bpftrace re-splits attach points at ':', and a newer
-# bpftrace (0.27) takes '*' in a quoted path as a wildcard, so those paths
-# are refused.  A path with a backslash asks the installed bpftrace which
+# bpftrace (0.27) takes '*' and '[...]' in a quoted path as wildcards
+# (given -p, it attached a library's uprobe twice, 46 hits for 23), so
+# those paths are refused.  '?' is itself to every bpftrace measured.  A path with a backslash asks the installed bpftrace which
 # it does (path_unescapes), with KIND (usdt or uprobe) the probes
 # the file has.  Sets quoted.
 quote_path() { # path, what, [kind]
@@ -391,7 +392,9 @@ quote_path() { # path, what, [kind]
 	*'"'*) die "$what '$p' contains a double quote, which bpftrace cannot express in a probe path; copy or link the binary to a plain path and run it from there" ;;
 	*$'\n'*) die "$what contains a newline, which bpftrace cannot express in a probe path; copy or link the binary to a plain path and run it from there" ;;
 	*:*) die "$what '$p' contains ':', which bpftrace 0.17 splits probe paths at; copy or link the binary to a plain path and run it from there" ;;
-	*'*'*) die "$what '$p' contains '*', which bpftrace 0.27 takes as a wildcard in a probe path (it attaches to every file that matches); copy or link the binary to a plain path and run it from there" ;;
+	*[*[]*)
+		local c=${p//[!*[]/}
+		die "$what '$p' contains '${c:0:1}', which bpftrace 0.27 takes as a wildcard in a probe path (it attaches to every file that matches); copy or link the binary to a plain path and run it from there" ;;
 	esac
 	case $p in
 	*\\*)
@@ -537,7 +540,7 @@ done
 # every reference is found: USDT probes from their stapsdt notes, symbols as
 # nm --defined-only (and -D) would list them with type T, t, W, i or u
 # (functions and anything else in a code section), without a @VERSION
-# suffix.  A SPEC is a bpftrace wildcard (* and ?); a usdt SPEC without a
+# suffix.  A SPEC is a bpftrace wildcard ('*' its only one); a usdt SPEC without a
 # provider matches any provider.
 take_found() {
 	local where=($1) found=$2 n i rest line

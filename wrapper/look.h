@@ -17,7 +17,7 @@
 struct look_want {
 	long id;
 	bool usdt;		/* a USDT probe, else a function symbol */
-	const char *spec;	/* a bpftrace wildcard (* and ?); a usdt spec
+	const char *spec;	/* a bpftrace wildcard ('*'); a usdt spec
 				 * without a provider matches any provider */
 	int file;		/* the index of the first file that has it, or -1 */
 	int nargs;		/* a usdt want: the fewest arguments of the probes
