@@ -64,11 +64,12 @@ Output format (the libbpf versions of these tools print the same):
   reclaimed one belonged to a thread or process that exited, so its DONE
   can never come.  probekit_bcc_pairs and libbpf/pair_state.h say more.
 
-  A tool with a histogram per key (iolatency, iosize, qdepth, nbdtime)
+  A tool with a histogram per key (iolatency, iosize, qdepth, nbdtime,
+  rpclat)
   keeps --max-keys keys per interval; a value whose key finds the map full
   is dropped, and said after the histograms (and any lost STARTs) when
   N > 0, in the noun of the tool's spec (probekit_spec.hist_noun(); "I/Os",
-  nbdtime's "values"):
+  nbdtime's "values", rpclat's "RPCs"):
 
   N I/Os dropped (table full)
 
