@@ -410,6 +410,31 @@ static __always_inline int hist_room(struct hist_key *key)
     }
     return ok;
 }
+
+/* Count one value in dist (the tool declares it, a hash of hist_key to
+ * u64, before this text) when its key has room.  Not
+ * dist.atomic_increment(): BCC 0.26 makes that a lookup, then on a miss
+ * an update with BPF_NOEXIST whose failure it ignores, so when two CPUs
+ * bring the same new (key, slot) at once the second's count is lost,
+ * unsaid.  lookup_or_try_init() looks up again after a refused insert;
+ * NULL then means dist had no room (it is sized never to fill first),
+ * and the value is counted dropped. */
+static __always_inline void hist_count(struct hist_key *key)
+{
+    u64 zero = 0, *n;
+    u32 first = 0;
+
+    if (!hist_room(key))
+        return;
+    n = dist.lookup_or_try_init(key, &zero);
+    if (n) {
+        __sync_fetch_and_add(n, 1);
+        return;
+    }
+    n = hist_dropped.lookup(&first);
+    if (n)
+        __sync_fetch_and_add(n, 1);
+}
 """
 
 
