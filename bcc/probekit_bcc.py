@@ -237,11 +237,22 @@ class Hist:
         return d
 
 
+def drain(table):
+    """Every (key, value) of a BPF hash, each read and deleted at once by
+    the kernel (its lookup-and-delete batch), so a count added after its
+    entry is read stays for the next interval.  Reading, then clearing,
+    lost every count added in between: some 1,300 of 10,000,019 I/Os in
+    3 s of 1 s intervals (iosize), and nothing said so.  Values come
+    back as ints (a u64 leaf is one)."""
+    return [(k, getattr(v, "value", v))
+            for k, v in table.items_lookup_and_delete_batch()]
+
+
 def split_table(table, fields):
-    """Read a BPF hash keyed by a struct {fields..., slot} into
+    """Take a BPF hash keyed by a struct {fields..., slot} (drain()) into
     {(values...): {slot: count}}.  Byte-string fields are decoded."""
     out = {}
-    for k, v in table.items():
+    for k, v in drain(table):
         vals = []
         for f in fields:
             x = getattr(k, f)
@@ -249,7 +260,7 @@ def split_table(table, fields):
                 x = x.decode(errors="replace")
             vals.append(x)
         d = out.setdefault(tuple(vals), {})
-        d[k.slot] = d.get(k.slot, 0) + v.value
+        d[k.slot] = d.get(k.slot, 0) + v
     return out
 
 
