@@ -64,11 +64,12 @@ Output format (the libbpf versions of these tools print the same):
   reclaimed one belonged to a thread or process that exited, so its DONE
   can never come.  probekit_bcc_pairs and libbpf/pair_state.h say more.
 
-  A tool with a histogram per key (iolatency, iosize, qdepth, nbdtime)
+  A tool with a histogram per key (iolatency, iosize, qdepth, nbdtime,
+  rpclat)
   keeps --max-keys keys per interval; a value whose key finds the map full
   is dropped, and said after the histograms (and any lost STARTs) when
   N > 0, in the noun of the tool's spec (probekit_spec.hist_noun(); "I/Os",
-  nbdtime's "values"):
+  nbdtime's "values", rpclat's "RPCs"):
 
   N I/Os dropped (table full)
 
@@ -236,11 +237,22 @@ class Hist:
         return d
 
 
+def drain(table):
+    """Every (key, value) of a BPF hash, each read and deleted at once by
+    the kernel (its lookup-and-delete batch), so a count added after its
+    entry is read stays for the next interval.  Reading, then clearing,
+    lost every count added in between: some 1,300 of 10,000,019 I/Os in
+    3 s of 1 s intervals (iosize), and nothing said so.  Values come
+    back as ints (a u64 leaf is one)."""
+    return [(k, getattr(v, "value", v))
+            for k, v in table.items_lookup_and_delete_batch()]
+
+
 def split_table(table, fields):
-    """Read a BPF hash keyed by a struct {fields..., slot} into
+    """Take a BPF hash keyed by a struct {fields..., slot} (drain()) into
     {(values...): {slot: count}}.  Byte-string fields are decoded."""
     out = {}
-    for k, v in table.items():
+    for k, v in drain(table):
         vals = []
         for f in fields:
             x = getattr(k, f)
@@ -248,7 +260,7 @@ def split_table(table, fields):
                 x = x.decode(errors="replace")
             vals.append(x)
         d = out.setdefault(tuple(vals), {})
-        d[k.slot] = d.get(k.slot, 0) + v.value
+        d[k.slot] = d.get(k.slot, 0) + v
     return out
 
 
@@ -408,6 +420,31 @@ static __always_inline int hist_room(struct hist_key *key)
             __sync_fetch_and_add(d, 1);
     }
     return ok;
+}
+
+/* Count one value in dist (the tool declares it, a hash of hist_key to
+ * u64, before this text) when its key has room.  Not
+ * dist.atomic_increment(): BCC 0.26 makes that a lookup, then on a miss
+ * an update with BPF_NOEXIST whose failure it ignores, so when two CPUs
+ * bring the same new (key, slot) at once the second's count is lost,
+ * unsaid.  lookup_or_try_init() looks up again after a refused insert;
+ * NULL then means dist had no room (it is sized never to fill first),
+ * and the value is counted dropped. */
+static __always_inline void hist_count(struct hist_key *key)
+{
+    u64 zero = 0, *n;
+    u32 first = 0;
+
+    if (!hist_room(key))
+        return;
+    n = dist.lookup_or_try_init(key, &zero);
+    if (n) {
+        __sync_fetch_and_add(n, 1);
+        return;
+    }
+    n = hist_dropped.lookup(&first);
+    if (n)
+        __sync_fetch_and_add(n, 1);
 }
 """
 

@@ -20,7 +20,6 @@ _LIMITS = spec.limits()
 MAX_INFLIGHT = _LIMITS["MAX_INFLIGHT"]
 NAME_LEN = _LIMITS["NAME_LEN"]
 TYPE_LEN = _LIMITS["TYPE_LEN"]
-MAX_KEYS = 16384        # histogram buckets, over all keys (map size)
 
 
 # C shared by the tools' BPF programs.  A USDT string argument is read in

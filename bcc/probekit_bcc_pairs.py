@@ -48,12 +48,6 @@ EXIT_FORMATS = ("/sys/kernel/tracing/events/sched/sched_process_exit/format",
                 "format")
 
 C_TEXT = r"""
-#ifndef E2BIG
-#define E2BIG 7         /* an update of a full preallocated hash */
-#endif
-#ifndef ENOMEM
-#define ENOMEM 12       /* the same, of a hash allocated on use */
-#endif
 #define PAIR_DROPPED 0
 #define PAIR_RECLAIMED 1
 BPF_PERCPU_ARRAY(pair_counts, u64, 2);
@@ -68,7 +62,8 @@ static __always_inline void pair_count(int what)
         (*n)++;
 }
 
-/* 0 when tgid may insert a START; else it is dropped, and counted. */
+/* 0 when tgid may insert a START; else it is dropped, and counted (any
+ * refusal: a START of a process left unmarked would never be reclaimed). */
 static __always_inline int pair_mark(u32 tgid)
 {
     u8 one = 1;
@@ -77,17 +72,20 @@ static __always_inline int pair_mark(u32 tgid)
     if (pair_tgids.lookup(&tgid))
         return 0;
     err = pair_tgids.update(&tgid, &one);
-    if (err == -E2BIG || err == -ENOMEM) {
+    if (err) {
         pair_count(PAIR_DROPPED);
         return err;
     }
     return 0;
 }
 
-/* An update of the in-flight table returned err: count a full table. */
+/* An update of the in-flight table returned err: count any refusal, a
+ * full table's (-E2BIG preallocated, -ENOMEM otherwise) or a bucket
+ * locked by a program this CPU interrupted (-EBUSY): the START is as
+ * lost either way. */
 static __always_inline void pair_inserted(int err)
 {
-    if (err == -E2BIG || err == -ENOMEM)
+    if (err)
         pair_count(PAIR_DROPPED);
 }
 

@@ -31,11 +31,6 @@
 
 #include "pair_state.h"
 
-/* The errors of an update of a full hash map: -E2BIG preallocated,
- * -ENOMEM otherwise. */
-#define PAIR_E2BIG 7
-#define PAIR_ENOMEM 12
-
 /*
  * How to tell that the exiting thread is its process's last, set by user
  * space (pair_exit_detect()): the offset of group_dead in the raw
@@ -74,8 +69,11 @@ static __always_inline void pair_count(__u32 what)
 
 /*
  * Insert a START (key starts with struct pair_key_head) into table:
- * 0, or the update's error.  A full table, or one process more than
- * pair_tgids holds, drops the START and counts it.
+ * 0, or the update's error.  Any refusal drops the START and counts it:
+ * a full table or one process more than pair_tgids holds (-E2BIG
+ * preallocated, -ENOMEM otherwise), but also -EBUSY, a bucket locked by
+ * a program this CPU interrupted, since the START is as lost either way
+ * (and a process left unmarked would never have its STARTs reclaimed).
  */
 static __always_inline long pair_start(void *table, const void *key,
 				       const void *value)
@@ -86,13 +84,13 @@ static __always_inline long pair_start(void *table, const void *key,
 
 	if (!bpf_map_lookup_elem(&pair_tgids, &tgid)) {
 		err = bpf_map_update_elem(&pair_tgids, &tgid, &one, BPF_ANY);
-		if (err == -PAIR_E2BIG || err == -PAIR_ENOMEM) {
+		if (err) {
 			pair_count(PAIR_DROPPED);
 			return err;
 		}
 	}
 	err = bpf_map_update_elem(table, key, value, BPF_ANY);
-	if (err == -PAIR_E2BIG || err == -PAIR_ENOMEM)
+	if (err)
 		pair_count(PAIR_DROPPED);
 	return err;
 }

@@ -6,7 +6,9 @@
  * Keyed by the process and the RPC id, so the latency is right whichever
  * thread finishes the request; the key is deleted at rpc__done.  A request
  * the full map refuses is counted, and the process's exit reclaims what
- * it left in progress (pair_state.bpf.h).
+ * it left in progress (pair_state.bpf.h).  At most --max-keys methods
+ * keep a histogram per interval; a latency whose method finds the map
+ * full is dropped, and hist_get() counts it (histogram.bpf.h).
  */
 #include "probekit.bpf.h"
 #include <bpf/usdt.bpf.h>
@@ -33,7 +35,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MAX_METHODS);
+	__uint(max_entries, HIST_KEYS_MAX);	/* --max-keys */
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct method_key);
 	__type(value, struct hist);

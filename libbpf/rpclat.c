@@ -6,7 +6,9 @@
  * latency of a request is the time from blktgt:rpc__request to
  * blktgt:rpc__done of the same RPC id (see rpclat.bpf.c); at most
  * --max-inflight requests are timed at once, and what is dropped or
- * reclaimed is counted (pair_state.h).
+ * reclaimed is counted (pair_state.h); at most --max-keys methods keep a
+ * histogram per interval, and a latency none has room for is counted
+ * (histogram.bpf.h).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -25,6 +27,7 @@ const char *tool_name = "rpclat";
 static const struct tool_cli cli = {
 	SPEC_CLI,
 	.pairs = true,
+	.hists = true,
 };
 
 static struct common_args env;
@@ -63,6 +66,7 @@ int main(int argc, char **argv)
 	skel->rodata->pair_task_signal_off = exit_offs.task_signal_off;
 	skel->rodata->pair_signal_live_off = exit_offs.signal_live_off;
 	bpf_map__set_max_entries(skel->maps.start, env.max_inflight);
+	bpf_map__set_max_entries(skel->maps.hists, env.max_keys);
 	err = rpclat_bpf__load(skel);
 	if (err) {
 		report_load_error(&t, err);
@@ -80,6 +84,7 @@ int main(int argc, char **argv)
 	env.hits = skel->maps.hits;
 	env.skel = skel->skeleton;
 	env.pair_counts = skel->maps.pair_counts;
+	env.hist_dropped = &skel->bss->hist_dropped;
 	rc = run_loop(&env, &t, "JSON-RPC latency", collect, skel);
 out:
 	bpf_link__destroy(exit_link);

@@ -4,12 +4,12 @@
 #define PROBEKIT_RPCLAT_H
 
 #include "histogram.h"
-
-#define METHOD_LEN   64		/* RPC method names (bcc/'s NAME_LEN) */
-#define MAX_METHODS  1024	/* distinct methods */
+/* NAME_LEN (RPC method names, as bcc/rpclat truncates them) and
+ * HIST_KEYS_MAX: tools/limits.toml. */
+#include "probekit_limits.h"
 
 struct method_key {
-	char method[METHOD_LEN];
+	char method[NAME_LEN];
 };
 
 #endif

@@ -163,7 +163,7 @@ PAIR_TOOLS = {"qdepth", "rpclat", "nbdtime", "funclat", "usdtlat"}
 # The tools that report the values their full map of keys dropped
 # (--max-keys), and what they call a value.
 KEY_TOOLS = {"iolatency": "I/Os", "iosize": "I/Os", "qdepth": "I/Os",
-             "nbdtime": "values"}
+             "nbdtime": "values", "rpclat": "RPCs"}
 
 
 def zero_id(case):

@@ -130,8 +130,8 @@ def test_duration_json(bpf, bdevs, kind, tool):
     want = {"tool": tool, "pid": bdevs.pid, "histograms": []}
     if tool == "rpclat":    # a pair tool: its table's counts, none here
         want["starts"] = {"dropped": 0, "reclaimed": 0}
-    if tool == "iolatency":     # --max-keys: its drops, none here
-        want["I/Os"] = {"dropped": 0}
+    # --max-keys: the drops, none here, in the spec's noun
+    want[{"rpclat": "RPCs", "iolatency": "I/Os"}[tool]] = {"dropped": 0}
     assert obj == want
 
 
