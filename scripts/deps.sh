@@ -13,13 +13,15 @@ set -u
 # Every name here exists, unversioned, in each supported Debian release
 # (12 and later) on each architecture; the versioned and per-architecture
 # packages are chosen below, by asking apt what this system has.
+# util-linux-extra has pivot_root (stack.sh's) since util-linux 2.42
+# (unstable); before, util-linux had it and util-linux-extra other tools.
 PKGS="build-essential clang llvm python3 python3-pyparsing python3-pytest
 python3-pyelftools systemtap-sdt-dev bpftrace bpfcc-tools python3-bpfcc
 libbpf-dev bpftool libelf-dev zlib1g-dev libnbd-bin qemu-utils fio nbdkit
 gnuplot-nox procps strace binutils util-linux gdb liblttng-ust-dev
 lttng-tools libbabeltrace1 linux-perf debhelper lintian dpkg-dev man-db
 libmicrohttpd-dev prometheus postgresql postgresql-client g++ debootstrap git
-cscope pkgconf systemd"
+cscope pkgconf systemd util-linux-extra"
 if [ "${1:-}" = --list ]; then
 	echo $PKGS
 	exit 0
