@@ -102,7 +102,7 @@ class LttngSession:
             shutil.copy(self.binary, prog)
             self.binary = prog
             self._start_daemon()
-            self.lttng("create", SESSION, "--snapshot")
+            self.lttng("create", SESSION, "--snapshot", *self._ctf1_format())
             self.lttng("enable-channel", "--userspace", CHANNEL)
             self.lttng("enable-event", "--userspace", "--channel", CHANNEL, EVENT)
             self.lttng("start")
@@ -113,6 +113,15 @@ class LttngSession:
 
     def __exit__(self, *exc):
         self.close()
+
+    def _ctf1_format(self):
+        """The option that asks for a CTF 1.8 trace, which libbabeltrace 1
+        (the count's reader) reads, where this lttng offers a choice of
+        formats: LTTng 2.15+ writes CTF 2 unless told (Debian unstable's
+        2.16), earlier releases know only CTF 1.8 and no such option."""
+        if "--trace-format" in self.lttng("create", "--list-options").split():
+            return ["--trace-format=ctf-1.8"]
+        return []
 
     def _start_daemon(self):
         # --background returns once the daemon takes commands: the

@@ -14,10 +14,11 @@
 set -u
 
 # Every name here exists, unversioned, in each supported Debian release
-# (12 and later) on each architecture (util-linux-extra: unstable moved
-# pivot_root there, which scripts/stack.sh runs, and test_stack runs
-# that inside the chroot); the versioned and per-architecture
+# (12 and later) on each architecture; the versioned and per-architecture
 # packages are chosen below, by asking apt what this system has.
+# util-linux-extra has pivot_root, which scripts/stack.sh runs (and
+# test_stack runs inside a chroot), since util-linux 2.42 (unstable);
+# before, util-linux had it and util-linux-extra other tools.
 PKGS="build-essential clang llvm python3 python3-pyparsing python3-pytest
 python3-pyelftools systemtap-sdt-dev bpftrace bpfcc-tools python3-bpfcc
 libbpf-dev bpftool libelf-dev zlib1g-dev libnbd-bin qemu-utils fio nbdkit

@@ -23,8 +23,8 @@ import probekit
 from probekit import LineReader, TIMEOUT
 
 STACK = os.path.join(probekit.ROOT, "scripts", "stack.sh")
-pytestmark = pytest.mark.needs("unshare", "findmnt", "chroot", "ldd",
-                               "debootstrap")
+pytestmark = pytest.mark.needs("unshare", "pivot_root", "findmnt", "chroot",
+                               "ldd", "debootstrap")
 
 
 def copy_with_libs(root, prog):
