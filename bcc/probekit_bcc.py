@@ -119,6 +119,7 @@ Behaviour shared by the tools:
     Ctrl-C before tracing starts exits 130.
 """
 
+import errno
 import json
 import os
 import signal
@@ -237,15 +238,84 @@ class Hist:
         return d
 
 
+# How drain() takes a hash's entries on this kernel, decided by trying
+# (feature, not version: the batch op came in 5.6, a hash's per-key
+# lookup-and-delete in 5.14, and backports move both): None until tried.
+_drain_how = [None]
+
+
+def _take_batch(table):
+    return list(table.items_lookup_and_delete_batch())
+
+
+def _take_each(table):
+    """Each key read and deleted by one bpf_map_lookup_and_delete_elem(),
+    as libbpf/tool_drain.c does; exact per key.  A kernel that has neither
+    this nor the batch (before 5.14) reads, then deletes, each key, as the
+    libbpf twin does there too."""
+    import ctypes as ct
+    from bcc.libbcc import lib
+    take = lib.bpf_lookup_and_delete
+    take.argtypes = [ct.c_int, ct.c_void_p, ct.c_void_p]
+    got = []
+    for k in list(table.keys()):
+        v = table.Leaf()
+        if take(table.map_fd, ct.byref(k), ct.byref(v)) == 0:
+            got.append((k, v))
+            continue
+        err = ct.get_errno()
+        if err == errno.ENOENT:
+            continue                    # gone meanwhile
+        try:
+            v = table[k]
+            del table[k]
+        except KeyError:
+            continue
+        got.append((k, v))
+    return got
+
+
 def drain(table):
     """Every (key, value) of a BPF hash, each read and deleted at once by
     the kernel (its lookup-and-delete batch), so a count added after its
     entry is read stays for the next interval.  Reading, then clearing,
     lost every count added in between: some 1,300 of 10,000,019 I/Os in
-    3 s of 1 s intervals (iosize), and nothing said so.  Values come
-    back as ints (a u64 leaf is one)."""
-    return [(k, getattr(v, "value", v))
-            for k, v in table.items_lookup_and_delete_batch()]
+    3 s of 1 s intervals (iosize), and nothing said so.  The batch is
+    tried once; if this kernel refuses it (before 5.6), every later call
+    takes key by key (_take_each).  Values come back as ints (a u64 leaf
+    is one)."""
+    if _drain_how[0] is None:
+        try:
+            items = _take_batch(table)
+            _drain_how[0] = _take_batch
+        except Exception:   # BCC raises a bare Exception naming the errno
+            _drain_how[0] = _take_each
+            items = _take_each(table)
+    else:
+        items = _drain_how[0](table)
+    return [(k, getattr(v, "value", v)) for k, v in items]
+
+
+class ArrayDelta:
+    """What a BPF array of u64 counters gained since the last take(), as
+    {index: count} (the nonzero ones).  An array has no delete, and
+    clear() after a read zeroes what the probes added in between; so the
+    array is never written here: its running totals only grow, and each
+    interval prints the difference from the previous read, which loses
+    nothing (the sum of every interval is the last read)."""
+
+    def __init__(self, table):
+        self.table, self.seen = table, {}
+
+    def take(self):
+        out = {}
+        for k, v in self.table.items():
+            i, total = k.value, v.value
+            d = total - self.seen.get(i, 0)
+            if d:
+                out[i] = d
+                self.seen[i] = total
+        return out
 
 
 def split_table(table, fields):
