@@ -251,17 +251,18 @@ def _take_batch(table):
 def _take_each(table):
     """Each key read and deleted by one bpf_map_lookup_and_delete_elem(),
     as libbpf/tool_drain.c does; exact per key.  A kernel that has neither
-    this nor the batch (before 5.14) reads, then deletes, each key, as the
-    libbpf twin does there too."""
+    this nor the batch (before 5.6) reads, then deletes, each key, as the
+    libbpf twin does there too: a count added between the two is lost,
+    the old clear()'s race narrowed to one key."""
     import ctypes as ct
     from bcc.libbcc import lib
     take = lib.bpf_lookup_and_delete
     take.argtypes = [ct.c_int, ct.c_void_p, ct.c_void_p]
-    got = []
+    got = []                    # a scalar key as an int, as the batch's
     for k in list(table.keys()):
         v = table.Leaf()
         if take(table.map_fd, ct.byref(k), ct.byref(v)) == 0:
-            got.append((k, v))
+            got.append((getattr(k, "value", k), v))
             continue
         err = ct.get_errno()
         if err == errno.ENOENT:
@@ -271,7 +272,7 @@ def _take_each(table):
             del table[k]
         except KeyError:
             continue
-        got.append((k, v))
+        got.append((getattr(k, "value", k), v))
     return got
 
 
