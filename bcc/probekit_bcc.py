@@ -546,7 +546,8 @@ def run(tool, target, args, collect, what, bpf=None, out=None, ready=None,
     """The tool's main loop.  Prints "Tracing ... Hit Ctrl-C to end." (the
     readiness line: the caller has loaded and attached everything; ready
     replaces its text), then every interval calls collect() (which takes
-    what the maps gained: drain(), ArrayDelta) and prints what it returns through out.emit() (by default
+    what the maps gained: drain(), ArrayDelta) and prints what it
+    returns through out.emit() (by default
     an Output, printing [Hist]).  Ends after count intervals, after -d seconds, on Ctrl-C
     or SIGTERM (printing what was collected, exit 0), or when the target
     exits (the same, plus a line on stderr saying so).  With --max-rate,
