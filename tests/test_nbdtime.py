@@ -287,8 +287,8 @@ def test_bt_script_fd_reused_before_disconnect(bpf, target):
     (at least one recv and one send each) counted as "syscall other" and
     "syscall nbd" held only A's few."""
     from test_nbd import CMD_READ, RawNbd, make_export
+    listeners = sockets(target.pid)     # before any RPC, as slow_target
     make_export(target, "e0", size_mb=16)
-    listeners = sockets(target.pid)
     t = probekit.Trace(target.pid, [os.path.join(probekit.ROOT, "bt",
                                                  "nbdtime.bt")]).start()
     base = target.rpc("target_stats")
