@@ -297,21 +297,25 @@ def drain(table):
     return [(k, getattr(v, "value", v)) for k, v in items]
 
 
-class ArrayDelta:
-    """What a BPF array of u64 counters gained since the last take(), as
-    {index: count} (the nonzero ones).  An array has no delete, and
-    clear() after a read zeroes what the probes added in between; so the
-    array is never written here: its running totals only grow, and each
-    interval prints the difference from the previous read, which loses
-    nothing (the sum of every interval is the last read)."""
+class Delta:
+    """What a BPF map of u64 counters gained since the last take(), as
+    {key(k): count} (the nonzero ones): an array, or a hash sized for
+    every key it can hold (usdtcount -H) and so never deleted from.  An
+    array has no delete, clear() after a read zeroes what the probes
+    added in between, and a hash's delete races a probe that has looked
+    the entry up and adds into it after (1 of 1,000,003 lost under
+    load).  So the map is never written here: its running totals only
+    grow, and each interval prints the difference from the previous
+    read, which loses nothing (the sum of every interval is the last
+    read).  key turns a map key into a hashable one."""
 
-    def __init__(self, table):
-        self.table, self.seen = table, {}
+    def __init__(self, table, key=lambda k: k.value):
+        self.table, self.key, self.seen = table, key, {}
 
     def take(self):
         out = {}
         for k, v in self.table.items():
-            i, total = k.value, v.value
+            i, total = self.key(k), v.value
             d = total - self.seen.get(i, 0)
             if d:
                 out[i] = d
@@ -546,7 +550,7 @@ def run(tool, target, args, collect, what, bpf=None, out=None, ready=None,
     """The tool's main loop.  Prints "Tracing ... Hit Ctrl-C to end." (the
     readiness line: the caller has loaded and attached everything; ready
     replaces its text), then every interval calls collect() (which takes
-    what the maps gained: drain(), ArrayDelta) and prints what it
+    what the maps gained: drain(), Delta) and prints what it
     returns through out.emit() (by default
     an Output, printing [Hist]).  Ends after count intervals, after -d seconds, on Ctrl-C
     or SIGTERM (printing what was collected, exit 0), or when the target
