@@ -119,6 +119,7 @@ Behaviour shared by the tools:
     Ctrl-C before tracing starts exits 130.
 """
 
+import errno
 import json
 import os
 import signal
@@ -237,15 +238,89 @@ class Hist:
         return d
 
 
+# How drain() takes a hash's entries on this kernel, decided by trying
+# (feature, not version: the batch op came in 5.6, a hash's per-key
+# lookup-and-delete in 5.14, and backports move both): None until tried.
+_drain_how = [None]
+
+
+def _take_batch(table):
+    return list(table.items_lookup_and_delete_batch())
+
+
+def _take_each(table):
+    """Each key read and deleted by one bpf_map_lookup_and_delete_elem(),
+    as libbpf/tool_drain.c does; exact per key.  A kernel that has neither
+    this nor the batch (before 5.6) reads, then deletes, each key, as the
+    libbpf twin does there too: a count added between the two is lost,
+    the old clear()'s race narrowed to one key."""
+    import ctypes as ct
+    from bcc.libbcc import lib
+    take = lib.bpf_lookup_and_delete
+    take.argtypes = [ct.c_int, ct.c_void_p, ct.c_void_p]
+    got = []                    # a scalar key as an int, as the batch's
+    for k in list(table.keys()):
+        v = table.Leaf()
+        if take(table.map_fd, ct.byref(k), ct.byref(v)) == 0:
+            got.append((getattr(k, "value", k), v))
+            continue
+        err = ct.get_errno()
+        if err == errno.ENOENT:
+            continue                    # gone meanwhile
+        try:
+            v = table[k]
+            del table[k]
+        except KeyError:
+            continue
+        got.append((getattr(k, "value", k), v))
+    return got
+
+
 def drain(table):
     """Every (key, value) of a BPF hash, each read and deleted at once by
     the kernel (its lookup-and-delete batch), so a count added after its
     entry is read stays for the next interval.  Reading, then clearing,
     lost every count added in between: some 1,300 of 10,000,019 I/Os in
-    3 s of 1 s intervals (iosize), and nothing said so.  Values come
-    back as ints (a u64 leaf is one)."""
-    return [(k, getattr(v, "value", v))
-            for k, v in table.items_lookup_and_delete_batch()]
+    3 s of 1 s intervals (iosize), and nothing said so.  The batch is
+    tried once; if this kernel refuses it (before 5.6), every later call
+    takes key by key (_take_each).  Values come back as ints (a u64 leaf
+    is one)."""
+    if _drain_how[0] is None:
+        try:
+            items = _take_batch(table)
+            _drain_how[0] = _take_batch
+        except Exception:   # BCC raises a bare Exception naming the errno
+            _drain_how[0] = _take_each
+            items = _take_each(table)
+    else:
+        items = _drain_how[0](table)
+    return [(k, getattr(v, "value", v)) for k, v in items]
+
+
+class Delta:
+    """What a BPF map of u64 counters gained since the last take(), as
+    {key(k): count} (the nonzero ones): an array, or a hash sized for
+    every key it can hold (usdtcount -H) and so never deleted from.  An
+    array has no delete, clear() after a read zeroes what the probes
+    added in between, and a hash's delete races a probe that has looked
+    the entry up and adds into it after (1 of 1,000,003 lost under
+    load).  So the map is never written here: its running totals only
+    grow, and each interval prints the difference from the previous
+    read, which loses nothing (the sum of every interval is the last
+    read).  key turns a map key into a hashable one."""
+
+    def __init__(self, table, key=lambda k: k.value):
+        self.table, self.key, self.seen = table, key, {}
+
+    def take(self):
+        out = {}
+        for k, v in self.table.items():
+            i, total = self.key(k), v.value
+            d = total - self.seen.get(i, 0)
+            if d:
+                out[i] = d
+                self.seen[i] = total
+        return out
 
 
 def split_table(table, fields):
@@ -474,8 +549,9 @@ def run(tool, target, args, collect, what, bpf=None, out=None, ready=None,
         pairs=None, hists=False):
     """The tool's main loop.  Prints "Tracing ... Hit Ctrl-C to end." (the
     readiness line: the caller has loaded and attached everything; ready
-    replaces its text), then every interval calls collect() (which clears
-    the maps) and prints what it returns through out.emit() (by default
+    replaces its text), then every interval calls collect() (which takes
+    what the maps gained: drain(), Delta) and prints what it
+    returns through out.emit() (by default
     an Output, printing [Hist]).  Ends after count intervals, after -d seconds, on Ctrl-C
     or SIGTERM (printing what was collected, exit 0), or when the target
     exits (the same, plus a line on stderr saying so).  With --max-rate,

@@ -9,6 +9,7 @@
  *   die K     K threads enter bdev_execute() and exit there   -> "died K"
  *   block K   K threads enter bdev_execute() and wait there   -> "blocked K"
  *   call N    this thread calls bdev_execute() N times        -> "called N"
+ *   call N MS the same, spread evenly over MS milliseconds (pace.h)
  *   release   the waiting threads return, and are joined      -> "released K"
  */
 #include <pthread.h>
@@ -17,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "pace.h"
 
 enum { ACT_RETURN, ACT_DIE, ACT_WAIT };
 enum { MAX_THREADS = 1024 };
@@ -84,8 +87,15 @@ int main(void)
 			waiting = n;
 			printf("blocked %d\n", n);
 		} else if (sscanf(line, "call %d", &n) == 1 && n > 0) {
-			for (int i = 0; i < n; i++)
+			struct pace p;
+			long ms = 0;
+
+			sscanf(line, "call %*d %ld", &ms);
+			pace_start(&p, n, ms);
+			for (int i = 0; i < n; i++) {
+				pace_wait(&p, i);
 				bdev_execute(NULL, 1, 0, 4096, NULL, ACT_RETURN);
+			}
 			printf("called %d\n", n);
 		} else if (strcmp(line, "release\n") == 0 && waiting) {
 			pthread_mutex_lock(&lock);

@@ -5,6 +5,9 @@
 //   dead N    N threads, one after another, each fires pairs:start
 //             (its number as arg1) and exits
 //   pairs N   this thread fires pairs:start then pairs:done, N times
+//   paced N MS  as pairs N, spread evenly over MS milliseconds (pace.h),
+//             with arg1 i % 1021: a log2 histogram of it has 10 slots
+//             busy at once, not one slot at a time
 //   gated N   pairs:gstart then pairs:gdone, N times, probes that fire
 //             only while the semaphore of pairs:gate is raised (as
 //             CPython 3.11's function__entry needs python:line's)
@@ -15,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sdt.h>
+
+#include "pace.h"
 
 
 #define SEM(name) \
@@ -37,7 +42,7 @@ static void *dead(void *arg)
 int main(void)
 {
 	char line[64];
-	long n;
+	long n, ms;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	printf("ready\n");
@@ -51,6 +56,15 @@ int main(void)
 					perror("pthread");
 					return 1;
 				}
+			}
+		} else if (sscanf(line, "paced %ld %ld", &n, &ms) == 2 && n > 0) {
+			struct pace p;
+
+			pace_start(&p, n, ms);
+			for (long i = 0; i < n; i++) {
+				pace_wait(&p, i);
+				STAP_PROBE1(pairs, start, i % 1021);
+				STAP_PROBE1(pairs, done, i % 1021);
 			}
 		} else if (sscanf(line, "pairs %ld", &n) == 1) {
 			for (long i = 0; i < n; i++) {

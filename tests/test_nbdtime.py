@@ -275,6 +275,59 @@ def test_bt_script(bpf, slow, tmp_path):
                    for ln in lines), "END must clear the temporary maps"
 
 
+R = 23                  # reads of the connection that reuses an fd
+
+
+def test_bt_script_fd_reused_before_disconnect(bpf, target):
+    """blktgt closes a connection's socket at once, but fires its
+    nbd__disconnect only when its last I/O is done.  Connection A hangs up
+    with a read held (its export paused); B gets A's fd, then A's read
+    completes and A's disconnect fires: B's fd must stay an NBD socket.
+    The script before this change deleted it there, so B's R reads
+    (at least one recv and one send each) counted as "syscall other" and
+    "syscall nbd" held only A's few."""
+    from test_nbd import CMD_READ, RawNbd, make_export
+    listeners = sockets(target.pid)     # before any RPC, as slow_target
+    make_export(target, "e0", size_mb=16)
+    t = probekit.Trace(target.pid, [os.path.join(probekit.ROOT, "bt",
+                                                 "nbdtime.bt")]).start()
+    base = target.rpc("target_stats")
+    wait_until("the RPC socket to close",
+               lambda: sockets(target.pid) == listeners)
+    a = RawNbd(target)
+    a.go("e0")
+    (fd,) = sockets(target.pid) - listeners
+    target.rpc("export_pause", name="e0")
+    a.request(CMD_READ, 0, 4096, handle=1)
+    wait_until("A's read to arrive", lambda: target.rpc("target_stats")[
+        "nbd_requests"] - base["nbd_requests"] == 1)
+    a.close()
+    wait_until("A's socket to close and the RPC's",
+               lambda: sockets(target.pid) == listeners)
+    assert target.rpc("target_stats")["nbd_connections"] == 1  # A, held
+    wait_until("the RPC socket to close",
+               lambda: sockets(target.pid) == listeners)
+    b = RawNbd(target)
+    b.go("e0")
+    assert sockets(target.pid) - listeners == {fd}, "B must reuse A's fd"
+    target.rpc("export_resume", name="e0")
+    wait_until("A's disconnect (its read done)", lambda: target.rpc(
+        "target_stats")["nbd_total_connections"] - base[
+        "nbd_total_connections"] == 2 and target.rpc("target_stats")[
+        "nbd_connections"] == 1)
+    for i in range(R):
+        b.request(CMD_READ, i * 4096, 4096, handle=i)
+        assert b.simple_reply(4096)[:2] == (0, i)
+    b.close()
+    wait_until("B's socket to close", lambda: sockets(target.pid) == listeners)
+    lines = t.stop()
+    assert t.proc.returncode == 0, lines
+    counts = {m.group(1): int(m.group(2)) for m in
+              (re.match(r"^@count\[(.*)\]: (\d+)$", ln) for ln in lines) if m}
+    assert counts["request"] == R, lines     # A's read got no reply
+    assert counts["syscall nbd"] >= 2 * R, counts
+
+
 # --- errors: one line, non-zero ----------------------------------------------
 
 BAD_ARGS = [("-p", "abc"), ("-p", "0"), (), ("-p", "1", "-Z"),
