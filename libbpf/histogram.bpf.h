@@ -126,6 +126,43 @@ static __always_inline void hist_run_start(struct hist_run *run, struct hist *h,
 	run->n = 1;
 }
 
+/*
+ * A hash that user space empties each interval, double-buffered so that no
+ * hit is lost to the emptying: name_a and name_b hold the values, and
+ * name, an array of maps, names in slot 0 the one the programs add into
+ * and in slot 1 the other.  A program looks slot 0 up once per hit
+ * (drained_hash_cur()) and adds into what it got before it returns.  User
+ * space swaps the slots, waits until every program that may still hold
+ * the old hash has returned, then reads and empties the old hash, which
+ * no program writes any more (tool_drain.c, drained_hash_swap()).  Each
+ * hash holds max (--max-keys, --max-strings; user space sets both before
+ * load): the bound of one interval, as before.
+ */
+#define DRAINED_HASH(name, key_t, value_t, max, flags)			\
+struct {								\
+	__uint(type, BPF_MAP_TYPE_HASH);				\
+	__uint(max_entries, max);					\
+	__uint(map_flags, flags);					\
+	__type(key, key_t);						\
+	__type(value, value_t);						\
+} name##_a SEC(".maps"), name##_b SEC(".maps");				\
+struct {								\
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);			\
+	__uint(max_entries, 2);						\
+	__type(key, __u32);						\
+	__array(values, typeof(name##_a));				\
+} name SEC(".maps") = { .values = { &name##_a, &name##_b } }
+
+/* The hash of a DRAINED_HASH that this interval's hits go into; NULL
+ * never, in fact (slot 0 is always set), but the verifier must see the
+ * check. */
+static __always_inline void *drained_hash_cur(void *outer)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(outer, &zero);
+}
+
 /* An all-zero histogram to create new map entries from. */
 static const struct hist hist_zero;
 
@@ -134,13 +171,20 @@ static const struct hist hist_zero;
  * says "N I/Os dropped (table full)" (trace_helpers.h, hist_report()). */
 __u64 hist_dropped;
 
-/* The histogram at key in map (a hash of struct hist), created on first
- * use; NULL, and one value counted in hist_dropped, when the map is full.
- * Each caller drops the value it called for when NULL comes back. */
-static __always_inline struct hist *hist_get(void *map, const void *key)
+/* The histogram at key in outer (a DRAINED_HASH of struct hist), created
+ * on first use; NULL, and one value counted in hist_dropped, when this
+ * interval's hash is full.  Each caller drops the value it called for
+ * when NULL comes back. */
+static __always_inline struct hist *hist_get(void *outer, const void *key)
 {
-	struct hist *h = bpf_map_lookup_elem(map, key);
+	void *map = drained_hash_cur(outer);
+	struct hist *h;
 
+	if (!map) {
+		__sync_fetch_and_add(&hist_dropped, 1);
+		return NULL;
+	}
+	h = bpf_map_lookup_elem(map, key);
 	if (!h) {
 		bpf_map_update_elem(map, key, &hist_zero, BPF_NOEXIST);
 		h = bpf_map_lookup_elem(map, key);

@@ -42,15 +42,9 @@ struct {
 	__type(value, __u64);		/* submit time, ns */
 } start SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MAX_HISTS);
-	/* Allocated on first use: preallocating 1024 histograms of 8 KB
-	 * would cost start-up time for nothing. */
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct io_key);
-	__type(value, struct hist);
-} hists SEC(".maps");
+/* Allocated on first use: preallocating 1024 histograms of 8 KB
+ * would cost start-up time for nothing. */
+DRAINED_HASH(hists, struct io_key, struct hist, MAX_HISTS, BPF_F_NO_PREALLOC);
 
 /* blktgt:io__submit(u64 id, char *bdev, u32 type, u64 offset, u64 len,
  *                   char *type_name) */

@@ -16,13 +16,7 @@
 const volatile bool per_bdev = false;	/* -B */
 const volatile bool per_type = false;	/* -O */
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MAX_HISTS);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct io_key);
-	__type(value, struct hist);
-} hists SEC(".maps");
+DRAINED_HASH(hists, struct io_key, struct hist, MAX_HISTS, BPF_F_NO_PREALLOC);
 
 static __always_inline int handle_submit(const char *bdev, __u64 len,
 					 const char *type_name)

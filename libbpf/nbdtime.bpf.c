@@ -107,13 +107,7 @@ struct {
 	__type(value, struct nt_sys_start);
 } sys SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MAX_HISTS);		/* --max-keys */
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct nbdtime_key);
-	__type(value, struct hist);
-} hists SEC(".maps");
+DRAINED_HASH(hists, struct nbdtime_key, struct hist, MAX_HISTS, BPF_F_NO_PREALLOC);	/* --max-keys */
 
 /* A zeroed struct nt_conn: too big for the BPF stack. */
 static const struct nt_conn conn_zero;

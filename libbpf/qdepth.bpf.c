@@ -39,13 +39,7 @@ struct {
 	__type(value, __s64);		/* I/Os in flight */
 } inflight SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MAX_HISTS);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct bdev_key);
-	__type(value, struct hist);
-} hists SEC(".maps");
+DRAINED_HASH(hists, struct bdev_key, struct hist, MAX_HISTS, BPF_F_NO_PREALLOC);
 
 static __always_inline int handle_submit(__u64 id, const char *bdev)
 {

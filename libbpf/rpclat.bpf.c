@@ -33,13 +33,7 @@ struct {
 	__type(value, __u64);		/* request time, ns */
 } start SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, HIST_KEYS_MAX);	/* --max-keys */
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct method_key);
-	__type(value, struct hist);
-} hists SEC(".maps");
+DRAINED_HASH(hists, struct method_key, struct hist, HIST_KEYS_MAX, BPF_F_NO_PREALLOC);	/* --max-keys */
 
 /* blktgt:rpc__request(u64 id, char *method) */
 SEC("usdt")

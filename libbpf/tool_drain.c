@@ -6,9 +6,13 @@
  * which may call which).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -16,61 +20,123 @@
 #include "trace_helpers.h"
 
 
-int hist_map_drain(const struct bpf_map *map, void **keysp,
-		   struct hist **histsp)
+/*
+ * The wait of drained_hash_take(): membarrier(MEMBARRIER_CMD_GLOBAL) returns
+ * after an RCU grace period (kernel/sched/membarrier.c), and the BPF
+ * programs of uprobes and tracepoints run inside rcu_read_lock(): every
+ * program that looked up the old hash has returned by then.  A kernel
+ * with nohz_full CPUs refuses it (-EINVAL); then the tool waits a time far
+ * beyond a program's microseconds, which is not a proof, and says so once.
+ */
+static void drained_hash_wait(void)
 {
-	int fd = bpf_map__fd(map);
-	size_t ksz = bpf_map__key_size(map);
-	size_t max = bpf_map__max_entries(map);
-	char *keys = calloc(max ? max : 1, ksz);
-	struct hist *hists;
-	void *prev = NULL;
-	size_t n = 0, got = 0;
-	int err = 0;
+	static bool warned;
 
-	if (!keys)
-		return -ENOMEM;
+	if (!syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0))
+		return;
+	if (!warned) {
+		tool_err("membarrier(MEMBARRIER_CMD_GLOBAL) failed (%s; nohz_full "
+			 "CPUs?): waiting %d ms at each interval's end instead, "
+			 "so a hit still running then could be lost uncounted",
+			 strerror(errno), DRAINED_HASH_WAIT_MS);
+		warned = true;
+	}
+	usleep(DRAINED_HASH_WAIT_MS * 1000);
+}
+
+/* The fd of the hash in slot k of outer (a DRAINED_HASH), or -errno. */
+static int drained_hash_slot(int outer, __u32 k)
+{
+	__u32 id;
+	int fd;
+
+	if (bpf_map_lookup_elem(outer, &k, &id))
+		return -errno;
+	fd = bpf_map_get_fd_by_id(id);
+	return fd < 0 ? -errno : fd;
+}
+
+int drained_hash_take(const struct bpf_map *map, size_t vsz, void **keysp,
+		      void **valsp)
+{
+	int outer = bpf_map__fd(map), cur, spare, err = 0;
+	struct bpf_map_info info = {};
+	__u32 info_len = sizeof(info), zero = 0, one = 1;
+	char *keys = NULL, *vals = NULL;
+	void *prev = NULL;
+	size_t n = 0, got = 0, ksz, max;
+
+	cur = drained_hash_slot(outer, 0);
+	if (cur < 0)
+		return cur;
+	spare = drained_hash_slot(outer, 1);
+	if (spare < 0) {
+		close(cur);
+		return spare;
+	}
+	/* Swap: the hits from now on go into the spare hash, which the last
+	 * call emptied. */
+	if (bpf_map_update_elem(outer, &zero, &spare, BPF_ANY) ||
+	    bpf_map_update_elem(outer, &one, &cur, BPF_ANY)) {
+		err = -errno;
+		goto out;
+	}
+	drained_hash_wait();
+	/* Nothing writes cur any more. */
+	if (bpf_obj_get_info_by_fd(cur, &info, &info_len)) {
+		err = -errno;
+		goto out;
+	}
+	ksz = info.key_size;
+	max = info.max_entries;
+	keys = calloc(max ? max : 1, ksz);
+	if (!keys) {
+		err = -ENOMEM;
+		goto out;
+	}
 	/* Take the keys first: deleting while walking would restart the
 	 * walk. */
-	while (n < max && !bpf_map_get_next_key(fd, prev, keys + n * ksz)) {
+	while (n < max && !bpf_map_get_next_key(cur, prev, keys + n * ksz)) {
 		prev = keys + n * ksz;
 		n++;
 	}
-	hists = calloc(n ? n : 1, sizeof(*hists));
-	if (!hists) {
-		free(keys);
-		return -ENOMEM;
+	vals = calloc(n ? n : 1, vsz);
+	if (!vals) {
+		err = -ENOMEM;
+		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
 		void *k = keys + i * ksz;
 
-		if (!bpf_map_lookup_and_delete_elem(fd, k, &hists[got])) {
-			memmove(keys + got * ksz, k, ksz);
-			got++;
-			continue;
-		}
-		if (errno == ENOENT)
-			continue;	/* gone meanwhile */
-		/* Kernels before 5.14 cannot do both on a hash: read, then
-		 * delete. */
-		if (bpf_map_lookup_elem(fd, k, &hists[got])) {
-			if (errno == ENOENT)
-				continue;
+		if (bpf_map_lookup_elem(cur, k, vals + got * vsz)) {
 			err = -errno;
-			break;
+			goto out;
 		}
-		bpf_map_delete_elem(fd, k);
+		/* Emptied for its turn as the spare. */
+		if (bpf_map_delete_elem(cur, k)) {
+			err = -errno;
+			goto out;
+		}
 		memmove(keys + got * ksz, k, ksz);
 		got++;
 	}
+out:
+	close(cur);
+	close(spare);
 	if (err) {
 		free(keys);
-		free(hists);
+		free(vals);
 		return err;
 	}
 	*keysp = keys;
-	*histsp = hists;
+	*valsp = vals;
 	return (int)got;
+}
+
+int hist_map_drain(const struct bpf_map *map, void **keys,
+		   struct hist **hists)
+{
+	return drained_hash_take(map, sizeof(**hists), keys, (void **)hists);
 }
 
 int hist_entries_drain(const struct bpf_map *map, void **keys,
@@ -107,7 +173,7 @@ int hist_entries_done(struct hist_entry *e, int n, void *keys,
 int collect_by_name(const struct bpf_map *map, const char *key_name,
 		    const struct hist_entry *proto, struct hist_entry **out)
 {
-	size_t ksz = bpf_map__key_size(map);
+	size_t ksz = bpf_map__key_size(bpf_map__inner_map((struct bpf_map *)map));
 	struct hist_entry *e;
 	struct hist *hists;
 	char *keys;

@@ -240,11 +240,25 @@ int attach_uprobe(struct bpf_program *prog, const struct target *t,
 		  const char *func, bool retprobe, struct bpf_link **link);
 
 /*
- * Read and delete every histogram of a hash map whose values are struct
- * hist.  On success returns how many, with the keys (key_size bytes each)
- * in *keys and the histograms in *hists (the caller frees both); -errno
- * on failure.
+ * The hits of one interval from map, a DRAINED_HASH (histogram.bpf.h):
+ * swap its two hashes, wait until no program can still write the old
+ * one, then read and empty it.  Exact: a hit at the interval's end counts
+ * in this interval or the next, never in neither.  On success returns
+ * how many entries, with their keys (the hash's key_size bytes each) in
+ * *keys and their values (vsz bytes each) in *vals (the caller frees
+ * both); -errno on failure.
  */
+int drained_hash_take(const struct bpf_map *map, size_t vsz, void **keys,
+		      void **vals);
+/* How long to wait for the programs instead where membarrier() cannot
+ * (nohz_full): far longer than a program runs, but no proof. */
+#define DRAINED_HASH_WAIT_MS 10
+/* Size both hashes of DRAINED_HASH name in skel->maps to n (before load):
+ * 0, or -errno. */
+#define DRAINED_HASH_SET_MAX(maps, name, n)				\
+	(bpf_map__set_max_entries((maps).name##_a, (n)) ?:		\
+	 bpf_map__set_max_entries((maps).name##_b, (n)))
+/* drained_hash_take() for a hash whose values are struct hist. */
 int hist_map_drain(const struct bpf_map *map, void **keys,
 		   struct hist **hists);
 /* hist_map_drain() into keys and hists, with the entries for them

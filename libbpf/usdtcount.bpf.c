@@ -28,32 +28,33 @@ __u64 hists[USDTCOUNT_PROBES_MAX][HIST_LOG2_SLOTS];
 __u64 strs_dropped;
 
 /* Sized by user space (--max-strings) before load. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, USDTCOUNT_STRS_MAX);
-	__type(key, struct usdtcount_str);
-	__type(value, __u64);
-} strs SEC(".maps");
+DRAINED_HASH(strs, struct usdtcount_str, __u64, USDTCOUNT_STRS_MAX, 0);
 
 static __always_inline void count_str(__u32 probe, __u64 ptr)
 {
 	struct usdtcount_str key;
 	__u64 one = 1, *c;
+	void *map = drained_hash_cur(&strs);
+
+	if (!map) {
+		__sync_fetch_and_add(&strs_dropped, 1);
+		return;
+	}
 
 	__builtin_memset(&key, 0, sizeof(key));
 	key.probe = probe;
 	/* A string the process never touched reads empty; it is still
 	 * counted, as the value "". */
 	bpf_probe_read_user_str(key.s, sizeof(key.s), (const void *)ptr);
-	c = bpf_map_lookup_elem(&strs, &key);
+	c = bpf_map_lookup_elem(map, &key);
 	if (c) {
 		__sync_fetch_and_add(c, 1);
 		return;
 	}
 	/* Another CPU may have inserted it meanwhile; else the map is
 	 * full, and the value is dropped and counted. */
-	if (bpf_map_update_elem(&strs, &key, &one, BPF_NOEXIST)) {
-		c = bpf_map_lookup_elem(&strs, &key);
+	if (bpf_map_update_elem(map, &key, &one, BPF_NOEXIST)) {
+		c = bpf_map_lookup_elem(map, &key);
 		if (c)
 			__sync_fetch_and_add(c, 1);
 		else

@@ -478,25 +478,30 @@ static void print_quoted(const char *s, size_t len)
 
 static int print_strs(struct output *o, struct usdtcount_bpf *skel)
 {
-	int fd = bpf_map__fd(skel->maps.strs);
-	struct str_count *v = calloc(env.max_strings, sizeof(*v));
-	struct usdtcount_str *prev = NULL;
-	size_t n = 0, shown = 0;
+	struct usdtcount_str *keys;
+	__u64 *counts;
+	struct str_count *v;
+	int got = drained_hash_take(skel->maps.strs, sizeof(*counts),
+				    (void **)&keys, (void **)&counts);
+	size_t n = got > 0 ? got : 0, shown = 0;
 	__u32 probe = UINT32_MAX;
 	bool any = false;
 	char s[USDTCOUNT_STR_LEN + 1];
 
-	if (!v)
+	if (got < 0)
+		return got;
+	v = calloc(n ? n : 1, sizeof(*v));
+	if (!v) {
+		free(keys);
+		free(counts);
 		return -ENOMEM;
-	/* Keys first: deleting while walking would restart the walk. */
-	while (n < (size_t)env.max_strings &&
-	       !bpf_map_get_next_key(fd, prev, &v[n].key)) {
-		prev = &v[n].key;
-		n++;
 	}
-	for (size_t i = 0; i < n; i++)
-		if (bpf_map_lookup_and_delete_elem(fd, &v[i].key, &v[i].count))
-			v[i].count = 0;
+	for (size_t i = 0; i < n; i++) {
+		v[i].key = keys[i];
+		v[i].count = counts[i];
+	}
+	free(keys);
+	free(counts);
 	qsort(v, n, sizeof(*v), cmp_str);
 	for (size_t i = 0; i < n; i++) {
 		if (!v[i].count || v[i].key.probe >= nprobes)
@@ -640,8 +645,8 @@ int main(int argc, char **argv)
 	usdt_sites_prepare(&sites, skel->progs.hit);
 	usdt_sites_prepare(&sites, skel->progs.gate);
 	skel->rodata->mode = env.mode;
-	err = bpf_map__set_max_entries(skel->maps.strs, env.mode ==
-				       USDTCOUNT_STR ? env.max_strings : 1);
+	err = DRAINED_HASH_SET_MAX(skel->maps, strs, env.mode ==
+				   USDTCOUNT_STR ? env.max_strings : 1);
 	if (err) {
 		report_load_error(&t, err);
 		goto out;

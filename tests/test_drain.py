@@ -12,13 +12,17 @@ funclat's 1,000,003 in each of three runs, and usdtlat and usdtcount
 likewise (bcc/probekit_bcc.py's Delta, for arrays and usdtcount -H's
 hash, now; draining -H's hash instead still lost 1 of 1,000,003 in
 one of 5 runs under load: a probe adds into an entry just deleted).
+The histogram tools that key their histograms in a hash (iosize and the
+rest) now swap two hashes and drain the one no probe writes any more
+(histogram.bpf.h's DRAINED_HASH, probekit_bcc.py's DrainedHash).
 """
 
 import re
+import time
 
 import pytest
 
-from histtools import KINDS, Tool, parse, timestamps, total
+from histtools import KINDS, Tool, bdevs, parse, timestamps, total, workload
 from test_usdt_pairs import Driver, Gen, driver  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.needs("py:bcc")
@@ -85,3 +89,26 @@ def test_usdtcount_intervals_sum_to_every_hit(bpf, driver, kind):
     hs = parse(hist)
     assert {h["key"]["probe"] for h in hs} == {"pairs:start"}, hist
     assert sum(total(h) for h in hs) == N, hist
+
+
+IOS = 10007             # I/Os per workload_run, a prime
+SPAN_S = 4.5            # runs go on this long at least: 4 boundaries
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_iosize_intervals_sum_to_every_io(bpf, bdevs, kind):
+    """A histogram keyed in a hash (-B: per bdev), drained each second
+    while runs of IOS I/Os go on for SPAN_S: the intervals' sum is every
+    I/O of every run, none lost to a drain and none counted twice."""
+    target = bdevs
+    t = Tool(kind, "iosize", target.pid, "-B", "-T", "1").start()
+    runs, t0 = 0, time.monotonic()
+    while runs < 2 or time.monotonic() - t0 < SPAN_S:
+        workload(target, "Malloc0", "randrw", 4096, 8, IOS)
+        runs += 1
+    lines = t.stop()
+    assert intervals(lines) >= 5, lines
+    sums = {}
+    for h in parse(lines):
+        sums[h["key"]["bdev"]] = sums.get(h["key"]["bdev"], 0) + total(h)
+    assert sums == {"Malloc0": runs * IOS}, lines
