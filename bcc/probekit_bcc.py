@@ -276,6 +276,86 @@ def _take_each(table):
     return got
 
 
+# Which table of each DrainedHash pair (NAME_a, NAME_b) the probes add
+# into this interval: user space flips drain_gen (DrainedHash.take()), and
+# a probe reads it once per hit, with drain_gen_now().
+DRAIN_GEN_C = r"""
+BPF_ARRAY(drain_gen, u32, 1);
+
+static __always_inline u32 drain_gen_now(void)
+{
+    u32 zero = 0, *g = drain_gen.lookup(&zero);
+
+    return g && *g;
+}
+"""
+
+# How long to wait for the probes where membarrier() cannot (nohz_full):
+# as libbpf/trace_helpers.h's DRAINED_HASH_WAIT_MS, far longer than a
+# probe runs, but no proof.
+DRAINED_HASH_WAIT_MS = 10
+# membarrier(2)'s number, which Python has no name for; an architecture
+# not here takes the fallback, and says so.
+_NR_MEMBARRIER = {"x86_64": 324, "aarch64": 283, "riscv64": 283,
+                  "loongarch64": 283, "ppc64le": 365, "s390x": 356,
+                  "i686": 375, "armv7l": 389}
+_MEMBARRIER_CMD_GLOBAL = 1
+_membarrier_warned = [False]
+
+
+def _wait_for_probes(tool):
+    """Return once no probe can still hold the old table: BPF programs of
+    uprobes and tracepoints run inside rcu_read_lock(), and
+    membarrier(MEMBARRIER_CMD_GLOBAL) returns after an RCU grace period
+    (kernel/sched/membarrier.c).  With nohz_full CPUs it is refused
+    (EINVAL): then wait DRAINED_HASH_WAIT_MS, and say so once, as
+    libbpf/tool_drain.c does."""
+    import ctypes as ct
+    import platform
+    nr = _NR_MEMBARRIER.get(platform.machine())
+    err = errno.ENOSYS
+    if nr is not None:
+        libc = ct.CDLL(None, use_errno=True)
+        if libc.syscall(nr, _MEMBARRIER_CMD_GLOBAL, 0, 0) == 0:
+            return
+        err = ct.get_errno()
+    if not _membarrier_warned[0]:
+        sys.stdout.flush()
+        sys.stderr.write("%s: membarrier(MEMBARRIER_CMD_GLOBAL) failed (%s; "
+                         "nohz_full CPUs?): waiting %d ms at each "
+                         "interval's end instead, so a hit still running "
+                         "then could be lost uncounted\n"
+                         % (command(tool), os.strerror(err),
+                            DRAINED_HASH_WAIT_MS))
+        _membarrier_warned[0] = True
+    time.sleep(DRAINED_HASH_WAIT_MS / 1000.0)
+
+
+class DrainedHash:
+    """A hash the probes fill and each interval empties, double-buffered
+    so that no hit is lost to the emptying, as libbpf/histogram.bpf.h's
+    DRAINED_HASH: NAME_a and NAME_b in the BPF C (with DRAIN_GEN_C), the
+    probes adding into the one drain_gen_now() names.  take() flips
+    drain_gen, waits until every probe that may still hold the old table
+    has returned (_wait_for_probes), then reads the old table, which no
+    probe writes any more, and empties it and the old tables of also
+    (hashes that go with it, as hist_keys does with dist).  Each table
+    holds the bound of one interval.  drain() takes one of these."""
+
+    def __init__(self, bpf, tool, name, also=()):
+        self.gen, self.tool, self.cur = bpf["drain_gen"], tool, 0
+        self.pairs = [(bpf[n + "_a"], bpf[n + "_b"]) for n in (name, *also)]
+
+    def take(self):
+        old, self.cur = self.cur, 1 - self.cur
+        self.gen[0] = self.gen.Leaf(self.cur)
+        _wait_for_probes(self.tool)
+        items = self.pairs[0][old].items()
+        for pair in self.pairs:
+            pair[old].clear()
+        return items
+
+
 def drain(table):
     """Every (key, value) of a BPF hash, each read and deleted at once by
     the kernel (its lookup-and-delete batch), so a count added after its
@@ -285,7 +365,9 @@ def drain(table):
     tried once; if this kernel refuses it (before 5.6), every later call
     takes key by key (_take_each).  Values come back as ints (a u64 leaf
     is one)."""
-    if _drain_how[0] is None:
+    if isinstance(table, DrainedHash):
+        items = table.take()
+    elif _drain_how[0] is None:
         try:
             items = _take_batch(table)
             _drain_how[0] = _take_batch
@@ -471,13 +553,17 @@ class PairReport:
 # bounds the keys as libbpf/histogram.bpf.h's map of whole histograms
 # does, so both forms drop the same values.  The tool's struct hist_key
 # has a u64 slot; HIST_KEYS is --max-keys (hist_cflags()).
-HIST_KEYS_C = r"""
-BPF_HASH(hist_keys, struct hist_key, u8, HIST_KEYS);
+HIST_KEYS_C = DRAIN_GEN_C + r"""
+BPF_F_TABLE("hash", struct hist_key, u64, dist_a, MAX_KEYS, BPF_F_NO_PREALLOC);
+BPF_F_TABLE("hash", struct hist_key, u64, dist_b, MAX_KEYS, BPF_F_NO_PREALLOC);
+BPF_HASH(hist_keys_a, struct hist_key, u8, HIST_KEYS);
+BPF_HASH(hist_keys_b, struct hist_key, u8, HIST_KEYS);
 BPF_ARRAY(hist_dropped, u64, 1);
 
-/* Whether key's histogram has room: its key is kept, or is new and fits;
- * else the value is dropped, and counted. */
-static __always_inline int hist_room(struct hist_key *key)
+/* Whether key's histogram has room in generation gen (drain_gen_now()):
+ * its key is kept, or is new and fits; else the value is dropped, and
+ * counted. */
+static __always_inline int hist_room(struct hist_key *key, u32 gen)
 {
     u64 slot = key->slot;
     u32 zero = 0;
@@ -486,8 +572,14 @@ static __always_inline int hist_room(struct hist_key *key)
     int ok;
 
     key->slot = 0;
-    ok = hist_keys.lookup(key) != 0 || hist_keys.insert(key, &one) == 0 ||
-         hist_keys.lookup(key) != 0;
+    if (gen)
+        ok = hist_keys_b.lookup(key) != 0 ||
+             hist_keys_b.insert(key, &one) == 0 ||
+             hist_keys_b.lookup(key) != 0;
+    else
+        ok = hist_keys_a.lookup(key) != 0 ||
+             hist_keys_a.insert(key, &one) == 0 ||
+             hist_keys_a.lookup(key) != 0;
     key->slot = slot;
     if (!ok) {
         d = hist_dropped.lookup(&zero);
@@ -497,8 +589,8 @@ static __always_inline int hist_room(struct hist_key *key)
     return ok;
 }
 
-/* Count one value in dist (the tool declares it, a hash of hist_key to
- * u64, before this text) when its key has room.  Not
+/* Count one value in this interval's dist (dist_a or dist_b: a
+ * DrainedHash, with hist_keys) when its key has room.  Not
  * dist.atomic_increment(): BCC 0.26 makes that a lookup, then on a miss
  * an update with BPF_NOEXIST whose failure it ignores, so when two CPUs
  * bring the same new (key, slot) at once the second's count is lost,
@@ -508,11 +600,14 @@ static __always_inline int hist_room(struct hist_key *key)
 static __always_inline void hist_count(struct hist_key *key)
 {
     u64 zero = 0, *n;
-    u32 first = 0;
+    u32 first = 0, gen = drain_gen_now();
 
-    if (!hist_room(key))
+    if (!hist_room(key, gen))
         return;
-    n = dist.lookup_or_try_init(key, &zero);
+    if (gen)
+        n = dist_b.lookup_or_try_init(key, &zero);
+    else
+        n = dist_a.lookup_or_try_init(key, &zero);
     if (n) {
         __sync_fetch_and_add(n, 1);
         return;
