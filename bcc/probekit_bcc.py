@@ -238,44 +238,6 @@ class Hist:
         return d
 
 
-# How drain() takes a hash's entries on this kernel, decided by trying
-# (feature, not version: the batch op came in 5.6, a hash's per-key
-# lookup-and-delete in 5.14, and backports move both): None until tried.
-_drain_how = [None]
-
-
-def _take_batch(table):
-    return list(table.items_lookup_and_delete_batch())
-
-
-def _take_each(table):
-    """Each key read and deleted by one bpf_map_lookup_and_delete_elem(),
-    as libbpf/tool_drain.c does; exact per key.  A kernel that has neither
-    this nor the batch (before 5.6) reads, then deletes, each key, as the
-    libbpf twin does there too: a count added between the two is lost,
-    the old clear()'s race narrowed to one key."""
-    import ctypes as ct
-    from bcc.libbcc import lib
-    take = lib.bpf_lookup_and_delete
-    take.argtypes = [ct.c_int, ct.c_void_p, ct.c_void_p]
-    got = []                    # a scalar key as an int, as the batch's
-    for k in list(table.keys()):
-        v = table.Leaf()
-        if take(table.map_fd, ct.byref(k), ct.byref(v)) == 0:
-            got.append((getattr(k, "value", k), v))
-            continue
-        err = ct.get_errno()
-        if err == errno.ENOENT:
-            continue                    # gone meanwhile
-        try:
-            v = table[k]
-            del table[k]
-        except KeyError:
-            continue
-        got.append((getattr(k, "value", k), v))
-    return got
-
-
 # Which table of each DrainedHash pair (NAME_a, NAME_b) the probes add
 # into this interval: user space flips drain_gen (DrainedHash.take()), and
 # a probe reads it once per hit, with drain_gen_now().
@@ -357,26 +319,15 @@ class DrainedHash:
 
 
 def drain(table):
-    """Every (key, value) of a BPF hash, each read and deleted at once by
-    the kernel (its lookup-and-delete batch), so a count added after its
-    entry is read stays for the next interval.  Reading, then clearing,
-    lost every count added in between: some 1,300 of 10,000,019 I/Os in
-    3 s of 1 s intervals (iosize), and nothing said so.  The batch is
-    tried once; if this kernel refuses it (before 5.6), every later call
-    takes key by key (_take_each).  Values come back as ints (a u64 leaf
-    is one)."""
-    if isinstance(table, DrainedHash):
-        items = table.take()
-    elif _drain_how[0] is None:
-        try:
-            items = _take_batch(table)
-            _drain_how[0] = _take_batch
-        except Exception:   # BCC raises a bare Exception naming the errno
-            _drain_how[0] = _take_each
-            items = _take_each(table)
-    else:
-        items = _drain_how[0](table)
-    return [(k, getattr(v, "value", v)) for k, v in items]
+    """Every (key, value) of one interval of a DrainedHash, exact: the
+    probes add into the other table meanwhile.  Reading, then clearing,
+    lost every count added in between (some 1,300 of 10,000,019 I/Os in
+    3 s of 1 s intervals, iosize), and the kernel's lookup-and-delete
+    still lost a count added into an entry just deleted (1 of
+    4,242,968).  A scalar key comes back as an int, and values as ints
+    (a u64 leaf is one)."""
+    return [(getattr(k, "value", k), getattr(v, "value", v))
+            for k, v in table.take()]
 
 
 class Delta:

@@ -134,7 +134,7 @@ static __always_inline void hist_run_start(struct hist_run *run, struct hist *h,
  * (drained_hash_cur()) and adds into what it got before it returns.  User
  * space swaps the slots, waits until every program that may still hold
  * the old hash has returned, then reads and empties the old hash, which
- * no program writes any more (tool_drain.c, drained_hash_swap()).  Each
+ * no program writes any more (tool_drain.c, drained_hash_take()).  Each
  * hash holds max (--max-keys, --max-strings; user space sets both before
  * load): the bound of one interval, as before.
  */

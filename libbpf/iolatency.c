@@ -122,7 +122,7 @@ int main(int argc, char **argv)
 	} else {
 		bpf_map__set_max_entries(skel->maps.start, 1);	/* unused */
 	}
-	DRAINED_HASH_SET_MAX(skel->maps, hists, env.c.max_keys);
+	DRAINED_HASH_INIT(skel->maps, hists, env.c.max_keys);
 	err = iolatency_bpf__load(skel);
 	if (err) {
 		report_load_error(&t, err);

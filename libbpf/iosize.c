@@ -71,7 +71,7 @@ int main(int argc, char **argv)
 	skel->rodata->count_hits = env.c.max_rate > 0;
 	bpf_program__set_autoload(skel->progs.io_batch, !env.per_io);
 	bpf_program__set_autoload(skel->progs.io_submit, env.per_io);
-	DRAINED_HASH_SET_MAX(skel->maps, hists, env.c.max_keys);
+	DRAINED_HASH_INIT(skel->maps, hists, env.c.max_keys);
 	err = iosize_bpf__load(skel);
 	if (err) {
 		report_load_error(&t, err);

@@ -229,7 +229,7 @@ int main(int argc, char **argv)
 	skel->rodata->pair_signal_live_off = exit_offs.signal_live_off;
 	bpf_map__set_max_entries(skel->maps.reqs, env.c.max_inflight);
 	bpf_map__set_max_entries(skel->maps.ios, env.c.max_inflight);
-	DRAINED_HASH_SET_MAX(skel->maps, hists, env.c.max_keys);
+	DRAINED_HASH_INIT(skel->maps, hists, env.c.max_keys);
 	err = nbdtime_bpf__load(skel);
 	if (err) {
 		report_load_error(&t, err);

@@ -66,7 +66,7 @@ int main(int argc, char **argv)
 	skel->rodata->pair_task_signal_off = exit_offs.task_signal_off;
 	skel->rodata->pair_signal_live_off = exit_offs.signal_live_off;
 	bpf_map__set_max_entries(skel->maps.start, env.max_inflight);
-	DRAINED_HASH_SET_MAX(skel->maps, hists, env.max_keys);
+	DRAINED_HASH_INIT(skel->maps, hists, env.max_keys);
 	err = rpclat_bpf__load(skel);
 	if (err) {
 		report_load_error(&t, err);

@@ -44,56 +44,75 @@ static void drained_hash_wait(void)
 	usleep(DRAINED_HASH_WAIT_MS * 1000);
 }
 
-/* The fd of the hash in slot k of outer (a DRAINED_HASH), or -errno. */
-static int drained_hash_slot(int outer, __u32 k)
-{
-	__u32 id;
-	int fd;
+/* The DRAINED_HASHes of this tool (one, so far, per tool), and which of
+ * each one's two hashes the programs add into.  Kept here, not read back
+ * from the array of maps: turning the map id it returns into an fd needs
+ * CAP_SYS_ADMIN, which a tool running with CAP_BPF and CAP_PERFMON
+ * lacks. */
+#define DRAINED_HASHES_MAX 4
+static struct drained_hash {
+	const struct bpf_map *outer;
+	struct bpf_map *h[2];
+	int cur;
+} drained_hashes[DRAINED_HASHES_MAX];
 
-	if (bpf_map_lookup_elem(outer, &k, &id))
-		return -errno;
-	fd = bpf_map_get_fd_by_id(id);
-	return fd < 0 ? -errno : fd;
+int drained_hash_init(const struct bpf_map *outer, struct bpf_map *a,
+		      struct bpf_map *b, __u32 max_entries)
+{
+	int err;
+
+	for (int i = 0; i < DRAINED_HASHES_MAX; i++) {
+		struct drained_hash *d = &drained_hashes[i];
+
+		if (d->outer && d->outer != outer)
+			continue;
+		err = bpf_map__set_max_entries(a, max_entries);
+		if (!err)
+			err = bpf_map__set_max_entries(b, max_entries);
+		if (err)
+			return err;
+		*d = (struct drained_hash){ outer, { a, b }, 0 };
+		return 0;
+	}
+	return -E2BIG;
+}
+
+static struct drained_hash *drained_hash_of(const struct bpf_map *outer)
+{
+	for (int i = 0; i < DRAINED_HASHES_MAX; i++)
+		if (drained_hashes[i].outer == outer)
+			return &drained_hashes[i];
+	return NULL;
 }
 
 int drained_hash_take(const struct bpf_map *map, size_t vsz, void **keysp,
 		      void **valsp)
 {
+	struct drained_hash *d = drained_hash_of(map);
 	int outer = bpf_map__fd(map), cur, spare, err = 0;
-	struct bpf_map_info info = {};
-	__u32 info_len = sizeof(info), zero = 0, one = 1;
+	__u32 zero = 0, one = 1;
 	char *keys = NULL, *vals = NULL;
 	void *prev = NULL;
 	size_t n = 0, got = 0, ksz, max;
 
-	cur = drained_hash_slot(outer, 0);
-	if (cur < 0)
-		return cur;
-	spare = drained_hash_slot(outer, 1);
-	if (spare < 0) {
-		close(cur);
-		return spare;
-	}
+	if (!d)
+		return -ENOENT;	/* no drained_hash_init() */
+	cur = bpf_map__fd(d->h[d->cur]);
+	spare = bpf_map__fd(d->h[!d->cur]);
+	ksz = bpf_map__key_size(d->h[d->cur]);
+	max = bpf_map__max_entries(d->h[d->cur]);
 	/* Swap: the hits from now on go into the spare hash, which the last
 	 * call emptied. */
-	if (bpf_map_update_elem(outer, &zero, &spare, BPF_ANY) ||
-	    bpf_map_update_elem(outer, &one, &cur, BPF_ANY)) {
-		err = -errno;
-		goto out;
-	}
+	if (bpf_map_update_elem(outer, &zero, &spare, BPF_ANY))
+		return -errno;
+	d->cur = !d->cur;
+	if (bpf_map_update_elem(outer, &one, &cur, BPF_ANY))
+		return -errno;
 	drained_hash_wait();
 	/* Nothing writes cur any more. */
-	if (bpf_obj_get_info_by_fd(cur, &info, &info_len)) {
-		err = -errno;
-		goto out;
-	}
-	ksz = info.key_size;
-	max = info.max_entries;
 	keys = calloc(max ? max : 1, ksz);
-	if (!keys) {
-		err = -ENOMEM;
-		goto out;
-	}
+	if (!keys)
+		return -ENOMEM;
 	/* Take the keys first: deleting while walking would restart the
 	 * walk. */
 	while (n < max && !bpf_map_get_next_key(cur, prev, keys + n * ksz)) {
@@ -108,12 +127,9 @@ int drained_hash_take(const struct bpf_map *map, size_t vsz, void **keysp,
 	for (size_t i = 0; i < n; i++) {
 		void *k = keys + i * ksz;
 
-		if (bpf_map_lookup_elem(cur, k, vals + got * vsz)) {
-			err = -errno;
-			goto out;
-		}
-		/* Emptied for its turn as the spare. */
-		if (bpf_map_delete_elem(cur, k)) {
+		if (bpf_map_lookup_elem(cur, k, vals + got * vsz) ||
+		    /* Emptied for its turn as the spare. */
+		    bpf_map_delete_elem(cur, k)) {
 			err = -errno;
 			goto out;
 		}
@@ -121,8 +137,6 @@ int drained_hash_take(const struct bpf_map *map, size_t vsz, void **keysp,
 		got++;
 	}
 out:
-	close(cur);
-	close(spare);
 	if (err) {
 		free(keys);
 		free(vals);
@@ -173,12 +187,17 @@ int hist_entries_done(struct hist_entry *e, int n, void *keys,
 int collect_by_name(const struct bpf_map *map, const char *key_name,
 		    const struct hist_entry *proto, struct hist_entry **out)
 {
-	size_t ksz = bpf_map__key_size(bpf_map__inner_map((struct bpf_map *)map));
+	struct drained_hash *d = drained_hash_of(map);
+	size_t ksz;
 	struct hist_entry *e;
 	struct hist *hists;
 	char *keys;
-	int n = hist_entries_drain(map, (void **)&keys, &hists, &e);
+	int n;
 
+	if (!d)
+		return -ENOENT;	/* no drained_hash_init() */
+	ksz = bpf_map__key_size(d->h[0]);
+	n = hist_entries_drain(map, (void **)&keys, &hists, &e);
 	if (n < 0)
 		return n;
 	for (int i = 0; i < n; i++) {

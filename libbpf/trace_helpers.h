@@ -253,11 +253,13 @@ int drained_hash_take(const struct bpf_map *map, size_t vsz, void **keys,
 /* How long to wait for the programs instead where membarrier() cannot
  * (nohz_full): far longer than a program runs, but no proof. */
 #define DRAINED_HASH_WAIT_MS 10
-/* Size both hashes of DRAINED_HASH name in skel->maps to n (before load):
- * 0, or -errno. */
-#define DRAINED_HASH_SET_MAX(maps, name, n)				\
-	(bpf_map__set_max_entries((maps).name##_a, (n)) ?:		\
-	 bpf_map__set_max_entries((maps).name##_b, (n)))
+/* Before load: size both hashes of a DRAINED_HASH to max_entries, and
+ * register them for drained_hash_take(); 0 or -errno.
+ * DRAINED_HASH_INIT(skel->maps, name, n) for DRAINED_HASH(name, ...). */
+int drained_hash_init(const struct bpf_map *outer, struct bpf_map *a,
+		      struct bpf_map *b, __u32 max_entries);
+#define DRAINED_HASH_INIT(maps, name, n)				\
+	drained_hash_init((maps).name, (maps).name##_a, (maps).name##_b, (n))
 /* drained_hash_take() for a hash whose values are struct hist. */
 int hist_map_drain(const struct bpf_map *map, void **keys,
 		   struct hist **hists);

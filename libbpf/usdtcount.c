@@ -645,7 +645,7 @@ int main(int argc, char **argv)
 	usdt_sites_prepare(&sites, skel->progs.hit);
 	usdt_sites_prepare(&sites, skel->progs.gate);
 	skel->rodata->mode = env.mode;
-	err = DRAINED_HASH_SET_MAX(skel->maps, strs, env.mode ==
+	err = DRAINED_HASH_INIT(skel->maps, strs, env.mode ==
 				   USDTCOUNT_STR ? env.max_strings : 1);
 	if (err) {
 		report_load_error(&t, err);
