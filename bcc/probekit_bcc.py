@@ -244,7 +244,9 @@ class Hist:
 DRAIN_GEN_C = r"""
 BPF_ARRAY(drain_gen, u32, 1);
 
-static __always_inline u32 drain_gen_now(void)
+/* int, not u32: without kernel headers (no u32) BCC 0.26 crashes on a
+ * function returning an unknown type, instead of saying what is missing. */
+static __always_inline int drain_gen_now(void)
 {
     u32 zero = 0, *g = drain_gen.lookup(&zero);
 
