@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * tool_drain.c: reading the maps: histograms drained (read and deleted),
- * and the pair tools' counts of lost STARTs.
+ * tool_drain.c: reading the maps: DRAINED_HASHes (histograms, usdtcount
+ * -S's strings) swapped and drained, and the pair tools' counts of lost
+ * STARTs.
  * (declared in trace_helpers.h; libbpf/README.md lists the rooms and
  * which may call which).
  */
@@ -27,6 +28,9 @@
  * program that looked up the old hash has returned by then.  A kernel
  * with nohz_full CPUs refuses it (-EINVAL); then the tool waits a time far
  * beyond a program's microseconds, which is not a proof, and says so once.
+ * (With one CPU online the kernel skips the grace period: a program
+ * preempted inside its hit on a preemptible-RCU kernel is not waited
+ * for there.)
  */
 static void drained_hash_wait(void)
 {
