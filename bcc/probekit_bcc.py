@@ -127,6 +127,7 @@ import sys
 import time
 
 import probekit_bcc_load as loader
+import probekit_spec as spec
 from probekit_bcc_args import EARLY_SIGINT, command
 
 LINEAR_SLOTS = 1000     # buckets of a linear histogram; the last is open
@@ -254,10 +255,8 @@ static __always_inline int drain_gen_now(void)
 }
 """
 
-# How long to wait for the probes where membarrier() cannot (nohz_full):
-# as libbpf/trace_helpers.h's DRAINED_HASH_WAIT_MS, far longer than a
-# probe runs, but no proof.
-DRAINED_HASH_WAIT_MS = 10
+# How long to wait for the probes where membarrier() cannot (nohz_full).
+DRAINED_HASH_WAIT_MS = spec.limits()["DRAINED_HASH_WAIT_MS"]
 # membarrier(2)'s number, which Python has no name for; an architecture
 # not here takes the fallback, and says so.
 _NR_MEMBARRIER = {"x86_64": 324, "aarch64": 283, "riscv64": 283,

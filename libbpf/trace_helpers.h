@@ -250,9 +250,6 @@ int attach_uprobe(struct bpf_program *prog, const struct target *t,
  */
 int drained_hash_take(const struct bpf_map *map, size_t vsz, void **keys,
 		      void **vals);
-/* How long to wait for the programs instead where membarrier() cannot
- * (nohz_full): far longer than a program runs, but no proof. */
-#define DRAINED_HASH_WAIT_MS 10
 /* Before load: size both hashes of a DRAINED_HASH to max_entries, and
  * register them for drained_hash_take(); 0 or -errno.
  * DRAINED_HASH_INIT(skel->maps, name, n) for DRAINED_HASH(name, ...). */
