@@ -111,7 +111,7 @@ def records_per_batch(run, build, tmp):
         key = f"{qd}@{cap}" if cap else str(qd)
         with cap_env(cap), run.Blktgt(usdt1, tmp) as t:
             tr = run.Tracer(run.HOST_BPFTRACE.argv("-p", str(t.pid), "-e",
-                             f"usdt:{usdt1}:blktgt:io__batch {{ @hits = count(); "
+                             f"usdt:{run.HOST_BPFTRACE.path(t.pid, usdt1)}:blktgt:io__batch {{ @hits = count(); "
                              "@recs = sum(arg1); } "
                              'BEGIN { printf("READY\\n"); }'), r"^READY").start()
             t.t.rpc("workload_run", bdev="null0", pattern="randread", io_size=4096,

@@ -99,7 +99,7 @@ def stack_bpftrace(run, pid, build, tree=STACK_TREE, wrapper=None):
     return run.Bpftrace(
         launcher=nsenter(pid) + ["env", f"PROBEKIT_STRUCTS=/proc/{os.getpid()}/root{structs}"],
         wrapper=wrapper or os.path.join(tree, "build", "bin", "probekit-bpftrace"),
-        root=tree, foreign=True)
+        root=tree)
 
 
 def first_line(run, argv):

@@ -74,7 +74,8 @@ def hist_total(lines):
 def test_stack_launcher_counts_every_hit(bpf, run, hitcost, tmp_path, monkeypatch):
     monkeypatch.setattr(run, "HITCOST_TRACED", HITS)
     bt = foreign(run)
-    assert bt.launcher[:2] == ["nsenter", "-t"] and bt.foreign
+    assert bt.launcher[:2] == ["nsenter", "-t"]
+    assert bt.path(7, "/x") == "/proc/7/root/x"
     rejected = []
     res = run.hitcost_sample(hitcost, True, str(tmp_path), rejected, bt)
     assert res["hits"] == HITS and rejected == []
