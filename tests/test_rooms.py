@@ -178,7 +178,8 @@ HELPER_ROOMS = {
                       "pair_exit_detect", "pair_exit_attach"},
     "tool_drain.c": {"hist_map_drain", "collect_by_name", "loss_report",
                      "pair_report", "hist_report", "hist_entries_drain",
-                     "hist_entries_done"},
+                     "hist_entries_done", "drained_hash_init",
+                     "drained_hash_take"},
     "tool_loop.c": {"run_loop", "run_loop_print"},
 }
 
