@@ -319,6 +319,21 @@ def c_args(spec, arch="x86_64"):
             .stdout.decode().splitlines()]
 
 
+def both_readers(n, arch):
+    """Note n's operands as probekit-scan (C) and probelib read them for
+    arch, held to each other: the same sizes and signedness, and the same
+    kind, one each takes.  [(C's fields, probelib's arg, parsed operand)]."""
+    ca = c_args(n.spec, arch)
+    assert [(int(a[1]), a[2] == "1") for a in ca] == \
+        [(a.size, a.signed) for a in n.args], n.spec
+    out = []
+    for a, py in zip(ca, n.args):
+        o = argspec.parse_operand(py.operand, arch)
+        assert a[0] == o.kind != "unknown", (n.spec, py.operand)
+        out.append((a, py, o))
+    return out
+
+
 @pytest.mark.parametrize("op,kind,val,reg", OPERANDS)
 def test_operands(op, kind, val, reg):
     spec = f"-4@{op}"
@@ -457,12 +472,7 @@ def test_notes_aarch64(a64_sites):
         c = c_notes(path)
         assert c == py_notes(path)
         for n in got:
-            ca = c_args(n.spec, "aarch64")
-            assert [(int(a[1]), a[2] == "1") for a in ca] == \
-                [(a.size, a.signed) for a in n.args], n.spec
-            for a, py in zip(ca, n.args):
-                o = argspec.parse_operand(py.operand, "aarch64")
-                assert a[0] == o.kind != "unknown", (n.spec, py.operand)
+            for a, py, o in both_readers(n, "aarch64"):
                 kinds.add(o.kind)
                 for reader, col in ((argspec.BPFTRACE, 5), (argspec.LIBBPF, 6)):
                     why = argspec.reader_problem(py.operand, reader,
