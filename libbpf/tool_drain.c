@@ -97,7 +97,7 @@ int drained_hash_take(const struct bpf_map *map, size_t vsz, void **keysp,
 	__u32 zero = 0, one = 1;
 	char *keys = NULL, *vals = NULL;
 	void *prev = NULL;
-	size_t n = 0, got = 0, ksz, max;
+	size_t n = 0, ksz, max;
 
 	if (!d)
 		return -ENOENT;	/* no drained_hash_init() */
@@ -131,14 +131,12 @@ int drained_hash_take(const struct bpf_map *map, size_t vsz, void **keysp,
 	for (size_t i = 0; i < n; i++) {
 		void *k = keys + i * ksz;
 
-		if (bpf_map_lookup_elem(cur, k, vals + got * vsz) ||
+		if (bpf_map_lookup_elem(cur, k, vals + i * vsz) ||
 		    /* Emptied for its turn as the spare. */
 		    bpf_map_delete_elem(cur, k)) {
 			err = -errno;
 			goto out;
 		}
-		memmove(keys + got * ksz, k, ksz);
-		got++;
 	}
 out:
 	if (err) {
@@ -148,7 +146,7 @@ out:
 	}
 	*keysp = keys;
 	*valsp = vals;
-	return (int)got;
+	return (int)n;
 }
 
 int hist_map_drain(const struct bpf_map *map, void **keys,
