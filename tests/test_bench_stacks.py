@@ -179,3 +179,19 @@ def test_make_bench_keeps_section_8(run, tmp_path):
     assert "# an older run" not in text
     assert text.count(OLD) == 1 and text.endswith(OLD + "\n")
     assert text.index("## 7. ") < text.index(OLD)
+
+
+def test_every_first_event_command_starts(bpf, blktgt_bin, run, tmp_path):
+    """Each command section 4 of make bench times, once, against a live
+    blktgt: a tool's renamed option (funclat's -f, now --function) stopped
+    a whole make bench at its first-event rows, which no test ran.  Real paths, as bpftrace 0.17 finds nothing to
+    attach in a path with "..", which /proc/PID/maps does not show."""
+    blktgt_bin = os.path.realpath(blktgt_bin)
+    build = os.path.realpath(probekit.BUILD)
+    fe = run.first_event_tools(build, run.tools(build), blktgt_bin)
+    live = sorted(k for k in fe if fe[k])
+    assert {"bpftrace", "libbpf_ready", "funclat_ready", "usdtlat_ready"} <= set(live)
+    with run.first_event_target(blktgt_bin, str(tmp_path), fe["bpftrace"][1]) as t:
+        for n in live:
+            t.check_alive()
+            assert run.time_to_first(*fe[n][1](t.pid)) > 0, n
