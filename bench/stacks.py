@@ -47,6 +47,35 @@ STACK_BUILD = "build/bin/probekit-bpftrace build/libexec/probekit/probekit-scan"
 # Where stack.sh copies the tree in the chroot (scripts/stack.sh's WORK).
 STACK_TREE = "/srv/probekit"
 HITCOST = ("stock", "nop5")
+# Why bpftrace 0.27's first event takes about ten times 0.17's: measured by
+# hand (scratch scripts under strace and bash's time), not by this module,
+# so it is dated; bpftrace's source (v0.24.0..v0.26.x) for what each step is.
+STARTUP_NOTE = (
+    "Why bpftrace 0.27's time to first event is about ten times 0.17's (measured by "
+    "hand on 2026-11-26 at load average 1.5-2.8, the same three bpftraces, 7 runs each, "
+    "median): the time is CPU, not waiting. `bpftrace -p PID -e 'usdt:...{ printf(...); "
+    "exit(); }'` on a program that hits its probe every millisecond used 0.439 s of CPU "
+    "(user + sys) with 0.27.1, 0.073 s with 0.23.2 and 0.055 s with 0.17 (0.737 / 0.396 "
+    "/ 0.423 s to its exit, each with bpftrace's 100 ms poll before it ends); "
+    "`BEGIN { exit(); }` alone used 0.288 / 0.074 / 0.054 s. On this machine under "
+    "the bench's load that CPU waits for a core, which multiplies it into the times above. An `strace -f "
+    "-tt` of one 0.27.1 run (0.83 s to the first event, strace included) shows where it "
+    "goes: 0.07 s loading the binary and its libraries; 0.07 s running `clang-21 -Wp,-v "
+    "-x c -fsyntax-only /dev/null` to learn the system include directories (bpftrace "
+    "built with SYSTEM_INCLUDE_PATHS=auto); 0.18 s in six in-process libclang parses of "
+    "the program's (empty) C definitions with the kernel headers; 0.11 s turning the "
+    "kernel's whole BTF into a 2.8 MB vmlinux.h; 0.02 s compiling the standard "
+    "library's stdlib/base.bpf.c, then 0.31 s compiling stdlib/usdt/usdt.bpf.c, which "
+    "includes that whole vmlinux.h (clang -O2 -g of the same header alone: 0.25-0.29 s "
+    "of CPU); 0.04 s linking and optimizing; 0.03 s loading 12 programs and attaching. "
+    "bpftrace compiles its standard library's C sources at every start since 0.24 (0.25 "
+    "added usdt.bpf.c and the vmlinux.h) and opened no cache of it (strace). No documented "
+    "option or environment variable skips that without changing what a script sees: "
+    "BPFTRACE_KERNEL_SOURCE and BPFTRACE_KERNEL_BUILD pointed at nothing changed no "
+    "time measurably (`BEGIN { exit(); }` 0.41-0.44 s against 0.41-0.50 s), "
+    "BPFTRACE_BTF would change the kernel types scripts see, and SYSTEM_INCLUDE_PATHS "
+    "is fixed when bpftrace is built. So the wrapper passes bpftrace 0.27 nothing "
+    "new; its own share is the wrapper's ratio row above.")
 
 
 def nsenter(pid):
@@ -278,6 +307,7 @@ def render(raw):
     if rej:
         L += ["", f"{len(rej)} hitcost sample(s) rejected and repeated: bpftrace counted "
               "fewer hits than passes (raw/stacks.json has them)."]
+    L += ["", STARTUP_NOTE]
     L += ["", f"Load average (1/5/15 min) at the start: "
           f"{'/'.join(map(str, raw['loadavg_start']))}, at the end: "
           f"{'/'.join(map(str, raw['loadavg_end']))} (2 vCPUs; other work shared "

@@ -740,6 +740,72 @@ def test_weird_paths_are_traced(bpf, sdt_build, count_bt, tmp_path, name):
         p.stop()
 
 
+# A process in a mount namespace of its own whose files are also the host's
+# at the same paths: one made by unshare alone, and one whose root is a
+# bind mount of / moved onto its namespace's / (as a container's root is).
+# bpftrace 0.27 given -p lists the process's files as /proc/PID/root/PATH
+# and resolves a plain PATH too, and attached a probe named by the plain
+# PATH on both (the bench's hitcost counted 2,000,006 for 1,000,003); the
+# wrapper names every file of the PID through /proc/PID/root.
+NS_N = 1009
+NS_RUN = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c"]
+IN_NAMESPACE = {
+    "unshare": 'exec "$@"',
+    "moved-root": 'r=$(mktemp -d) && mount --rbind / "$r" && cd "$r" && '
+                  'mount --move . / && exec chroot . "$@"',
+}
+# Chrooted inside its namespace, below that namespace's root (as
+# scripts/stack.sh's chroot is): the kernel writes its files from the
+# namespace's root, a path that is PID's neither here nor under
+# /proc/PID/root.
+NESTED = 'r=$(mktemp -d) && mount --rbind / "$r" && exec chroot "$r" "$@"'
+
+
+def count_in(p, count_bt, pre=()):
+    """The counts of count_bt over NS_N firings of p, the wrapper run
+    through pre."""
+    t = Trace(p.pid, [count_bt])
+    t.cmd = [*pre, *t.cmd]
+    t.start()
+    p.fire(NS_N)
+    lines = t.stop()
+    assert t.proc.returncode == 0, lines
+    return counts(lines)
+
+
+@pytest.mark.needs("unshare", "chroot", "mount")
+@pytest.mark.parametrize("how", sorted(IN_NAMESPACE))
+def test_process_in_another_mount_namespace_counts_once(bpf, sdt_build, count_bt, how):
+    p = Prog([*NS_RUN, IN_NAMESPACE[how], "sh", str(sdt_build / "prog")])
+    try:
+        # The premise: another namespace, and the same file at the same path.
+        assert os.readlink(f"/proc/{p.pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt")
+        assert os.path.samefile(f"/proc/{p.pid}/exe", sdt_build / "prog")
+        assert os.path.samefile(f"/proc/{p.pid}/root{sdt_build / 'prog'}", sdt_build / "prog")
+        assert count_in(p, count_bt) == {"tick": NS_N, "fire": NS_N, "lib_fn": NS_N,
+                                         "exe_fn": NS_N}
+    finally:
+        p.stop()
+
+
+@pytest.mark.needs("unshare", "chroot", "mount", "nsenter")
+def test_process_chrooted_in_its_namespace_is_refused_then_traced_from_its_root(
+        bpf, sdt_build, count_bt):
+    p = Prog([*NS_RUN, NESTED, "sh", str(sdt_build / "prog")])
+    try:
+        root = os.readlink(f"/proc/{p.pid}/root")
+        assert root != "/" and os.readlink(f"/proc/{p.pid}/exe") == root + str(sdt_build / "prog")
+        assert_one_line_error(wrapper("--dry-run", p.pid, count_bt),
+                              f"PID {p.pid} runs chrooted inside a mount namespace",
+                              f"nsenter --target {p.pid} --mount --root probekit-bpftrace")
+        # As the line says: from the process's root, its paths are its own.
+        assert count_in(p, count_bt, ["nsenter", "--target", str(p.pid), "--mount",
+                                      "--root"]) == {"tick": NS_N, "fire": NS_N,
+                                                     "lib_fn": NS_N, "exe_fn": NS_N}
+    finally:
+        p.stop()
+
+
 @pytest.mark.parametrize("name,why", [('dq"uote', "double quote"),
                                       ("new\nline", "newline"),
                                       ("co:lon", "':'"),

@@ -369,11 +369,31 @@ take_exe() {
 		# An executable seen only in the process's mount namespace
 		# (a container's, or another file there under the same path)
 		# is traced through /proc/PID/root, as its libraries are.
-		if ! [ "$exe" -ef "/proc/$pid/exe" ] &&
-		   [ "/proc/$pid/root$exe" -ef "/proc/$pid/exe" ]; then
-			exe=/proc/$pid/root$exe
-			shown_exe=${exe//$'\n'/?}
+		if ! [ "$exe" -ef "/proc/$pid/exe" ]; then
+			if [ "/proc/$pid/root$exe" -ef "/proc/$pid/exe" ]; then
+				exe=/proc/$pid/root$exe
+				shown_exe=${exe//$'\n'/?}
+			else
+				chrooted_in_namespace
+			fi
 		fi ;;
+	esac
+}
+
+# PID chrooted inside a mount namespace of its own (as scripts/stack.sh's
+# chroot is): the kernel writes its files from that namespace's root, not
+# from PID's, so they are found neither here nor under /proc/PID/root, and
+# bpftrace 0.17 and 0.23 given -p attached its USDT probes nowhere (0
+# counted, no error; 0.27 counted right).  Said, rather than traced short;
+# from PID's own root (nsenter --mount --root) every path is PID's.
+chrooted_in_namespace() {
+	local root
+	root=$(readlink "/proc/$pid/root" 2>/dev/null) || return 0
+	case $root in
+	/) ;;
+	*)
+		[[ $exe == "$root"/* ]] &&
+			die "PID $pid runs chrooted inside a mount namespace of its own (in $root there), where bpftrace finds its files by no path it can open (0.17 and 0.23 attach its USDT probes nowhere); trace it from its root: nsenter --target $pid --mount --root probekit-bpftrace ..., with a probekit-bpftrace and a bpftrace that are there" ;;
 	esac
 }
 
