@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+import histtools
 import probekit
 
 ROOT = probekit.ROOT
@@ -216,3 +217,15 @@ def test_scratch_option_reaches_both_parsers_help_and_man(tmp_path):
     p = subprocess.run([GENTOOL, "man", "iosize", str(page), "--check"],
                        capture_output=True, text=True)
     assert p.returncode == 1 and "out of date" in p.stderr
+
+@pytest.mark.parametrize("kind", histtools.KINDS)
+def test_an_unknown_letter_bundled_after_a_flag_is_named(kind):
+    """-jq: both forms name -q, as getopt does (argparse alone said
+    "argument -j/--json: ignored explicit argument 'q'")."""
+    cmd = histtools.program(kind, "funclat")
+    p = subprocess.run(cmd + ["-p", "1", "-jq"], capture_output=True,
+                       text=True, timeout=probekit.TIMEOUT)
+    assert (p.returncode, p.stdout, p.stderr) == (
+        2, "", "%s: unrecognized option '-q' (see --help)\n"
+        % cmd[-1].rsplit("/", 1)[1])
+

@@ -49,6 +49,20 @@ class Parser(argparse.ArgumentParser):
                        if o.startswith("--"))
         return arg[:2] in self._option_string_actions
 
+    def _bundled_unknown(self, arg):
+        """The first unknown letter of bundled short flags ("-jq": "-q"),
+        as getopt names it, or None; the letters after one that takes a
+        value are that value."""
+        if arg.startswith("--") or "=" in arg:
+            return None
+        for letter in arg[1:]:
+            opt = "-" + letter
+            if opt not in self._option_string_actions:
+                return opt
+            if self._takes_value(opt):
+                return None
+        return None
+
     def unknown_option(self, args):
         """The first word of args that is an option this parser lacks,
         or None.  The values of options that take one are skipped; so is
@@ -66,6 +80,9 @@ class Parser(argparse.ArgumentParser):
                 continue
             if not self._known(arg):
                 return arg
+            bad = self._bundled_unknown(arg)
+            if bad:
+                return bad
             skip = "=" not in arg and (
                 arg.startswith("--") or len(arg) == 2) and \
                 self._takes_value(arg)
