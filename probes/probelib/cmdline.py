@@ -8,6 +8,8 @@ one set of conventions (ARCHITECTURE.md, "Conventions"):
   - an unknown option is named first, before any missing required
     argument (argparse alone would complain of the missing -p and never
     mention the misspelt option that was meant to be it);
+  - a short option the command no longer takes (retire()) is refused
+    with the line that names its new spelling, exit 2;
   - --version comes from probelib.version, the one reader of VERSION.
 
 A command finds this package by its own real path: probes/ sits beside
@@ -29,6 +31,14 @@ _NUMBER = re.compile(r"-\d")
 
 class Parser(argparse.ArgumentParser):
     """argparse with probekit's one-line usage errors."""
+
+    def retire(self, letter, line):
+        """Refuse -LETTER, which this command no longer takes, with
+        "PROG: LINE" (a line that says what to write instead), exit 2.
+        The BCC tools take LINE from their spec (probekit_spec.RETIRED)."""
+        if not hasattr(self, "_retired"):
+            self._retired = {}
+        self._retired["-" + letter] = line
 
     def error(self, message):
         # A control character in what the user typed cannot break the line.
@@ -92,6 +102,9 @@ class Parser(argparse.ArgumentParser):
         words = sys.argv[1:] if args is None else list(args)
         if "-h" not in words and "--help" not in words:
             bad = self.unknown_option(words)
+            if bad is not None and bad[:2] in getattr(self, "_retired", {}):
+                self.exit(2, "%s: %s\n" % (self.prog,
+                                           self._retired[bad[:2]]))
             if bad is not None:
                 self.error("unrecognized option '%s'" % bad.split("=", 1)[0])
         return words
