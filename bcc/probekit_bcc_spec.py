@@ -65,6 +65,8 @@ def parser(tool, types=None):
             into = groups.setdefault(o["group"],
                                      p.add_mutually_exclusive_group())
         cli.add_spec_option(into, o, types=types)
+    for r in spec["retired"]:
+        p.retire(r["short"], spec_mod.retired_line(r))
     if not spec.get("operands"):
         cli.add_interval(p)
     p.add_argument("--ebpf", action="store_true", help=argparse.SUPPRESS)

@@ -39,8 +39,9 @@ _OPTION_KEYS = {"short", "long", "arg", "help", "man", "type", "default",
                 "max", "usage", "only", "help_binary", "append", "group"}
 _SPEC_KEYS = {"tool", "summary", "description", "unit", "binary", "pairs",
               "hists", "units", "probes", "keys", "option", "example", "operands",
-              "counts", "values"}
+              "counts", "values", "retired"}
 _EXAMPLE_KEYS = {"args", "what", "man", "bcc"}
+_RETIRED_KEYS = {"short", "now", "why"}
 # An option's "type": flag (no argument), or how its argument is read.
 # Any other name is the tool's own type, which its BCC form hands to the
 # parser (probekit_bcc_spec.parser's types) and its libbpf form's option
@@ -128,6 +129,9 @@ def load(tool, spec_dir=SPEC_DIR):
                 raise SpecError("%s: option %r is declared twice"
                                 % (path, name))
             taken[name] = o["long"]
+    spec.setdefault("retired", [])
+    for i, r in enumerate(spec["retired"]):
+        _check_retired(path, r, "retired %d" % (i + 1), taken, spec)
     for i, e in enumerate(spec["example"]):
         extra = set(e) - _EXAMPLE_KEYS
         if extra or "args" not in e or "what" not in e:
@@ -136,6 +140,44 @@ def load(tool, spec_dir=SPEC_DIR):
                                          ", ".join(sorted(_EXAMPLE_KEYS))))
     spec["path"] = path
     return spec
+
+
+def _check_retired(path, r, where, taken, spec):
+    """A [[retired]] short option: one letter that no option of either
+    form takes now, "now" the --long that took its place, and "why"."""
+    if set(r) != _RETIRED_KEYS or not all(isinstance(v, str)
+                                          for v in r.values()):
+        raise SpecError("%s: %s needs short, now and why, and only those"
+                        % (path, where))
+    if not re.fullmatch(r"[A-Za-z]", r["short"]):
+        raise SpecError("%s: %s: short %r is not one letter"
+                        % (path, where, r["short"]))
+    if r["short"] in taken:
+        raise SpecError("%s: %s: -%s is an option of the tool; it cannot "
+                        "be retired" % (path, where, r["short"]))
+    longs = [o["long"] for o in spec["option"]] + [
+        o["long"] for o in common(os.path.dirname(path))["option"]
+        if _takes(spec, o)]
+    if not r["now"].startswith("--") or r["now"][2:] not in longs:
+        raise SpecError("%s: %s: now %r is not --LONG of an option the "
+                        "tool takes" % (path, where, r["now"]))
+    if not r["why"] or "\n" in r["why"]:
+        raise SpecError("%s: %s: why must be one line" % (path, where))
+    if sum(x["short"] == r["short"] for x in spec["retired"]) > 1:
+        raise SpecError("%s: -%s is retired twice" % (path, r["short"]))
+
+
+# What a tool says, after "COMMAND: ", to a short option it no longer
+# takes (a spec's [[retired]], ARCHITECTURE.md, "Conventions"): the old
+# letter, the option that took its place, why, and what to write.  The
+# libbpf form gets the line in its spec header (tools/gentool), the BCC
+# form from probekit_bcc_spec.parser(); both exit 2.
+RETIRED = "-%s is not %s any more: %s; write %s"
+
+
+def retired_line(r):
+    """A [[retired]] entry's line, without the command's name."""
+    return RETIRED % (r["short"], r["now"], r["why"], r["now"])
 
 
 def limits(spec_dir=SPEC_DIR):
@@ -405,6 +447,11 @@ def man_options(spec):
             out.append(".TP\n.B %s\n" % names[0])
         body = o.get("man") or _roff(_sentence(help_text(o)))
         out.append(body.rstrip("\n") + "\n")
+        # The letter it had, from the spec's [[retired]], said once.
+        for r in spec.get("retired", []):
+            if r["now"] == "--" + o["long"]:
+                out.append(_roff(_sentence("It was -%s: %s" % (
+                    r["short"], r["why"]))) + "\n")
     return "".join(out)
 
 

@@ -255,8 +255,10 @@ static void build_tables(const struct tool_cli *cli, struct getopt_tables *g)
 }
 
 /* The usage error for getopt_long()'s '?' (opterr = 0): an unknown
- * option, or one missing its argument. */
-static void option_error(char **argv, const char *shortopts)
+ * option, or one missing its argument; a short option the tool no longer
+ * takes gets the line that names its new spelling. */
+static void option_error(const struct tool_cli *cli, char **argv,
+			 const char *shortopts)
 {
 	const char *arg = argv[optind - 1], *p;
 
@@ -269,6 +271,12 @@ static void option_error(char **argv, const char *shortopts)
 		p = strchr(shortopts, optopt);
 		if (p && p[1] == ':')
 			usage_error("option -%c needs an argument", optopt);
+		for (const struct tool_retired *r = cli->retired; r && r->key;
+		     r++)
+			if (r->key == optopt) {
+				tool_err("%s", r->line);
+				exit(2);
+			}
 		usage_error("unrecognized option '-%c'", optopt);
 	}
 	/* A long option: without a short form when it lacks its argument
@@ -380,7 +388,7 @@ void parse_options(const struct tool_cli *cli, struct common_args *a,
 	while ((c = getopt_long(argc, argv, g.shortopts, g.longopts,
 				NULL)) != -1) {
 		if (c == '?')
-			option_error(argv, g.shortopts);
+			option_error(cli, argv, g.shortopts);
 		if (common_option(cli, a, c, optarg) ||
 		    (cli->unit && unit_option(a, c, &unit_given)))
 			continue;

@@ -121,6 +121,14 @@ enum {
 	OPT_LONG_ONLY = 512,	/* the first key of a tool's long-only option */
 };
 
+/* A short option the tool no longer takes (its spec's [[retired]]): line,
+ * "-f is not --function any more: ...; write --function", is what the
+ * tool says to it, after its name; exit 2.  An array ends in key 0. */
+struct tool_retired {
+	int key;
+	const char *line;
+};
+
 /* A capability, by number and name; an array of them ends in name NULL. */
 struct tool_cap {
 	int cap;
@@ -175,6 +183,9 @@ struct tool_cli {
 	/* Histogram tools: what one value is, plural, in the drop line
 	 * ("I/Os": the spec's values, else its counts). */
 	const char *hist_noun;
+	/* Short options it no longer takes, each refused with its line;
+	 * NULL: none. */
+	const struct tool_retired *retired;
 };
 
 /*

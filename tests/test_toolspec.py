@@ -2,9 +2,10 @@
 """The tool specs (tools/*.toml): each tool's options, help and examples,
 and the limits both languages share, declared once.  A scratch option
 added to a copy of a spec reaches the libbpf tool's parser and --help,
-the BCC tool's, and the man page; each shared limit is spelled with its
-value only in tools/limits.toml; the man pages' generated regions are
-current."""
+the BCC tool's, and the man page; so does a scratch retired short
+option, which both forms refuse with the same line; each shared limit is
+spelled with its value only in tools/limits.toml; the man pages'
+generated regions are current."""
 
 import os
 import re
@@ -14,6 +15,7 @@ import sys
 
 import pytest
 
+import histtools
 import probekit
 
 ROOT = probekit.ROOT
@@ -150,11 +152,10 @@ help = "a scratch option (tests/test_toolspec.py)"
 """
 
 
-def test_scratch_option_reaches_both_parsers_help_and_man(tmp_path):
-    """A copy of tools/ with one option more in iosize.toml: the libbpf
-    tool built from it and the BCC tool run from a tree holding it both
-    take the option and show it in --help, and the man page made from it
-    lists it."""
+def scratch_tools(tmp_path, tool, addition):
+    """A copy of tools/ (with bcc/, probes/probelib and VERSION beside
+    it) whose tools/TOOL.toml ends with addition; the libbpf tool built
+    from it and the BCC tool's argv run from it: (spec_dir, exe, bcc)."""
     tree = tmp_path / "tree"
     shutil.copytree(TOOLS, tree / "tools")
     shutil.copytree(os.path.join(ROOT, "bcc"), tree / "bcc", symlinks=True,
@@ -163,26 +164,36 @@ def test_scratch_option_reaches_both_parsers_help_and_man(tmp_path):
     shutil.copytree(os.path.join(ROOT, "probes", "probelib"),
                     tree / "probes" / "probelib",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    with open(tree / "tools" / "iosize.toml", "a") as f:
-        f.write(SCRATCH)
+    with open(tree / "tools" / f"{tool}.toml", "a") as f:
+        f.write(addition)
     spec_dir = str(tree / "tools")
 
-    # libbpf: the spec header from the copy, then iosize.c built on it.
+    # libbpf: the spec header from the copy, then TOOL.c built on it.
     gen = tmp_path / "gen"
     gen.mkdir()
-    subprocess.run([GENTOOL, "--spec-dir", spec_dir, "header", "iosize", "-o",
-                    str(gen / "iosize.spec.h")], check=True)
+    subprocess.run([GENTOOL, "--spec-dir", spec_dir, "header", tool, "-o",
+                    str(gen / f"{tool}.spec.h")], check=True)
     obj = os.path.join(probekit.BUILD, "obj", "libbpf")
-    exe = str(tmp_path / "probekit-iosize")
+    exe = str(tmp_path / f"probekit-{tool}")
     cc = subprocess.run(
         ["cc", "-std=gnu11", "-D_GNU_SOURCE", f"-I{gen}",
          "-I" + os.path.join(probekit.BUILD, "gen", "libbpf"),
          "-I" + os.path.join(probekit.BUILD, "gen"),
          "-I" + os.path.join(ROOT, "libbpf"), "-o", exe,
-         os.path.join(ROOT, "libbpf", "iosize.c")] +
+         os.path.join(ROOT, "libbpf", f"{tool}.c")] +
         [os.path.join(obj, f"{h}.o") for h in libbpf_helpers()] +
         ["-lbpf", "-lelf", "-lz"], capture_output=True, text=True)
     assert cc.returncode == 0, cc.stderr
+    # BCC: the same spec, from the same copy, at run time.
+    return spec_dir, exe, [probekit.PYTHON, str(tree / "bcc" / tool)]
+
+
+def test_scratch_option_reaches_both_parsers_help_and_man(tmp_path):
+    """A copy of tools/ with one option more in iosize.toml: the libbpf
+    tool built from it and the BCC tool run from a tree holding it both
+    take the option and show it in --help, and the man page made from it
+    lists it."""
+    spec_dir, exe, bcc = scratch_tools(tmp_path, "iosize", SCRATCH)
     text = help_of([exe])
     assert re.search(r"(?m)^ +--scratch-opt N +a scratch option "
                      r"\(tests/test_toolspec.py\)$", text), text
@@ -194,7 +205,6 @@ def test_scratch_option_reaches_both_parsers_help_and_man(tmp_path):
         "(see --help)\n")
 
     # BCC: the same option, from the same copy, at run time.
-    bcc = [probekit.PYTHON, str(tree / "bcc" / "iosize")]
     text = help_of(bcc)
     assert re.search(r"(?m)^  --scratch-opt N +a scratch option "
                      r"\(tests/test_toolspec.py\)$", text), text
@@ -216,3 +226,127 @@ def test_scratch_option_reaches_both_parsers_help_and_man(tmp_path):
     p = subprocess.run([GENTOOL, "man", "iosize", str(page), "--check"],
                        capture_output=True, text=True)
     assert p.returncode == 1 and "out of date" in p.stderr
+
+
+# Every short option a tool's spec retires ([[retired]]), with the line
+# both forms must print for it, written out: a letter retired in a spec
+# must be added here, and its wording is held to this.
+RETIRED_LINES = {
+    ("funclat", "f"): "-f is not --function any more: -f is --format "
+                      "across probekit's commands; write --function",
+}
+
+
+def test_retired_lines_are_the_specs():
+    assert {(t, r["short"]): probekit_spec.retired_line(r)
+            for t in SPEC_TOOLS
+            for r in probekit_spec.load(t)["retired"]} == RETIRED_LINES
+
+
+@pytest.mark.parametrize("kind", histtools.KINDS)
+@pytest.mark.parametrize("tool,letter", sorted(RETIRED_LINES))
+@pytest.mark.parametrize("args", [
+    ("-p", "1", "-{}", "bdev_submit"),     # as a script wrote it
+    ("-{}", "bdev_submit"),                # named before the missing -p
+    ("-p", "1", "-j{}bdev_submit"),        # bundled after a flag
+])
+def test_retired_short_option_names_its_new_spelling(kind, tool, letter,
+                                                     args):
+    """funclat's -f FUNC, now --function: both forms refuse it with one
+    line that says what to write, exit 2, before touching the target."""
+    name = histtools.program(kind, tool)[-1].rsplit("/", 1)[1]
+    p = subprocess.run(histtools.program(kind, tool) +
+                       [a.format(letter) for a in args],
+                       capture_output=True, text=True,
+                       timeout=probekit.TIMEOUT)
+    assert (p.returncode, p.stdout, p.stderr) == (
+        2, "", f"{name}: {RETIRED_LINES[(tool, letter)]}\n")
+
+
+SCRATCH_RETIRED = """
+[[retired]]
+short = "Q"
+now = "--per-io"
+why = "a scratch (tests/test_toolspec.py)"
+"""
+
+
+def test_scratch_retired_option_reaches_both_parsers_and_man(tmp_path):
+    """A copy of tools/ whose iosize.toml retires -Q: the libbpf tool
+    built from it and the BCC tool run from it both refuse -Q with the
+    same line, exit 2, and the man page made from it says so under
+    --per-io; the tools built from tools/ itself only call -Q unknown."""
+    spec_dir, exe, bcc = scratch_tools(tmp_path, "iosize", SCRATCH_RETIRED)
+    line = "-Q is not --per-io any more: a scratch (tests/test_toolspec.py);" \
+        " write --per-io\n"
+    for argv, name in ((exe, "probekit-iosize"), (bcc, "probekit-iosize-bcc")):
+        argv = argv if isinstance(argv, list) else [argv]
+        p = subprocess.run(argv + ["-p", "1", "-Q"], capture_output=True,
+                           text=True, timeout=probekit.TIMEOUT)
+        assert (p.returncode, p.stdout, p.stderr) == (
+            2, "", f"{name}: {line}")
+    for kind in histtools.KINDS:
+        cmd = histtools.program(kind, "iosize")
+        p = subprocess.run(cmd + ["-p", "1", "-Q"], capture_output=True,
+                           text=True, timeout=probekit.TIMEOUT)
+        assert (p.returncode, p.stderr) == (
+            2, "%s: unrecognized option '-Q' (see --help)\n"
+            % cmd[-1].rsplit("/", 1)[1])
+
+    page = tmp_path / "probekit-iosize.8"
+    shutil.copy(os.path.join(ROOT, "man", "probekit-iosize.8"), page)
+    subprocess.run([GENTOOL, "--spec-dir", spec_dir, "man", "iosize",
+                    str(page)], check=True)
+    assert ".B \\-\\-per\\-io\n" in page.read_text()
+    assert "\nIt was \\-Q: a scratch (tests/test_toolspec.py).\n" \
+        in page.read_text()
+
+
+@pytest.mark.parametrize("entry,why", [
+    ('short = "a"\nnow = "--function"\nwhy = "x"', "-a is an option of the "
+     "tool; it cannot be retired"),
+    ('short = "j"\nnow = "--function"\nwhy = "x"', "-j is an option of the "
+     "tool; it cannot be retired"),
+    ('short = "q"\nnow = "--func"\nwhy = "x"', "now '--func' is not --LONG "
+     "of an option the tool takes"),
+    ('short = "q"\nnow = "--function"', "needs short, now and why, and "
+     "only those"),
+])
+def test_a_retired_letter_must_be_free_and_name_an_option(tmp_path, entry,
+                                                          why):
+    """gentool refuses, in one line, a [[retired]] letter the tool still
+    takes (its own -a, the common -j), or one whose "now" is no option."""
+    shutil.copytree(TOOLS, tmp_path / "tools")
+    with open(tmp_path / "tools" / "funclat.toml", "a") as f:
+        f.write("\n[[retired]]\n" + entry + "\n")
+    p = subprocess.run([GENTOOL, "--spec-dir", str(tmp_path / "tools"),
+                        "header", "funclat"], capture_output=True, text=True)
+    assert (p.returncode, p.stdout) == (1, "")
+    assert p.stderr == "gentool: %s: retired 2%s %s\n" % (
+        tmp_path / "tools" / "funclat.toml",
+        ":" if "needs" not in why else "", why)
+
+
+@pytest.mark.parametrize("kind", histtools.KINDS)
+def test_an_unknown_letter_bundled_after_a_flag_is_named(kind):
+    """-jq: both forms name -q, as getopt does (argparse alone said
+    "argument -j/--json: ignored explicit argument 'q'")."""
+    cmd = histtools.program(kind, "funclat")
+    p = subprocess.run(cmd + ["-p", "1", "-jq"], capture_output=True,
+                       text=True, timeout=probekit.TIMEOUT)
+    assert (p.returncode, p.stdout, p.stderr) == (
+        2, "", "%s: unrecognized option '-q' (see --help)\n"
+        % cmd[-1].rsplit("/", 1)[1])
+
+
+def test_the_wrappers_retired_n_has_the_tools_wording():
+    """The wrapper's -n (now --dry-run only) is refused in the words of
+    probekit_spec.RETIRED, which the tools' lines are made from; a shell
+    script cannot import it, so this holds the two together."""
+    wrapper = os.path.join(probekit.BUILD, "bin", "probekit-bpftrace")
+    p = subprocess.run([wrapper, "-n", "x"], capture_output=True, text=True,
+                       timeout=probekit.TIMEOUT)
+    assert p.returncode != 0 and p.stdout == ""
+    assert p.stderr == "probekit-bpftrace: %s\n" % probekit_spec.RETIRED % (
+        "n", "--dry-run", "across probekit's commands -n is nanoseconds",
+        "--dry-run")

@@ -8,6 +8,8 @@ one set of conventions (ARCHITECTURE.md, "Conventions"):
   - an unknown option is named first, before any missing required
     argument (argparse alone would complain of the missing -p and never
     mention the misspelt option that was meant to be it);
+  - a short option the command no longer takes (retire()) is refused
+    with the line that names its new spelling, exit 2;
   - --version comes from probelib.version, the one reader of VERSION.
 
 A command finds this package by its own real path: probes/ sits beside
@@ -30,6 +32,14 @@ _NUMBER = re.compile(r"-\d")
 class Parser(argparse.ArgumentParser):
     """argparse with probekit's one-line usage errors."""
 
+    def retire(self, letter, line):
+        """Refuse -LETTER, which this command no longer takes, with
+        "PROG: LINE" (a line that says what to write instead), exit 2.
+        The BCC tools take LINE from their spec (probekit_spec.RETIRED)."""
+        if not hasattr(self, "_retired"):
+            self._retired = {}
+        self._retired["-" + letter] = line
+
     def error(self, message):
         # A control character in what the user typed cannot break the line.
         self.exit(2, "%s: %s (see --help)\n" % (self.prog, one_line(message)))
@@ -49,6 +59,20 @@ class Parser(argparse.ArgumentParser):
                        if o.startswith("--"))
         return arg[:2] in self._option_string_actions
 
+    def _bundled_unknown(self, arg):
+        """The first unknown letter of bundled short flags ("-jq": "-q"),
+        as getopt names it, or None; the letters after one that takes a
+        value are that value."""
+        if arg.startswith("--") or "=" in arg:
+            return None
+        for letter in arg[1:]:
+            opt = "-" + letter
+            if opt not in self._option_string_actions:
+                return opt
+            if self._takes_value(opt):
+                return None
+        return None
+
     def unknown_option(self, args):
         """The first word of args that is an option this parser lacks,
         or None.  The values of options that take one are skipped; so is
@@ -66,6 +90,9 @@ class Parser(argparse.ArgumentParser):
                 continue
             if not self._known(arg):
                 return arg
+            bad = self._bundled_unknown(arg)
+            if bad:
+                return bad
             skip = "=" not in arg and (
                 arg.startswith("--") or len(arg) == 2) and \
                 self._takes_value(arg)
@@ -75,6 +102,9 @@ class Parser(argparse.ArgumentParser):
         words = sys.argv[1:] if args is None else list(args)
         if "-h" not in words and "--help" not in words:
             bad = self.unknown_option(words)
+            if bad is not None and bad[:2] in getattr(self, "_retired", {}):
+                self.exit(2, "%s: %s\n" % (self.prog,
+                                           self._retired[bad[:2]]))
             if bad is not None:
                 self.error("unrecognized option '%s'" % bad.split("=", 1)[0])
         return words
