@@ -120,7 +120,7 @@ say "Starting blktgt"
 note "A storage target: 2 reactor threads, a JSON-RPC socket of its own and"
 note "an NBD server on a free port.  It prints one line once it is running."
 mkfifo "$work/tgt.out"
-"$BIN" -t 2 -s "$RPC_SOCK" -L 127.0.0.1:0 -U "$work/nbd.sock" >"$work/tgt.out" 2>&1 &
+"$BIN" -R 2 -s "$RPC_SOCK" -l 127.0.0.1:0 -U "$work/nbd.sock" >"$work/tgt.out" 2>&1 &
 tgt_pid=$!
 exec 3<"$work/tgt.out"
 wait_line 3 '^blktgt: running pid=' echo || die "blktgt did not start; see above"

@@ -499,27 +499,30 @@ static void target_begin(void *ctx)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: blktgt [-t THREADS] [-L HOST:PORT | -L none] [-U NBD_UNIX_PATH]\n"
-		"              [-H SECONDS] [-s RPC_SOCK] [-c CONFIG.json] [-e GROUP[:MASK],...]\n"
+		"usage: blktgt [-R N] [-l HOST:PORT | -l none] [-U NBD_UNIX_PATH]\n"
+		"              [-i SECONDS] [-s RPC_SOCK] [-c CONFIG.json] [-e GROUP[:MASK],...]\n"
 		"              [-h] [-V]\n"
 		"\n"
 		"A block target with USDT probes: null, malloc and file bdevs served over\n"
 		"NBD, controlled by JSON-RPC (target/rpc.py).\n"
 		"\n"
-		"  -t THREADS   reactor threads, 1..%d (default %d)\n"
-		"  -L HOST:PORT NBD TCP listener (default %s:%d; port 0 picks one;\n"
-		"               'none' for no TCP listener)\n"
-		"  -U PATH      NBD unix socket listener (default none)\n"
-		"  -H SECONDS   close NBD clients still negotiating, and RPC clients that\n"
-		"               sent part of a request, after this long (default %d;\n"
-		"               0: no limit)\n"
-		"  -s PATH      JSON-RPC unix socket (default %s)\n"
-		"  -c FILE      JSON array of {\"method\", \"params\"} calls applied at start\n"
-		"  -e GROUPS    record trace ring groups (bdev,nbd,...; all; help lists them)\n"
-		"               (timestamps: the TSC where the kernel clock uses it, else\n"
-		"               CLOCK_MONOTONIC; BLKTGT_TRACE_CLOCK=monotonic|tsc chooses)\n"
-		"  -h, --help   this help\n"
-		"  -V, --version  print probekit's version and exit\n"
+		"  -R, --reactors N          reactor threads, 1..%d (default %d)\n"
+		"  -l, --listen HOST:PORT    NBD TCP listener (default %s:%d;\n"
+		"                            port 0 picks one; 'none' for no TCP listener)\n"
+		"  -U, --unix PATH           NBD unix socket listener (default none)\n"
+		"  -i, --stall-timeout SECONDS\n"
+		"                            close NBD clients still negotiating, and RPC\n"
+		"                            clients that sent part of a request, after this\n"
+		"                            long (default %d; 0: no limit)\n"
+		"  -s, --rpc-socket PATH     JSON-RPC unix socket (default %s)\n"
+		"  -c, --config FILE         JSON array of {\"method\", \"params\"} calls\n"
+		"                            applied at start\n"
+		"  -e, --trace GROUPS        record trace ring groups (bdev,nbd,...; all; help\n"
+		"                            lists them); timestamps: the TSC where the kernel\n"
+		"                            clock uses it, else CLOCK_MONOTONIC\n"
+		"                            (BLKTGT_TRACE_CLOCK=monotonic|tsc chooses)\n"
+		"  -h, --help                this help\n"
+		"  -V, --version             print probekit's version and exit\n"
 		"\n"
 		"Once running it prints one line:\n"
 		"  blktgt: running pid=PID rpc=RPC_SOCK nbd=HOST:PORT unix=PATH_OR_-\n"
@@ -527,7 +530,7 @@ static void usage(FILE *f)
 		"\n"
 		"examples:\n"
 		"  blktgt                        # NBD on 127.0.0.1:10809, RPC on the default socket\n"
-		"  blktgt -t 4 -L 127.0.0.1:0    # four reactors, any free NBD port\n"
+		"  blktgt -R 4 -l 127.0.0.1:0    # four reactors, any free NBD port\n"
 		"  blktgt -c bdevs.json -e bdev  # bdevs from a file; record bdev trace events\n",
 		REACTOR_MAX, DEFAULT_THREADS, DEFAULT_NBD_HOST, DEFAULT_NBD_PORT,
 		NBD_HANDSHAKE_LIMIT_DEFAULT, DEFAULT_RPC_SOCK);
@@ -573,14 +576,14 @@ static void parse_listen(const char *arg)
 		return;
 	}
 	if (!colon || !parse_uint(colon + 1, 0, 65535, &port))
-		bad_usage("-L %s: expected HOST:PORT with PORT 0..65535, or none", arg);
+		bad_usage("-l %s: expected HOST:PORT with PORT 0..65535, or none", arg);
 	hlen = (size_t)(colon - arg);
 	if (hlen >= 2 && arg[0] == '[' && arg[hlen - 1] == ']') {
 		arg++;
 		hlen -= 2;
 	}
 	if (hlen == 0 || hlen > HOST_MAX)
-		bad_usage("-L: host must be 1..%d characters", HOST_MAX);
+		bad_usage("-l: host must be 1..%d characters", HOST_MAX);
 	memcpy(opt.host, arg, hlen);
 	opt.host[hlen] = '\0';
 	opt.port = (uint16_t)port;
@@ -593,9 +596,34 @@ static void check_path(const char *what, const char *path)
 			  sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
 }
 
+/* A letter blktgt once gave another meaning, and what to write now: each
+ * of these means one thing across probekit's commands (ARCHITECTURE.md,
+ * "Conventions"), so an old command line is refused, never misread. */
+static const char *const old_letters[][2] = {
+	{ "t", "-t THREADS is now -R N (--reactors); -t is blktgt-rpc's timeout" },
+	{ "L", "-L HOST:PORT is now -l HOST:PORT (--listen), as in probekit-exporter; "
+	       "-L is the tools' --linear" },
+	{ "H", "-H SECONDS is now -i SECONDS (--stall-timeout); -H is probekit-usdtcount's "
+	       "--histogram" },
+};
+
+static void refuse_old_letter(int c)
+{
+	for (size_t i = 0; i < sizeof(old_letters) / sizeof(old_letters[0]); i++)
+		if (old_letters[i][0][0] == c)
+			bad_usage("%s", old_letters[i][1]);
+}
+
 static void parse_args(int argc, char **argv)
 {
 	static const struct option longopts[] = {
+		{ "reactors", required_argument, NULL, 'R' },
+		{ "listen", required_argument, NULL, 'l' },
+		{ "unix", required_argument, NULL, 'U' },
+		{ "stall-timeout", required_argument, NULL, 'i' },
+		{ "rpc-socket", required_argument, NULL, 's' },
+		{ "config", required_argument, NULL, 'c' },
+		{ "trace", required_argument, NULL, 'e' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
@@ -604,15 +632,21 @@ static void parse_args(int argc, char **argv)
 	int c;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":t:L:U:s:c:e:H:hV", longopts, NULL)) != -1) {
+	/* t, L and H take no argument here: whatever follows, they are refused. */
+	while ((c = getopt_long(argc, argv, ":R:l:U:s:c:e:i:hVtLH", longopts, NULL)) != -1) {
 		switch (c) {
 		case 't':
+		case 'L':
+		case 'H':
+			refuse_old_letter(c);
+			break;
+		case 'R':
 			if (!parse_uint(optarg, 1, REACTOR_MAX, &v))
-				bad_usage("-t %s: expected a number of threads, 1..%d", optarg,
-					  REACTOR_MAX);
+				bad_usage("-R %s: expected a number of reactor threads, 1..%d",
+					  optarg, REACTOR_MAX);
 			opt.threads = (unsigned)v;
 			break;
-		case 'L':
+		case 'l':
 			parse_listen(optarg);
 			break;
 		case 'U':
@@ -626,9 +660,9 @@ static void parse_args(int argc, char **argv)
 		case 'c':
 			opt.config = optarg;
 			break;
-		case 'H':
+		case 'i':
 			if (!parse_uint(optarg, 0, NBD_HANDSHAKE_LIMIT_MAX, &v))
-				bad_usage("-H %s: expected seconds, 0..%d (0: no limit)", optarg,
+				bad_usage("-i %s: expected seconds, 0..%d (0: no limit)", optarg,
 					  NBD_HANDSHAKE_LIMIT_MAX);
 			nbd_set_handshake_limit((unsigned)v);
 			jsonrpc_set_stall_limit((unsigned)v);

@@ -94,9 +94,10 @@ def build_parser():
     p = Parser(
         prog="blktgt-rpc", description="Control a running blktgt over JSON-RPC.",
         epilog=__doc__.split("\n\n", 2)[2], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-s", dest="sock", metavar="PATH", default=DEFAULT_SOCK,
+    # -s is blktgt's --rpc-socket too; -t is the timeout, as in SPDK's rpc.py.
+    p.add_argument("-s", "--rpc-socket", dest="sock", metavar="PATH", default=DEFAULT_SOCK,
                    help=f"RPC socket (default {DEFAULT_SOCK})")
-    p.add_argument("-t", dest="timeout", type=positive, default=None,
+    p.add_argument("-t", "--timeout", dest="timeout", type=positive, default=None,
                    help="seconds to wait for the reply (default: no limit)")
     p.add_argument("--version", action=VersionAction)
     sub = p.add_subparsers(dest="method", metavar="METHOD")

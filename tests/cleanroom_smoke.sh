@@ -21,7 +21,7 @@ done
 echo "smoke: $good of $n commands answer --version with $version"
 
 tmp=$(mktemp -d)
-blktgt -t 2 -s "$tmp/rpc.sock" -L 127.0.0.1:0 >"$tmp/blktgt.out" 2>&1 &
+blktgt -R 2 -s "$tmp/rpc.sock" -l 127.0.0.1:0 >"$tmp/blktgt.out" 2>&1 &
 tpid=$!
 # Readiness: blktgt's running line, and the wrapper's tracing line.
 wait_for() { # file, text

@@ -262,8 +262,8 @@ class Target:
         self.pid = None
 
     def start(self, args=()):
-        cmd = [self.binary, "-t", str(self.threads), "-s", self.rpc_sock,
-               "-L", "127.0.0.1:0", "-U", self.nbd_sock] + self.extra + list(args)
+        cmd = [self.binary, "-R", str(self.threads), "-s", self.rpc_sock,
+               "-l", "127.0.0.1:0", "-U", self.nbd_sock] + self.extra + list(args)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT)
         self.pid = self.proc.pid

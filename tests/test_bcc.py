@@ -233,7 +233,7 @@ def nobodys_target(blktgt_bin):
     d = tempfile.mkdtemp(prefix="bcc-nobody-")
     os.chown(d, 65534, 65534)
     proc = subprocess.Popen(
-        NOBODY + [blktgt_bin, "-s", f"{d}/rpc.sock", "-L", "127.0.0.1:0",
+        NOBODY + [blktgt_bin, "-s", f"{d}/rpc.sock", "-l", "127.0.0.1:0",
                   "-U", f"{d}/nbd.sock"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:

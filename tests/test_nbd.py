@@ -861,9 +861,9 @@ def test_fuzz_nbd_short(build):
 
 def test_handshake_limit_closes_idle_negotiations(blktgt_bin, tmp_path):
     """A client that connects and then says nothing is closed once the
-    handshake limit (-H 1) has passed, and counted out; a client that
+    handshake limit (-i 1) has passed, and counted out; a client that
     finished negotiating before it, and so is older, is still served."""
-    t = probekit.Target(blktgt_bin, tmp_path, extra=["-H", "1"])
+    t = probekit.Target(blktgt_bin, tmp_path, extra=["-i", "1"])
     t.start()
     try:
         make_export(t, "e0", size_mb=1, block_size=512)
@@ -993,7 +993,7 @@ def test_soft_fd_limit_is_raised_for_the_connection_cap(blktgt_bin, tmp_path):
     if soft < 1200:
         pytest.skip(f"this test holds 1029 sockets; its own fd limit is {soft}")
     t = probekit.Target(limited(blktgt_bin, tmp_path, "1024:8192"), tmp_path,
-                        extra=["-H", "0"]).start()
+                        extra=["-i", "0"]).start()
     clients = []
     try:
         m = t.out.wait_for(r"fd limit: soft limit raised from 1024 to (\d+), for 1024 NBD "
@@ -1018,11 +1018,11 @@ def test_out_of_descriptors_the_listener_rests(blktgt_bin, tmp_path):
     """Under a hard limit of 64 the limit cannot be raised, so NBD clients
     take every descriptor and accept() fails with EMFILE while 7 more wait
     in the backlog.  blktgt must not spin on it: it warns once, its CPU time
-    stays small for the seconds until -H 3 closes the clients it has, RPC
+    stays small for the seconds until -i 3 closes the clients it has, RPC
     still answers, and the 7 are taken as soon as those connections close."""
     waiting = 7
     t = probekit.Target(limited(blktgt_bin, tmp_path, "64:64"), tmp_path,
-                        extra=["-H", "3"]).start()
+                        extra=["-i", "3"]).start()
     clients = []
     try:
         t.out.wait_for(r"fd limit: 64 \(hard limit 64\), below the \d+ that 1024 NBD and "
@@ -1036,7 +1036,7 @@ def test_out_of_descriptors_the_listener_rests(blktgt_bin, tmp_path):
         st = stats(t)
         assert (st["nbd_connections"], st["nbd_total_connections"]) == (free, free)
         assert [greeting_or_eof(c) for c in clients[:free]] == [b"NBDMAGIC"] * free
-        # -H 3 closes those; then the waiting ones are accepted.
+        # -i 3 closes those; then the waiting ones are accepted.
         assert [len(rest_until_close(c)) for c in clients[:free]] == [18 - 8] * free
         assert [greeting_or_eof(c) for c in clients[free:]] == [b"NBDMAGIC"] * waiting
         spent = cpu_seconds(t.pid) - cpu0
@@ -1078,7 +1078,7 @@ def test_out_of_descriptors_rpc_reserve_then_rest(blktgt_bin, tmp_path):
     backlog while the listener rests (one warning, no spinning through
     its retries) and is answered as soon as the first client leaves."""
     t = probekit.Target(limited(blktgt_bin, tmp_path, "64:64"), tmp_path,
-                        extra=["-H", "0"]).start()
+                        extra=["-i", "0"]).start()
     socks = []
     try:
         t.out.wait_for(r"fd limit: 64 \(hard limit 64\), below the \d+ that")

@@ -40,7 +40,7 @@ usdt:%(b)s:blktgt:thread__start { printf("%%llu thread_start %%d %%s\n", nsecs, 
 usdt:%(b)s:blktgt:thread__stop { printf("%%llu thread_stop %%d %%s\n", nsecs, arg0, str(arg1)); }
 BEGIN { printf("READY\n"); }
 ''' % {"b": b}
-    cmd = " ".join([b, "-t", str(threads), "-s", sock] + list(args))
+    cmd = " ".join([b, "-R", str(threads), "-s", sock] + list(args))
     proc = subprocess.Popen(["bpftrace", "-e", prog, "-c", cmd], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
     out = probekit.LineReader(proc.stdout)
@@ -88,7 +88,7 @@ def test_state_sequence_to_shutdown(blktgt_bin, tmp_path, bpf, how):
             assert probekit.rpc_call(sock, "target_shutdown") is True
         else:
             os.kill(pid, getattr(signal, how))
-    events, lines = traced_run(blktgt_bin, tmp_path, ["-L", "127.0.0.1:0"], stop)
+    events, lines = traced_run(blktgt_bin, tmp_path, ["-l", "127.0.0.1:0"], stop)
     check_full_run(events, lines)
 
 
@@ -96,7 +96,7 @@ def test_failed_start_still_shuts_down(blktgt_bin, tmp_path, bpf):
     """An RPC socket that cannot be made: the target goes from RPC straight
     to SHUTDOWN, its reactors stop, and it exits 1 with the reason."""
     events, lines = traced_run(blktgt_bin, tmp_path,
-                               ["-L", "none", "-s", str(tmp_path / "no" / "dir.sock")],
+                               ["-l", "none", "-s", str(tmp_path / "no" / "dir.sock")],
                                stop=None, threads=2)
     states = [e.split()[2] for e in events if e.startswith("state ")]
     assert states == ["NONE", "INIT", "THREADS", "RPC", "SHUTDOWN"], lines
@@ -125,7 +125,7 @@ def test_target_shutdown_rpc(blktgt_bin, tmp_path):
 
 def test_running_line(blktgt_bin, tmp_path):
     sock = str(tmp_path / "r.sock")
-    p = subprocess.Popen([blktgt_bin, "-t", "1", "-s", sock, "-L", "none"],
+    p = subprocess.Popen([blktgt_bin, "-R", "1", "-s", sock, "-l", "none"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         # The first and only line on stdout.
@@ -147,20 +147,23 @@ def test_running_line(blktgt_bin, tmp_path):
 
 
 @pytest.mark.parametrize("args, text", [
-    (["-t", "0"], "-t 0: expected a number of threads, 1..64"),
-    (["-t", "65"], "-t 65: expected"),
-    (["-t", "2x"], "-t 2x: expected"),
-    (["-t", ""], "-t : expected"),
-    (["-L", "localhost"], "-L localhost: expected HOST:PORT"),
-    (["-L", "127.0.0.1:65536"], "-L 127.0.0.1:65536: expected"),
-    (["-L", "127.0.0.1:-1"], "expected HOST:PORT"),
-    (["-L", ":80"], "-L: host must be"),
+    (["-R", "0"], "-R 0: expected a number of reactor threads, 1..64"),
+    (["-R", "65"], "-R 65: expected"),
+    (["-R", "2x"], "-R 2x: expected"),
+    (["-R", ""], "-R : expected"),
+    (["--reactors", "0"], "-R 0: expected a number of reactor threads, 1..64"),
+    (["-l", "localhost"], "-l localhost: expected HOST:PORT"),
+    (["-l", "127.0.0.1:65536"], "-l 127.0.0.1:65536: expected"),
+    (["-l", "127.0.0.1:-1"], "expected HOST:PORT"),
+    (["-l", ":80"], "-l: host must be"),
+    (["--listen", "localhost"], "-l localhost: expected HOST:PORT"),
     (["-s", "x" * 200], "a socket path must be 1..107 bytes"),
     (["-U", ""], "a socket path must be"),
-    (["-H", "86401"], "-H 86401: expected seconds, 0..86400 (0: no limit)"),
-    (["-H", "1s"], "-H 1s: expected seconds"),
+    (["-i", "86401"], "-i 86401: expected seconds, 0..86400 (0: no limit)"),
+    (["-i", "1s"], "-i 1s: expected seconds"),
+    (["--stall-timeout", "1s"], "-i 1s: expected seconds"),
     (["-q"], "unknown option -q"),
-    (["-t"], "-t needs an argument"),
+    (["-R"], "-R needs an argument"),
     (["extra"], "unexpected argument 'extra'"),
 ])
 def test_bad_command_line(blktgt_bin, args, text):
@@ -172,19 +175,56 @@ def test_bad_command_line(blktgt_bin, args, text):
     assert len(lines) == 1 and lines[0].startswith("blktgt: ") and text in lines[0], p.stderr
 
 
+# blktgt's letters before each meant one thing across probekit's commands
+# (ARCHITECTURE.md, "Conventions"): (old, its argument, the line that
+# refuses it, the new spelling with that argument).
+OLD_LETTERS = [
+    ("-t", "2", "-t THREADS is now -R N (--reactors); -t is blktgt-rpc's timeout",
+     ["-R", "2"], ["--reactors", "2"]),
+    ("-L", "127.0.0.1:0", "-L HOST:PORT is now -l HOST:PORT (--listen), as in "
+     "probekit-exporter; -L is the tools' --linear",
+     ["-l", "127.0.0.1:0"], ["--listen", "none"]),
+    ("-H", "3", "-H SECONDS is now -i SECONDS (--stall-timeout); -H is "
+     "probekit-usdtcount's --histogram", ["-i", "3"], ["--stall-timeout", "0"]),
+]
+
+
+@pytest.mark.parametrize("old, arg, line, new, long", OLD_LETTERS,
+                         ids=[o[0] for o in OLD_LETTERS])
+def test_old_letter_is_refused_naming_the_new_one(blktgt_bin, tmp_path, old, arg,
+                                                  line, new, long):
+    """An old command line is refused, never read another way: one line
+    naming the new spelling, exit 2, no socket made; with or without its
+    argument, after valid options too.  The spelling it names parses."""
+    sock = str(tmp_path / "rpc.sock")
+    # -h last: were the old letter read, the run would still end at once.
+    for args in ([old], [old, arg, "-h"], ["-s", sock, old + arg, "-h"]):
+        p = subprocess.run([blktgt_bin, *args], capture_output=True, text=True,
+                           timeout=probekit.TIMEOUT)
+        assert (p.returncode, p.stdout, p.stderr) == (
+            2, "", f"blktgt: {line} (try -h)\n"), args
+        assert not os.path.exists(sock)
+    for args in (new, long):
+        p = subprocess.run([blktgt_bin, *args, "-h"], capture_output=True, text=True,
+                           timeout=probekit.TIMEOUT)
+        assert (p.returncode, p.stderr) == (0, ""), args
+        assert p.stdout.startswith("usage: blktgt ")
+
+
 def test_help(blktgt_bin):
     p = subprocess.run([blktgt_bin, "-h"], capture_output=True, text=True,
                        timeout=probekit.TIMEOUT)
     assert p.returncode == 0
-    assert p.stdout.startswith("usage: blktgt [-t THREADS]")
-    # -H bounds both control paths that an idle client could hold open.
-    assert ("-H SECONDS   close NBD clients still negotiating, and RPC clients that\n"
-            "               sent part of a request, after this long (default 10;\n") \
-        in p.stdout
+    assert p.stdout.startswith("usage: blktgt [-R N]")
+    # -i bounds both control paths that an idle client could hold open.
+    assert ("  -i, --stall-timeout SECONDS\n"
+            "                            close NBD clients still negotiating, and RPC\n"
+            "                            clients that sent part of a request, after this\n"
+            "                            long (default 10; 0: no limit)\n") in p.stdout
 
 
 def test_missing_config_file(blktgt_bin, tmp_path):
-    p = subprocess.run([blktgt_bin, "-L", "none", "-s", str(tmp_path / "s"), "-c",
+    p = subprocess.run([blktgt_bin, "-l", "none", "-s", str(tmp_path / "s"), "-c",
                         str(tmp_path / "nope.json")], capture_output=True, text=True,
                        timeout=probekit.TIMEOUT)
     assert p.returncode == 1
@@ -199,7 +239,7 @@ def test_signal_during_config_exits_cleanly(blktgt_bin, tmp_path):
                    '"block_size": 512}}, {"method": "workload_run", "params": {"bdev": "n", '
                    '"pattern": "read", "io_size": 512, "queue_depth": 1, "seconds": 3600}}]')
     sock = str(tmp_path / "rpc.sock")
-    p = subprocess.Popen([blktgt_bin, "-s", sock, "-L", "none", "-c", str(cfg)],
+    p = subprocess.Popen([blktgt_bin, "-s", sock, "-l", "none", "-c", str(cfg)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         # The RPC server answers during CONFIG: wait until the workload runs.
@@ -235,7 +275,7 @@ def test_unread_stderr_does_not_stall_the_target(blktgt_bin, tmp_path):
         return sum(1 for ln in lines if bdev_line.match(ln)) + \
             sum(int(m.group(1)) for m in map(note.match, lines) if m)
 
-    proc = subprocess.Popen([blktgt_bin, "-L", "none", "-s", sock],
+    proc = subprocess.Popen([blktgt_bin, "-l", "none", "-s", sock],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         probekit.LineReader(proc.stdout).wait_for(r"^blktgt: running ")

@@ -349,7 +349,7 @@ def test_config_file(blktgt_bin, tmp_path):
 def test_bad_config_file_fails_start(blktgt_bin, tmp_path, content, text):
     cfg = tmp_path / "cfg.json"
     cfg.write_text(content)
-    p = subprocess.run([blktgt_bin, "-s", str(tmp_path / "rpc.sock"), "-L", "none",
+    p = subprocess.run([blktgt_bin, "-s", str(tmp_path / "rpc.sock"), "-l", "none",
                         "-c", str(cfg)], capture_output=True, text=True,
                        timeout=probekit.TIMEOUT)
     assert p.returncode == 1
@@ -558,9 +558,9 @@ HALF = b'{"jsonrpc": "2.0", "id": 1, "meth'
 
 
 def test_stall_limit_closes_a_half_sent_request(blktgt_bin, tmp_path):
-    """-H 1: a client that sends half a request is closed once the limit
+    """-i 1: a client that sends half a request is closed once the limit
     has passed; an idle client, connected before it, is not timed."""
-    t = probekit.Target(blktgt_bin, tmp_path, extra=["-H", "1"]).start()
+    t = probekit.Target(blktgt_bin, tmp_path, extra=["-i", "1"]).start()
     try:
         idle = unix_client(t.rpc_sock)
         stalled = unix_client(t.rpc_sock)

@@ -125,10 +125,10 @@ def test_fifty_clients_cycling_are_never_reset(blktgt_bin, tmp_path):
 @pytest.mark.parametrize("held", [b"", HALF], ids=["nothing-sent", "half-request"])
 def test_stalled_clients_give_way_after_the_limit(blktgt_bin, tmp_path, held):
     """All 64 places taken by clients that send nothing (or half a request,
-    with no stall limit: -H 0): a real client waits in the backlog and gets
+    with no stall limit: -i 0): a real client waits in the backlog and gets
     its answer once the one that stalled longest has waited
     JSONRPC_EVICT_IDLE_S, and only that one is closed."""
-    t = probekit.Target(blktgt_bin, tmp_path, extra=["-H", "0"]).start()
+    t = probekit.Target(blktgt_bin, tmp_path, extra=["-i", "0"]).start()
     stalled = []
     try:
         for _ in range(MAX_CONNS):

@@ -369,7 +369,7 @@ def test_tsc_calibration_is_refreshed(start, monkeypatch):
 
 def test_bad_clock_choice_is_refused(blktgt_bin, tmp_path, monkeypatch):
     monkeypatch.setenv("BLKTGT_TRACE_CLOCK", "hpet")
-    p = subprocess.run([blktgt_bin, "-L", "none", "-s", str(tmp_path / "s")],
+    p = subprocess.run([blktgt_bin, "-l", "none", "-s", str(tmp_path / "s")],
                        capture_output=True, text=True, timeout=probekit.TIMEOUT)
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr == "blktgt: BLKTGT_TRACE_CLOCK=hpet: expected 'tsc' or 'monotonic'\n"

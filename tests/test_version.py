@@ -99,8 +99,8 @@ def test_libbpf_version_among_options(tool):
 
 def test_blktgt_version_among_options():
     b = built("blktgt")
-    assert run([b, "-t", "0", "-V"]) == (
-        2, [], ["blktgt: -t 0: expected a number of threads, 1..64 "
+    assert run([b, "-R", "0", "-V"]) == (
+        2, [], ["blktgt: -R 0: expected a number of reactor threads, 1..64 "
                 "(try -h)"])
     assert run([b, "--version=1"]) == (
         2, [], ["blktgt: unknown option --version=1 (try -h)"])
