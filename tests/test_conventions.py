@@ -64,7 +64,7 @@ def test_version(cmd):
 @pytest.mark.parametrize("cmd", commands())
 def test_unknown_option_is_one_line(cmd):
     p = run(cmd, "--no-such-option")
-    assert p.returncode != 0 and p.stdout == ""
+    assert p.returncode == 2 and p.stdout == ""
     assert p.stderr.count("\n") == 1 and p.stderr.startswith(cmd + ": "), \
         p.stderr
     assert "no-such-option" in p.stderr

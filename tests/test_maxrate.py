@@ -135,7 +135,8 @@ def test_bad_budget_is_one_line_bt(value):
     r = subprocess.run([probekit.WRAPPER,
                         "--max-rate", value, "1", os.path.join(probekit.ROOT, "bt", "iosize.bt")],
                        capture_output=True, text=True, timeout=probekit.TIMEOUT)
-    assert r.returncode == 1 and r.stdout == ""
+    # A usage error: 2, as the tools' (want_rc above).
+    assert r.returncode == 2 and r.stdout == ""
     assert re.fullmatch(r"probekit-bpftrace: --max-rate '[^']*' is (out of range|not a whole)"
                         r"[^\n]*\n", r.stderr), r.stderr
 

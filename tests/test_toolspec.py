@@ -346,7 +346,7 @@ def test_the_wrappers_retired_n_has_the_tools_wording():
     wrapper = os.path.join(probekit.BUILD, "bin", "probekit-bpftrace")
     p = subprocess.run([wrapper, "-n", "x"], capture_output=True, text=True,
                        timeout=probekit.TIMEOUT)
-    assert p.returncode != 0 and p.stdout == ""
+    assert p.returncode == 2 and p.stdout == ""
     assert p.stderr == "probekit-bpftrace: %s\n" % probekit_spec.RETIRED % (
         "n", "--dry-run", "across probekit's commands -n is nanoseconds",
         "--dry-run")

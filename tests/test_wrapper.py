@@ -1025,11 +1025,13 @@ def test_error_one_probe_misspelt(prog, tmp_path):
                                          (["-o"], "needs a file name"),
                                          (["-x"], "unknown option")])
 def test_error_bad_options(prog, count_bt, opts, needle):
+    """A usage error exits 2, as every probekit command's does."""
     if opts in (["-d"], ["-o"]):
         r = wrapper(*opts)
     else:
         r = wrapper(*opts, prog.pid, count_bt)
     assert_one_line_error(r, needle)
+    assert r.returncode == 2
 
 
 def test_help():

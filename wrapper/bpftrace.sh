@@ -126,6 +126,13 @@ die() {
 	exit 1
 }
 
+# A usage error: one line and exit 2, as every probekit command's
+# (ARCHITECTURE.md, "Conventions"); die's exit 1 is for the rest.
+usage_die() {
+	printf '%s: %s\n' "$PROG" "${*//[[:cntrl:]]/?}" >&2
+	exit 2
+}
+
 usage() {
 	sed -n '3,/^$/{s/^# \{0,1\}//;p}' "$0"
 }
@@ -170,40 +177,40 @@ while [ $# -gt 0 ]; do
 	-h|--help) usage; exit 0 ;;
 	--version) print_version ;;
 	--dry-run) dry_run=1 ;;
-	-n) die "-n is not --dry-run any more: across probekit's commands -n is nanoseconds; write --dry-run" ;;
+	-n) usage_die "-n is not --dry-run any more: across probekit's commands -n is nanoseconds; write --dry-run" ;;
 	-j|--json) format=json ;;
 	-p|--pid|-b|--binary)
-		[ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a $( [ "${1#-}" = p ] || [ "$1" = --pid ] && echo PID || echo PATH) (try -h)"
-		[ -z "$pid" ] || die "give one target: '$pid' was already given, then $1 $2"
+		[ $# -ge 2 ] && [ -n "$2" ] || usage_die "$1 needs a $( [ "${1#-}" = p ] || [ "$1" = --pid ] && echo PID || echo PATH) (see --help)"
+		[ -z "$pid" ] || usage_die "give one target: '$pid' was already given, then $1 $2"
 		case $1 in
-		-p|--pid) case $2 in *[!0-9]*) die "$1 '$2' is not a PID; for a file give -b PATH" ;; esac ;;
+		-p|--pid) case $2 in *[!0-9]*) usage_die "$1 '$2' is not a PID; for a file give -b PATH" ;; esac ;;
 		esac
 		pid=$2; shift ;;
 	-f|--format)
-		[ $# -ge 2 ] || die "$1 needs an output format, text or json (try -h)"
+		[ $# -ge 2 ] || usage_die "$1 needs an output format, text or json (see --help)"
 		case $2 in
 		text|json) format=$2 ;;
-		*) die "output format '$2' is not one bpftrace 0.17 prints; give text or json" ;;
+		*) usage_die "output format '$2' is not one bpftrace 0.17 prints; give text or json" ;;
 		esac
 		shift ;;
 	-o|--output)
-		[ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a file name (try -h)"
+		[ $# -ge 2 ] && [ -n "$2" ] || usage_die "$1 needs a file name (see --help)"
 		outfile=$2; shift ;;
 	-d|--duration)
-		[ $# -ge 2 ] || die "$1 needs a number of seconds (try -h)"
+		[ $# -ge 2 ] || usage_die "$1 needs a number of seconds (see --help)"
 		duration=$2; shift ;;
 	--max-rate)
-		[ $# -ge 2 ] || die "$1 needs a number of probe hits per second (try -h)"
+		[ $# -ge 2 ] || usage_die "$1 needs a number of probe hits per second (see --help)"
 		max_rate=$2; shift ;;
 	--) shift; args=("$@"); break ;;
-	-?*) die "unknown option '$1' (try -h)" ;;
+	-?*) usage_die "unknown option '$1' (see --help)" ;;
 	*)
 		if [ -z "$pid" ]; then pid=$1; else scripts+=("$1"); fi ;;
 	esac
 	shift
 done
 
-[ -n "$pid" ] || die "no PID or PATH given; usage: $PROG [options] PID|PATH SCRIPT... [-- ARG...] (try -h)"
+[ -n "$pid" ] || usage_die "no PID or PATH given; usage: $PROG [options] PID|PATH SCRIPT... [-- ARG...] (see --help)"
 # The first operand: digits are a PID; anything else is the PATH of a file
 # whose every process is traced (target_file; pid is then empty).
 target_file=
@@ -223,17 +230,17 @@ case $pid in
 	esac ;;
 *)
 	[ ${#pid} -le 9 ] && [ $((10#$pid)) -gt 0 ] ||
-		die "PID '$pid' is out of range; give the process id of the program to trace"
+		usage_die "PID '$pid' is out of range; give the process id of the program to trace"
 	pid=$((10#$pid)) ;;
 esac
 
 if [ -n "$duration" ]; then
 	case $duration in
-	''|*[!0-9]*) die "duration '$duration' is not a whole number of seconds" ;;
+	''|*[!0-9]*) usage_die "duration '$duration' is not a whole number of seconds" ;;
 	esac
 	[ ${#duration} -le 9 ] && [ $((10#$duration)) -ge 1 ] &&
 		[ $((10#$duration)) -le $MAX_DURATION ] ||
-		die "duration '$duration' is out of range (1..$MAX_DURATION seconds)"
+		usage_die "duration '$duration' is out of range (1..$MAX_DURATION seconds)"
 	duration=$((10#$duration))
 fi
 
@@ -242,12 +249,12 @@ fi
 max_cpu=0
 if [ -n "$max_rate" ]; then
 	case $max_rate in
-	''|*[!0-9]*) die "--max-rate '$max_rate' is not a whole number of probe hits per second" ;;
+	''|*[!0-9]*) usage_die "--max-rate '$max_rate' is not a whole number of probe hits per second" ;;
 	esac
 	MAX_RATE_LIMIT=$(limit MAX_RATE_LIMIT) || exit 1
 	[ ${#max_rate} -le ${#MAX_RATE_LIMIT} ] && [ $((10#$max_rate)) -ge 1 ] &&
 		[ $((10#$max_rate)) -le $MAX_RATE_LIMIT ] ||
-		die "--max-rate '$max_rate' is out of range (1..$MAX_RATE_LIMIT probe hits per second)"
+		usage_die "--max-rate '$max_rate' is out of range (1..$MAX_RATE_LIMIT probe hits per second)"
 	max_rate=$((10#$max_rate))
 	IFS= read -r possible < /sys/devices/system/cpu/possible ||
 		die "cannot read /sys/devices/system/cpu/possible, which --max-rate needs"
@@ -255,7 +262,7 @@ if [ -n "$max_rate" ]; then
 	case $max_cpu in ''|*[!0-9]*) die "cannot read the CPU count from '$possible'" ;; esac
 fi
 
-[ ${#scripts[@]} -gt 0 ] || die "no script given after ${pid:+PID }${pid:-$target_file}; usage: $PROG [options] PID|PATH SCRIPT... (try -h)"
+[ ${#scripts[@]} -gt 0 ] || usage_die "no script given after ${pid:+PID }${pid:-$target_file}; usage: $PROG [options] PID|PATH SCRIPT... (see --help)"
 # A SCRIPT that is not a file here but a bare name (no '/') is a shipped
 # script: NAME or NAME.bt in the bt/ directory of the tree this command's
 # real path is in (the checkout, or PREFIX/share/probekit).  Found only
