@@ -94,7 +94,7 @@ int drained_hash_take(const struct bpf_map *map, size_t vsz, void **keysp,
 {
 	struct drained_hash *d = drained_hash_of(map);
 	int outer = bpf_map__fd(map), cur, spare, err = 0;
-	__u32 zero = 0, one = 1;
+	__u32 zero = 0;
 	char *keys = NULL, *vals = NULL;
 	void *prev = NULL;
 	size_t n = 0, ksz, max;
@@ -110,8 +110,6 @@ int drained_hash_take(const struct bpf_map *map, size_t vsz, void **keysp,
 	if (bpf_map_update_elem(outer, &zero, &spare, BPF_ANY))
 		return -errno;
 	d->cur = !d->cur;
-	if (bpf_map_update_elem(outer, &one, &cur, BPF_ANY))
-		return -errno;
 	drained_hash_wait();
 	/* Nothing writes cur any more. */
 	keys = calloc(max ? max : 1, ksz);
