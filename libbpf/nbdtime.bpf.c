@@ -5,8 +5,9 @@
  *
  * bcc/nbdtime says what each histogram measures and how a request's share
  * of its connection's socket syscalls is estimated; this is the same
- * program with libbpf.  The tracepoints are read through the kernel's own
- * structs (trace_event_raw_sys_enter/exit, from vmlinux.h) with CO-RE.
+ * program with libbpf.  The tracepoints' records are read at offsets user
+ * space found in their tracefs formats, not with CO-RE: a CO-RE
+ * relocation makes libbpf parse the kernel's 5 MB BTF at every start.
  *
  * Every table kept between two probes is a pair table (pair_state.bpf.h):
  * a START the full table refuses is counted as dropped, and the exit of
@@ -16,7 +17,6 @@
  * histogram.bpf.h's hist_dropped: it lost no START.
  */
 #include "probekit.bpf.h"
-#include <bpf/bpf_core_read.h>
 #include <bpf/usdt.bpf.h>
 
 #include "nbdtime.h"
@@ -29,6 +29,11 @@ const volatile bool per_cmd = false;	/* -C */
 const volatile bool linear = false;	/* -L */
 const volatile __u64 width = 10;	/* -W: linear bucket width, in units */
 const volatile __u64 unit_ns = 1000;	/* -n 1, -u 1000, -m 1000000 */
+/* Where a syscall tracepoint's record holds the first argument (a long)
+ * and the return value (a long): every syscall's entry record has one
+ * layout, and every exit record too, so sendto's say for all four. */
+const volatile __u32 sys_arg0_off = 0;
+const volatile __u32 sys_ret_off = 0;
 
 /* The keys of the tables: the process (pair_state.bpf.h), the thread
  * for sys alone (a request, I/O or connection may end on any thread),
@@ -279,33 +284,35 @@ int BPF_USDT(io_done, __u64 id, const char *bdev, __u32 type, __u64 len,
 
 /* --- the syscall tracepoints ------------------------------------------- */
 
-static __always_inline int sys_enter(struct trace_event_raw_sys_enter *ctx,
-				     __u32 send)
+static __always_inline int sys_enter(void *ctx, __u32 send)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct pair_key_head k = { .tgid = id >> 32, .tid = (__u32)id };
 	struct nt_sys_start s = {};
+	unsigned long fd = 0;
 
 	if (k.tgid != tgid)
 		return 0;
 	s.ts = bpf_ktime_get_ns();
-	s.fd = (__u32)BPF_CORE_READ(ctx, args[0]);
+	bpf_probe_read_kernel(&fd, sizeof(fd), ctx + sys_arg0_off);
+	s.fd = (__u32)fd;
 	s.send = send;
 	pair_start(&sys, &k, &s);
 	return 0;
 }
 
-static __always_inline int sys_exit(struct trace_event_raw_sys_exit *ctx)
+static __always_inline int sys_exit(void *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid(), dur, *conn_id;
 	struct pair_key_head k = { .tgid = id >> 32, .tid = (__u32)id };
 	struct nt_id_key fk;
 	struct nt_sys_start *s;
 	struct nt_conn *c = NULL;
-	long ret = BPF_CORE_READ(ctx, ret);
+	long ret = 0;
 
 	if (k.tgid != tgid)
 		return 0;
+	bpf_probe_read_kernel(&ret, sizeof(ret), ctx + sys_ret_off);
 	s = bpf_map_lookup_elem(&sys, &k);
 	if (!s)
 		return 0;	/* entered before tracing started */
@@ -334,49 +341,49 @@ static __always_inline int sys_exit(struct trace_event_raw_sys_exit *ctx)
 }
 
 SEC("tp/syscalls/sys_enter_recvfrom")
-int enter_recvfrom(struct trace_event_raw_sys_enter *ctx)
+int enter_recvfrom(void *ctx)
 {
 	return sys_enter(ctx, 0);
 }
 
 SEC("tp/syscalls/sys_enter_recvmsg")
-int enter_recvmsg(struct trace_event_raw_sys_enter *ctx)
+int enter_recvmsg(void *ctx)
 {
 	return sys_enter(ctx, 0);
 }
 
 SEC("tp/syscalls/sys_enter_sendto")
-int enter_sendto(struct trace_event_raw_sys_enter *ctx)
+int enter_sendto(void *ctx)
 {
 	return sys_enter(ctx, 1);
 }
 
 SEC("tp/syscalls/sys_enter_sendmsg")
-int enter_sendmsg(struct trace_event_raw_sys_enter *ctx)
+int enter_sendmsg(void *ctx)
 {
 	return sys_enter(ctx, 1);
 }
 
 SEC("tp/syscalls/sys_exit_recvfrom")
-int exit_recvfrom(struct trace_event_raw_sys_exit *ctx)
+int exit_recvfrom(void *ctx)
 {
 	return sys_exit(ctx);
 }
 
 SEC("tp/syscalls/sys_exit_recvmsg")
-int exit_recvmsg(struct trace_event_raw_sys_exit *ctx)
+int exit_recvmsg(void *ctx)
 {
 	return sys_exit(ctx);
 }
 
 SEC("tp/syscalls/sys_exit_sendto")
-int exit_sendto(struct trace_event_raw_sys_exit *ctx)
+int exit_sendto(void *ctx)
 {
 	return sys_exit(ctx);
 }
 
 SEC("tp/syscalls/sys_exit_sendmsg")
-int exit_sendmsg(struct trace_event_raw_sys_exit *ctx)
+int exit_sendmsg(void *ctx)
 {
 	return sys_exit(ctx);
 }

@@ -204,6 +204,7 @@ int main(int argc, char **argv)
 	struct pair_exit_offsets exit_offs;
 	struct bpf_link *exit_link = NULL;
 	struct target t;
+	long arg0_off, ret_off;
 	int err, rc = 1;
 
 	parse_args(argc, argv);
@@ -211,6 +212,12 @@ int main(int argc, char **argv)
 	if (target_open(&t, env.c.pid))
 		return 1;
 	if (pair_exit_detect(&exit_offs))
+		goto out;
+	arg0_off = tracepoint_field_offset("syscalls/sys_enter_sendto", "fd",
+					   "trace_event_raw_sys_enter", "args");
+	ret_off = tracepoint_field_offset("syscalls/sys_exit_sendto", "ret",
+					  "trace_event_raw_sys_exit", "ret");
+	if (arg0_off < 0 || ret_off < 0)
 		goto out;
 
 	skel = nbdtime_bpf__open();
@@ -224,6 +231,8 @@ int main(int argc, char **argv)
 	skel->rodata->width = env.width;
 	skel->rodata->unit_ns = env.c.unit_ns;
 	skel->rodata->count_hits = env.c.max_rate > 0;
+	skel->rodata->sys_arg0_off = arg0_off;
+	skel->rodata->sys_ret_off = ret_off;
 	skel->rodata->pair_group_dead_off = exit_offs.group_dead_off;
 	skel->rodata->pair_task_signal_off = exit_offs.task_signal_off;
 	skel->rodata->pair_signal_live_off = exit_offs.signal_live_off;

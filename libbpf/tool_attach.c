@@ -77,36 +77,54 @@ int attach_uprobe(struct bpf_program *prog, const struct target *t,
 }
 
 /* Where tracefs may be mounted: its own mount point, or under debugfs. */
-static const char *const exit_formats[] = {
-	"/sys/kernel/tracing/events/sched/sched_process_exit/format",
-	"/sys/kernel/debug/tracing/events/sched/sched_process_exit/format",
+static const char *const tracefs_roots[] = {
+	"/sys/kernel/tracing",
+	"/sys/kernel/debug/tracing",
 };
 
-/* Whether the tracepoint's format has a group_dead field: 1 or 0, or
- * -errno when no format could be read (tracefs is mode 0700: only root
- * reads it, whatever capabilities a user has). */
-static int group_dead_in_format(void)
+/* Whether the tracefs format of event ("group/name") declares field: 1
+ * with *off its byte offset in the event's record, 0 when it has no
+ * such field, or -errno when no format could be read (tracefs is mode
+ * 0700: only root reads it, whatever capabilities a user has). */
+static int tracefs_field(const char *event, const char *field, long *off)
 {
-	char line[256];
+	char path[256], line[256], name[64], arr[64];
 	int err = -ENOENT;
 
-	for (size_t i = 0; i < sizeof(exit_formats) / sizeof(*exit_formats);
+	snprintf(name, sizeof(name), " %s;", field);
+	snprintf(arr, sizeof(arr), " %s[", field);
+	for (size_t i = 0; i < sizeof(tracefs_roots) / sizeof(*tracefs_roots);
 	     i++) {
-		FILE *f = fopen(exit_formats[i], "r");
+		FILE *f;
 		int found = 0;
+		char *o;
 
+		snprintf(path, sizeof(path), "%s/events/%s/format",
+			 tracefs_roots[i], event);
+		f = fopen(path, "r");
 		if (!f) {
 			if (err == -ENOENT)
 				err = -errno;
 			continue;
 		}
-		while (fgets(line, sizeof(line), f))
-			if (strstr(line, " group_dead;"))
+		while (!found && fgets(line, sizeof(line), f))
+			if ((strstr(line, name) || strstr(line, arr)) &&
+			    (o = strstr(line, "offset:")) &&
+			    sscanf(o, "offset:%ld;", off) == 1)
 				found = 1;
 		fclose(f);
 		return found;
 	}
 	return err;
+}
+
+/* Whether the tracepoint's format has a group_dead field: 1 or 0, or
+ * -errno when no format could be read. */
+static int group_dead_in_format(void)
+{
+	long off;
+
+	return tracefs_field("sched/sched_process_exit", "group_dead", &off);
 }
 
 /* Whether the raw tracepoint passes group_dead, from btf: its prototype
@@ -139,6 +157,40 @@ static long btf_member_offset(const struct btf *btf, const char *sname,
 		if (!strcmp(btf__name_by_offset(btf, m->name_off), name))
 			return btf_member_bit_offset(t, i) / 8;
 	return -1;
+}
+
+long tracepoint_field_offset(const char *event, const char *field,
+			     const char *sname, const char *member)
+{
+	long off = -1;
+	int has = tracefs_field(event, field, &off), fmt_err = has;
+	struct btf *btf;
+
+	if (has > 0)
+		return off;
+	if (!has) {
+		tool_err("tracepoint %s has no field %s", event, field);
+		return -ENOENT;
+	}
+	/* tracefs is not readable by this user: the kernel's BTF, readable
+	 * by every user, says where the member is (the attach, which reads
+	 * tracefs too, then says what is missing). */
+	btf = btf__load_vmlinux_btf();
+	if (!btf) {
+		tool_err("cannot find field %s of tracepoint %s: cannot read "
+			 "its format (%s), and no kernel BTF (%s)", field,
+			 event, strerror(-fmt_err), strerror(errno));
+		return -ENOENT;
+	}
+	off = btf_member_offset(btf, sname, member);
+	btf__free(btf);
+	if (off < 0) {
+		tool_err("cannot find field %s of tracepoint %s: cannot read "
+			 "its format (%s), and the kernel's BTF has no %s.%s",
+			 field, event, strerror(-fmt_err), sname, member);
+		return -ENOENT;
+	}
+	return off;
 }
 
 int pair_exit_detect(struct pair_exit_offsets *o)

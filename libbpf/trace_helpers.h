@@ -320,6 +320,14 @@ typedef int (*print_fn)(void *ctx, struct output *o);
 int run_loop_print(const struct common_args *a, const struct target *t,
 		   const char *ready, print_fn print, void *ctx);
 
+/* The byte offset of field in the record of tracepoint event
+ * ("group/name"), from its tracefs format, or, when tracefs is not
+ * readable, of member in the kernel's struct sname from the kernel's BTF
+ * (parsing it costs tens of ms, so the format comes first).  >= 0, or
+ * one line and -errno. */
+long tracepoint_field_offset(const char *event, const char *field,
+			     const char *sname, const char *member);
+
 /* --- pair tools (pair_state.h) -------------------------------------- */
 
 /* pair_state.bpf.h's rodata, found on the running kernel. */
