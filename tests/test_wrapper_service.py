@@ -313,6 +313,7 @@ def test_json_output(bpf, hidden, tmp_path):
 
 def test_bad_format_is_refused(tmp_path):
     rc, out, err = dry_run("-f", "xml", "1", write(tmp_path / "s.bt", HIT_BT))
-    assert (rc, out, err) == (1, "", [
+    # A usage error: exit 2, as every probekit command's.
+    assert (rc, out, err) == (2, "", [
         "probekit-bpftrace: output format 'xml' is not one bpftrace 0.17 "
         "prints; give text or json"])
