@@ -135,14 +135,21 @@ def records_per_batch(run, build, tmp):
     # A server and tracer per point: each one's totals stand alone.
     for qd, cap in [(qd, None) for qd in QDS] + [(FIT_QD, c) for c in CAPS]:
         key = f"{qd}@{cap}" if cap else str(qd)
-        with cap_env(cap), run.Blktgt(usdt1, tmp) as t:
-            tr = run.Tracer(run.HOST_BPFTRACE.argv("-p", str(t.pid), "-e",
-                             f"usdt:{run.HOST_BPFTRACE.path(t.pid, usdt1)}:blktgt:io__batch {{ @hits = count(); "
-                             "@recs = sum(arg1); } "
-                             'BEGIN { printf("READY\\n"); }'), r"^READY").start()
-            t.t.rpc("workload_run", bdev="null0", pattern="randread", io_size=4096,
-                    queue_depth=qd, count=IOS)
-            text = "\n".join(tr.stop())
+        for attempt in range(1, RECORD_TRIES + 1):
+            with cap_env(cap), run.Blktgt(usdt1, tmp) as t:
+                tr = run.Tracer(run.HOST_BPFTRACE.argv("-p", str(t.pid), "-e",
+                                 f"usdt:{run.HOST_BPFTRACE.path(t.pid, usdt1)}:blktgt:io__batch {{ @hits = count(); "
+                                 "@recs = sum(arg1); } "
+                                 'BEGIN { printf("READY\\n"); }'), r"^READY").start()
+                t.t.rpc("workload_run", bdev="null0", pattern="randread", io_size=4096,
+                        queue_depth=qd, count=IOS)
+                stopped = _detach(run, tr, f"records per batch, {key}")
+            if stopped:
+                break
+            if attempt == RECORD_TRIES:
+                run.die(f"records per batch, {key}: bpftrace did not stop within "
+                        f"{DETACH_TIMEOUT}s of SIGINT, {RECORD_TRIES} times")
+        text = "\n".join(tr.out.drain(30))
         hits = re.findall(r"^@hits: (\d+)$", text, re.M)
         recs = re.findall(r"^@recs: (\d+)$", text, re.M)
         if len(hits) != 1 or len(recs) != 1:
@@ -225,25 +232,30 @@ def bpf_prog_cost(run, servers):
 
 
 def _detach(run, tr, name):
-    """Stop a tracer whose output is not used.  On a loaded machine
-    bpftrace 0.17 has taken more than run.TIMEOUT to stop after SIGINT,
-    which must not throw away every sample taken: it is killed, and
-    said."""
+    """Stop a tracer; whether it stopped on SIGINT (its output is whole).
+    On a loaded machine bpftrace 0.17 has taken more than run.TIMEOUT to
+    stop after SIGINT, which must not throw away every sample taken: it
+    is killed, and said."""
     if tr.proc.poll() is not None:
-        return
+        return True
     with contextlib.suppress(ProcessLookupError):
         os.killpg(tr.proc.pid, signal.SIGINT)
     try:
         tr.proc.wait(timeout=DETACH_TIMEOUT)
+        return True
     except subprocess.TimeoutExpired:
         run.log(f"batch: {name}: {tr.cmd[0]} did not stop within {DETACH_TIMEOUT}s "
                 "of SIGINT; killed")
         with contextlib.suppress(ProcessLookupError):
             os.killpg(tr.proc.pid, signal.SIGKILL)
         tr.proc.wait()
+        return False
 
 
 DETACH_TIMEOUT = 30
+# Records per batch: a bpftrace killed before it printed its totals is run
+# again on a fresh server (its first such hang lost a whole run's samples).
+RECORD_TRIES = 3
 
 
 # Fine-grained pairing (module docstring): slices per side per block, and
