@@ -260,7 +260,7 @@ RECORD_TRIES = 3
 
 # Fine-grained pairing (module docstring): slices per side per block, and
 # the thread a workload_run job runs on (target/reactor.c names them).
-SLICES = 8
+SLICES = 16
 REACTOR = "reactor_1"
 # What one side of a block sums over its slices (raw/batch.json).
 SIDE = ("ios", "slices", "elapsed_ns", "rpc_ns", "cpu_ns", "run_ns", "wait_ns",
@@ -548,7 +548,14 @@ def contention(raw, names):
           "(schedstat, the wake-up for the job included): median "
           f"{statistics.median(waits):.2f} ms, range {min(waits):.2f}..{max(waits):.2f} "
           f"ms. Time stolen from the VM by its host (/proc/stat) during the slices: "
-          f"{100 * steal / (raw['cpus'] * rpc):.2f}% of the {raw['cpus']} CPUs' time."]
+          f"{100 * steal / (raw['cpus'] * rpc):.2f}% of the {raw['cpus']} CPUs' time.",
+          "", "Which row to read: interleaving puts both sides of a ratio under the "
+          "same load on average, but one wait of tens of milliseconds (above) still "
+          "lands in one slice of one side, and the wall-time ratio carries it; the "
+          "reactor's CPU time is the same run with those waits taken out, and is what "
+          "the tool costs the service when it has a CPU to itself. The reactor's time "
+          "on a CPU or runnable is not a basis of its own: it does not sleep in a job, "
+          "so that is the wall time."]
     return L
 
 
