@@ -157,6 +157,14 @@ def test_report_names_each_basis(measured):
     assert "**by the CPU time of every thread of the target**" in text
     assert "How much of each run the reactor spent waiting for a CPU" in text
     assert "stolen from the VM by its host" in text
+    assert "The wall-time ratio of the quiet blocks alone" in text
+    # Quiet blocks: the wall ratios of exactly the blocks the waits select.
+    d = batch.derive(raw)[0]
+    for qd in (1, 8, 32):
+        quiet = [m for m in raw["samples"]["libbpf-batch"][str(qd)]
+                 if batch.off_cpu(m) <= batch.QUIET and batch.off_cpu(m["base"]) <= batch.QUIET]
+        s = d["libbpf-batch"][qd]["quiet_ratio"]
+        assert (s["n"] if s else 0) == len(quiet)
     rows = [x for x in text.splitlines() if x.startswith("| libbpf iolatency (io__batch), qd")]
     bases = {x.split(" | ")[1] for x in rows}
     assert bases == {"wall time, interleaved slices",
