@@ -260,7 +260,10 @@ RECORD_TRIES = 3
 
 # Fine-grained pairing (module docstring): slices per side per block, and
 # the thread a workload_run job runs on (target/reactor.c names them).
-SLICES = 16
+# 16 slices held libbpf iolatency's wall quartiles no tighter than 8 did,
+# and their RPC round trips cost 28 s of a run at load 15 (8: 4 s at load
+# 4): a long wait lands in one slice whatever the slice's length.
+SLICES = 8
 REACTOR = "reactor_1"
 # What one side of a block sums over its slices (raw/batch.json).
 SIDE = ("ios", "slices", "elapsed_ns", "rpc_ns", "cpu_ns", "run_ns", "wait_ns",
