@@ -124,6 +124,9 @@ int main(int argc, char **argv)
 	}
 	DRAINED_HASH_INIT(skel->maps, hists, env.c.max_keys);
 	err = iolatency_bpf__load(skel);
+	/* The grace period its set waits overlaps the attach. */
+	if (!err)
+		err = drained_hash_arm();
 	if (err) {
 		report_load_error(&t, err);
 		goto out;

@@ -73,6 +73,9 @@ int main(int argc, char **argv)
 	bpf_program__set_autoload(skel->progs.io_submit, env.per_io);
 	DRAINED_HASH_INIT(skel->maps, hists, env.c.max_keys);
 	err = iosize_bpf__load(skel);
+	/* The grace period its set waits overlaps the attach. */
+	if (!err)
+		err = drained_hash_arm();
 	if (err) {
 		report_load_error(&t, err);
 		goto out;

@@ -240,6 +240,9 @@ int main(int argc, char **argv)
 	bpf_map__set_max_entries(skel->maps.ios, env.c.max_inflight);
 	DRAINED_HASH_INIT(skel->maps, hists, env.c.max_keys);
 	err = nbdtime_bpf__load(skel);
+	/* The grace period its set waits overlaps the attach. */
+	if (!err)
+		err = drained_hash_arm();
 	if (err) {
 		report_load_error(&t, err);
 		goto out;

@@ -68,6 +68,9 @@ int main(int argc, char **argv)
 	bpf_map__set_max_entries(skel->maps.start, env.max_inflight);
 	DRAINED_HASH_INIT(skel->maps, hists, env.max_keys);
 	err = rpclat_bpf__load(skel);
+	/* The grace period its set waits overlaps the attach. */
+	if (!err)
+		err = drained_hash_arm();
 	if (err) {
 		report_load_error(&t, err);
 		goto out;

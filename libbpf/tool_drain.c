@@ -7,6 +7,8 @@
  * which may call which).
  */
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +81,84 @@ int drained_hash_init(const struct bpf_map *outer, struct bpf_map *a,
 		return 0;
 	}
 	return -E2BIG;
+}
+
+/*
+ * Setting slot 0 of an array of maps waits an RCU grace period after the
+ * store (the kernel's maybe_wait_bpf_programs()), 15 ms or more on a busy
+ * machine, and attaching the first uprobe of a process waits one too:
+ * set by libbpf at load (.values), the two came one after the other.
+ * Here a thread sets the slot while the tool attaches: the main thread
+ * goes on only once a lookup sees the slot set, so no probe can fire
+ * into an empty slot (hist_get() would count the hit as dropped), and
+ * drained_hash_ready() waits for the thread before the readiness line.
+ */
+static struct drained_hash_setter {
+	pthread_t thread;
+	int outer, inner, err;
+	bool started;
+	volatile bool done;
+} setters[DRAINED_HASHES_MAX];
+
+static void *drained_hash_set(void *arg)
+{
+	struct drained_hash_setter *s = arg;
+	__u32 zero = 0;
+
+	if (bpf_map_update_elem(s->outer, &zero, &s->inner, BPF_ANY))
+		s->err = -errno;
+	__atomic_store_n(&s->done, true, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+int drained_hash_arm(void)
+{
+	for (int i = 0; i < DRAINED_HASHES_MAX; i++) {
+		struct drained_hash *d = &drained_hashes[i];
+		struct drained_hash_setter *s = &setters[i];
+		__u32 zero = 0, id;
+		int err;
+
+		if (!d->outer)
+			continue;
+		*s = (struct drained_hash_setter){
+			.outer = bpf_map__fd(d->outer),
+			.inner = bpf_map__fd(d->h[d->cur]) };
+		err = pthread_create(&s->thread, NULL, drained_hash_set, s);
+		if (err) {
+			/* No thread: set it here, and wait here. */
+			drained_hash_set(s);
+			if (s->err)
+				return s->err;
+			continue;
+		}
+		s->started = true;
+		/* The store comes before the wait: once a lookup finds the
+		 * slot set, every probe attached from now on sees it. */
+		while (bpf_map_lookup_elem(s->outer, &zero, &id) &&
+		       !__atomic_load_n(&s->done, __ATOMIC_ACQUIRE))
+			sched_yield();
+		if (__atomic_load_n(&s->done, __ATOMIC_ACQUIRE) && s->err)
+			return drained_hash_ready();
+	}
+	return 0;
+}
+
+int drained_hash_ready(void)
+{
+	int err = 0;
+
+	for (int i = 0; i < DRAINED_HASHES_MAX; i++) {
+		struct drained_hash_setter *s = &setters[i];
+
+		if (!s->started)
+			continue;
+		pthread_join(s->thread, NULL);
+		s->started = false;
+		if (s->err && !err)
+			err = s->err;
+	}
+	return err;
 }
 
 static struct drained_hash *drained_hash_of(const struct bpf_map *outer)

@@ -268,6 +268,13 @@ int drained_hash_init(const struct bpf_map *outer, struct bpf_map *a,
 		      struct bpf_map *b, __u32 max_entries);
 #define DRAINED_HASH_INIT(maps, name, n)				\
 	drained_hash_init((maps).name, (maps).name##_a, (maps).name##_b, (n))
+/* After load, before attaching: set each DRAINED_HASH's slot 0 from a
+ * thread, returning once the slot is set, so the grace period that the
+ * set waits overlaps the attach; 0 or -errno.  drained_hash_ready(),
+ * before the readiness line (run_loop_print() calls it), joins the
+ * threads: 0 or -errno. */
+int drained_hash_arm(void);
+int drained_hash_ready(void);
 /* drained_hash_take() for a hash whose values are struct hist. */
 int hist_map_drain(const struct bpf_map *map, void **keys,
 		   struct hist **hists);

@@ -653,6 +653,9 @@ int main(int argc, char **argv)
 	}
 	skel->rodata->count_hits = env.c.max_rate > 0;
 	err = usdtcount_bpf__load(skel);
+	/* The grace period its set waits overlaps the attach. */
+	if (!err)
+		err = drained_hash_arm();
 	if (err) {
 		report_load_error(&t, err);
 		goto out;

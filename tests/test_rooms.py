@@ -180,7 +180,8 @@ HELPER_ROOMS = {
     "tool_drain.c": {"hist_map_drain", "collect_by_name", "loss_report",
                      "pair_report", "hist_report", "hist_entries_drain",
                      "hist_entries_done", "drained_hash_init",
-                     "drained_hash_take"},
+                     "drained_hash_take", "drained_hash_arm",
+                     "drained_hash_ready"},
     "tool_loop.c": {"run_loop", "run_loop_print"},
 }
 
