@@ -139,7 +139,8 @@ static __always_inline void hist_run_start(struct hist_run *run, struct hist *h,
  * update of an array of maps from user space waits an RCU grace period
  * (about 15 ms here), and the tool waits for the first before it says it
  * is ready: no .values, so libbpf does not set it at load; user space
- * sets it while it attaches (tool_drain.c, drained_hash_arm()).  Each hash holds max (--max-keys,
+ * creates the maps and sets it while libbpf loads (tool_drain.c,
+ * drained_hash_init()).  Each hash holds max (--max-keys,
  * --max-strings; user space sets both before load): the bound of one
  * interval, as before.
  */

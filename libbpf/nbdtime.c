@@ -220,6 +220,9 @@ int main(int argc, char **argv)
 	if (arg0_off < 0 || ret_off < 0)
 		goto out;
 
+	/* The first attach's wait, paid while libbpf loads (after the
+	 * tracefs reads: the wait holds the lock they take). */
+	attach_warm_start();
 	skel = nbdtime_bpf__open();
 	if (!skel) {
 		report_load_error(&t, -errno);
@@ -240,13 +243,12 @@ int main(int argc, char **argv)
 	bpf_map__set_max_entries(skel->maps.ios, env.c.max_inflight);
 	DRAINED_HASH_INIT(skel->maps, hists, env.c.max_keys);
 	err = nbdtime_bpf__load(skel);
-	/* The grace period its set waits overlaps the attach. */
-	if (!err)
-		err = drained_hash_arm();
 	if (err) {
 		report_load_error(&t, err);
 		goto out;
 	}
+	if (drained_hash_arm())
+		goto out;
 	/* Reclaim first: what is kept once the probes are in is then never
 	 * left behind by its thread's or process's exit. */
 	if (pair_exit_attach(skel->progs.nt_exit, &exit_link) ||

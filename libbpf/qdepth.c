@@ -56,6 +56,9 @@ int main(int argc, char **argv)
 	if (pair_exit_detect(&exit_offs))
 		goto out;
 
+	/* The first attach's wait, paid while libbpf loads (after the
+	 * tracefs reads: the wait holds the lock they take). */
+	attach_warm_start();
 	skel = qdepth_bpf__open();
 	if (!skel) {
 		report_load_error(&t, -errno);
@@ -68,13 +71,12 @@ int main(int argc, char **argv)
 	bpf_map__set_max_entries(skel->maps.inflight_ids, env.max_inflight);
 	DRAINED_HASH_INIT(skel->maps, hists, env.max_keys);
 	err = qdepth_bpf__load(skel);
-	/* The grace period its set waits overlaps the attach. */
-	if (!err)
-		err = drained_hash_arm();
 	if (err) {
 		report_load_error(&t, err);
 		goto out;
 	}
+	if (drained_hash_arm())
+		goto out;
 	/* Reclaim first: an I/O submitted once the probes are in is then
 	 * never left behind by its process's exit. */
 	if (pair_exit_attach(skel->progs.qd_exit, &exit_link) ||

@@ -202,6 +202,8 @@ int run_loop_print(const struct common_args *a, const struct target *t,
 
 	int err = drained_hash_ready();
 
+	attach_warm_stop();
+
 	if (err) {
 		tool_err("cannot set a histogram map: %s", strerror(-err));
 		return 1;

@@ -637,6 +637,9 @@ int main(int argc, char **argv)
 	if (usdt_sites_open(&sites, &t) || find_probes(&sites, &t))
 		goto out;
 
+	/* The first attach's wait, paid while libbpf loads (after the
+	 * tracefs reads: the wait holds the lock they take). */
+	attach_warm_start();
 	skel = usdtcount_bpf__open();
 	if (!skel) {
 		report_load_error(&t, -errno);
@@ -653,13 +656,12 @@ int main(int argc, char **argv)
 	}
 	skel->rodata->count_hits = env.c.max_rate > 0;
 	err = usdtcount_bpf__load(skel);
-	/* The grace period its set waits overlaps the attach. */
-	if (!err)
-		err = drained_hash_arm();
 	if (err) {
 		report_load_error(&t, err);
 		goto out;
 	}
+	if (drained_hash_arm())
+		goto out;
 	if (attach_all(skel, &sites, &t))
 		goto out;
 
