@@ -670,6 +670,9 @@ int main(int argc, char **argv)
 	if (starts && pair_exit_detect(&exit_offs))
 		goto out;
 
+	/* The first attach's wait, paid while libbpf loads (after the
+	 * tracefs reads: the wait holds the lock they take). */
+	attach_warm_start();
 	skel = exporter_bpf__open();
 	if (!skel) {
 		report_load_error(&t, -errno);
@@ -713,6 +716,7 @@ int main(int argc, char **argv)
 	state.pair_counts = starts ? bpf_map__fd(skel->maps.pair_counts) : -1;
 	state.series_drops = bpf_map__fd(skel->maps.series_drops);
 
+	attach_warm_stop();
 	httpd = http_start(fd, &state, o.verbose);
 	if (!httpd)
 		goto out;

@@ -130,32 +130,39 @@ static __always_inline void hist_run_start(struct hist_run *run, struct hist *h,
  * A hash that user space empties each interval, double-buffered so that no
  * hit is lost to the emptying: name_a and name_b hold the values, and
  * name, an array of maps of one slot, names the one the programs add into
- * (name_a at load; user space keeps which is which).  A program looks the
+ * (name_a from before the tool attaches; user space keeps which is which).  A program looks the
  * slot up once per hit (drained_hash_cur()) and adds into what it got
  * before it returns.  User space points the slot at the other hash, waits
  * until every program that may still hold the old one has returned, then
  * reads and empties the old hash, which no program writes any more
  * (tool_drain.c, drained_hash_take()).  One slot, not one per hash: each
  * update of an array of maps from user space waits an RCU grace period
- * (about 15 ms here), and libbpf sets every slot .values names at load,
- * before the tool can say it is ready.  Each hash holds max (--max-keys,
+ * (about 15 ms here), and the tool waits for the first before it says it
+ * is ready: no .values, so libbpf does not set it at load; user space
+ * creates the maps and sets it while libbpf loads (tool_drain.c,
+ * drained_hash_init()).  Each hash holds max (--max-keys,
  * --max-strings; user space sets both before load): the bound of one
  * interval, as before.
  */
 #define DRAINED_HASH(name, key_t, value_t, max, flags)			\
-struct {								\
+struct name##_hash {							\
 	__uint(type, BPF_MAP_TYPE_HASH);				\
 	__uint(max_entries, max);					\
 	__uint(map_flags, flags);					\
 	__type(key, key_t);						\
 	__type(value, value_t);						\
-} name##_a SEC(".maps"), name##_b SEC(".maps");				\
+};									\
+/* Initialized, so emitted here, before name: clang's BTF would else	\
+ * meet the key and value types first through name's inner map and	\
+ * emit them as forward declarations, which libbpf refuses. */		\
+struct name##_hash name##_a SEC(".maps") = {},				\
+	name##_b SEC(".maps") = {};					\
 struct {								\
 	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);			\
 	__uint(max_entries, 1);						\
 	__type(key, __u32);						\
-	__array(values, typeof(name##_a));				\
-} name SEC(".maps") = { .values = { &name##_a } }
+	__array(values, struct name##_hash);				\
+} name SEC(".maps")
 
 /* The hash of a DRAINED_HASH that this interval's hits go into; NULL
  * never, in fact (slot 0 is always set), but the verifier must see the

@@ -99,6 +99,9 @@ int main(int argc, char **argv)
 	if (env.per_io && pair_exit_detect(&exit_offs))
 		goto out;
 
+	/* The first attach's wait, paid while libbpf loads (after the
+	 * tracefs reads: the wait holds the lock they take). */
+	attach_warm_start();
 	skel = iolatency_bpf__open();
 	if (!skel) {
 		report_load_error(&t, -errno);
@@ -128,6 +131,8 @@ int main(int argc, char **argv)
 		report_load_error(&t, err);
 		goto out;
 	}
+	if (drained_hash_arm())
+		goto out;
 	if (!env.per_io) {
 		if (attach_usdt(skel->progs.io_batch, &t, "blktgt", "io__batch",
 				&skel->links.io_batch))

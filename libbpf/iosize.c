@@ -61,6 +61,9 @@ int main(int argc, char **argv)
 	if (target_open(&t, env.c.pid))
 		return 1;
 
+	/* The first attach's wait, paid while libbpf loads (after the
+	 * tracefs reads: the wait holds the lock they take). */
+	attach_warm_start();
 	skel = iosize_bpf__open();
 	if (!skel) {
 		report_load_error(&t, -errno);
@@ -77,6 +80,8 @@ int main(int argc, char **argv)
 		report_load_error(&t, err);
 		goto out;
 	}
+	if (drained_hash_arm())
+		goto out;
 	if (env.per_io ? attach_usdt(skel->progs.io_submit, &t, "blktgt", "io__submit",
 				     &skel->links.io_submit)
 		       : attach_usdt(skel->progs.io_batch, &t, "blktgt", "io__batch",

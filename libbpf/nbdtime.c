@@ -220,6 +220,9 @@ int main(int argc, char **argv)
 	if (arg0_off < 0 || ret_off < 0)
 		goto out;
 
+	/* The first attach's wait, paid while libbpf loads (after the
+	 * tracefs reads: the wait holds the lock they take). */
+	attach_warm_start();
 	skel = nbdtime_bpf__open();
 	if (!skel) {
 		report_load_error(&t, -errno);
@@ -244,6 +247,8 @@ int main(int argc, char **argv)
 		report_load_error(&t, err);
 		goto out;
 	}
+	if (drained_hash_arm())
+		goto out;
 	/* Reclaim first: what is kept once the probes are in is then never
 	 * left behind by its thread's or process's exit. */
 	if (pair_exit_attach(skel->progs.nt_exit, &exit_link) ||

@@ -55,6 +55,9 @@ int main(int argc, char **argv)
 	if (pair_exit_detect(&exit_offs))
 		goto out;
 
+	/* The first attach's wait, paid while libbpf loads (after the
+	 * tracefs reads: the wait holds the lock they take). */
+	attach_warm_start();
 	skel = rpclat_bpf__open();
 	if (!skel) {
 		report_load_error(&t, -errno);
@@ -72,6 +75,8 @@ int main(int argc, char **argv)
 		report_load_error(&t, err);
 		goto out;
 	}
+	if (drained_hash_arm())
+		goto out;
 	/* Reclaim first: a request made once the probes are in is then
 	 * never left behind by its process's exit. */
 	if (pair_exit_attach(skel->progs.rpc_exit, &exit_link) ||

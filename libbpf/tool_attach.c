@@ -5,15 +5,134 @@
  * (declared in trace_helpers.h; libbpf/README.md lists the rooms and
  * which may call which).
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE	/* memfd_create() */
+#endif
 #include <errno.h>
+#include <linux/perf_event.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
 #include "trace_helpers.h"
 
+
+/*
+ * The first uprobe a tool attaches waits an RCU grace period, 8-25 ms
+ * here: registering a uprobe takes the kernel's dup_mmap_sem (uprobes.c,
+ * register_for_each_vma()) for writing, a per-CPU rwsem whose writer
+ * waits a grace period (rcu_sync_enter()) unless another writer took it
+ * less than about a grace period before.  So a thread registers
+ * throwaway uprobes from before load until the tool's last attach:
+ * the first pays the grace period while the verifier runs, and one every
+ * ATTACH_WARM_PERIOD_MS keeps the lock's fast path open for the tool's
+ * own attaches.  The throwaway uprobes sit in a memfd that no process
+ * maps and are filtered to this process, so no breakpoint is written
+ * anywhere (strace shows each one after the first at ~0.05 ms).  They
+ * are closed after the readiness line, by the thread (each close waits
+ * its own grace periods, 50-100 ms), which an atexit() handler joins.
+ * Any failure only leaves the tool to pay the wait itself, as before.
+ */
+#define ATTACH_WARM_PERIOD_MS 5
+#define ATTACH_WARM_MAX 16
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	pthread_t thread;
+	bool started, stop;
+	int pmu, memfd;
+} warm = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, .memfd = -1 };
+
+static void *warm_run(void *arg)
+{
+	int fds[ATTACH_WARM_MAX], n = 0;
+	char path[64];
+	struct perf_event_attr a = {
+		.size = sizeof(a), .type = warm.pmu,
+		.config1 = (uintptr_t)path, .config2 = 0 };
+	struct timespec until;
+
+	(void)arg;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", warm.memfd);
+	pthread_mutex_lock(&warm.lock);
+	while (!warm.stop && n < ATTACH_WARM_MAX) {
+		pthread_mutex_unlock(&warm.lock);
+		fds[n] = syscall(__NR_perf_event_open, &a, getpid(), -1, -1,
+				 PERF_FLAG_FD_CLOEXEC);
+		pthread_mutex_lock(&warm.lock);
+		if (fds[n] < 0)
+			break;
+		n++;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += ATTACH_WARM_PERIOD_MS * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		while (!warm.stop &&
+		       pthread_cond_timedwait(&warm.cond, &warm.lock, &until) !=
+		       ETIMEDOUT)
+			;
+	}
+	/* Closing one takes the lock too, then waits long: not before the
+	 * tool's own attaches are done. */
+	while (n && !warm.stop)
+		pthread_cond_wait(&warm.cond, &warm.lock);
+	pthread_mutex_unlock(&warm.lock);
+	while (n)
+		close(fds[--n]);
+	close(warm.memfd);
+	return NULL;
+}
+
+static void attach_warm_join(void)
+{
+	attach_warm_stop();
+	if (warm.started)
+		pthread_join(warm.thread, NULL);
+	warm.started = false;
+}
+
+void attach_warm_start(void)
+{
+	FILE *f = fopen("/sys/bus/event_source/devices/uprobe/type", "re");
+	bool typed = f && fscanf(f, "%d", &warm.pmu) == 1;
+
+	if (f)
+		fclose(f);
+	if (!typed || warm.started || atexit(attach_warm_join))
+		return;
+	warm.memfd = memfd_create("probekit-warm", MFD_CLOEXEC);
+	if (warm.memfd < 0)
+		return;
+	/* A uprobe's offset must lie inside the file. */
+	if (ftruncate(warm.memfd, getpagesize()) ||
+	    pthread_create(&warm.thread, NULL, warm_run, NULL)) {
+		close(warm.memfd);
+		warm.memfd = -1;
+		return;
+	}
+	warm.started = true;
+}
+
+void attach_warm_stop(void)
+{
+	pthread_mutex_lock(&warm.lock);
+	warm.stop = true;
+	pthread_cond_signal(&warm.cond);
+	pthread_mutex_unlock(&warm.lock);
+}
 
 void report_load_error(const struct target *t, int err)
 {

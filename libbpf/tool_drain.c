@@ -7,6 +7,8 @@
  * which may call which).
  */
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,12 +57,114 @@ static void drained_hash_wait(void)
  * lacks. */
 #define DRAINED_HASHES_MAX 4
 static struct drained_hash {
-	const struct bpf_map *outer;
+	struct bpf_map *outer;
 	struct bpf_map *h[2];
 	int cur;
 } drained_hashes[DRAINED_HASHES_MAX];
 
-int drained_hash_init(const struct bpf_map *outer, struct bpf_map *a,
+
+/*
+ * Setting slot 0 of an array of maps waits an RCU grace period after the
+ * store (the kernel's maybe_wait_bpf_programs()), 10-15 ms or more on a
+ * busy machine.  libbpf would set it at load (.values), before the
+ * tool's first attach, which waits a grace period of its own.  Instead
+ * drained_hash_init(), before load, creates the three maps itself (the
+ * skeleton's definitions; bpf_map__reuse_fd() hands them to libbpf) and
+ * a thread sets the slot while the verifier runs.  drained_hash_arm(),
+ * after load and before the first attach, returns once a lookup sees the
+ * slot set, so no probe can fire into an empty slot (hist_get() would
+ * count the hit as dropped); drained_hash_ready() joins the thread before
+ * the readiness line, and an atexit() handler joins it on every other way
+ * out.  The thread works on its own copies of the fds, so the tool may
+ * close the skeleton's at any time.  Where the maps cannot be made here
+ * (a kernel or a privilege this code does not know), libbpf makes them
+ * at load as before, and drained_hash_arm() sets the slot itself.
+ */
+static struct drained_hash_setter {
+	pthread_t thread;
+	int outer, inner, err;
+	bool started, preset;
+	volatile bool done;
+} setters[DRAINED_HASHES_MAX];
+
+static void *drained_hash_set(void *arg)
+{
+	struct drained_hash_setter *s = arg;
+	__u32 zero = 0;
+
+	if (bpf_map_update_elem(s->outer, &zero, &s->inner, BPF_ANY))
+		s->err = -errno;
+	close(s->outer);
+	close(s->inner);
+	__atomic_store_n(&s->done, true, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void drained_hash_join(void)
+{
+	for (int i = 0; i < DRAINED_HASHES_MAX; i++)
+		if (setters[i].started) {
+			pthread_join(setters[i].thread, NULL);
+			setters[i].started = false;
+		}
+}
+
+/* A map like m (the skeleton's definition), inner_fd its inner map's
+ * template for an array of maps: its fd, or -errno. */
+static int drained_hash_create(const struct bpf_map *m, int inner_fd)
+{
+	LIBBPF_OPTS(bpf_map_create_opts, o, .map_flags = bpf_map__map_flags(m),
+		    .inner_map_fd = inner_fd >= 0 ? inner_fd : 0);
+	char name[BPF_OBJ_NAME_LEN];
+	int fd;
+
+	snprintf(name, sizeof(name), "%s", bpf_map__name(m));
+	fd = bpf_map_create(bpf_map__type(m), name, bpf_map__key_size(m),
+			    bpf_map__value_size(m), bpf_map__max_entries(m), &o);
+	return fd < 0 ? -errno : fd;
+}
+
+/* Create d's maps, hand them to libbpf, and start setting slot 0 (the
+ * comment above): 0, or -errno, libbpf left to make at load what it was
+ * not handed. */
+static int drained_hash_preset(struct drained_hash *d,
+			       struct drained_hash_setter *s)
+{
+	static bool at_exit;
+	int fd[3] = { -1, -1, -1 }, err = 0;
+
+	fd[0] = drained_hash_create(d->h[0], -1);
+	fd[1] = fd[0] < 0 ? fd[0] : drained_hash_create(d->h[1], -1);
+	fd[2] = fd[1] < 0 ? fd[1] : drained_hash_create(d->outer, fd[0]);
+	for (int i = 0; i < 3 && !err; i++)
+		if (fd[i] < 0)
+			err = fd[i];
+	if (!err)
+		err = bpf_map__reuse_fd(d->h[0], fd[0]) ? -errno : 0;
+	if (!err)
+		err = bpf_map__reuse_fd(d->h[1], fd[1]) ? -errno : 0;
+	if (!err)
+		err = bpf_map__reuse_fd(d->outer, fd[2]) ? -errno : 0;
+	if (err) {
+		/* A reused fd stays the map's; libbpf would not make it. */
+		for (int i = 0; i < 3; i++)
+			if (fd[i] >= 0)
+				close(fd[i]);
+		return err;
+	}
+	*s = (struct drained_hash_setter){ .outer = fd[2], .inner = fd[0],
+					   .preset = true };
+	close(fd[1]);
+	if (!at_exit && !atexit(drained_hash_join))
+		at_exit = true;
+	if (!at_exit || pthread_create(&s->thread, NULL, drained_hash_set, s))
+		drained_hash_set(s);	/* no thread: here, and wait here */
+	else
+		s->started = true;
+	return 0;
+}
+
+int drained_hash_init(struct bpf_map *outer, struct bpf_map *a,
 		      struct bpf_map *b, __u32 max_entries)
 {
 	int err;
@@ -76,9 +180,58 @@ int drained_hash_init(const struct bpf_map *outer, struct bpf_map *a,
 		if (err)
 			return err;
 		*d = (struct drained_hash){ outer, { a, b }, 0 };
+		if (!setters[i].preset)
+			drained_hash_preset(d, &setters[i]);
 		return 0;
 	}
 	return -E2BIG;
+}
+
+int drained_hash_arm(void)
+{
+	for (int i = 0; i < DRAINED_HASHES_MAX; i++) {
+		struct drained_hash *d = &drained_hashes[i];
+		struct drained_hash_setter *s = &setters[i];
+		__u32 zero = 0, id;
+		int err = 0;
+
+		if (!d->outer)
+			continue;
+		if (!s->preset) {
+			int inner = bpf_map__fd(d->h[d->cur]);
+
+			if (bpf_map_update_elem(bpf_map__fd(d->outer), &zero,
+						&inner, BPF_ANY))
+				err = -errno;
+		} else {
+			/* The store comes before the wait: once a lookup
+			 * finds the slot set, every probe attached from now
+			 * on sees it. */
+			while (!__atomic_load_n(&s->done, __ATOMIC_ACQUIRE) &&
+			       bpf_map_lookup_elem(bpf_map__fd(d->outer), &zero,
+						   &id))
+				sched_yield();
+			if (__atomic_load_n(&s->done, __ATOMIC_ACQUIRE))
+				err = s->err;
+		}
+		if (err) {
+			tool_err("cannot point map %s at its first hash: %s",
+				 bpf_map__name(d->outer), strerror(-err));
+			return err;
+		}
+	}
+	return 0;
+}
+
+int drained_hash_ready(void)
+{
+	int err = 0;
+
+	drained_hash_join();
+	for (int i = 0; i < DRAINED_HASHES_MAX; i++)
+		if (setters[i].err && !err)
+			err = setters[i].err;
+	return err;
 }
 
 static struct drained_hash *drained_hash_of(const struct bpf_map *outer)
@@ -105,6 +258,10 @@ int drained_hash_take(const struct bpf_map *map, size_t vsz, void **keysp,
 	spare = bpf_map__fd(d->h[!d->cur]);
 	ksz = bpf_map__key_size(d->h[d->cur]);
 	max = bpf_map__max_entries(d->h[d->cur]);
+	/* The first set of the slot is over before any swap (the loop joined
+	 * its thread before the readiness line; this keeps it so for any
+	 * other caller), so the two updates cannot cross. */
+	drained_hash_join();
 	/* Swap: the hits from now on go into the spare hash, which the last
 	 * call emptied. */
 	if (bpf_map_update_elem(outer, &zero, &spare, BPF_ANY))

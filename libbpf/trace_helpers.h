@@ -232,6 +232,12 @@ bool target_exited_during_attach(const struct target *t);
 /* One line for a failed skeleton open or load of a tool tracing t (err
  * is -errno); for a lack of privilege, the capabilities missing. */
 void report_load_error(const struct target *t, int err);
+/* Before load: start paying, in a thread, the grace period that the
+ * first uprobe attach would wait (tool_attach.c says how); after the
+ * last attach, before the readiness line: attach_warm_stop() (which
+ * run_loop_print() calls).  Failures only lose the head start. */
+void attach_warm_start(void);
+void attach_warm_stop(void);
 
 /* When this process lacks a capability that tracing pid needs (the
  * tool's, tools/privileges.toml; pid <= 0: every process running a
@@ -261,13 +267,22 @@ int attach_uprobe(struct bpf_program *prog, const struct target *t,
  */
 int drained_hash_take(const struct bpf_map *map, size_t vsz, void **keys,
 		      void **vals);
-/* Before load: size both hashes of a DRAINED_HASH to max_entries, and
- * register them for drained_hash_take(); 0 or -errno.
+/* Before load: size both hashes of a DRAINED_HASH to max_entries,
+ * register them for drained_hash_take(), and create the maps so that a
+ * thread sets the slot while the verifier runs (tool_drain.c says why;
+ * where they cannot be created here, libbpf creates them at load); 0 or
+ * -errno.
  * DRAINED_HASH_INIT(skel->maps, name, n) for DRAINED_HASH(name, ...). */
-int drained_hash_init(const struct bpf_map *outer, struct bpf_map *a,
+int drained_hash_init(struct bpf_map *outer, struct bpf_map *a,
 		      struct bpf_map *b, __u32 max_entries);
 #define DRAINED_HASH_INIT(maps, name, n)				\
 	drained_hash_init((maps).name, (maps).name##_a, (maps).name##_b, (n))
+/* After load, before attaching: return once each DRAINED_HASH's slot 0
+ * is set (set here if libbpf made the maps); 0, or -errno once one line
+ * has said what failed.  drained_hash_ready(), before the readiness line
+ * (run_loop_print() calls it), joins the threads: 0 or -errno. */
+int drained_hash_arm(void);
+int drained_hash_ready(void);
 /* drained_hash_take() for a hash whose values are struct hist. */
 int hist_map_drain(const struct bpf_map *map, void **keys,
 		   struct hist **hists);

@@ -637,6 +637,9 @@ int main(int argc, char **argv)
 	if (usdt_sites_open(&sites, &t) || find_probes(&sites, &t))
 		goto out;
 
+	/* The first attach's wait, paid while libbpf loads (after the
+	 * tracefs reads: the wait holds the lock they take). */
+	attach_warm_start();
 	skel = usdtcount_bpf__open();
 	if (!skel) {
 		report_load_error(&t, -errno);
@@ -657,6 +660,8 @@ int main(int argc, char **argv)
 		report_load_error(&t, err);
 		goto out;
 	}
+	if (drained_hash_arm())
+		goto out;
 	if (attach_all(skel, &sites, &t))
 		goto out;
 

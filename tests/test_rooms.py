@@ -176,17 +176,21 @@ HELPER_ROOMS = {
                       "target_where"},
     "tool_attach.c": {"report_load_error", "attach_usdt", "attach_uprobe",
                       "pair_exit_detect", "pair_exit_attach",
-                      "tracepoint_field_offset"},
+                      "tracepoint_field_offset", "attach_warm_start",
+                      "attach_warm_stop"},
     "tool_drain.c": {"hist_map_drain", "collect_by_name", "loss_report",
                      "pair_report", "hist_report", "hist_entries_drain",
                      "hist_entries_done", "drained_hash_init",
-                     "drained_hash_take"},
+                     "drained_hash_take", "drained_hash_arm",
+                     "drained_hash_ready"},
     "tool_loop.c": {"run_loop", "run_loop_print"},
 }
 
 # The rooms each room may call: the command line (and its error line) is
 # at the bottom and calls no room; privilege says why an open or attach
-# was denied; the loop prints what the drain reads.  Options never call
+# was denied; the loop prints what the drain reads, and ends the attach
+# room's head start on the first attach (attach_warm_stop()) at the
+# readiness line.  Options never call
 # the loop, nor the target, attach or drain rooms the loop's callers use.
 HELPER_CALLS = {
     "tool_options.c": set(),
@@ -194,7 +198,7 @@ HELPER_CALLS = {
     "tool_target.c": {"tool_options.c", "tool_priv.c"},
     "tool_attach.c": {"tool_options.c", "tool_priv.c"},
     "tool_drain.c": {"tool_options.c"},
-    "tool_loop.c": {"tool_options.c", "tool_drain.c"},
+    "tool_loop.c": {"tool_options.c", "tool_drain.c", "tool_attach.c"},
 }
 
 
