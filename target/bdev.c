@@ -569,7 +569,10 @@ static struct bdev_io *batch_drain_head(struct bdev_thread *t, struct bdev_io *h
 		r->type = (uint8_t)io->type;
 		/* r->pad stays as threads[] was initialised, zero: nothing
 		 * writes it, so it is not written per record either. */
-		if (n >= cap) {         /* pk_batch_full() */
+		/* Full (pk_batch_full()) with more to record: fired now, at a
+		 * clock read of its own.  Full at the list's end, it waits
+		 * for the stamp below and goes with it (pk_batch_due()). */
+		if (n >= cap && io->next) {
 			t->batch.n = n;
 			batch_flush(t, batch_clock());
 			n = 0;
@@ -578,8 +581,6 @@ static struct bdev_io *batch_drain_head(struct bdev_thread *t, struct bdev_io *h
 		}
 	}
 	t->batch.n = n;
-	if (t->stamp_from == n)
-		t->stamp_due = false;   /* the last flush took them all */
 
 	rest = head->next;
 	head->next = NULL;
