@@ -23,7 +23,7 @@
  * its records reach a tool.  Untraced, this costs one branch on the
  * semaphore per drain, not per I/O, and the hooks are not even added
  * (bdev_submit() keeps its clock read in t->now_ns either way: one store
- * to a line it writes anyway); a USDT=0 build drops the rest.
+ * to a line it writes anyway); a USDT=0 build drops it all.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -329,7 +329,10 @@ int bdev_submit(struct bdev_io *io)
 	if (rc)
 		return rc;
 	io->id = ((uint64_t)(t - threads) << 48) | (++t->next_id & ((1ull << 48) - 1));
-	io->submit_ns = t->now_ns = reactor_now_ns();
+	io->submit_ns = reactor_now_ns();
+#if BLKTGT_USDT
+	t->now_ns = io->submit_ns;      /* batch_drain_head()'s stamp */
+#endif
 	io->next = NULL;
 	t->stats.submitted++;
 	if (BLKTGT_IO_SUBMIT_ENABLED())
