@@ -396,7 +396,7 @@ static void queue_completion(struct bdev_thread *t, struct bdev_io *io)
 
 /* The records of the drain under way get their done_ns, now (which is
  * after the drain began), and so does the batch's first_ns if the drain
- * began it: until then pk_batch_add() was given no time. */
+ * began it: batch_drain_head() adds records before it has a time. */
 static inline void batch_stamp(struct bdev_thread *t, uint64_t now)
 {
 	if (!t->stamp_due)
