@@ -12,14 +12,18 @@
  *
  * While io__batch is traced, the drain of a pass's completions first
  * records each I/O in its reactor's batch (io_batch.h), then runs the
- * completions.  A batch spans loop passes: it is fired under
+ * completions.  The drain's timestamp (the records' done_ns) is the
+ * clock read of the first I/O the first completion's callback submits,
+ * so a drain that resubmits reads no clock for the batch
+ * (batch_drain_head()).  A batch spans loop passes: it is fired under
  * probekit_batch.h's policy (full; oldest record 1 ms old, checked with
  * the drain's timestamp or at the end of a pass that had no drain; before
  * the reactor sleeps; when it stops), and when a workload job ends
  * (bdev_batch_flush()), so a job's result never reaches its caller before
  * its records reach a tool.  Untraced, this costs one branch on the
- * semaphore per drain, not per I/O, and the hooks are not even added; a
- * USDT=0 build drops it all.
+ * semaphore per drain, not per I/O, and the hooks are not even added
+ * (bdev_submit() keeps its clock read in t->now_ns either way: one store
+ * to a line it writes anyway); a USDT=0 build drops it all.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -43,6 +47,11 @@
 /* Per-reactor I/O state, one cache line each so reactors never share. */
 struct bdev_thread {
 	_Alignas(64) uint64_t next_id;
+	/* The clock as this reactor's last bdev_submit() read it: a traced
+	 * drain stamps its records with it (batch_drain_head()), so the
+	 * batch costs no clock read of its own where callbacks resubmit.
+	 * Beside next_id, on the line bdev_submit() writes anyway. */
+	uint64_t now_ns;
 	struct bdev_io *done_head, *done_tail;
 	struct reactor_defer defer;
 	bool defer_queued;
@@ -53,6 +62,8 @@ struct bdev_thread {
 	uint64_t flushes;
 	bool hooks_added;       /* this reactor's pass and idle hooks */
 	bool drained;           /* a drain checked the batch this pass */
+	bool stamp_due;         /* recs[stamp_from..n) wait for their done_ns */
+	uint32_t stamp_from;
 	struct io_rec recs[IO_BATCH_MAX];
 };
 
@@ -319,6 +330,9 @@ int bdev_submit(struct bdev_io *io)
 		return rc;
 	io->id = ((uint64_t)(t - threads) << 48) | (++t->next_id & ((1ull << 48) - 1));
 	io->submit_ns = reactor_now_ns();
+#if BLKTGT_USDT
+	t->now_ns = io->submit_ns;      /* batch_drain_head()'s stamp */
+#endif
 	io->next = NULL;
 	t->stats.submitted++;
 	if (BLKTGT_IO_SUBMIT_ENABLED())
@@ -380,14 +394,30 @@ static void queue_completion(struct bdev_thread *t, struct bdev_io *io)
 #define BDEV_BATCH_NOP5 1
 #endif
 
+/* The records of the drain under way get their done_ns, now (which is
+ * after the drain began), and so does the batch's first_ns if the drain
+ * began it: batch_drain_head() adds records before it has a time. */
+static inline void batch_stamp(struct bdev_thread *t, uint64_t now)
+{
+	if (!t->stamp_due)
+		return;
+	t->stamp_due = false;
+	for (uint32_t i = t->stamp_from; i < t->batch.n; i++)
+		t->recs[i].done_ns = now;
+	if (t->stamp_from == 0)
+		t->batch.first_ns = now;
+}
+
 /* Fire t's batch (which holds records) at now.  Fired even if the
  * semaphore fell since they were filled: a site nobody traces is a nop.
  * Out of line, so the probe has one site. */
 __attribute__((noinline))
 static void batch_flush(struct bdev_thread *t, uint64_t now)
 {
-	int32_t n = (int32_t)t->batch.n;
+	int32_t n;
 
+	batch_stamp(t, now);
+	n = (int32_t)t->batch.n;
 	/* In a register, not an operand in memory (-4@88(%rdi)): a reader
 	 * then takes the count with one register read instead of also a
 	 * read of blktgt's memory, on every hit. */
@@ -402,24 +432,37 @@ static void batch_flush(struct bdev_thread *t, uint64_t now)
 #pragma pop_macro("_SDT_NOP")
 #endif
 
+/* The clock, out of line: its callers keep no timespec, so no stack
+ * frame or canary, on their fast paths. */
+__attribute__((noinline))
+static uint64_t batch_clock(void)
+{
+	return pk_batch_now();
+}
+
 /* The end of a pass: a batch whose oldest record is past the bound goes
- * now.  A pass with a drain checked with the drain's timestamp; only a
- * pass without one (the reactor busy with fds or messages) reads the
+ * now.  A pass with a drain was checked with the drain's timestamp; only
+ * a pass without one (the reactor busy with fds or messages) reads the
  * clock, and only while records are held. */
+__attribute__((noinline))
+static void batch_pass_check(struct bdev_thread *t)
+{
+	uint64_t now = batch_clock();
+
+	if (pk_batch_due(&t->batch, now))
+		batch_flush(t, now);
+}
+
+/* Runs every pass while traced: its common case kept to a load and a
+ * store, with no stack frame (batch_pass_check() has it). */
 static void batch_pass_end(void *arg)
 {
 	struct bdev_thread *t = arg;
-	uint64_t now;
 
-	if (t->drained) {
+	if (t->drained)
 		t->drained = false;
-		return;
-	}
-	if (!pk_batch_held(&t->batch))
-		return;
-	now = pk_batch_now();
-	if (pk_batch_due(&t->batch, now))
-		batch_flush(t, now);
+	else if (pk_batch_held(&t->batch))
+		batch_pass_check(t);
 }
 
 /* The reactor may sleep, or is stopping: nothing is kept over it. */
@@ -428,7 +471,7 @@ static void batch_idle(void *arg)
 	struct bdev_thread *t = arg;
 
 	if (pk_batch_held(&t->batch))
-		batch_flush(t, pk_batch_now());
+		batch_flush(t, batch_clock());
 }
 
 int bdev_batch_cap_from_env(void)
@@ -456,7 +499,7 @@ void bdev_batch_flush(void)
 	struct bdev_thread *t = this_thread();
 
 	if (t && pk_batch_held(&t->batch))
-		batch_flush(t, pk_batch_now());
+		batch_flush(t, batch_clock());
 }
 
 /* The first record on this reactor: its hooks, added once.  Without them
@@ -472,35 +515,6 @@ static bool batch_hooks(struct bdev_thread *t)
 		return false;
 	t->hooks_added = true;
 	return true;
-}
-
-/* Record every io of the list at head, done now, in t's batch, firing it
- * when full and when its oldest record is past the bound.  Out of line:
- * untraced, the drain keeps only the semaphore test. */
-__attribute__((noinline))
-static void batch_record(struct bdev_thread *t, const struct bdev_io *head)
-{
-	uint64_t now = reactor_now_ns();
-
-	for (const struct bdev_io *io = head; io; io = io->next) {
-		struct io_rec *r = &t->recs[pk_batch_add(&t->batch, now)];
-
-		r->id = io->id;
-		r->offset = io->offset;
-		r->submit_ns = io->submit_ns;
-		r->done_ns = now;
-		r->length = (uint32_t)io->len;          /* <= BDEV_MAX_IO_SIZE */
-		r->status = io->status;
-		r->bdev = io->bdev->index;
-		r->type = (uint8_t)io->type;
-		memset(r->pad, 0, sizeof(r->pad));
-		if (pk_batch_full(&t->batch))
-			batch_flush(t, now);
-	}
-	if (pk_batch_held(&t->batch) &&
-	    (pk_batch_due(&t->batch, now) || !batch_hooks(t)))
-		batch_flush(t, now);
-	t->drained = true;
 }
 
 UPROBE_SYMBOL
@@ -520,6 +534,70 @@ void bdev_io_complete(struct bdev_io *io)
 	io->cb(io, io->cb_ctx);
 }
 
+/*
+ * A traced drain: record every io of the list at head in t's batch
+ * (fired when full), complete the first io, then give the records their
+ * done_ns, check the bound with it, and return the rest of the list.
+ *
+ * done_ns is the clock read of the first I/O the first completion's
+ * callback submitted (t->now_ns: a workload or an NBD connection
+ * resubmits there), else a clock read of our own.  Reading the clock per
+ * drain cost about 25 ns, at queue depth 1 per I/O (bench/BATCH_BOUND.md);
+ * the drain is now at most one callback later than the time recorded
+ * before, far below a histogram's microsecond slots.  A flush before
+ * then (full, or bdev_batch_flush() from that callback) stamps the
+ * records with its own time.  Out of line: untraced, the drain keeps only
+ * the semaphore test.
+ */
+__attribute__((noinline))
+static struct bdev_io *batch_drain_head(struct bdev_thread *t, struct bdev_io *head)
+{
+	/* n in a register: the records' stores may alias the batch's. */
+	uint32_t n = t->batch.n, cap = t->batch.cap;
+	struct bdev_io *rest;
+	uint64_t now;
+
+	t->now_ns = 0;
+	t->stamp_from = n;
+	t->stamp_due = true;
+	for (const struct bdev_io *io = head; io; io = io->next) {
+		struct io_rec *r = &t->recs[n++];
+
+		r->id = io->id;
+		r->offset = io->offset;
+		r->submit_ns = io->submit_ns;
+		r->length = (uint32_t)io->len;          /* <= BDEV_MAX_IO_SIZE */
+		r->status = io->status;
+		r->bdev = io->bdev->index;
+		r->type = (uint8_t)io->type;
+		/* r->pad stays as threads[] was initialised, zero: nothing
+		 * writes it, so it is not written per record either. */
+		/* Full (pk_batch_full()) with more to record: fired now, at a
+		 * clock read of its own.  Full at the list's end, it waits
+		 * for the stamp below and goes with it (pk_batch_due()). */
+		if (n >= cap && io->next) {
+			t->batch.n = n;
+			batch_flush(t, batch_clock());
+			n = 0;
+			t->stamp_from = 0;
+			t->stamp_due = true;
+		}
+	}
+	t->batch.n = n;
+
+	rest = head->next;
+	head->next = NULL;
+	bdev_io_complete(head);
+
+	now = t->now_ns ? t->now_ns : batch_clock();
+	batch_stamp(t, now);
+	if (pk_batch_held(&t->batch) &&
+	    (pk_batch_due(&t->batch, now) || !batch_hooks(t)))
+		batch_flush(t, now);
+	t->drained = true;
+	return rest;
+}
+
 static void drain_completions(void *arg)
 {
 	struct bdev_thread *t = arg;
@@ -529,8 +607,8 @@ static void drain_completions(void *arg)
 
 	t->done_head = t->done_tail = NULL;
 	t->defer_queued = false;
-	if (BLKTGT_IO_BATCH_ENABLED())
-		batch_record(t, io);
+	if (BLKTGT_IO_BATCH_ENABLED() && io)
+		io = batch_drain_head(t, io);
 	while (io) {
 		struct bdev_io *next = io->next;
 

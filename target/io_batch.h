@@ -47,7 +47,9 @@ struct io_rec {
 	uint64_t id;            /* the I/O's id, as io__submit/io__done pass it */
 	uint64_t offset;        /* bytes */
 	uint64_t submit_ns;     /* CLOCK_MONOTONIC, bpftrace's nsecs */
-	uint64_t done_ns;
+	uint64_t done_ns;       /* when its completion was drained: the clock
+				 * read of the first I/O the drain's first
+				 * callback submitted, else of the drain's own */
 	uint32_t length;        /* bytes */
 	int32_t status;         /* 0 or -errno */
 	uint16_t bdev;          /* bdev index: bdev_names[bdev] */

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: BSD-2-Clause
 """io__batch batches that span loop passes (issue 32): every batch reader
-counts exactly at queue depths 1, 8 and 32, in process and over NBD, and
-no record waits past the bound plus one loop pass.
+counts exactly at queue depths 1, 8 and 32, in process and over NBD, no
+record waits past the bound plus one loop pass, and a drain whose
+callback resubmits stamps its records with that submission's clock read.
 
 A batch is fired when full (256), when its oldest record has waited 1 ms
 (checked once per pass), before its reactor sleeps, at a job's end and at
@@ -191,3 +192,63 @@ def test_busy_reactor_flushes_at_the_bound(bpf, target, tmp_path):
     assert got["disorder"] == got["late"] == 0, lines
     # The bound, not fullness or the job's end, ended most of them.
     assert 1 < got["largest"] < 256 and got["aged"] >= got["batches"] // 2, lines
+
+
+# --- the drain's timestamp -----------------------------------------------------
+
+# Per record: done_ns against its own submit_ns, and against the submit_ns
+# of the record before it on the same reactor (across batches too).
+CHAIN_BT = r"""// probekit: structs io_rec
+BEGIN { printf("Tracing records. Hit Ctrl-C to end.\n"); }
+usdt:__EXE__:blktgt:io__batch
+{
+	$r = (struct pk_io_rec *)arg2;
+	$n = (int64)arg1;
+	$i = 0;
+	$prev = @last[arg0];
+	while ($i < $n && $i < 256) {
+		$p = $r + $i;
+		@records = count();
+		if ($p->done_ns < $p->submit_ns || $p->done_ns > arg4) { @disorder = count(); }
+		if ($p->submit_ns == $prev) { @chained = count(); }
+		$prev = $p->done_ns;
+		$i++;
+	}
+	@last[arg0] = $prev;
+}
+END { clear(@last); }
+"""
+
+
+def test_drain_stamps_with_the_resubmission_clock(bpf, target, tmp_path):
+    """A drain reads no clock of its own for its records when a callback
+    resubmits: at qd 1 each workload I/O after the first is submitted by
+    its predecessor's completion, and that submission's clock read is the
+    predecessor's done_ns, exactly (a clock read of the drain's own, as
+    before, made 0 of them equal).  At every depth, no record is done
+    before it was submitted or after its batch was fired."""
+    target.rpc("bdev_malloc_create", name="M2", size_mb=16, block_size=512)
+    script = tmp_path / "chain.bt"
+    script.write_text(CHAIN_BT)
+    tr = Trace(target.pid, [str(script)]).start()
+    res = histtools.workload(target, "M2", "randread", 4096, 1, 1009)
+    assert res["ios"] == 1009, res
+    lines = tr.stop()
+    got = counts(lines, ("records", "disorder", "chained"))
+    assert got == {"records": 1009, "disorder": 0, "chained": 1008}, lines
+    tr = Trace(target.pid, [str(script)]).start()
+    for qd in (8, 32):
+        assert histtools.workload(target, "M2", "randread", 4096, qd, 2003)["ios"] == 2003
+    lines = tr.stop()
+    got = counts(lines, ("records", "disorder"))
+    assert got == {"records": 4006, "disorder": 0}, lines
+
+
+def counts(lines, names):
+    """The maps names the script printed; a count never incremented is 0."""
+    out = dict.fromkeys(names, 0)
+    for line in lines:
+        name, _, value = line.partition(": ")
+        if name.startswith("@") and name[1:] in out:
+            out[name[1:]] = int(value)
+    return out
