@@ -66,22 +66,26 @@ static __always_inline __u32 key_pid(void)
 
 /* The latency bucket of ns: the first i whose bound, floor(2^k * 1e9)
  * with k = EXP_LAT_MIN_EXP + i, is at least ns (exporter.h says why that
- * is exact).  A binary search over the monotonic bounds. */
+ * is exact).  A binary search over the monotonic bounds, without a
+ * branch: bound i is (1e9 << i) >> 26 (exact: 1e9 * 2^31 < 2^64), and
+ * "bound < ns" is the top bit of ns | (bound - ns) (a bound is below
+ * 2^63).  Each branch of the search would be a path the verifier walks
+ * to the end of the caller, with a bucket it must keep apart: 64 paths
+ * through io_batch's callback, 17331 instructions processed instead of
+ * 2458, 14-20 of the exporter's 21 ms of verifier CPU.  Six compares,
+ * as before. */
+_Static_assert(EXP_LAT_FINITE == 32, "lat_bucket() searches 32 bounds");
+#define LAT_BOUND(i) ((1000000000ULL << (i)) >> -EXP_LAT_MIN_EXP)
+#define LAT_BELOW(i, ns) ((__u32)(((ns) | (LAT_BOUND(i) - (ns))) >> 63))
 static __always_inline __u32 lat_bucket(__u64 ns)
 {
-	__u32 lo = 0, hi = EXP_LAT_FINITE, mid, i;
-	__s32 k;
-	__u64 bound;
+	__u32 lo = 0;
+	int s;
 
-	for (i = 0; i < 6 && lo < hi; i++) {
-		mid = (lo + hi) / 2;
-		k = EXP_LAT_MIN_EXP + (__s32)mid;
-		bound = k < 0 ? 1000000000ULL >> -k : 1000000000ULL << k;
-		if (ns <= bound)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
+	/* Bounds 0 .. lo-1 are below ns: 32 bounds, steps 16 .. 1. */
+	for (s = 4; s >= 0; s--)
+		lo += LAT_BELOW(lo + (1u << s) - 1, ns) << s;
+	lo += LAT_BELOW(lo, ns);	/* all 32 below: +Inf */
 	return lo < EXP_BUCKETS ? lo : EXP_BUCKETS - 1;
 }
 
@@ -150,8 +154,8 @@ static __always_inline void count_add(void *map, const void *key,
  * the key the last records had, and what they add to its sums, added
  * once when the key changes or the batch ends. */
 struct batch_ctx {
-	struct pt_regs *ctx;
 	const struct io_rec *recs;	/* the copy, in the scratch map */
+	long names;			/* blktgt's bdev names; 0: unread */
 	__u32 count;
 	__u32 last_bdev, last_type;	/* st's key */
 	__u32 name_of;			/* the bdev index key.bdev names */
@@ -175,7 +179,6 @@ static long batch_one(__u64 i, void *arg)
 {
 	struct batch_ctx *b = arg;
 	const struct io_rec *r;
-	long names;
 	__u64 lat;
 
 	if (i >= IO_BATCH_MAX || i >= b->count)
@@ -188,9 +191,9 @@ static long batch_one(__u64 i, void *arg)
 		/* A batch is mostly one bdev's: its name is read once. */
 		if (r->bdev != b->name_of) {
 			__builtin_memset(b->key.bdev, 0, sizeof(b->key.bdev));
-			if (!bpf_usdt_arg(b->ctx, 3, &names))
+			if (b->names)
 				bpf_probe_read_user_str(b->key.bdev, sizeof(b->key.bdev),
-							(const char *)names +
+							(const char *)b->names +
 							(__u64)r->bdev * BDEV_NAME_LEN);
 			b->name_of = r->bdev;
 		}
@@ -226,7 +229,7 @@ SEC("usdt")
 int io_batch(struct pt_regs *ctx)
 {
 	struct batch_ctx b = {
-		.ctx = ctx, .last_bdev = BDEV_INDEX_MAX,
+		.last_bdev = BDEV_INDEX_MAX,
 		.last_type = ~0U, .name_of = BDEV_INDEX_MAX,
 	};
 
@@ -234,6 +237,11 @@ int io_batch(struct pt_regs *ctx)
 	if (!b.recs)
 		return 0;
 	b.key.pid = key_pid();
+	/* Read here, not in the callback: the argument's spec walked once
+	 * outside bpf_loop() is far less for the verifier (its callback is
+	 * checked state by state). */
+	if (bpf_usdt_arg(ctx, 3, &b.names))
+		b.names = 0;
 	bpf_loop(IO_BATCH_MAX, batch_one, &b, 0);
 	batch_key_end(&b);
 	return 0;
