@@ -279,15 +279,10 @@ def reactor_tid(run, pid):
     run.die(f"blktgt (pid {pid}) has no {REACTOR} thread")
 
 
-def thread_sched(pid, tid):
+def thread_sched(run, pid, tid):
     """(CPU ns, run-queue wait ns, voluntary context switches) of one
-    thread: /proc/PID/task/TID/schedstat's first two fields and status."""
-    with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-        run_ns, wait_ns = (int(x) for x in f.read().split()[:2])
-    with open(f"/proc/{pid}/task/{tid}/status") as f:
-        sleeps = next(int(line.split()[1]) for line in f
-                      if line.startswith("voluntary_ctxt_switches:"))
-    return run_ns, wait_ns, sleeps
+    thread (bench/run's readers)."""
+    return (*run.thread_schedstat(pid, tid), run.thread_sleeps(pid, tid))
 
 
 _TICK_NS = 1e9 / os.sysconf("SC_CLK_TCK")
@@ -310,12 +305,12 @@ def run_slice(run, srv, qd, count, acc):
     """One workload_run of count I/Os at qd on srv (Blktgt, reactor tid),
     its figures added to acc (SIDE)."""
     t, tid = srv
-    c0, s0, w0 = run.task_cpu_ns(t.pid), thread_sched(t.pid, tid), machine_steal_ns()
+    c0, s0, w0 = run.task_cpu_ns(t.pid), thread_sched(run, t.pid, tid), machine_steal_ns()
     r0 = time.monotonic_ns()
     res = t.t.rpc("workload_run", bdev="null0", pattern="randread",
                   io_size=4096, queue_depth=qd, count=count)
     r1 = time.monotonic_ns()
-    c1, s1, w1 = run.task_cpu_ns(t.pid), thread_sched(t.pid, tid), machine_steal_ns()
+    c1, s1, w1 = run.task_cpu_ns(t.pid), thread_sched(run, t.pid, tid), machine_steal_ns()
     if res["ios"] != count or res["errors"]:
         run.die(f"workload_run of {count} I/Os: {res}")
     for k, v in (("ios", res["ios"]), ("slices", 1), ("elapsed_ns", res["elapsed_ns"]),
