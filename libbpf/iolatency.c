@@ -99,8 +99,6 @@ int main(int argc, char **argv)
 	if (env.per_io && pair_exit_detect(&exit_offs))
 		goto out;
 
-	/* The first attach's wait, paid while libbpf loads (after the
-	 * tracefs reads: the wait holds the lock they take). */
 	attach_warm_start();
 	skel = iolatency_bpf__open();
 	if (!skel) {

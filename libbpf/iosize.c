@@ -61,8 +61,6 @@ int main(int argc, char **argv)
 	if (target_open(&t, env.c.pid))
 		return 1;
 
-	/* The first attach's wait, paid while libbpf loads (after the
-	 * tracefs reads: the wait holds the lock they take). */
 	attach_warm_start();
 	skel = iosize_bpf__open();
 	if (!skel) {

@@ -220,8 +220,6 @@ int main(int argc, char **argv)
 	if (arg0_off < 0 || ret_off < 0)
 		goto out;
 
-	/* The first attach's wait, paid while libbpf loads (after the
-	 * tracefs reads: the wait holds the lock they take). */
 	attach_warm_start();
 	skel = nbdtime_bpf__open();
 	if (!skel) {

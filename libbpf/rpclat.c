@@ -55,8 +55,6 @@ int main(int argc, char **argv)
 	if (pair_exit_detect(&exit_offs))
 		goto out;
 
-	/* The first attach's wait, paid while libbpf loads (after the
-	 * tracefs reads: the wait holds the lock they take). */
 	attach_warm_start();
 	skel = rpclat_bpf__open();
 	if (!skel) {

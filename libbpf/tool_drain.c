@@ -223,15 +223,9 @@ int drained_hash_arm(void)
 	return 0;
 }
 
-int drained_hash_ready(void)
+void drained_hash_ready(void)
 {
-	int err = 0;
-
 	drained_hash_join();
-	for (int i = 0; i < DRAINED_HASHES_MAX; i++)
-		if (setters[i].err && !err)
-			err = setters[i].err;
-	return err;
 }
 
 static struct drained_hash *drained_hash_of(const struct bpf_map *outer)

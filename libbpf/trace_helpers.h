@@ -232,8 +232,10 @@ bool target_exited_during_attach(const struct target *t);
 /* One line for a failed skeleton open or load of a tool tracing t (err
  * is -errno); for a lack of privilege, the capabilities missing. */
 void report_load_error(const struct target *t, int err);
-/* Before load: start paying, in a thread, the grace period that the
- * first uprobe attach would wait (tool_attach.c says how); after the
+/* Before load, and after the tool's tracefs reads (the thread's first
+ * registration holds the lock they take, through its wait): start
+ * paying, in a thread, the grace period that the first uprobe attach
+ * would wait (tool_attach.c says how); after the
  * last attach, before the readiness line: attach_warm_stop() (which
  * run_loop_print() calls).  Failures only lose the head start. */
 void attach_warm_start(void);
@@ -279,10 +281,12 @@ int drained_hash_init(struct bpf_map *outer, struct bpf_map *a,
 	drained_hash_init((maps).name, (maps).name##_a, (maps).name##_b, (n))
 /* After load, before attaching: return once each DRAINED_HASH's slot 0
  * is set (set here if libbpf made the maps); 0, or -errno once one line
- * has said what failed.  drained_hash_ready(), before the readiness line
- * (run_loop_print() calls it), joins the threads: 0 or -errno. */
+ * has said what failed: the only place a failed set is seen, since a
+ * slot a lookup finds set was set by a store that succeeded.
+ * drained_hash_ready(), before the readiness line (run_loop_print()
+ * calls it), joins the threads. */
 int drained_hash_arm(void);
-int drained_hash_ready(void);
+void drained_hash_ready(void);
 /* drained_hash_take() for a hash whose values are struct hist. */
 int hist_map_drain(const struct bpf_map *map, void **keys,
 		   struct hist **hists);

@@ -637,8 +637,6 @@ int main(int argc, char **argv)
 	if (usdt_sites_open(&sites, &t) || find_probes(&sites, &t))
 		goto out;
 
-	/* The first attach's wait, paid while libbpf loads (after the
-	 * tracefs reads: the wait holds the lock they take). */
 	attach_warm_start();
 	skel = usdtcount_bpf__open();
 	if (!skel) {
