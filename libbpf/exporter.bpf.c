@@ -24,6 +24,7 @@
 #include <bpf/usdt.bpf.h>
 
 #include "exporter.h"
+#include "exporter_buckets.h"
 #include "io_batch.bpf.h"
 #include "pair_state.bpf.h"
 
@@ -62,39 +63,6 @@ static const __u64 count_zero;
 static __always_inline __u32 key_pid(void)
 {
 	return per_pid ? bpf_get_current_pid_tgid() >> 32 : 0;
-}
-
-/* The latency bucket of ns: the first i whose bound, floor(2^k * 1e9)
- * with k = EXP_LAT_MIN_EXP + i, is at least ns (exporter.h says why that
- * is exact).  A binary search over the monotonic bounds, without a
- * branch: bound i is (1e9 << i) >> 26 (exact: 1e9 * 2^31 < 2^64), and
- * "bound < ns" is the top bit of ns | (bound - ns) (a bound is below
- * 2^63).  Each branch of the search would be a path the verifier walks
- * to the end of the caller, with a bucket it must keep apart: 64 paths
- * through io_batch's callback, 17331 instructions processed instead of
- * 2458, 14-20 of the exporter's 21 ms of verifier CPU.  Six compares,
- * as before. */
-_Static_assert(EXP_LAT_FINITE == 32, "lat_bucket() searches 32 bounds");
-#define LAT_BOUND(i) ((1000000000ULL << (i)) >> -EXP_LAT_MIN_EXP)
-#define LAT_BELOW(i, ns) ((__u32)(((ns) | (LAT_BOUND(i) - (ns))) >> 63))
-static __always_inline __u32 lat_bucket(__u64 ns)
-{
-	__u32 lo = 0;
-	int s;
-
-	/* Bounds 0 .. lo-1 are below ns: 32 bounds, steps 16 .. 1. */
-	for (s = 4; s >= 0; s--)
-		lo += LAT_BELOW(lo + (1u << s) - 1, ns) << s;
-	lo += LAT_BELOW(lo, ns);	/* all 32 below: +Inf */
-	return lo < EXP_BUCKETS ? lo : EXP_BUCKETS - 1;
-}
-
-/* The size bucket of bytes: the smallest i with bytes <= 2^i, or +Inf. */
-static __always_inline __u32 size_bucket(__u64 bytes)
-{
-	__u32 len = pk_bit_length(bytes ? bytes - 1 : 0);
-
-	return len < EXP_SIZE_FINITE ? len : EXP_BUCKETS - 1;
 }
 
 static __always_inline void series_drop(__u32 slot)
@@ -150,100 +118,319 @@ static __always_inline void count_add(void *map, const void *key,
 		series_drop(drop_slot);
 }
 
-/* What the batch loop carries from one record to the next: the stats of
- * the key the last records had, and what they add to its sums, added
- * once when the key changes or the batch ends. */
+/* A record's key among its batch: its bdev index and type in one word. */
+#define REC_KEY(r) ((__u32)(r)->bdev | (__u32)(r)->type << 16)
+#define REC_KEY_NONE (~0U)
+
+/* A record's latency: done before submit (no clock blktgt reads goes
+ * back, but the record is user memory) is 0, as before; no branch. */
+static __always_inline __u64 rec_latency(const struct io_rec *r)
+{
+	__u64 d = r->done_ns - r->submit_ns;
+
+	return d & ~(__u64)((__s64)d >> 63);
+}
+
+/* 1 when r's I/O failed (status != 0), else 0; no branch. */
+static __always_inline __u32 rec_failed(const struct io_rec *r)
+{
+	__u32 st = (__u32)r->status;
+
+	return (st | -st) >> 31;
+}
+
+/*
+ * Where a batch's walk stands between two bpf_loop() steps.
+ *
+ * A record's latency bucket is counted in lat_counts, this CPU's own
+ * array, with a plain add; each bucket's count is added to the key's
+ * histogram with one atomic add when the key changes or the batch ends.
+ * The latency run spares most records even that: a record whose latency
+ * is in the run's bucket, the values [lat_lo, lat_lo + lat_span), costs a
+ * subtraction, a compare and an increment in a register, and the run's
+ * count goes to lat_counts when a record leaves it.  The size run does
+ * the same for sizes, which change far less often: a record outside it
+ * ends the step, and its count is added atomically.  The sums and the
+ * errors are added once per key.  A span of 0 extends nothing: that is
+ * the state with no run.
+ *
+ * It lives in a per-CPU map, not on the stack, for the verifier's sake: a
+ * value loaded from a map is any value to it, where one on the stack is
+ * the exact range the last step left, which makes each step's bounds a
+ * new state to walk.  Per CPU: no other program runs on this CPU while
+ * one does, as with the batch's copy.
+ */
+struct batch_walk {
+	__u64 lat_lo, lat_span, size_lo, size_span;
+	__u64 lat_sum, size_sum, errors;
+	__u32 i;			/* the next record */
+	__u32 pending;			/* record i needs batch_new_key() */
+	__u32 key_of;			/* st's record key, REC_KEY() */
+	__u32 name_of;			/* the bdev index key.bdev names */
+	__u32 lat_b, lat_n;		/* the latency run's bucket, records */
+	__u32 size_b, size_n;		/* the size run's */
+	__u64 lat_used;			/* bit b: lat_counts[b] may be > 0 */
+	__u32 lat_counts[64];		/* per bucket; 64: indexed by b & 63 */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct batch_walk);
+} batch_walks SEC(".maps");
+
+/* A batch: its records, and what its walk keeps on the stack. */
 struct batch_ctx {
 	const struct io_rec *recs;	/* the copy, in the scratch map */
+	struct batch_walk *w;
+	struct io_stats *st;		/* NULL: no room (or none yet) */
 	long names;			/* blktgt's bdev names; 0: unread */
 	__u32 count;
-	__u32 last_bdev, last_type;	/* st's key */
-	__u32 name_of;			/* the bdev index key.bdev names */
-	struct io_stats *st;
-	__u64 lat_sum, size_sum, errors;
 	struct io_key key;
 };
 
-/* Add what the records since the last key change left in b to its stats. */
-static __always_inline void batch_key_end(struct batch_ctx *b)
+/* Add a run's n records to bucket b of h. */
+static __always_inline void run_add(struct exp_hist *h, __u32 b, __u32 n)
 {
-	if (b->st) {
-		__sync_fetch_and_add(&b->st->latency.sum, b->lat_sum);
-		__sync_fetch_and_add(&b->st->size.sum, b->size_sum);
-		__sync_fetch_and_add(&b->st->errors, b->errors);
-	}
-	b->lat_sum = b->size_sum = b->errors = 0;
+	__u64 i = b;
+
+	/* One register for the check and the index: clang would else
+	 * check a copy, and the verifier see the index unbounded. */
+	__asm__ volatile("" : "+r"(i));
+	if (n && i < EXP_BUCKETS)
+		__sync_fetch_and_add(&h->buckets[i], n);
 }
 
-static long batch_one(__u64 i, void *arg)
+/* Move the latency run's count to lat_counts: no branch, a run of 0
+ * adds 0 (and marks its bucket, which lat_flush_one() skips). */
+static __always_inline void lat_count(struct batch_walk *w)
 {
-	struct batch_ctx *b = arg;
-	const struct io_rec *r;
-	__u64 lat;
+	__u32 b = w->lat_b & 63;
 
-	if (i >= IO_BATCH_MAX || i >= b->count)
+	w->lat_counts[b] += w->lat_n;
+	w->lat_used |= 1ULL << b;
+	w->lat_n = 0;
+}
+
+/* What lat_flush_one() needs. */
+struct lat_flush {
+	struct batch_walk *w;
+	struct io_stats *st;		/* NULL: the counts are dropped */
+};
+
+/* Add the lowest latency bucket lat_used has to the key's histogram, and
+ * clear it; 1 when none is left. */
+static long lat_flush_one(__u64 k, void *arg)
+{
+	struct lat_flush *f = arg;
+	struct batch_walk *w = f->w;
+	__u64 used = w->lat_used, low = used & -used;
+	__u32 b = (pk_bit_length(low) - 1) & 63, n;
+
+	if (!used)
 		return 1;
-	r = &b->recs[i];
-	if (r->bdev >= BDEV_INDEX_MAX)
-		return 0;
-	if (!b->st || r->bdev != b->last_bdev || r->type != b->last_type) {
-		batch_key_end(b);
+	w->lat_used = used & ~low;
+	n = w->lat_counts[b];
+	w->lat_counts[b] = 0;
+	if (f->st)
+		run_add(&f->st->latency, b, n);
+	return 0;
+}
+
+/* Add the key's latency counts and runs to its stats (st, unless NULL),
+ * and its sums; nothing is left counted.  The buckets counted are the bits
+ * of lat_used, each added by a step of its own bpf_loop(): a loop over
+ * every bucket would cost each key change 33 loads, and the verifier a
+ * state for each bucket. */
+static __always_inline void batch_key_end(struct batch_ctx *b,
+					  struct batch_walk *w)
+{
+	struct lat_flush f = { .w = w, .st = b->st };
+	struct io_stats *st = b->st;
+
+	lat_count(w);
+	w->lat_span = 0;
+	bpf_loop(64, lat_flush_one, &f, 0);
+	if (st) {
+		run_add(&st->size, w->size_b, w->size_n);
+		__sync_fetch_and_add(&st->latency.sum, w->lat_sum);
+		__sync_fetch_and_add(&st->size.sum, w->size_sum);
+		__sync_fetch_and_add(&st->errors, w->errors);
+	}
+	w->size_n = 0;
+	w->size_span = 0;
+	w->lat_sum = w->size_sum = w->errors = 0;
+}
+
+/* Start a latency run of one record, of latency lat, ending the one
+ * there. */
+static __always_inline void lat_new_run(struct batch_walk *w, __u64 lat)
+{
+	__u32 bucket = lat_bucket(lat);
+
+	lat_count(w);
+	w->lat_b = bucket;
+	lat_range(bucket, &w->lat_lo, &w->lat_span);
+	w->lat_n = 1;
+}
+
+/*
+ * Record r, whose key or size bucket is not the runs' (or whose key has
+ * no stats yet): when its key changed or had no room, the key's stats,
+ * looked up again, and every run begins anew with r; when only its size
+ * left the size run, that run ends, and r begins the next.
+ */
+static __always_inline void batch_new_key(struct batch_ctx *b,
+					  struct batch_walk *w,
+					  const struct io_rec *r)
+{
+	__u32 key = REC_KEY(r);
+	__u64 lat = rec_latency(r);
+
+	if (r->bdev >= BDEV_INDEX_MAX) {
+		series_drop(EXP_DROP_IO);	/* blktgt names none */
+		return;
+	}
+	if (!b->st || key != w->key_of) {
+		batch_key_end(b, w);
 		/* A batch is mostly one bdev's: its name is read once. */
-		if (r->bdev != b->name_of) {
+		if (r->bdev != w->name_of) {
 			__builtin_memset(b->key.bdev, 0, sizeof(b->key.bdev));
 			if (b->names)
 				bpf_probe_read_user_str(b->key.bdev, sizeof(b->key.bdev),
 							(const char *)b->names +
 							(__u64)r->bdev * BDEV_NAME_LEN);
-			b->name_of = r->bdev;
+			w->name_of = r->bdev;
 		}
 		b->key.type = r->type;
-		b->last_bdev = r->bdev;
-		b->last_type = r->type;
+		w->key_of = key;
 		b->st = series(&io_stats, &b->key, &io_zero);
+		if (!b->st) {
+			/* No room: each record of the key is counted, and
+			 * looks again (another CPU may add the key
+			 * meanwhile). */
+			series_drop(EXP_DROP_IO);
+			return;
+		}
+	} else {
+		run_add(&b->st->size, w->size_b, w->size_n);
 	}
-	if (!b->st) {
-		/* No room: each record of the key is counted, and looks
-		 * again (another CPU may add the key meanwhile). */
-		series_drop(EXP_DROP_IO);
+	w->size_b = size_bucket(r->length);
+	size_range(w->size_b, &w->size_lo, &w->size_span);
+	w->size_n = 1;
+	lat_new_run(w, lat);
+	w->lat_sum += lat;
+	w->size_sum += r->length;
+	w->errors += rec_failed(r);
+}
+
+/*
+ * Records per bpf_loop() step.  A step reads up to EXP_STEP records while
+ * each is of the runs' key and size bucket, with the runs in registers.
+ * A record that is not ends the step, and the next step begins with it in
+ * batch_new_key(): one place in the program for the verifier to walk
+ * that, not one per record of a step.
+ */
+#define EXP_STEP 8
+_Static_assert((IO_BATCH_MAX & (IO_BATCH_MAX - 1)) == 0,
+	       "batch_step() masks a record index with IO_BATCH_MAX - 1");
+
+static long batch_step(__u64 step, void *arg)
+{
+	struct batch_ctx *b = arg;
+	struct batch_walk *w = b->w;
+	__u64 lat_lo, lat_span, size_lo, size_span, lat_sum, size_sum, errors;
+	__u32 i, count = b->count, key_of, lat_n, size_n, j;
+	const struct io_rec *r;
+
+	i = w->i;
+	if (i >= count)
+		return 1;
+	if (w->pending || !b->st) {
+		w->pending = 0;
+		batch_new_key(b, w, &b->recs[i & (IO_BATCH_MAX - 1)]);
+		w->i = i + 1;
 		return 0;
 	}
-	lat = r->done_ns > r->submit_ns ? r->done_ns - r->submit_ns : 0;
-	__sync_fetch_and_add(&b->st->latency.buckets[lat_bucket(lat)], 1);
-	__sync_fetch_and_add(&b->st->size.buckets[size_bucket(r->length)], 1);
-	b->lat_sum += lat;
-	b->size_sum += r->length;
-	b->errors += r->status != 0;
+	lat_lo = w->lat_lo;
+	lat_span = w->lat_span;
+	lat_n = w->lat_n;
+	size_lo = w->size_lo;
+	size_span = w->size_span;
+	size_n = w->size_n;
+	lat_sum = w->lat_sum;
+	size_sum = w->size_sum;
+	errors = w->errors;
+	key_of = w->key_of;
+	for (j = 0; j < EXP_STEP; j++, i++) {
+		__u64 lat;
+
+		if (i >= count)
+			break;
+		r = &b->recs[i & (IO_BATCH_MAX - 1)];
+		if (REC_KEY(r) != key_of || r->length - size_lo >= size_span) {
+			w->pending = 1;
+			break;
+		}
+		lat = rec_latency(r);
+		if (lat - lat_lo < lat_span) {
+			lat_n++;
+		} else {
+			w->lat_n = lat_n;
+			lat_new_run(w, lat);
+			lat_lo = w->lat_lo;
+			lat_span = w->lat_span;
+			lat_n = 1;
+		}
+		size_n++;
+		lat_sum += lat;
+		size_sum += r->length;
+		errors += rec_failed(r);
+	}
+	w->lat_n = lat_n;
+	w->size_n = size_n;
+	w->lat_sum = lat_sum;
+	w->size_sum = size_sum;
+	w->errors = errors;
+	w->i = i;
 	return 0;
 }
 
 /* blktgt:io__batch(s32 thread, s32 count, struct io_rec *recs,
  *                  char *bdev_names)
  *
- * The batch is copied with one read (io_batch.bpf.h), and the records of
- * one key in a row (a batch is mostly one bdev's, one type's) share one
- * map lookup and one add to each sum and to the errors: a record costs
- * two atomic adds, one per histogram bucket.  bpf_loop() rather than a
- * bounded loop: the verifier checks its callback, not every record. */
+ * The batch is copied with one read (io_batch.bpf.h), and its records are
+ * counted as struct batch_walk says: a record costs what it takes to see
+ * that it extends the runs, and the atomic adds are one per latency
+ * bucket used, size run and sum, per key.  bpf_loop() rather than a
+ * bounded loop: the verifier checks its callback, not every record.  A
+ * step that takes no record hands its first to the next, which takes it:
+ * so twice the records bound the steps. */
 SEC("usdt")
 int io_batch(struct pt_regs *ctx)
 {
-	struct batch_ctx b = {
-		.last_bdev = BDEV_INDEX_MAX,
-		.last_type = ~0U, .name_of = BDEV_INDEX_MAX,
-	};
+	struct batch_ctx b = {};
+	__u32 zero = 0;
 
+	b.w = bpf_map_lookup_elem(&batch_walks, &zero);
+	if (!b.w)
+		return 0;
 	b.recs = io_batch_copy(ctx, &b.count);
 	if (!b.recs)
 		return 0;
+	/* lat_counts is all 0: each key's end empties it. */
+	b.w->i = b.w->pending = 0;
+	b.w->key_of = REC_KEY_NONE;
+	b.w->name_of = BDEV_INDEX_MAX;
 	b.key.pid = key_pid();
 	/* Read here, not in the callback: the argument's spec walked once
 	 * outside bpf_loop() is far less for the verifier (its callback is
 	 * checked state by state). */
 	if (bpf_usdt_arg(ctx, 3, &b.names))
 		b.names = 0;
-	bpf_loop(IO_BATCH_MAX, batch_one, &b, 0);
-	batch_key_end(&b);
+	bpf_loop(2 * IO_BATCH_MAX, batch_step, &b, 0);
+	batch_key_end(&b, b.w);
 	return 0;
 }
 

@@ -53,23 +53,7 @@ static __always_inline __u64 pk_regs_arg(struct pt_regs *ctx, __u32 n)
 	return v;
 }
 
-/*
- * The number of binary digits of v (0 for 0): copying v's highest set bit
- * into every bit below it leaves a mask of ones as long as v's binary
- * form, and the ones, counted, are that length.  Straight-line code with
- * no loop for the verifier to bound: clang, having no population-count
- * instruction for BPF, expands __builtin_popcountll() into shifts, masks
- * and a multiply.
- */
-static __always_inline __u32 pk_bit_length(__u64 v)
-{
-	v |= v >> 1;
-	v |= v >> 2;
-	v |= v >> 4;
-	v |= v >> 8;
-	v |= v >> 16;
-	v |= v >> 32;
-	return __builtin_popcountll(v);
-}
+/* pk_bit_length(): plain C, which host tests compile too. */
+#include "pk_bits.h"
 
 #endif

@@ -17,6 +17,8 @@ test_bdev_delay.py.
 
 import http.client
 import json
+import concurrent.futures
+import fractions
 import math
 import os
 import re
@@ -353,6 +355,183 @@ def test_io_types_mixed_in_a_batch(bpf, target, exporter):
         assert sample(text, series("latency_seconds_bucket", t, "+Inf")) == k
         assert sample(text, series("latency_seconds_sum", t)) > 0
         assert sample(text, series("errors_total", t)) == 0
+
+
+def test_bucket_ranges_agree_with_buckets(build, tmp_path):
+    """The batch loop counts a record in its run's bucket by the bucket's
+    range of values alone (libbpf/exporter_buckets.h): tests/exp_buckets.c,
+    built for the host from the same header, checks the ranges against the
+    bucket of each value at every bound and the labels' values."""
+    exe = str(tmp_path / "exp_buckets")
+    r = subprocess.run(["gcc", "-O2", "-Wall", "-Wextra", "-Werror",
+                        "-I", os.path.join(probekit.ROOT, "libbpf"),
+                        "-I", os.path.join(build, "gen"), "-o", exe,
+                        os.path.join(probekit.ROOT, "tests", "exp_buckets.c")],
+                       capture_output=True, text=True, timeout=probekit.TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([exe], capture_output=True, text=True, timeout=probekit.TIMEOUT)
+    assert r.returncode == 0 and r.stdout == "exp_buckets: 1105 checks passed\n", \
+        (r.stdout, r.stderr)
+
+
+# Every record of every batch, from bpftrace: per bdev and type, how many
+# had each latency (ns), each length, and a non-zero status; and how many
+# batches held more than one key.  blktgt runs with batches of CAP records,
+# so one unrolled block reads a whole batch.  The bdev's name is read when
+# its index changes, as bt/iolat_batch.bt does.
+CAP = 64
+RECORDS_BT = r"""// probekit: structs io_rec bdev_io_type
+BEGIN { printf("Tracing records. Hit Ctrl-C to end.\n"); }
+usdt:__EXE__:blktgt:io__batch
+{
+	$r = (struct pk_io_rec *)arg2;
+	$names = (uint8 *)arg3;
+	$n = (int32)arg1;
+	$i = 0;
+	$b = $r->bdev;
+	$t = $r->type;
+	$bdev = str($names + $b * 32);
+	$mixed = 0;
+	unroll(%(cap)d) {
+		if ($i < $n) {
+			if ($r->bdev != $b) {
+				$b = $r->bdev;
+				$bdev = str($names + $b * 32);
+				$mixed = 1;
+			}
+			if ($r->type != $t) {
+				$t = $r->type;
+				$mixed = 1;
+			}
+			@lat[$bdev, @pk_bdev_io_type[$t],
+			     (int64)$r->done_ns - (int64)$r->submit_ns] = count();
+			@len[$bdev, @pk_bdev_io_type[$t], $r->length] = count();
+			if ($r->status != 0) {
+				@errors[$bdev, @pk_bdev_io_type[$t]] = count();
+			}
+			$r = $r + 1;
+		}
+		$i++;
+	}
+	if ($mixed) {
+		@mixed_batches = count();
+	}
+}
+""" % {"cap": CAP}
+
+
+def records(lines):
+    """{map: {(bdev, type, value): count}} from RECORDS_BT's output; types
+    as the exporter labels them (BDEV_IO_READ: read)."""
+    out = {"lat": {}, "len": {}, "errors": {}, "mixed_batches": 0}
+    for line in lines:
+        m = re.match(r"@(lat|len)\[(\w+), BDEV_IO_(\w+), (-?\d+)\]: (\d+)$", line)
+        if m:
+            out[m[1]][(m[2], m[3].lower(), int(m[4]))] = int(m[5])
+        m = re.match(r"@errors\[(\w+), BDEV_IO_(\w+)\]: (\d+)$", line)
+        if m:
+            out["errors"][(m[1], m[2].lower())] = int(m[3])
+        m = re.match(r"@mixed_batches: (\d+)$", line)
+        if m:
+            out["mixed_batches"] = int(m[1])
+    return out
+
+
+def buckets(text, name, bdev, t):
+    """{le: cumulative count} of one histogram series of a scrape."""
+    pat = re.compile(r'%s_bucket\{bdev="%s",type="%s",le="([^"]+)"\} (\d+)$'
+                     % (name, bdev, t))
+    return {m[1]: int(m[2]) for m in map(pat.match, text.splitlines()) if m}
+
+
+def upto(values, bound):
+    """How many of values ({value: count}) are at most bound."""
+    return sum(n for v, n in values.items() if v <= bound)
+
+
+def test_every_record_in_its_bucket(bpf, blktgt_bin, tmp_path, monkeypatch,
+                                    exporter):
+    """One job alone, then four at once on delay bdevs, all on one
+    reactor, so that runs of one key's records end on a latency bucket's
+    bound, and batches mix bdevs, types and sizes: every cumulative bucket, count and sum of every latency
+    and size histogram is what the records themselves give, record by
+    record, by the bounds the labels state (an integer count of ns is
+    <= le seconds when it is <= floor(le * 1e9)).  The exporter bins
+    records in runs of one bucket; a run that took one record too many or
+    too few, or a bucket's range off by one, would show here."""
+    monkeypatch.setenv("BLKTGT_IO_BATCH_CAP", str(CAP))
+    t = probekit.Target(blktgt_bin, tmp_path, threads=1).start()
+    try:
+        # A null bdev's job completes in a loop of its own: no other job's
+        # records would come between its own.  So the jobs at once use
+        # delay bdevs.
+        t.rpc("bdev_null_create", name="N0", size_mb=64, block_size=512)
+        t.rpc("bdev_null_create", name="N1", size_mb=16, block_size=512)
+        t.rpc("bdev_malloc_create", name="M0", size_mb=16, block_size=512)
+        # Delays just below a bucket's bound (2^-16 s is 15.26 us, 2^-17
+        # 7.63, 2^-15 30.5), so that latencies straddle it, and runs end.
+        for name, base, r_us, w_us in (("D0", "M0", 37, 101), ("D1", "N0", 15, 15),
+                                       ("D2", "N1", 7, 29)):
+            t.rpc("bdev_delay_create", name=name, base=base, read_us=r_us,
+                  write_us=w_us)
+        script = tmp_path / "records.bt"
+        script.write_text(RECORDS_BT)
+        tr = probekit.Trace(t.pid, [str(script)]).start()
+        e = exporter("-p", str(t.pid))
+        # One job alone on a null bdev at qd 32: full batches of one key,
+        # whose latencies (about 32 I/Os' time) spread over several
+        # buckets, so runs end inside a step; then four at once on the
+        # delay bdevs: keys and sizes change within a batch.
+        alone = ("N0", "randread", 4096, 32, 1009)
+        jobs = [("D1", "randread", 65536, 2, 307), ("D1", "randread", 4096, 3, 101),
+                ("D2", "randrw", 512, 5, 503), ("D0", "randrw", 4096, 3, 211)]
+
+        def run(j):
+            return t.rpc("workload_run", bdev=j[0], pattern=j[1], io_size=j[2],
+                         queue_depth=j[3], count=j[4])
+        replies = [run(alone)]
+        # A connection each: the server answers one connection's
+        # requests in turn, so pipelined jobs would run one by one.
+        with concurrent.futures.ThreadPoolExecutor(len(jobs)) as pool:
+            replies += pool.map(run, jobs)
+        jobs.insert(0, alone)
+        for job, r in zip(jobs, replies):
+            assert r["ios"] == job[-1] and r["errors"] == 0, (job, r)
+        recs = records(tr.stop())
+        _, text = e.scrape()
+    finally:
+        t.stop()
+    assert recs["mixed_batches"] > 0, "no batch mixed keys: the test's premise"
+    assert not recs["errors"], recs["errors"]
+    keys = {k[:2] for k in recs["lat"]}
+    assert sum(recs["lat"].values()) == sum(j[-1] for j in jobs) == 2131
+    assert keys == {("N0", "read"), ("D1", "read"), ("D2", "read"), ("D2", "write"),
+                    ("D0", "read"), ("D0", "write")}, keys
+    for bdev, typ in sorted(keys):
+        lat = {v: n for (b, ty, v), n in recs["lat"].items() if (b, ty) == (bdev, typ)}
+        size = {v: n for (b, ty, v), n in recs["len"].items() if (b, ty) == (bdev, typ)}
+        n = sum(lat.values())
+        assert sum(size.values()) == n
+        assert min(lat) >= 0, "a record done before its submit"
+        got = buckets(text, "probekit_io_latency_seconds", bdev, typ)
+        assert len(got) == 33 and got.pop("+Inf") == n, (bdev, typ, text)
+        for le, c in got.items():
+            bound = math.floor(fractions.Fraction(float(le)) * 10**9)
+            assert c == upto(lat, bound), (bdev, typ, le, c, sorted(lat.items()))
+        got = buckets(text, "probekit_io_size_bytes", bdev, typ)
+        assert len(got) == 32 and got.pop("+Inf") == n, (bdev, typ, text)
+        for le, c in got.items():
+            assert c == upto(size, int(float(le))), (bdev, typ, le, c, size)
+        labels = f'{{bdev="{bdev}",type="{typ}"}}'
+        ns = sum(v * k for v, k in lat.items())
+        want = {"probekit_io_latency_seconds_count": str(n),
+                "probekit_io_latency_seconds_sum": f"{ns // 10**9}.{ns % 10**9:09d}",
+                "probekit_io_size_bytes_count": str(n),
+                "probekit_io_size_bytes_sum": str(sum(v * k for v, k in size.items())),
+                "probekit_io_errors_total": "0"}
+        for series, value in want.items():
+            line = f"{series}{labels} {value}"
+            assert line in text.splitlines(), (line, text)
 
 
 def test_formats_and_http_errors(bpf, target, exporter):

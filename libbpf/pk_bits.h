@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
+/*
+ * pk_bits.h: bit arithmetic that BPF programs use, in plain C, so that a
+ * host test can compile the same functions (tests/exp_buckets.c).  The
+ * includer has __u32 and __u64 (vmlinux.h, or <linux/types.h>).
+ */
+#ifndef PROBEKIT_BITS_H
+#define PROBEKIT_BITS_H
+
+#ifndef __always_inline
+#define __always_inline inline __attribute__((always_inline))
+#endif
+
+/*
+ * The number of binary digits of v (0 for 0): copying v's highest set bit
+ * into every bit below it leaves a mask of ones as long as v's binary
+ * form, and the ones, counted, are that length.  Straight-line code with
+ * no loop for the verifier to bound: clang, having no population-count
+ * instruction for BPF, expands __builtin_popcountll() into shifts, masks
+ * and a multiply.
+ */
+static __always_inline __u32 pk_bit_length(__u64 v)
+{
+	v |= v >> 1;
+	v |= v >> 2;
+	v |= v >> 4;
+	v |= v >> 8;
+	v |= v >> 16;
+	v |= v >> 32;
+	return __builtin_popcountll(v);
+}
+
+#endif
