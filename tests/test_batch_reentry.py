@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: BSD-2-Clause
-"""io__batch's scratch buffer is owned by one run at a time (io_batch.bpf.h):
-a hit that finds its CPU's buffer taken reads nothing, and its records are
-counted as dropped, none of them in a histogram.
+"""io__batch's scratch buffer is owned by one run at a time (libbpf's
+io_batch.bpf.h, bcc/'s IO_BATCH_BUF_C): a hit that finds its CPU's buffer
+taken reads nothing, and its records are counted as dropped, none of them
+in a histogram.  Both kinds of twin, histtools.KINDS.
 
 A uprobe's program can be preempted only on a kernel preempted "full" or
 "lazy"; this machine's kernel is "none" and locked down (its debugfs
@@ -20,9 +21,9 @@ import sys
 import pytest
 
 import probekit
-from histtools import Tool, parse, total, workload
+from histtools import KINDS, Tool, parse, total, workload
 
-pytestmark = pytest.mark.needs("bpftool")
+pytestmark = pytest.mark.needs("bpftool", "py:bcc")
 
 TAKEN, FREE = 1009, 23
 SCRATCH = "io_batch_scratch"
@@ -36,8 +37,9 @@ def bpftool(*args):
 
 
 def scratch_map(pid):
-    """The io_batch_scratch map process pid holds (its fdinfo names the
-    maps' ids; the kernel keeps 15 characters of a map's name)."""
+    """The io_batch_scratch map process pid holds, a libbpf tool or a bcc/
+    one's Python (its fdinfo names the maps' ids; the kernel keeps 15
+    characters of a map's name)."""
     found = []
     fds = f"/proc/{pid}/fdinfo"
     for fd in os.listdir(fds):
@@ -64,13 +66,14 @@ def set_busy(m, busy):
             "00", "00", "value", "hex", *(f"{b:02x}" for b in value))
 
 
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("name", ["iolatency", "iosize"])
-def test_taken_scratch_drops_and_counts(bpf, blktgt_bin, tmp_path, name):
+def test_taken_scratch_drops_and_counts(bpf, blktgt_bin, tmp_path, kind, name):
     t = probekit.Target(blktgt_bin, tmp_path).start()
     try:
         t.rpc("bdev_malloc_create", name="Malloc0", size_mb=16,
               block_size=512)
-        tool = Tool("libbpf", name, t.pid).start()
+        tool = Tool(kind, name, t.pid).start()
         m = scratch_map(tool.proc.pid)
         set_busy(m, 1)
         workload(t, "Malloc0", "randrw", 4096, 8, TAKEN)
