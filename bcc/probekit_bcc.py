@@ -512,15 +512,23 @@ BPF_HASH(hist_keys_a, struct hist_key, u8, HIST_KEYS);
 BPF_HASH(hist_keys_b, struct hist_key, u8, HIST_KEYS);
 BPF_ARRAY(hist_dropped, u64, 1);
 
+/* n values dropped, which HistReport says. */
+static __always_inline void hist_drop(u64 n)
+{
+    u32 zero = 0;
+    u64 *d = hist_dropped.lookup(&zero);
+
+    if (d)
+        __sync_fetch_and_add(d, n);
+}
+
 /* Whether key's histogram has room in generation gen (drain_gen_now()):
  * its key is kept, or is new and fits; else the value is dropped, and
  * counted. */
 static __always_inline int hist_room(struct hist_key *key, u32 gen)
 {
     u64 slot = key->slot;
-    u32 zero = 0;
     u8 one = 1;
-    u64 *d;
     int ok;
 
     key->slot = 0;
@@ -533,11 +541,8 @@ static __always_inline int hist_room(struct hist_key *key, u32 gen)
              hist_keys_a.insert(key, &one) == 0 ||
              hist_keys_a.lookup(key) != 0;
     key->slot = slot;
-    if (!ok) {
-        d = hist_dropped.lookup(&zero);
-        if (d)
-            __sync_fetch_and_add(d, 1);
-    }
+    if (!ok)
+        hist_drop(1);
     return ok;
 }
 
@@ -552,7 +557,7 @@ static __always_inline int hist_room(struct hist_key *key, u32 gen)
 static __always_inline void hist_count(struct hist_key *key)
 {
     u64 zero = 0, *n;
-    u32 first = 0, gen = drain_gen_now();
+    u32 gen = drain_gen_now();
 
     if (!hist_room(key, gen))
         return;
@@ -564,9 +569,7 @@ static __always_inline void hist_count(struct hist_key *key)
         __sync_fetch_and_add(n, 1);
         return;
     }
-    n = hist_dropped.lookup(&first);
-    if (n)
-        __sync_fetch_and_add(n, 1);
+    hist_drop(1);
 }
 """
 

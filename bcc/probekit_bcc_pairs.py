@@ -58,8 +58,9 @@ static __always_inline void pair_count(int what)
 {
     u64 *n = pair_counts.lookup(&what);
 
+    /* Atomic though per CPU: libbpf/pair_state.bpf.h's pair_count(). */
     if (n)
-        (*n)++;
+        __sync_fetch_and_add(n, 1);
 }
 
 /* 0 when tgid may insert a START; else it is dropped, and counted (any

@@ -196,6 +196,47 @@ IO_BATCH_MAX = spec.limits()["IO_BATCH_MAX"]
 BDEV_NAME_LEN = spec.limits()["BDEV_NAME_LEN"]
 
 
+# io__batch's records, copied with one read into a per-CPU buffer (a batch
+# is larger than the BPF stack) that one run owns at a time: a uprobe's
+# program is preemptible on a kernel that preempts "full" or "lazy", and
+# the kernel makes no recursion check there (libbpf/io_batch.bpf.h, whose
+# map and flag these are, by the same names).  Needs io_batch_c()'s struct.
+IO_BATCH_BUF_C = r"""
+struct io_batch_buf {
+    struct pk_io_rec recs[IO_BATCH_MAX];
+    u64 busy;   /* nonzero from io_batch_take() to io_batch_release() */
+};
+BPF_PERCPU_ARRAY(io_batch_scratch, struct io_batch_buf, 1);
+
+/* This CPU's buffer, holding the batch's n records (1..IO_BATCH_MAX)
+ * read from recs, owned by this run until io_batch_release(); NULL when
+ * they cannot be read (a run this one preempted owns the buffer, or the
+ * read failed), and the caller counts the n records dropped. */
+static __always_inline struct io_batch_buf *io_batch_take(u64 n, u64 recs)
+{
+    u32 zero = 0;
+    struct io_batch_buf *b = io_batch_scratch.lookup(&zero);
+
+    /* One instruction: of two runs on this CPU exactly one sees 0. */
+    if (!b || __sync_lock_test_and_set(&b->busy, 1))
+        return 0;
+    if (bpf_probe_read_user(b->recs, n * sizeof(struct pk_io_rec),
+                            (void *)recs)) {
+        b->busy = 0;
+        return 0;
+    }
+    return b;
+}
+
+/* After the run's last read of b's records. */
+static __always_inline void io_batch_release(struct io_batch_buf *b)
+{
+    __asm__ __volatile__("" ::: "memory");
+    *(volatile u64 *)&b->busy = 0;
+}
+"""
+
+
 def io_batch_c(tool, target):
     """C that reads io__batch's records: struct pk_io_rec, made from the
     DWARF of target's executable by the generator probekit-structs uses,

@@ -5,10 +5,22 @@
  *   io__batch(s32 thread, s32 count, struct io_rec *recs, char *bdev_names)
  *
  * The record is declared once, in target/io_batch.h, which this includes.
- * A batch (up to 3 KiB) is larger than the 512-byte BPF stack, so it is
+ * A batch (up to 12 KiB) is larger than the 512-byte BPF stack, so it is
  * copied with one read into a per-CPU scratch map, then walked with a
  * loop bounded by IO_BATCH_MAX.  Used by the histogram tools (through
  * blktgt_io.bpf.h) and the exporter.
+ *
+ * The scratch buffer is per CPU, not per run, and a uprobe's program is
+ * preemptible on a kernel that preempts "full" or "lazy" (PREEMPT_DYNAMIC
+ * booted so, or PREEMPT_RT): the kernel's bpf_prog_run_array_uprobe()
+ * runs it under migrate_disable() and rcu_read_lock(), which with
+ * PREEMPT_RCU leave preemption on, and makes no recursion check (neither
+ * bpf_prog_active nor the program's own counter: no miss is counted).  A
+ * reactor preempted in the walk lets another traced thread on its CPU run
+ * the same program over the same buffer.  So io_batch_take() owns the
+ * buffer, by a flag taken with one atomic exchange, until
+ * io_batch_release(); a hit that finds it taken reads nothing and hands
+ * its record count to the caller, which counts them dropped.
  */
 #ifndef PROBEKIT_IO_BATCH_BPF_H
 #define PROBEKIT_IO_BATCH_BPF_H
@@ -17,6 +29,10 @@
 
 struct io_batch_buf {
 	struct io_rec recs[IO_BATCH_MAX];
+	/* Nonzero from io_batch_take() to io_batch_release(); 64 bits
+	 * because clang's default BPF CPU has only a 64-bit exchange.  After
+	 * the records, which a copy to the value's start keeps aligned. */
+	__u64 busy;
 };
 
 struct {
@@ -91,38 +107,102 @@ static __always_inline int io_batch_arg(struct pt_regs *ctx,
 }
 
 /*
- * io__batch's records, copied into this CPU's scratch buffer, and their
- * number in *count; NULL when the count is out of range or a read fails.
+ * io__batch's record count, from 1 to IO_BATCH_MAX, in *n and their
+ * address in *recs; -1 when an argument cannot be read or the count is out
+ * of range.
  *
  * Only the two arguments a program needs are read (BPF_USDT() would read
  * all four on every hit, the thread number and the name table included,
  * which a hit pays for every record it carries), and libbpf's spec is
  * looked up once for both.
  */
-static __always_inline struct io_rec *io_batch_copy(struct pt_regs *ctx, __u32 *count)
+static __always_inline int io_batch_args(struct pt_regs *ctx, long *n, long *recs)
 {
-	__u32 zero = 0;
-	struct io_batch_buf *b = bpf_map_lookup_elem(&io_batch_scratch, &zero);
 	const struct __bpf_usdt_spec *spec;
 	int spec_id = __bpf_usdt_spec_id(ctx);
-	long n, recs;
-	__u64 size;
 
-	if (!b || spec_id < 0)
-		return NULL;
+	if (spec_id < 0)
+		return -1;
 	spec = bpf_map_lookup_elem(&__bpf_usdt_specs, &spec_id);
-	if (!spec || io_batch_arg(ctx, spec, 1, &n) ||
-	    io_batch_arg(ctx, spec, 2, &recs))
-		return NULL;
-	if (n <= 0 || n > IO_BATCH_MAX)
-		return NULL;
-	size = (__u64)n * sizeof(struct io_rec);
+	if (!spec || io_batch_arg(ctx, spec, 1, n) ||
+	    io_batch_arg(ctx, spec, 2, recs))
+		return -1;
+	if (*n <= 0 || *n > IO_BATCH_MAX)
+		return -1;
+	return 0;
+}
+
+/* n records (1..IO_BATCH_MAX) from recs into b: 0, or the read's error. */
+static __always_inline long io_batch_read(struct io_batch_buf *b, long n, long recs)
+{
+	__u64 size = (__u64)n * sizeof(struct io_rec);
+
 	/* Keep clang from folding this bound into the count's: the verifier
 	 * must see it on the size it checks. */
 	__asm__ volatile("" : "+r"(size));
 	if (size > sizeof(b->recs))
+		return -1;
+	return bpf_probe_read_user(b->recs, size, (const void *)recs);
+}
+
+/*
+ * io__batch's records, copied into this CPU's scratch buffer, which this
+ * run owns until io_batch_release(), and their number in *count.
+ *
+ * NULL when they cannot be read; then *count is the number of records
+ * the hit carried, which the caller counts as dropped: the buffer is
+ * owned by a run this one preempted, or the read failed (it took no
+ * record then).  *count is 0 when the count itself is out of range or
+ * unreadable.  Only a non-NULL return is released.
+ */
+static __always_inline struct io_rec *io_batch_take(struct pt_regs *ctx, __u32 *count)
+{
+	__u32 zero = 0;
+	struct io_batch_buf *b = bpf_map_lookup_elem(&io_batch_scratch, &zero);
+	long n, recs;
+
+	*count = 0;
+	if (!b || io_batch_args(ctx, &n, &recs))
 		return NULL;
-	if (bpf_probe_read_user(b->recs, size, (const void *)recs))
+	*count = (__u32)n;
+	/* One instruction: a preemption falls before or after it, so of
+	 * two runs on this CPU exactly one sees 0. */
+	if (__sync_lock_test_and_set(&b->busy, 1))
+		return NULL;
+	if (io_batch_read(b, n, recs)) {
+		b->busy = 0;
+		return NULL;
+	}
+	return b->recs;
+}
+
+/* Give back this CPU's scratch buffer, after a run's last read of the
+ * records io_batch_take() returned. */
+static __always_inline void io_batch_release(void)
+{
+	__u32 zero = 0;
+	struct io_batch_buf *b = bpf_map_lookup_elem(&io_batch_scratch, &zero);
+
+	if (!b)
+		return;
+	/* The records were read in bpf_loop()'s callback, a call clang
+	 * cannot move loads across; the barrier says so for any other. */
+	__asm__ volatile("" ::: "memory");
+	*(volatile __u64 *)&b->busy = 0;
+}
+
+/*
+ * The exporter's copy, without the ownership io_batch_take() adds: NULL
+ * when anything fails.  It goes when the exporter moves to
+ * io_batch_take() and io_batch_release().
+ */
+static __always_inline struct io_rec *io_batch_copy(struct pt_regs *ctx, __u32 *count)
+{
+	__u32 zero = 0;
+	struct io_batch_buf *b = bpf_map_lookup_elem(&io_batch_scratch, &zero);
+	long n, recs;
+
+	if (!b || io_batch_args(ctx, &n, &recs) || io_batch_read(b, n, recs))
 		return NULL;
 	*count = (__u32)n;
 	return b->recs;

@@ -261,9 +261,13 @@ int io_batch(struct pt_regs *ctx)
 	};
 
 	hit_count();
-	b.recs = io_batch_copy(ctx, &b.count);
-	if (!b.recs)
+	b.recs = io_batch_take(ctx, &b.count);
+	if (!b.recs) {
+		/* Records it could not read (io_batch.bpf.h) are dropped. */
+		if (b.count)
+			__sync_fetch_and_add(&hist_dropped, b.count);
 		return 0;
+	}
 	b.unit_width = b.unit * width;	/* < 2^51: -W <= INT_MAX */
 	b.unit_log2 = hist_log2_slot(b.unit) - 1;
 	if (per_bdev || per_type) {
@@ -272,11 +276,13 @@ int io_batch(struct pt_regs *ctx)
 		/* hist_get() counted one of the batch's records as dropped. */
 		b.w.h = hist_get(&hists, &b.w.key);
 		if (!b.w.h) {
+			io_batch_release();
 			__sync_fetch_and_add(&hist_dropped, b.count - 1);
 			return 0;
 		}
 		bpf_loop(IO_BATCH_MAX / LAT_FAST_STEP, lat_fast, &b, 0);
 	}
+	io_batch_release();
 	hist_run_end(&b.w.run);
 	return 0;
 }

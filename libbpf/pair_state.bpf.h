@@ -63,8 +63,11 @@ static __always_inline void pair_count(__u32 what)
 {
 	__u64 *n = bpf_map_lookup_elem(&pair_counts, &what);
 
+	/* Per CPU, but not one writer at a time: a uprobe's program can be
+	 * preempted by another on its CPU (io_batch.bpf.h says when), and
+	 * an increment split by that would lose one of the two counts. */
 	if (n)
-		(*n)++;		/* per CPU: no other writer */
+		__sync_fetch_and_add(n, 1);
 }
 
 /*
