@@ -126,33 +126,57 @@ static __always_inline void count_add(void *map, const void *key,
  * back, but the record is user memory) is 0, as before; no branch. */
 static __always_inline __u64 rec_latency(const struct io_rec *r)
 {
-	__u64 d = r->done_ns - r->submit_ns;
+	__u64 d = r->done_ns - r->submit_ns, neg = (__s64)d >> 63;
 
-	return d & ~(__u64)((__s64)d >> 63);
+	PK_OPAQUE(neg);	/* else a compare and a branch (pk_bits.h) */
+	return d & ~neg;
 }
 
 /* 1 when r's I/O failed (status != 0), else 0; no branch. */
 static __always_inline __u32 rec_failed(const struct io_rec *r)
 {
-	__u32 st = (__u32)r->status;
+	__u32 st = (__u32)r->status, t = st | -st;
 
-	return (st | -st) >> 31;
+	PK_OPAQUE(t);
+	return t >> 31;
 }
 
 /*
- * Where a batch's walk stands between two bpf_loop() steps.
+ * A key's part of a batch's walk: its runs, its counts, its sums.
  *
- * A record's latency bucket is counted in lat_counts, this CPU's own
- * array, with a plain add; each bucket's count is added to the key's
- * histogram with one atomic add when the key changes or the batch ends.
- * The latency run spares most records even that: a record whose latency
- * is in the run's bucket, the values [lat_lo, lat_lo + lat_span), costs a
- * subtraction, a compare and an increment in a register, and the run's
- * count goes to lat_counts when a record leaves it.  The size run does
- * the same for sizes, which change far less often: a record outside it
- * ends the step, and its count is added atomically.  The sums and the
- * errors are added once per key.  A span of 0 extends nothing: that is
- * the state with no run.
+ * A record's buckets are counted in lat_counts and size_counts, this CPU's
+ * own arrays, with a plain add; each bucket's count is added to the key's
+ * series with one atomic add when the key's walk ends (at the batch's end,
+ * or when its slot goes to another key), and so are the sums and the
+ * errors.  The runs spare most records even that: a record whose latency
+ * is in the latency run's bucket, the values [lat_lo, lat_lo + lat_span),
+ * and whose size is in the size run's, costs two subtractions, two
+ * compares and increments in registers; a run's count goes to its array
+ * when a record leaves it.  A span of 0 extends nothing: that is the state
+ * with no run.  The series is looked up once, when the walk ends: no
+ * pointer to it is kept between steps (the verifier could not follow one
+ * through the map), and a key with no room drops exactly the records
+ * counted.
+ */
+struct key_walk {
+	__u64 lat_lo, lat_span, size_lo, size_span;
+	__u64 lat_sum, size_sum, errors;
+	__u64 lat_used, size_used;	/* bit b: *_counts[b] may be > 0 */
+	__u32 rec_key;			/* REC_KEY(); REC_KEY_NONE: none */
+	__u32 lat_b, lat_n;		/* the latency run's bucket, records */
+	__u32 size_b, size_n;		/* the size run's */
+	__u32 n;			/* records */
+	__u32 name_of;			/* the bdev index key.bdev names */
+	__u32 lat_counts[64];		/* per bucket; 64: indexed by b & 63 */
+	__u32 size_counts[64];
+	struct io_key key;		/* the series' */
+};
+
+/*
+ * Where a batch's walk stands between two bpf_loop() steps.  Two keys are
+ * walked at once, the current one and the one before, since a batch of a
+ * read-write workload alternates between two (its reads' and its
+ * writes'); a record of the other goes back to it without ending either.
  *
  * It lives in a per-CPU map, not on the stack, for the verifier's sake: a
  * value loaded from a map is any value to it, where one on the stack is
@@ -161,16 +185,10 @@ static __always_inline __u32 rec_failed(const struct io_rec *r)
  * one does, as with the batch's copy.
  */
 struct batch_walk {
-	__u64 lat_lo, lat_span, size_lo, size_span;
-	__u64 lat_sum, size_sum, errors;
+	struct key_walk k[2];
 	__u32 i;			/* the next record */
-	__u32 pending;			/* record i needs batch_new_key() */
-	__u32 key_of;			/* st's record key, REC_KEY() */
-	__u32 name_of;			/* the bdev index key.bdev names */
-	__u32 lat_b, lat_n;		/* the latency run's bucket, records */
-	__u32 size_b, size_n;		/* the size run's */
-	__u64 lat_used;			/* bit b: lat_counts[b] may be > 0 */
-	__u32 lat_counts[64];		/* per bucket; 64: indexed by b & 63 */
+	__u32 pending;			/* record i needs batch_slow() */
+	__u32 cur;			/* k[cur] is the current key */
 };
 
 struct {
@@ -180,157 +198,175 @@ struct {
 	__type(value, struct batch_walk);
 } batch_walks SEC(".maps");
 
-/* A batch: its records, and what its walk keeps on the stack. */
+/* A batch: its records, and its walk. */
 struct batch_ctx {
 	const struct io_rec *recs;	/* the copy, in the scratch map */
 	struct batch_walk *w;
-	struct io_stats *st;		/* NULL: no room (or none yet) */
 	long names;			/* blktgt's bdev names; 0: unread */
-	__u32 count;
-	struct io_key key;
+	__u32 count, pid;
 };
 
-/* Add a run's n records to bucket b of h. */
-static __always_inline void run_add(struct exp_hist *h, __u32 b, __u32 n)
+/* Move a run's n records to counts[b & 63]: no branch; a run of 0 adds 0
+ * (and marks its bucket, which hist_flush_one() skips). */
+static __always_inline void run_count(__u32 *counts, __u64 *used, __u32 b,
+				      __u32 n)
 {
-	__u64 i = b;
-
-	/* One register for the check and the index: clang would else
-	 * check a copy, and the verifier see the index unbounded. */
-	__asm__ volatile("" : "+r"(i));
-	if (n && i < EXP_BUCKETS)
-		__sync_fetch_and_add(&h->buckets[i], n);
+	b &= 63;
+	counts[b] += n;
+	*used |= 1ULL << b;
 }
 
-/* Move the latency run's count to lat_counts: no branch, a run of 0
- * adds 0 (and marks its bucket, which lat_flush_one() skips). */
-static __always_inline void lat_count(struct batch_walk *w)
-{
-	__u32 b = w->lat_b & 63;
-
-	w->lat_counts[b] += w->lat_n;
-	w->lat_used |= 1ULL << b;
-	w->lat_n = 0;
-}
-
-/* What lat_flush_one() needs. */
-struct lat_flush {
-	struct batch_walk *w;
-	struct io_stats *st;		/* NULL: the counts are dropped */
+/* What hist_flush_one() needs: one histogram's counts, and where they go. */
+struct hist_flush {
+	__u32 *counts;
+	__u64 *used;
+	struct exp_hist *h;
 };
 
-/* Add the lowest latency bucket lat_used has to the key's histogram, and
- * clear it; 1 when none is left. */
-static long lat_flush_one(__u64 k, void *arg)
+/* Add the lowest bucket *used has to the histogram, and clear it; 1 when
+ * none is left. */
+static long hist_flush_one(__u64 step, void *arg)
 {
-	struct lat_flush *f = arg;
-	struct batch_walk *w = f->w;
-	__u64 used = w->lat_used, low = used & -used;
+	struct hist_flush *f = arg;
+	__u64 used = *f->used, low = used & -used;
 	__u32 b = (pk_bit_length(low) - 1) & 63, n;
 
 	if (!used)
 		return 1;
-	w->lat_used = used & ~low;
-	n = w->lat_counts[b];
-	w->lat_counts[b] = 0;
-	if (f->st)
-		run_add(&f->st->latency, b, n);
+	*f->used = used & ~low;
+	n = f->counts[b];
+	f->counts[b] = 0;
+	if (n && b < EXP_BUCKETS)
+		__sync_fetch_and_add(&f->h->buckets[b], n);
 	return 0;
 }
 
-/* Add the key's latency counts and runs to its stats (st, unless NULL),
- * and its sums; nothing is left counted.  The buckets counted are the bits
- * of lat_used, each added by a step of its own bpf_loop(): a loop over
- * every bucket would cost each key change 33 loads, and the verifier a
- * state for each bucket. */
-static __always_inline void batch_key_end(struct batch_ctx *b,
-					  struct batch_walk *w)
+/* Add the counts marked in used to h, one bpf_loop() step per bucket
+ * used: a loop over every bucket would cost 33 loads, and the verifier a
+ * state for each. */
+static __always_inline void hist_flush(__u32 *counts, __u64 *used,
+				       struct exp_hist *h)
 {
-	struct lat_flush f = { .w = w, .st = b->st };
-	struct io_stats *st = b->st;
+	struct hist_flush f = { .counts = counts, .used = used, .h = h };
 
-	lat_count(w);
-	w->lat_span = 0;
-	bpf_loop(64, lat_flush_one, &f, 0);
-	if (st) {
-		run_add(&st->size, w->size_b, w->size_n);
-		__sync_fetch_and_add(&st->latency.sum, w->lat_sum);
-		__sync_fetch_and_add(&st->size.sum, w->size_sum);
-		__sync_fetch_and_add(&st->errors, w->errors);
-	}
-	w->size_n = 0;
-	w->size_span = 0;
-	w->lat_sum = w->size_sum = w->errors = 0;
+	bpf_loop(64, hist_flush_one, &f, 0);
 }
 
-/* Start a latency run of one record, of latency lat, ending the one
- * there. */
-static __always_inline void lat_new_run(struct batch_walk *w, __u64 lat)
+/* End k's walk: its counts, runs and sums go to its series, or, with no
+ * room for the series, its records are counted dropped; k walks no key
+ * after. */
+static __always_inline void key_end(struct key_walk *k)
 {
-	__u32 bucket = lat_bucket(lat);
+	struct io_stats *st;
+	__u32 n = k->n;
 
-	lat_count(w);
-	w->lat_b = bucket;
-	lat_range(bucket, &w->lat_lo, &w->lat_span);
-	w->lat_n = 1;
+	run_count(k->lat_counts, &k->lat_used, k->lat_b, k->lat_n);
+	run_count(k->size_counts, &k->size_used, k->size_b, k->size_n);
+	k->lat_n = k->size_n = k->n = 0;
+	k->lat_span = k->size_span = 0;
+	k->rec_key = REC_KEY_NONE;
+	if (!n)
+		return;
+	st = series(&io_stats, &k->key, &io_zero);
+	if (!st) {
+		__u32 slot = EXP_DROP_IO;
+		__u64 *d = bpf_map_lookup_elem(&series_drops, &slot);
+
+		if (d)
+			*d += n;	/* per CPU: no other writer */
+		k->lat_used = k->size_used = 0;
+		__builtin_memset(k->lat_counts, 0, sizeof(k->lat_counts));
+		__builtin_memset(k->size_counts, 0, sizeof(k->size_counts));
+	} else {
+		hist_flush(k->lat_counts, &k->lat_used, &st->latency);
+		hist_flush(k->size_counts, &k->size_used, &st->size);
+		__sync_fetch_and_add(&st->latency.sum, k->lat_sum);
+		__sync_fetch_and_add(&st->size.sum, k->size_sum);
+		__sync_fetch_and_add(&st->errors, k->errors);
+	}
+	k->lat_sum = k->size_sum = k->errors = 0;
+}
+
+/* Make k walk r's key, reading its bdev's name unless k has it. */
+static __always_inline void key_begin(struct batch_ctx *b, struct key_walk *k,
+				      const struct io_rec *r)
+{
+	__u32 bdev = r->bdev;
+
+	if (k->name_of != bdev) {
+		__builtin_memset(k->key.bdev, 0, sizeof(k->key.bdev));
+		if (b->names)
+			bpf_probe_read_user_str(k->key.bdev, sizeof(k->key.bdev),
+						(const char *)b->names +
+						(__u64)bdev * BDEV_NAME_LEN);
+		k->name_of = bdev;
+	}
+	k->key.pid = b->pid;
+	k->key.type = r->type;
+	k->rec_key = REC_KEY(r);
+}
+
+/* Count r in k: in its runs, or in new ones. */
+static __always_inline void key_add(struct key_walk *k, const struct io_rec *r)
+{
+	__u64 lat = rec_latency(r);
+
+	if (r->length - k->size_lo >= k->size_span) {
+		run_count(k->size_counts, &k->size_used, k->size_b, k->size_n);
+		k->size_b = size_bucket(r->length);
+		size_range(k->size_b, &k->size_lo, &k->size_span);
+		k->size_n = 0;
+	}
+	k->size_n++;
+	if (lat - k->lat_lo >= k->lat_span) {
+		__u32 bucket = lat_bucket(lat);
+
+		run_count(k->lat_counts, &k->lat_used, k->lat_b, k->lat_n);
+		k->lat_b = bucket;
+		lat_range(bucket, &k->lat_lo, &k->lat_span);
+		k->lat_n = 0;
+	}
+	k->lat_n++;
+	k->n++;
+	k->lat_sum += lat;
+	k->size_sum += r->length;
+	k->errors += rec_failed(r);
 }
 
 /*
- * Record r, whose key or size bucket is not the runs' (or whose key has
- * no stats yet): when its key changed or had no room, the key's stats,
- * looked up again, and every run begins anew with r; when only its size
- * left the size run, that run ends, and r begins the next.
+ * Record r, which the step could not count: of the current key but
+ * another size bucket; of the other key walked, which becomes the
+ * current; or of neither, when the other key's walk ends and its slot
+ * takes r's key.
  */
-static __always_inline void batch_new_key(struct batch_ctx *b,
-					  struct batch_walk *w,
-					  const struct io_rec *r)
+static __always_inline void batch_slow(struct batch_ctx *b, struct batch_walk *w,
+				       const struct io_rec *r)
 {
-	__u32 key = REC_KEY(r);
-	__u64 lat = rec_latency(r);
+	__u32 rec_key = REC_KEY(r), c = w->cur & 1;
+	struct key_walk *k;
 
 	if (r->bdev >= BDEV_INDEX_MAX) {
 		series_drop(EXP_DROP_IO);	/* blktgt names none */
 		return;
 	}
-	if (!b->st || key != w->key_of) {
-		batch_key_end(b, w);
-		/* A batch is mostly one bdev's: its name is read once. */
-		if (r->bdev != w->name_of) {
-			__builtin_memset(b->key.bdev, 0, sizeof(b->key.bdev));
-			if (b->names)
-				bpf_probe_read_user_str(b->key.bdev, sizeof(b->key.bdev),
-							(const char *)b->names +
-							(__u64)r->bdev * BDEV_NAME_LEN);
-			w->name_of = r->bdev;
+	if (w->k[c].rec_key != rec_key) {
+		c ^= 1;
+		k = &w->k[c];
+		if (k->rec_key != rec_key) {
+			key_end(k);
+			key_begin(b, k, r);
 		}
-		b->key.type = r->type;
-		w->key_of = key;
-		b->st = series(&io_stats, &b->key, &io_zero);
-		if (!b->st) {
-			/* No room: each record of the key is counted, and
-			 * looks again (another CPU may add the key
-			 * meanwhile). */
-			series_drop(EXP_DROP_IO);
-			return;
-		}
-	} else {
-		run_add(&b->st->size, w->size_b, w->size_n);
+		w->cur = c;
 	}
-	w->size_b = size_bucket(r->length);
-	size_range(w->size_b, &w->size_lo, &w->size_span);
-	w->size_n = 1;
-	lat_new_run(w, lat);
-	w->lat_sum += lat;
-	w->size_sum += r->length;
-	w->errors += rec_failed(r);
+	key_add(&w->k[c], r);
 }
 
 /*
  * Records per bpf_loop() step.  A step reads up to EXP_STEP records while
- * each is of the runs' key and size bucket, with the runs in registers.
- * A record that is not ends the step, and the next step begins with it in
- * batch_new_key(): one place in the program for the verifier to walk
- * that, not one per record of a step.
+ * each is of the current key and its size bucket, with the runs in
+ * registers.  A record that is not ends the step, and the next step begins
+ * with it in batch_slow(): one place in the program for the verifier to
+ * walk that, not one per record of a step.
  */
 #define EXP_STEP 8
 _Static_assert((IO_BATCH_MAX & (IO_BATCH_MAX - 1)) == 0,
@@ -340,36 +376,38 @@ static long batch_step(__u64 step, void *arg)
 {
 	struct batch_ctx *b = arg;
 	struct batch_walk *w = b->w;
+	struct key_walk *k = &w->k[w->cur & 1];
 	__u64 lat_lo, lat_span, size_lo, size_span, lat_sum, size_sum, errors;
-	__u32 i, count = b->count, key_of, lat_n, size_n, j;
+	__u32 i, count = b->count, key, lat_n, size_n, n, j;
 	const struct io_rec *r;
 
 	i = w->i;
 	if (i >= count)
 		return 1;
-	if (w->pending || !b->st) {
+	if (w->pending) {
 		w->pending = 0;
-		batch_new_key(b, w, &b->recs[i & (IO_BATCH_MAX - 1)]);
+		batch_slow(b, w, &b->recs[i & (IO_BATCH_MAX - 1)]);
 		w->i = i + 1;
 		return 0;
 	}
-	lat_lo = w->lat_lo;
-	lat_span = w->lat_span;
-	lat_n = w->lat_n;
-	size_lo = w->size_lo;
-	size_span = w->size_span;
-	size_n = w->size_n;
-	lat_sum = w->lat_sum;
-	size_sum = w->size_sum;
-	errors = w->errors;
-	key_of = w->key_of;
+	lat_lo = k->lat_lo;
+	lat_span = k->lat_span;
+	lat_n = k->lat_n;
+	size_lo = k->size_lo;
+	size_span = k->size_span;
+	size_n = k->size_n;
+	n = k->n;
+	lat_sum = k->lat_sum;
+	size_sum = k->size_sum;
+	errors = k->errors;
+	key = k->rec_key;
 	for (j = 0; j < EXP_STEP; j++, i++) {
 		__u64 lat;
 
 		if (i >= count)
 			break;
 		r = &b->recs[i & (IO_BATCH_MAX - 1)];
-		if (REC_KEY(r) != key_of || r->length - size_lo >= size_span) {
+		if (REC_KEY(r) != key || r->length - size_lo >= size_span) {
 			w->pending = 1;
 			break;
 		}
@@ -377,23 +415,38 @@ static long batch_step(__u64 step, void *arg)
 		if (lat - lat_lo < lat_span) {
 			lat_n++;
 		} else {
-			w->lat_n = lat_n;
-			lat_new_run(w, lat);
-			lat_lo = w->lat_lo;
-			lat_span = w->lat_span;
+			__u32 bucket = lat_bucket(lat);
+
+			run_count(k->lat_counts, &k->lat_used, k->lat_b, lat_n);
+			k->lat_b = bucket;
+			lat_range(bucket, &lat_lo, &lat_span);
 			lat_n = 1;
 		}
 		size_n++;
+		n++;
 		lat_sum += lat;
 		size_sum += r->length;
 		errors += rec_failed(r);
 	}
-	w->lat_n = lat_n;
-	w->size_n = size_n;
-	w->lat_sum = lat_sum;
-	w->size_sum = size_sum;
-	w->errors = errors;
+	k->lat_lo = lat_lo;
+	k->lat_span = lat_span;
+	k->lat_n = lat_n;
+	k->size_n = size_n;
+	k->n = n;
+	k->lat_sum = lat_sum;
+	k->size_sum = size_sum;
+	k->errors = errors;
 	w->i = i;
+	return 0;
+}
+
+/* End the walk of k[i], for i < 2: a bpf_loop() callback, so that the
+ * verifier walks key_end() once for both. */
+static long key_end_one(__u64 i, void *arg)
+{
+	struct batch_ctx *b = arg;
+
+	key_end(&b->w->k[i & 1]);
 	return 0;
 }
 
@@ -401,12 +454,12 @@ static long batch_step(__u64 step, void *arg)
  *                  char *bdev_names)
  *
  * The batch is copied with one read (io_batch.bpf.h), and its records are
- * counted as struct batch_walk says: a record costs what it takes to see
- * that it extends the runs, and the atomic adds are one per latency
- * bucket used, size run and sum, per key.  bpf_loop() rather than a
- * bounded loop: the verifier checks its callback, not every record.  A
- * step that takes no record hands its first to the next, which takes it:
- * so twice the records bound the steps. */
+ * counted as struct key_walk says: a record costs what it takes to see
+ * that it extends the runs, and the atomic adds are one per bucket used
+ * and sum, per key walked.  bpf_loop() rather than a bounded loop: the
+ * verifier checks its callback, not every record.  A step that takes no
+ * record hands its first to the next, which takes it: so twice the
+ * records bound the steps. */
 SEC("usdt")
 int io_batch(struct pt_regs *ctx)
 {
@@ -419,18 +472,20 @@ int io_batch(struct pt_regs *ctx)
 	b.recs = io_batch_copy(ctx, &b.count);
 	if (!b.recs)
 		return 0;
-	/* lat_counts is all 0: each key's end empties it. */
-	b.w->i = b.w->pending = 0;
-	b.w->key_of = REC_KEY_NONE;
-	b.w->name_of = BDEV_INDEX_MAX;
-	b.key.pid = key_pid();
+	/* The last batch ended both keys' walks: no counts are left.  A
+	 * name read for the last batch may be another bdev's now. */
+	b.w->i = b.w->cur = 0;
+	b.w->k[0].rec_key = b.w->k[1].rec_key = REC_KEY_NONE;
+	b.w->k[0].name_of = b.w->k[1].name_of = BDEV_INDEX_MAX;
+	b.w->pending = 1;	/* the first record begins a key */
+	b.pid = key_pid();
 	/* Read here, not in the callback: the argument's spec walked once
 	 * outside bpf_loop() is far less for the verifier (its callback is
 	 * checked state by state). */
 	if (bpf_usdt_arg(ctx, 3, &b.names))
 		b.names = 0;
 	bpf_loop(2 * IO_BATCH_MAX, batch_step, &b, 0);
-	batch_key_end(&b, b.w);
+	bpf_loop(2, key_end_one, &b, 0);
 	return 0;
 }
 

@@ -25,7 +25,15 @@
  * as before. */
 _Static_assert(EXP_LAT_FINITE == 32, "lat_bucket() searches 32 bounds");
 #define LAT_BOUND(i) ((1000000000ULL << (i)) >> -EXP_LAT_MIN_EXP)
-#define LAT_BELOW(i, ns) ((__u32)(((ns) | (LAT_BOUND(i) - (ns))) >> 63))
+static __always_inline __u32 lat_below(__u32 i, __u64 ns)
+{
+	__u64 t = ns | (LAT_BOUND(i) - ns);
+
+	PK_OPAQUE(t);	/* else a compare and a branch (pk_bits.h) */
+	return t >> 63;
+}
+
+/* At most EXP_BUCKETS - 1: 16 + 8 + 4 + 2 + 1 + 1. */
 static __always_inline __u32 lat_bucket(__u64 ns)
 {
 	__u32 lo = 0;
@@ -33,9 +41,8 @@ static __always_inline __u32 lat_bucket(__u64 ns)
 
 	/* Bounds 0 .. lo-1 are below ns: 32 bounds, steps 16 .. 1. */
 	for (s = 4; s >= 0; s--)
-		lo += LAT_BELOW(lo + (1u << s) - 1, ns) << s;
-	lo += LAT_BELOW(lo, ns);	/* all 32 below: +Inf */
-	return lo < EXP_BUCKETS ? lo : EXP_BUCKETS - 1;
+		lo += lat_below(lo + (1u << s) - 1, ns) << s;
+	return lo + lat_below(lo, ns);	/* all 32 below: +Inf */
 }
 
 /* The size bucket of bytes: the smallest i with bytes <= 2^i, or +Inf. */
