@@ -65,12 +65,20 @@ static __always_inline __u32 key_pid(void)
 	return per_pid ? bpf_get_current_pid_tgid() >> 32 : 0;
 }
 
+/* n hits (records, for I/O) counted dropped in slot.  Atomic although
+ * per CPU: a uprobe's program can be preempted on its CPU by another
+ * run of it (io_batch.bpf.h). */
+static __always_inline void series_drop_n(__u32 slot, __u64 n)
+{
+	__u64 *d = bpf_map_lookup_elem(&series_drops, &slot);
+
+	if (d)
+		__sync_fetch_and_add(d, n);
+}
+
 static __always_inline void series_drop(__u32 slot)
 {
-	__u64 *n = bpf_map_lookup_elem(&series_drops, &slot);
-
-	if (n)
-		(*n)++;		/* per CPU: no other writer */
+	series_drop_n(slot, 1);
 }
 
 static __always_inline void hist_bump(struct exp_hist *h, __u32 bucket,
@@ -181,8 +189,8 @@ struct key_walk {
  * It lives in a per-CPU map, not on the stack, for the verifier's sake: a
  * value loaded from a map is any value to it, where one on the stack is
  * the exact range the last step left, which makes each step's bounds a
- * new state to walk.  Per CPU: no other program runs on this CPU while
- * one does, as with the batch's copy.
+ * new state to walk.  Per CPU, it belongs to the run that owns the batch's
+ * copy (io_batch_take()).
  */
 struct batch_walk {
 	struct key_walk k[2];
@@ -269,11 +277,7 @@ static __always_inline void key_end(struct key_walk *k)
 		return;
 	st = series(&io_stats, &k->key, &io_zero);
 	if (!st) {
-		__u32 slot = EXP_DROP_IO;
-		__u64 *d = bpf_map_lookup_elem(&series_drops, &slot);
-
-		if (d)
-			*d += n;	/* per CPU: no other writer */
+		series_drop_n(EXP_DROP_IO, n);
 		k->lat_used = k->size_used = 0;
 		__builtin_memset(k->lat_counts, 0, sizeof(k->lat_counts));
 		__builtin_memset(k->size_counts, 0, sizeof(k->size_counts));
@@ -469,9 +473,13 @@ int io_batch(struct pt_regs *ctx)
 	b.w = bpf_map_lookup_elem(&batch_walks, &zero);
 	if (!b.w)
 		return 0;
-	b.recs = io_batch_copy(ctx, &b.count);
-	if (!b.recs)
+	b.recs = io_batch_take(ctx, &b.count);
+	if (!b.recs) {
+		/* Unreadable, or this CPU's buffer (and walk) is another
+		 * run's, which this one preempted: its records are dropped. */
+		series_drop_n(EXP_DROP_IO, b.count);
 		return 0;
+	}
 	/* The last batch ended both keys' walks: no counts are left.  A
 	 * name read for the last batch may be another bdev's now. */
 	b.w->i = b.w->cur = 0;
@@ -486,6 +494,7 @@ int io_batch(struct pt_regs *ctx)
 		b.names = 0;
 	bpf_loop(2 * IO_BATCH_MAX, batch_step, &b, 0);
 	bpf_loop(2, key_end_one, &b, 0);
+	io_batch_release();
 	return 0;
 }
 

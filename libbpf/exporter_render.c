@@ -275,8 +275,9 @@ static const struct family_spec own_families[] = {
 	  .map = offsetof(struct exp_state, pair_counts), .slot = PAIR_RECLAIMED,
 	  .drop_slot = -2 },
 	{ .name = "probekit_exporter_series_dropped",
-	  .help = "Hits not recorded because their family had no room for a "
-		  "new series (--max-series), by family.",
+	  .help = "Hits not recorded, by family: no room for a new series "
+		  "(--max-series), or I/O records whose batch met its CPU's "
+		  "buffer in use by a run it preempted.",
 	  .kind = FAM_COUNTER, .when = WHEN_ALWAYS, .source = SRC_DROPS, .drop_slot = -2 },
 };
 

@@ -191,21 +191,4 @@ static __always_inline void io_batch_release(void)
 	*(volatile __u64 *)&b->busy = 0;
 }
 
-/*
- * The exporter's copy, without the ownership io_batch_take() adds: NULL
- * when anything fails.  It goes when the exporter moves to
- * io_batch_take() and io_batch_release().
- */
-static __always_inline struct io_rec *io_batch_copy(struct pt_regs *ctx, __u32 *count)
-{
-	__u32 zero = 0;
-	struct io_batch_buf *b = bpf_map_lookup_elem(&io_batch_scratch, &zero);
-	long n, recs;
-
-	if (!b || io_batch_args(ctx, &n, &recs) || io_batch_read(b, n, recs))
-		return NULL;
-	*count = (__u32)n;
-	return b->recs;
-}
-
 #endif
