@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * exporter_buckets.h: which bucket of the exporter's histograms a value
  * falls in, and which values a bucket holds, for its BPF programs.  Plain

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
+// SPDX-License-Identifier: BSD-2-Clause
 /*
  * pk_bits.h: bit arithmetic that BPF programs use, in plain C, so that a
  * host test can compile the same functions (tests/exp_buckets.c).  The
