@@ -210,7 +210,9 @@ struct {
 struct batch_ctx {
 	const struct io_rec *recs;	/* the copy, in the scratch map */
 	struct batch_walk *w;
-	long names;			/* blktgt's bdev names; 0: unread */
+	long names;			/* blktgt's bdev names; 0: unread
+					 * (read before bpf_loop(): its
+					 * callback is walked state by state) */
 	__u32 count, pid;
 };
 
@@ -310,6 +312,17 @@ static __always_inline void key_begin(struct batch_ctx *b, struct key_walk *k,
 	k->rec_key = REC_KEY(r);
 }
 
+/* Begin a latency run of lat in k, ending the one of n records there;
+ * the new run's values are [*lo, *lo + *span) (k's own, or the batch
+ * step's copies in registers). */
+static __always_inline void lat_run_begin(struct key_walk *k, __u32 n, __u64 lat,
+					  __u64 *lo, __u64 *span)
+{
+	run_count(k->lat_counts, &k->lat_used, k->lat_b, n);
+	k->lat_b = lat_bucket(lat);
+	lat_range(k->lat_b, lo, span);
+}
+
 /* Count r in k: in its runs, or in new ones. */
 static __always_inline void key_add(struct key_walk *k, const struct io_rec *r)
 {
@@ -323,11 +336,7 @@ static __always_inline void key_add(struct key_walk *k, const struct io_rec *r)
 	}
 	k->size_n++;
 	if (lat - k->lat_lo >= k->lat_span) {
-		__u32 bucket = lat_bucket(lat);
-
-		run_count(k->lat_counts, &k->lat_used, k->lat_b, k->lat_n);
-		k->lat_b = bucket;
-		lat_range(bucket, &k->lat_lo, &k->lat_span);
+		lat_run_begin(k, k->lat_n, lat, &k->lat_lo, &k->lat_span);
 		k->lat_n = 0;
 	}
 	k->lat_n++;
@@ -419,11 +428,7 @@ static long batch_step(__u64 step, void *arg)
 		if (lat - lat_lo < lat_span) {
 			lat_n++;
 		} else {
-			__u32 bucket = lat_bucket(lat);
-
-			run_count(k->lat_counts, &k->lat_used, k->lat_b, lat_n);
-			k->lat_b = bucket;
-			lat_range(bucket, &lat_lo, &lat_span);
+			lat_run_begin(k, lat_n, lat, &lat_lo, &lat_span);
 			lat_n = 1;
 		}
 		size_n++;
@@ -473,7 +478,7 @@ int io_batch(struct pt_regs *ctx)
 	b.w = bpf_map_lookup_elem(&batch_walks, &zero);
 	if (!b.w)
 		return 0;
-	b.recs = io_batch_take(ctx, &b.count);
+	b.recs = io_batch_take(ctx, &b.count, &b.names);
 	if (!b.recs) {
 		/* Unreadable, or this CPU's buffer (and walk) is another
 		 * run's, which this one preempted: its records are dropped. */
@@ -487,11 +492,6 @@ int io_batch(struct pt_regs *ctx)
 	b.w->k[0].name_of = b.w->k[1].name_of = BDEV_INDEX_MAX;
 	b.w->pending = 1;	/* the first record begins a key */
 	b.pid = key_pid();
-	/* Read here, not in the callback: the argument's spec walked once
-	 * outside bpf_loop() is far less for the verifier (its callback is
-	 * checked state by state). */
-	if (bpf_usdt_arg(ctx, 3, &b.names))
-		b.names = 0;
 	bpf_loop(2 * IO_BATCH_MAX, batch_step, &b, 0);
 	bpf_loop(2, key_end_one, &b, 0);
 	io_batch_release();

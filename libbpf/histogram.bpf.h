@@ -182,6 +182,13 @@ static const struct hist hist_zero;
  * says "N I/Os dropped (table full)" (trace_helpers.h, hist_report()). */
 __u64 hist_dropped;
 
+/* n values dropped, which user space says (bcc/probekit_bcc.py's
+ * hist_drop(), its twin). */
+static __always_inline void hist_drop(__u64 n)
+{
+	__sync_fetch_and_add(&hist_dropped, n);
+}
+
 /* The histogram at key in outer (a DRAINED_HASH of struct hist), created
  * on first use; NULL, and one value counted in hist_dropped, when this
  * interval's hash is full.  Each caller drops the value it called for
@@ -192,7 +199,7 @@ static __always_inline struct hist *hist_get(void *outer, const void *key)
 	struct hist *h;
 
 	if (!map) {
-		__sync_fetch_and_add(&hist_dropped, 1);
+		hist_drop(1);
 		return NULL;
 	}
 	h = bpf_map_lookup_elem(map, key);
@@ -200,7 +207,7 @@ static __always_inline struct hist *hist_get(void *outer, const void *key)
 		bpf_map_update_elem(map, key, &hist_zero, BPF_NOEXIST);
 		h = bpf_map_lookup_elem(map, key);
 		if (!h)
-			__sync_fetch_and_add(&hist_dropped, 1);
+			hist_drop(1);
 	}
 	return h;
 }

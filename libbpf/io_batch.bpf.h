@@ -109,14 +109,15 @@ static __always_inline int io_batch_arg(struct pt_regs *ctx,
 /*
  * io__batch's record count, from 1 to IO_BATCH_MAX, in *n and their
  * address in *recs; -1 when an argument cannot be read or the count is out
- * of range.
+ * of range.  With names, the bdev name table's address too (0 when it
+ * cannot be read).
  *
- * Only the two arguments a program needs are read (BPF_USDT() would read
- * all four on every hit, the thread number and the name table included,
- * which a hit pays for every record it carries), and libbpf's spec is
- * looked up once for both.
+ * Only the arguments a program needs are read (BPF_USDT() would read all
+ * four on every hit, the thread number included, which a hit pays for
+ * every record it carries), and libbpf's spec is looked up once for all.
  */
-static __always_inline int io_batch_args(struct pt_regs *ctx, long *n, long *recs)
+static __always_inline int io_batch_args(struct pt_regs *ctx, long *n, long *recs,
+					 long *names)
 {
 	const struct __bpf_usdt_spec *spec;
 	int spec_id = __bpf_usdt_spec_id(ctx);
@@ -129,6 +130,8 @@ static __always_inline int io_batch_args(struct pt_regs *ctx, long *n, long *rec
 		return -1;
 	if (*n <= 0 || *n > IO_BATCH_MAX)
 		return -1;
+	if (names && io_batch_arg(ctx, spec, 3, names))
+		*names = 0;
 	return 0;
 }
 
@@ -139,7 +142,7 @@ static __always_inline long io_batch_read(struct io_batch_buf *b, long n, long r
 
 	/* Keep clang from folding this bound into the count's: the verifier
 	 * must see it on the size it checks. */
-	__asm__ volatile("" : "+r"(size));
+	PK_OPAQUE(size);
 	if (size > sizeof(b->recs))
 		return -1;
 	return bpf_probe_read_user(b->recs, size, (const void *)recs);
@@ -153,16 +156,18 @@ static __always_inline long io_batch_read(struct io_batch_buf *b, long n, long r
  * the hit carried, which the caller counts as dropped: the buffer is
  * owned by a run this one preempted, or the read failed (it took no
  * record then).  *count is 0 when the count itself is out of range or
- * unreadable.  Only a non-NULL return is released.
+ * unreadable.  Only a non-NULL return is released.  names, unless NULL,
+ * is io_batch_args()'s.
  */
-static __always_inline struct io_rec *io_batch_take(struct pt_regs *ctx, __u32 *count)
+static __always_inline struct io_rec *io_batch_take(struct pt_regs *ctx, __u32 *count,
+						    long *names)
 {
 	__u32 zero = 0;
 	struct io_batch_buf *b = bpf_map_lookup_elem(&io_batch_scratch, &zero);
 	long n, recs;
 
 	*count = 0;
-	if (!b || io_batch_args(ctx, &n, &recs))
+	if (!b || io_batch_args(ctx, &n, &recs, names))
 		return NULL;
 	*count = (__u32)n;
 	/* One instruction: a preemption falls before or after it, so of

@@ -261,11 +261,10 @@ int io_batch(struct pt_regs *ctx)
 	};
 
 	hit_count();
-	b.recs = io_batch_take(ctx, &b.count);
+	b.recs = io_batch_take(ctx, &b.count, NULL);
 	if (!b.recs) {
 		/* Records it could not read (io_batch.bpf.h) are dropped. */
-		if (b.count)
-			__sync_fetch_and_add(&hist_dropped, b.count);
+		hist_drop(b.count);
 		return 0;
 	}
 	b.unit_width = b.unit * width;	/* < 2^51: -W <= INT_MAX */
@@ -277,7 +276,7 @@ int io_batch(struct pt_regs *ctx)
 		b.w.h = hist_get(&hists, &b.w.key);
 		if (!b.w.h) {
 			io_batch_release();
-			__sync_fetch_and_add(&hist_dropped, b.count - 1);
+			hist_drop(b.count - 1);
 			return 0;
 		}
 		bpf_loop(IO_BATCH_MAX / LAT_FAST_STEP, lat_fast, &b, 0);

@@ -77,11 +77,10 @@ int io_batch(struct pt_regs *ctx)
 	struct size_batch b = { .ctx = ctx, .w = IO_BATCH_WALK_INIT };
 
 	hit_count();
-	b.recs = io_batch_take(ctx, &b.count);
+	b.recs = io_batch_take(ctx, &b.count, NULL);
 	if (!b.recs) {
 		/* Records it could not read (io_batch.bpf.h) are dropped. */
-		if (b.count)
-			__sync_fetch_and_add(&hist_dropped, b.count);
+		hist_drop(b.count);
 		return 0;
 	}
 	bpf_loop(IO_BATCH_MAX, size_one, &b, 0);
