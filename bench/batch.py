@@ -305,12 +305,14 @@ def run_slice(run, srv, qd, count, acc):
     """One workload_run of count I/Os at qd on srv (Blktgt, reactor tid),
     its figures added to acc (SIDE)."""
     t, tid = srv
+    # Every thread's CPU is read before the reactor's at the start and after
+    # it at the end, so the reactor's share never exceeds the whole's.
     c0, s0, w0 = run.task_cpu_ns(t.pid), thread_sched(run, t.pid, tid), machine_steal_ns()
     r0 = time.monotonic_ns()
     res = t.t.rpc("workload_run", bdev="null0", pattern="randread",
                   io_size=4096, queue_depth=qd, count=count)
     r1 = time.monotonic_ns()
-    c1, s1, w1 = run.task_cpu_ns(t.pid), thread_sched(run, t.pid, tid), machine_steal_ns()
+    s1, c1, w1 = thread_sched(run, t.pid, tid), run.task_cpu_ns(t.pid), machine_steal_ns()
     if res["ios"] != count or res["errors"]:
         run.die(f"workload_run of {count} I/Os: {res}")
     for k, v in (("ios", res["ios"]), ("slices", 1), ("elapsed_ns", res["elapsed_ns"]),

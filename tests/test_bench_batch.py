@@ -134,12 +134,13 @@ def test_contention_fields_sane(measured):
                 # The reactor sleeps once per slice to wait for the job,
                 # not per I/O: it polls while a job runs.
                 assert 0 <= x["sleeps"] < x["ios"] / 100
-                # The reactor's CPU time beyond the job's wall time is only
-                # the job's start and end (messages, the last batch's
-                # flush), outside workload_run's own time: tens of us a
-                # slice (27 us measured beside two busy loops), which the
-                # target's other threads (the RPC) would far exceed.
-                assert x["run_ns"] - x["elapsed_ns"] < 100_000 * x["slices"]
+                # The reactor's CPU is its own thread's, one of the target's
+                # (run_slice reads them in an order that makes this exact).
+                # How far it exceeds the job's wall time is not bounded
+                # here: interrupts and softirqs that land on the reactor
+                # around a job are charged to it (5.8 ms beyond 6.8 ms of
+                # jobs in one CI run of unstable), and that is load.
+                assert x["run_ns"] <= x["cpu_ns"]
                 assert batch.off_cpu(x) < 1
                 assert x["oncpu_ns_per_io"] == x["run_ns"] / x["ios"]
                 assert x["ns_per_io"] == x["elapsed_ns"] / x["ios"]
@@ -177,12 +178,22 @@ def test_report_names_each_basis(measured):
 
 
 def test_report_of_a_raw_file_before_interleaving():
-    """A raw/batch.json from before the interleaving still renders, its
-    wall rows labelled as single runs."""
+    """A raw/batch.json from before the interleaving (bench/raw/batch.json
+    of 97d50fc, kept as a fixture) still renders, its wall rows labelled as
+    single runs, every depth of every tool in it."""
     import batch
-    with open(os.path.join(BENCH, "raw", "batch.json")) as f:
+    with open(os.path.join(probekit.ROOT, "tests", "fixtures", "bench",
+                           "batch-single-runs.json")) as f:
         raw = json.load(f)
-    if raw.get("slices"):
-        pytest.skip("bench/raw/batch.json is from the interleaved design")
+    assert "slices" not in raw
     text = batch.render(raw)
     assert "wall time, one run each" in text and "reactor CPU time" not in text
+    rows = [x for x in text.splitlines() if x.startswith("| libbpf iolatency (io__batch), qd")]
+    # Per depth: the median and the lower quartile, by the wall and by the
+    # CPU of every thread; each median over the file's 9 repetitions.
+    assert [x.split(" | ")[1] for x in rows] == \
+        ["wall time, one run each"] * 2 + ["CPU time, every thread"] * 2 \
+        + ["wall time, one run each"] * 2 + ["CPU time, every thread"] * 2 \
+        + ["wall time, one run each"] * 2 + ["CPU time, every thread"] * 2
+    assert raw["runs"] == 9
+    assert all(f"n={raw['runs']})" in x for x in rows if ": median" in x)
