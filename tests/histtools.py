@@ -77,7 +77,7 @@ class Tool:
         # Read to EOF first: a tool blocked on a full pipe never exits.
         lines = self.out.drain(TIMEOUT)
         try:
-            rc = self.proc.wait(timeout=10)
+            rc = self.proc.wait(timeout=TIMEOUT)
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()

@@ -211,8 +211,11 @@ def test_iops_counts_every_io(bpf, tgt):
     """Per-second lines, then the exact total.  (The per-second counts are
     printed and cleared by bpftrace in user space, the idiom of bpftrace's
     own interval tools: an I/O that completes between the two is in the
-    total only.)"""
-    t = Trace(tgt.pid, [bt("iops.bt")], wrapper_opts=["-d", "2"]).start()
+    total only.)  -d's timer runs from its attach, before the readiness
+    line, so the line's trip to the test and the whole workload must fit
+    in it: 4 s, not 2, leaves room for a loaded machine's wakeups (each
+    held up to 172 ms, test_bdev_delay.py)."""
+    t = Trace(tgt.pid, [bt("iops.bt")], wrapper_opts=["-d", "4"]).start()
     try:
         res = workload(tgt)
         rc = t.proc.wait(timeout=probekit.TIMEOUT)

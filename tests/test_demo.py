@@ -68,7 +68,11 @@ def assert_nothing_left(pid, rpc_sock):
 def test_demo_end_to_end(bpf, blktgt_bin):
     proc, out = start_demo(blktgt_bin)
     try:
-        rc = proc.wait(timeout=120)
+        # Only a hang reaches this.  demo.sh waits up to READY_TIMEOUT
+        # (60 s) for each of three readiness lines and says which one
+        # failed; 120 s here could cut a slow but healthy run short of
+        # that, on a loaded machine where tracers start in tens of seconds.
+        rc = proc.wait(timeout=5 * probekit.TIMEOUT)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

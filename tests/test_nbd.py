@@ -861,9 +861,12 @@ def test_fuzz_nbd_short(build):
 
 def test_handshake_limit_closes_idle_negotiations(blktgt_bin, tmp_path):
     """A client that connects and then says nothing is closed once the
-    handshake limit (-i 1) has passed, and counted out; a client that
-    finished negotiating before it, and so is older, is still served."""
-    t = probekit.Target(blktgt_bin, tmp_path, extra=["-i", "1"])
+    handshake limit (-i 3) has passed, and counted out; a client that
+    finished negotiating before it, and so is older, is still served.
+    The limit also bounds the other two clients' negotiations, a few
+    round trips each, which on a loaded machine can take a good part of
+    a second: 3 s, not 1, keeps them inside it."""
+    t = probekit.Target(blktgt_bin, tmp_path, extra=["-i", "3"])
     t.start()
     try:
         make_export(t, "e0", size_mb=1, block_size=512)
@@ -876,7 +879,7 @@ def test_handshake_limit_closes_idle_negotiations(blktgt_bin, tmp_path):
         assert half.reply()[1] == REP_SERVER
         assert idle.closed_by_server()   # within the socket's 30 s timeout
         assert half.rest()[-20:] == struct.pack(">QIII", REP_MAGIC, OPT_LIST, REP_ACK, 0)
-        t.out.wait_for(r"disconnecting: handshake not finished within 1 s")
+        t.out.wait_for(r"disconnecting: handshake not finished within 3 s")
         served.request(CMD_READ, 0, 512, handle=9)
         assert served.simple_reply(512) == (0, 9, b"\0" * 512)
         stats = t.rpc("target_stats")

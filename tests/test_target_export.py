@@ -18,7 +18,12 @@ import probekit
 sys.path.insert(0, os.path.join(probekit.ROOT, "probes"))
 from probelib import elf as _elf, notes as _notes  # noqa: E402
 
-N = 100003      # prime; long enough to pause in the middle of
+N = 100003      # prime
+# A workload the tests pause or delete under runs this long: 100003 I/Os of
+# RAM took 130 to 215 ms, which a test thread held up by a loaded machine
+# (172 ms, test_bdev_delay.py) could miss; a paused export holds the job's
+# next I/Os, so once paused it cannot end before the resume.
+RUN_S = 3
 
 
 def start_workload(target, count=N, **kw):
@@ -79,7 +84,7 @@ def test_workload_through_export(export):
 
 
 def test_export_in_use_cannot_be_deleted(export):
-    th, res = start_workload(export, count=None, seconds=2)
+    th, res = start_workload(export, count=None, seconds=RUN_S)
     try:
         with pytest.raises(probekit.RpcError) as ei:
             export.rpc("export_delete", name="e0")
@@ -94,7 +99,7 @@ def test_export_in_use_cannot_be_deleted(export):
 
 def test_pause_resume_under_load(export):
     t = export
-    th, res = start_workload(t)
+    th, res = start_workload(t, count=None, seconds=RUN_S)
     try:
         assert t.rpc("export_pause", name="e0") is True
         assert state(t) == "PAUSED"
@@ -104,16 +109,16 @@ def test_pause_resume_under_load(export):
         assert s1["io_submitted"] == s1["io_completed"]
         s2 = t.rpc("target_stats")
         assert s2["io_submitted"] == s1["io_submitted"]
-        assert s1["io_submitted"] < N, "the workload ended before the pause"
-        assert th.is_alive()
+        assert th.is_alive(), "the workload ended before the pause"
         assert t.rpc("export_resume", name="e0") is True
     finally:
         th.join(probekit.TIMEOUT)
     assert "e" not in res, res
     r = res["r"]
-    assert (r["ios"], r["errors"], r["reads"] + r["writes"]) == (N, 0, N)
+    assert r["ios"] > s1["io_submitted"] > 0, (r, s1)
+    assert (r["errors"], r["reads"] + r["writes"]) == (0, r["ios"])
     s = t.rpc("target_stats")
-    assert s["io_submitted"] == s["io_completed"] == N
+    assert s["io_submitted"] == s["io_completed"] == r["ios"]
 
 
 def test_pause_resume_seen_by_probes(export, bpf):
@@ -139,15 +144,17 @@ usdt::blktgt:io__done /str(arg1) == "m0"/ { @inflight = @inflight - 1; @done = c
 BEGIN { @inflight = 0; @paused = 0; printf("READY\n"); }
 '''
     proc, out = probekit.bpftrace_program(t.pid, prog)
-    th, res = start_workload(t)
+    th, res = start_workload(t, count=None, seconds=RUN_S)
     try:
         assert t.rpc("export_pause", name="e0") is True
+        assert th.is_alive(), "the workload ended before the pause"
         assert t.rpc("export_resume", name="e0") is True
     finally:
         th.join(probekit.TIMEOUT)
     lines = probekit.stop_bpftrace(proc, out)
     text = "\n".join(lines)
-    assert res["r"]["ios"] == N and res["r"]["errors"] == 0
+    n = res["r"]["ios"]
+    assert n > 0 and res["r"]["errors"] == 0
     steps = sorted((int(ln.split()[0]), ln.split(None, 1)[1]) for ln in lines
                    if ln[:1].isdigit() and " " in ln)
     got = [s for _, s in steps]
@@ -160,8 +167,8 @@ BEGIN { @inflight = 0; @paused = 0; printf("READY\n"); }
               "thread_start 1 ACTIVE", "thread_done 1 ACTIVE"]
     assert got[:len(expect)] == expect, text
     assert len(got) == len(expect) + 1 and got[-1].startswith("change_done ACTIVE 0 "), text
-    assert f"@submit: {N}" in lines, text
-    assert f"@done: {N}" in lines, text
+    assert f"@submit: {n}" in lines, text
+    assert f"@done: {n}" in lines, text
     assert "@inflight: 0" in lines, text
     assert not [ln for ln in lines if ln.startswith("@submit_while_paused")
                 and ln != "@submit_while_paused: 0"], text

@@ -55,7 +55,7 @@ class Gen(histtools.Tool):
         if not self.rc:
             return super().wait()
         lines = self.out.drain(TIMEOUT)
-        assert self.proc.wait(timeout=10) == self.rc, lines
+        assert self.proc.wait(timeout=TIMEOUT) == self.rc, lines
         return lines
 
 

@@ -317,7 +317,11 @@ def test_positional_args_reach_the_program(bpf, prog, tmp_path):
 
 
 def test_duration_ends_trace_with_end_output(bpf, prog, count_bt):
-    t = Trace(prog.pid, [count_bt], wrapper_opts=["-d", "1"]).start()
+    # -d's timer runs from its attach, before BEGIN prints the readiness
+    # line, so that line's trip to the test and the N events must fit in
+    # it: about five wakeups, each held up to 172 ms by the scheduler under
+    # load (test_bdev_delay.py), against 3 s; 1 s left too little.
+    t = Trace(prog.pid, [count_bt], wrapper_opts=["-d", "3"]).start()
     prog.fire(N)
     rc = t.proc.wait(timeout=probekit.TIMEOUT)
     lines = t.out.drain(10)
