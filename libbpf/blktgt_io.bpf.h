@@ -45,6 +45,32 @@ static __always_inline void io_batch_key(struct pt_regs *ctx, struct io_key *key
 	}
 }
 
+/* Records of io__batch hits that found this CPU's batch buffer held by a
+ * run they preempted (io_batch.bpf.h): they read nothing.  Apart from
+ * hist_dropped, whose reason is a full table; user space takes it each
+ * interval and says why (trace_helpers.h, hist_report()). */
+__u64 hist_busy;
+
+/*
+ * io_batch_take() for a histogram tool: the records, or NULL when it
+ * could not read them, which are then counted dropped: in hist_busy when
+ * the buffer was another run's, else in hist_dropped (hist_drop()).
+ */
+static __always_inline struct io_rec *io_batch_hist_take(struct pt_regs *ctx,
+							 __u32 *count)
+{
+	bool busy = false;
+	struct io_rec *recs = io_batch_take_why(ctx, count, NULL, &busy);
+
+	if (recs)
+		return recs;
+	if (busy)
+		__sync_fetch_and_add(&hist_busy, *count);
+	else
+		hist_drop(*count);
+	return NULL;
+}
+
 /* A histogram tool's walk through a batch: the key the last record had,
  * its histogram, and the run being counted in it. */
 struct io_batch_walk {
