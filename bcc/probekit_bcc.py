@@ -73,6 +73,15 @@ Output format (the libbpf versions of these tools print the same):
 
   N I/Os dropped (table full)
 
+  iolatency and iosize, which read io__batch, then say the records of
+  batches that found the CPU's batch buffer held by a run they preempted
+  (a kernel that preempts "full" or "lazy"; probekit_bcc_probes'
+  IO_BATCH_BUF_C): they read nothing, and no table was full.  When N > 0:
+
+  N I/Os dropped (batch buffer held by a preempted run)
+
+  The words of each such line are probekit_spec.LOSSES'.
+
 --json prints one JSON object per interval, on one line:
 
   {"tool": "iolatency", "pid": 1234,
@@ -101,6 +110,11 @@ Output format (the libbpf versions of these tools print the same):
   dropped (table full)", only when N > 0):
 
    "I/Os": {"dropped": N}                    (this interval's)
+
+  and iolatency and iosize, always, the records dropped because their
+  batch buffer was busy (as above; 0 with --per-io):
+
+   "I/Os": {"dropped": N, "busy": M}
 
 Behaviour shared by the tools:
 
