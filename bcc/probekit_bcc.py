@@ -510,7 +510,7 @@ class PairReport:
 
     def __call__(self, json_out, obj_or_lines):
         self.sweeper.sweep()
-        totals = [sum(self.counts[i]) for i in PAIR_LOSSES]
+        totals = [sum(self.counts[i]) for i in range(len(PAIR_LOSSES))]
         totals[1] += self.sweeper.reclaimed
         n = [t - s for t, s in zip(totals, self.seen)]
         self.seen = totals
