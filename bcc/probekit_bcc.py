@@ -472,12 +472,15 @@ class Output:
         self.finish(lines)
 
 
-# What a tool lost, by kind (enum pair_count's order, then "busy"): the
-# JSON key, and the text's words; declared once for both forms.
+# What a tool lost, by kind (enum pair_count's order, then io__batch's):
+# the JSON key, and the text's words; declared once for both forms.
 LOSSES = spec.LOSSES
 _LOSS = {key: i for i, (key, _) in enumerate(LOSSES)}
 PAIR_LOSSES = (_LOSS["dropped"], _LOSS["reclaimed"])    # enum pair_count
-HIST_LOSSES = (_LOSS["dropped"], _LOSS["busy"])         # HistReport's
+# IO_BATCH_BUF_C's io_batch_lost, by slot.
+BATCH_LOST = (_LOSS["busy"], _LOSS["unreadable"], _LOSS["bad_count"])
+HIST_LOSSES = (_LOSS["dropped"],) + BATCH_LOST[:2]      # HistReport's, of NOUN
+BATCH_LOSSES = BATCH_LOST[2:]                           # of spec.BATCH_NOUN
 
 
 def loss_report(json_out, obj_or_lines, noun, counts, kinds=PAIR_LOSSES):
@@ -603,23 +606,31 @@ class HistReport:
     """Output.trailer's part for a histogram tool: the values HIST_KEYS_C
     dropped since the last interval, as libbpf/tool_drain.c's
     hist_report() says them ("N I/Os dropped (table full)"); with batch
-    not None (a tool that reads io__batch), also the records of batches
-    that found the CPU's buffer held by a preempted run (IO_BATCH_BUF_C's
-    hist_busy when batch is true; none in a mode that reads no batch),
-    LOSSES' "busy"."""
+    not None (a tool that reads io__batch), also what its io__batch hits
+    could not read, by reason (IO_BATCH_BUF_C's io_batch_lost, read when
+    batch is true; all 0 in a mode that reads no batch): records of
+    batches that found the CPU's buffer held by a preempted run (LOSSES'
+    "busy"), records that could not be read ("unreadable"), and hits whose
+    count could not be read or was out of range ("bad_count", said of
+    spec.BATCH_NOUN)."""
 
     def __init__(self, bpf, noun, batch=None):
         self.dropped, self.noun = bpf["hist_dropped"], noun
-        self.busy = bpf["hist_busy"] if batch else None
+        self.lost = bpf["io_batch_lost"] if batch else None
         self.kinds = HIST_LOSSES if batch is not None else HIST_LOSSES[:1]
-        self.seen = [0, 0]
+        self.batch = batch is not None
+        self.seen = [0] * (1 + len(BATCH_LOST))
 
     def __call__(self, json_out, obj_or_lines):
-        totals = [self.dropped[0].value,
-                  self.busy[0].value if self.busy is not None else 0]
-        loss_report(json_out, obj_or_lines, self.noun,
-                    [t - s for t, s in zip(totals, self.seen)], self.kinds)
+        totals = [self.dropped[0].value] + [
+            self.lost[i].value if self.lost is not None else 0
+            for i in range(len(BATCH_LOST))]
+        n = [t - s for t, s in zip(totals, self.seen)]
         self.seen = totals
+        loss_report(json_out, obj_or_lines, self.noun, n, self.kinds)
+        if self.batch:
+            loss_report(json_out, obj_or_lines, spec.BATCH_NOUN,
+                        n[len(self.kinds):], BATCH_LOSSES)
 
 
 def run(tool, target, args, collect, what, bpf=None, out=None, ready=None,

@@ -45,16 +45,20 @@ static __always_inline void io_batch_key(struct pt_regs *ctx, struct io_key *key
 	}
 }
 
-/* Records of io__batch hits that found this CPU's batch buffer held by a
- * run they preempted (io_batch.bpf.h): they read nothing.  Apart from
- * hist_dropped, whose reason is a full table; user space takes it each
- * interval and says why (trace_helpers.h, hist_report()). */
-__u64 hist_busy;
+/* What io__batch hits could not read, by reason, apart from hist_dropped,
+ * whose reason is a full table; user space takes each every interval and
+ * says why (trace_helpers.h, hist_report(); probekit_spec.LOSSES):
+ * hist_busy, the records of hits that found this CPU's batch buffer held
+ * by a run they preempted (io_batch.bpf.h); hist_unreadable, the records
+ * of hits whose read of them failed (the service's memory paged out or
+ * unmapped); hist_bad_count, hits (not records) whose count could not be
+ * read or was out of range, so that how many records they lost is
+ * unknown. */
+__u64 hist_busy, hist_unreadable, hist_bad_count;
 
 /*
  * io_batch_take() for a histogram tool: the records, or NULL when it
- * could not read them, which are then counted dropped: in hist_busy when
- * the buffer was another run's, else in hist_dropped (hist_drop()).
+ * could not read them, which are then counted by reason, as above.
  */
 static __always_inline struct io_rec *io_batch_hist_take(struct pt_regs *ctx,
 							 __u32 *count)
@@ -66,8 +70,10 @@ static __always_inline struct io_rec *io_batch_hist_take(struct pt_regs *ctx,
 		return recs;
 	if (busy)
 		__sync_fetch_and_add(&hist_busy, *count);
+	else if (*count)
+		__sync_fetch_and_add(&hist_unreadable, *count);
 	else
-		hist_drop(*count);
+		__sync_fetch_and_add(&hist_bad_count, 1);
 	return NULL;
 }
 

@@ -21,8 +21,8 @@
  * buffer, by a flag taken with one atomic exchange, until
  * io_batch_release(); a hit that finds it taken reads nothing and hands
  * its record count to the caller, which counts them dropped (the
- * histogram tools apart from a full table's drops: blktgt_io.bpf.h's
- * hist_busy).
+ * histogram tools apart from a full table's drops, by reason:
+ * blktgt_io.bpf.h's hist_busy, hist_unreadable, hist_bad_count).
  */
 #ifndef PROBEKIT_IO_BATCH_BPF_H
 #define PROBEKIT_IO_BATCH_BPF_H
@@ -159,8 +159,10 @@ static __always_inline long io_batch_read(struct io_batch_buf *b, long n, long r
  * owned by a run this one preempted (then *busy, unless busy is NULL, is
  * true, so that the caller can say why), or the read failed (it took no
  * record then).  *count is 0 when the count itself is out of range or
- * unreadable.  Only a non-NULL return is released.  names, unless NULL,
- * is io_batch_args()'s.
+ * unreadable (or this CPU's buffer, a one-slot array's, is not found,
+ * which does not happen): the caller counts the hit, whose records it
+ * cannot number.  Only a non-NULL return is released.  names, unless
+ * NULL, is io_batch_args()'s.
  */
 static __always_inline struct io_rec *io_batch_take_why(struct pt_regs *ctx, __u32 *count,
 							long *names, bool *busy)
@@ -188,7 +190,8 @@ static __always_inline struct io_rec *io_batch_take_why(struct pt_regs *ctx, __u
 }
 
 /* io_batch_take_why() for a caller that counts the records it could not
- * read alike, whatever the reason (the exporter's series_dropped). */
+ * read alike, busy or unreadable (the exporter's series_dropped), and a
+ * hit of *count 0 apart. */
 static __always_inline struct io_rec *io_batch_take(struct pt_regs *ctx, __u32 *count,
 						    long *names)
 {

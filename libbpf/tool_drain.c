@@ -424,20 +424,28 @@ void loss_report(const struct output *o, const char *noun,
 		      nkinds < PAIR_NCOUNTS ? nkinds : PAIR_NCOUNTS);
 }
 
-void hist_report(const struct output *o, const char *noun, __u64 *dropped,
-		 __u64 *busy)
+/* *n's value, taken as it stands (0 when n is NULL), so that a value
+ * dropped meanwhile is said next time, not lost. */
+static unsigned long long take(__u64 *n)
+{
+	return n ? __atomic_exchange_n(n, 0, __ATOMIC_SEQ_CST) : 0;
+}
+
+void hist_report(const struct output *o, const struct common_args *a)
 {
 	static const enum spec_loss kinds[] = {
-		SPEC_LOSS_DROPPED, SPEC_LOSS_BUSY,
+		SPEC_LOSS_DROPPED, SPEC_LOSS_BUSY, SPEC_LOSS_UNREADABLE,
 	};
-	/* Each taken as it stands, so that a value dropped meanwhile is
-	 * said next time, not lost. */
+	static const enum spec_loss batch_kinds[] = { SPEC_LOSS_BAD_COUNT };
 	unsigned long long n[] = {
-		__atomic_exchange_n(dropped, 0, __ATOMIC_SEQ_CST),
-		busy ? __atomic_exchange_n(busy, 0, __ATOMIC_SEQ_CST) : 0,
+		take(a->hist_dropped), take(a->hist_busy),
+		take(a->hist_unreadable),
 	};
+	unsigned long long bad = take(a->hist_bad_count);
 
-	losses_report(o, noun, kinds, n, busy ? 2 : 1);
+	losses_report(o, a->hist_noun, kinds, n, a->hist_busy ? 3 : 1);
+	if (a->hist_busy)
+		losses_report(o, SPEC_BATCH_NOUN, batch_kinds, &bad, 1);
 }
 
 void pair_report(struct output *o, void *ctx)

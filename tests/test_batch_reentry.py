@@ -92,7 +92,9 @@ def test_taken_scratch_drops_and_counts(bpf, blktgt_bin, tmp_path, kind, name,
     if fmt == "json":
         (obj,) = json_objects(lines)
         assert sum(h["total"] for h in obj["histograms"]) == FREE, out
-        assert obj["I/Os"] == {"dropped": 0, "busy": TAKEN}, out
+        assert obj["I/Os"] == {"dropped": 0, "busy": TAKEN,
+                               "unreadable": 0}, out
+        assert obj["batches"] == {"bad_count": 0}, out
         return
     assert sum(total(h) for h in parse(lines)) == FREE, out
     # The busy line only: no "table full", whose map had room.
