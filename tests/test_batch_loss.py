@@ -2,7 +2,7 @@
 """io__batch hits a reader cannot read are counted and said, by reason
 (probekit_spec.LOSSES), for a service of the user's own that fires
 blktgt:io__batch with target/io_batch.h's records (batch_driver.c): the
-histogram tools, both kinds of twin (histtools.KINDS).
+histogram tools, both kinds of twin (histtools.KINDS), and the exporter.
 
 - Records whose address the tool cannot read (a PROT_NONE mapping: as a
   paged-out or unmapped batch) are counted as such, UNREADABLE of them:
@@ -25,6 +25,7 @@ import pytest
 
 import probekit
 from histtools import KINDS, Tool, json_objects, parse, total
+from test_exporter import exporter, sample, series_dropped  # noqa: F401
 from test_usdt_pairs import Driver
 
 pytestmark = pytest.mark.needs("py:bcc")
@@ -83,3 +84,23 @@ def test_unreadable_and_bad_count_batches_said(bpf, driver, kind, name, fmt):
     (h,) = parse(lines)
     assert total(h) == GOOD, out
     assert [ln for ln in lines if "dropped" in ln] == LINES, out
+
+
+IO_FAMILIES = ("probekit_io_latency_seconds", "probekit_io_size_bytes",
+               "probekit_io_errors")
+BAD_SERIES = 'probekit_exporter_io_batches_dropped_total{reason="bad_count"}'
+
+
+def test_exporter_counts_unreadable_and_bad_count(bpf, driver, exporter):
+    d = Driver(driver)
+    try:
+        e = exporter("-p", str(d.pid))
+        fire_all(d)
+        _, body = e.scrape()
+    finally:
+        d.close()
+    assert sample(body, 'probekit_io_latency_seconds_count'
+                  '{bdev="Drv0",type="read"}') == GOOD, body
+    for fam in IO_FAMILIES:
+        assert sample(body, series_dropped(fam)) == UNREADABLE, body
+    assert sample(body, BAD_SERIES) == BAD, body
