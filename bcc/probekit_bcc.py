@@ -73,12 +73,18 @@ Output format (the libbpf versions of these tools print the same):
 
   N I/Os dropped (table full)
 
-  iolatency and iosize, which read io__batch, then say the records of
-  batches that found the CPU's batch buffer held by a run they preempted
-  (a kernel that preempts "full" or "lazy"; probekit_bcc_probes'
-  IO_BATCH_BUF_C): they read nothing, and no table was full.  When N > 0:
+  iolatency and iosize, which read io__batch, then say what they could
+  not read of it (probekit_bcc_probes' IO_BATCH_BUF_C), no table being
+  full, each when N > 0: the records of batches that found the CPU's
+  batch buffer held by a run they preempted (a kernel that preempts
+  "full" or "lazy"); the records of batches whose memory could not be
+  read (a service's batch paged out or unmapped); and hits (batches, not
+  records) whose count could not be read or was out of range, so that
+  how many records they lost is unknown:
 
   N I/Os dropped (batch buffer held by a preempted run)
+  N I/Os dropped (unreadable batch)
+  N batches dropped (count unreadable or out of range)
 
   The words of each such line are probekit_spec.LOSSES'.
 
@@ -111,10 +117,11 @@ Output format (the libbpf versions of these tools print the same):
 
    "I/Os": {"dropped": N}                    (this interval's)
 
-  and iolatency and iosize, always, the records dropped because their
-  batch buffer was busy (as above; 0 with --per-io):
+  and iolatency and iosize, always, what they could not read of batches
+  (as above; all 0 with --per-io):
 
-   "I/Os": {"dropped": N, "busy": M}
+   "I/Os": {"dropped": N, "busy": M, "unreadable": K},
+   "batches": {"bad_count": B}
 
 Behaviour shared by the tools:
 
