@@ -86,6 +86,26 @@ def test_unreadable_and_bad_count_batches_said(bpf, driver, kind, name, fmt):
     assert [ln for ln in lines if "dropped" in ln] == LINES, out
 
 
+@pytest.mark.parametrize("name", ["iolatency", "iosize"])
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_twins_print_the_same_bytes(bpf, driver, name, fmt):
+    """The same batches, traced by the BCC tool and then by the libbpf
+    one from one driver process, print the same bytes."""
+    outs = {}
+    d = Driver(driver)
+    try:
+        for kind in KINDS:
+            tool = Tool(kind, name, d.pid,
+                        *(["-j"] if fmt == "json" else [])).start()
+            fire_all(d)
+            outs[kind] = tool.stop()
+    finally:
+        d.close()
+    said = f'"unreadable": {UNREADABLE}' if fmt == "json" else LINES[0]
+    assert any(said in ln for ln in outs["libbpf"]), outs
+    assert outs["bcc"] == outs["libbpf"]
+
+
 IO_FAMILIES = ("probekit_io_latency_seconds", "probekit_io_size_bytes",
                "probekit_io_errors")
 BAD_SERIES = 'probekit_exporter_io_batches_dropped_total{reason="bad_count"}'
