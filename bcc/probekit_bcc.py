@@ -73,6 +73,21 @@ Output format (the libbpf versions of these tools print the same):
 
   N I/Os dropped (table full)
 
+  iolatency and iosize, which read io__batch, then say what they could
+  not read of it (probekit_bcc_probes' IO_BATCH_BUF_C), no table being
+  full, each when N > 0: the records of batches that found the CPU's
+  batch buffer held by a run they preempted (a kernel that preempts
+  "full" or "lazy"); the records of batches whose memory could not be
+  read (a service's batch paged out or unmapped); and hits (batches, not
+  records) whose count could not be read or was out of range, so that
+  how many records they lost is unknown:
+
+  N I/Os dropped (batch buffer held by a preempted run)
+  N I/Os dropped (unreadable batch)
+  N batches dropped (count unreadable or out of range)
+
+  The words of each such line are probekit_spec.LOSSES'.
+
 --json prints one JSON object per interval, on one line:
 
   {"tool": "iolatency", "pid": 1234,
@@ -101,6 +116,12 @@ Output format (the libbpf versions of these tools print the same):
   dropped (table full)", only when N > 0):
 
    "I/Os": {"dropped": N}                    (this interval's)
+
+  and iolatency and iosize, always, what they could not read of batches
+  (as above; all 0 with --per-io):
+
+   "I/Os": {"dropped": N, "busy": M, "unreadable": K},
+   "batches": {"bad_count": B}
 
 Behaviour shared by the tools:
 
@@ -458,21 +479,28 @@ class Output:
         self.finish(lines)
 
 
-# What a tool lost, by kind (enum pair_count's order): the JSON key, and
-# the text's words.
-LOSSES = (("dropped", "dropped (table full)"),
-          ("reclaimed", "reclaimed (thread or process exited)"))
+# What a tool lost, by kind (enum pair_count's order, then io__batch's):
+# the JSON key, and the text's words; declared once for both forms.
+LOSSES = spec.LOSSES
+_LOSS = {key: i for i, (key, _) in enumerate(LOSSES)}
+PAIR_LOSSES = (_LOSS["dropped"], _LOSS["reclaimed"])    # enum pair_count
+# IO_BATCH_BUF_C's io_batch_lost, by slot.
+BATCH_LOST = (_LOSS["busy"], _LOSS["unreadable"], _LOSS["bad_count"])
+HIST_LOSSES = (_LOSS["dropped"],) + BATCH_LOST[:2]      # HistReport's, of NOUN
+BATCH_LOSSES = BATCH_LOST[2:]                           # of spec.BATCH_NOUN
 
 
-def loss_report(json_out, obj_or_lines, noun, counts):
-    """Say what a tool lost in one interval, as its output ends, for the
-    first len(counts) kinds of LOSSES: in text "N NOUN dropped (table
-    full)" and "N NOUN reclaimed (thread or process exited)", each only
-    when N > 0; in JSON, always, "NOUN": {"dropped": N[, "reclaimed": M]}.
-    PairReport says it of "starts", usdtcount -S of "strings";
-    libbpf/tool_drain.c's loss_report() prints the same."""
+def loss_report(json_out, obj_or_lines, noun, counts, kinds=PAIR_LOSSES):
+    """Say what a tool lost in one interval, as its output ends, counts[i]
+    of kind kinds[i] of LOSSES (by default the first len(counts) of
+    enum pair_count's): in text "N NOUN dropped (table full)" and "N NOUN
+    reclaimed (thread or process exited)", each only when N > 0; in JSON,
+    always, "NOUN": {"dropped": N[, "reclaimed": M]}.  PairReport says it
+    of "starts", usdtcount -S of "strings", HistReport of the histogram
+    tools' noun; libbpf/tool_drain.c's loss_report() prints the same."""
     shown = {}
-    for (key, what), n in zip(LOSSES, counts):
+    for k, n in zip(kinds, counts):
+        key, what = LOSSES[k]
         shown[key] = n
         if n and not json_out:
             obj_or_lines.append("%d %s %s" % (n, noun, what))
@@ -488,11 +516,11 @@ class PairReport:
 
     def __init__(self, bpf, sweeper):
         self.counts, self.sweeper = bpf["pair_counts"], sweeper
-        self.seen = [0] * len(LOSSES)
+        self.seen = [0] * len(PAIR_LOSSES)
 
     def __call__(self, json_out, obj_or_lines):
         self.sweeper.sweep()
-        totals = [sum(self.counts[i]) for i in range(len(LOSSES))]
+        totals = [sum(self.counts[i]) for i in range(len(PAIR_LOSSES))]
         totals[1] += self.sweeper.reclaimed
         n = [t - s for t, s in zip(totals, self.seen)]
         self.seen = totals
@@ -584,19 +612,36 @@ def hist_cflags(max_keys, linear=False):
 class HistReport:
     """Output.trailer's part for a histogram tool: the values HIST_KEYS_C
     dropped since the last interval, as libbpf/tool_drain.c's
-    hist_report() says them ("N I/Os dropped (table full)")."""
+    hist_report() says them ("N I/Os dropped (table full)"); with batch
+    not None (a tool that reads io__batch), also what its io__batch hits
+    could not read, by reason (IO_BATCH_BUF_C's io_batch_lost, read when
+    batch is true; all 0 in a mode that reads no batch): records of
+    batches that found the CPU's buffer held by a preempted run (LOSSES'
+    "busy"), records that could not be read ("unreadable"), and hits whose
+    count could not be read or was out of range ("bad_count", said of
+    spec.BATCH_NOUN)."""
 
-    def __init__(self, bpf, noun):
-        self.dropped, self.noun, self.seen = bpf["hist_dropped"], noun, 0
+    def __init__(self, bpf, noun, batch=None):
+        self.dropped, self.noun = bpf["hist_dropped"], noun
+        self.lost = bpf["io_batch_lost"] if batch else None
+        self.kinds = HIST_LOSSES if batch is not None else HIST_LOSSES[:1]
+        self.batch = batch is not None
+        self.seen = [0] * (1 + len(BATCH_LOST))
 
     def __call__(self, json_out, obj_or_lines):
-        total = self.dropped[0].value
-        loss_report(json_out, obj_or_lines, self.noun, [total - self.seen])
-        self.seen = total
+        totals = [self.dropped[0].value] + [
+            self.lost[i].value if self.lost is not None else 0
+            for i in range(len(BATCH_LOST))]
+        n = [t - s for t, s in zip(totals, self.seen)]
+        self.seen = totals
+        loss_report(json_out, obj_or_lines, self.noun, n, self.kinds)
+        if self.batch:
+            loss_report(json_out, obj_or_lines, spec.BATCH_NOUN,
+                        n[len(self.kinds):], BATCH_LOSSES)
 
 
 def run(tool, target, args, collect, what, bpf=None, out=None, ready=None,
-        pairs=None, hists=False):
+        pairs=None, hists=False, batch=None):
     """The tool's main loop.  Prints "Tracing ... Hit Ctrl-C to end." (the
     readiness line: the caller has loaded and attached everything; ready
     replaces its text), then every interval calls collect() (which takes
@@ -613,7 +658,9 @@ def run(tool, target, args, collect, what, bpf=None, out=None, ready=None,
     probekit_bcc_pairs.Sweeper, run every tick and reported after each
     interval's histograms (PairReport).  hists: true for a histogram
     tool, whose HIST_KEYS_C drops are reported after them (HistReport) as
-    values of args.hist_noun (the spec's, "I/Os")."""
+    values of args.hist_noun (the spec's, "I/Os"); batch, for one that
+    reads io__batch (iolatency, iosize), whether this run does (not with
+    --per-io): its busy drops are reported too (0 when it does not)."""
     stop = []
 
     def on_signal(signum, frame):
@@ -631,7 +678,7 @@ def run(tool, target, args, collect, what, bpf=None, out=None, ready=None,
     if pairs is not None:
         trailers.append(PairReport(bpf, pairs))
     if hists:
-        trailers.append(HistReport(bpf, args.hist_noun))
+        trailers.append(HistReport(bpf, args.hist_noun, batch))
     if trailers:
         out.trailer = lambda j, o: [t(j, o) for t in trailers]
     msg = ready or "Tracing %s of PID %d (%s)... Hit Ctrl-C to end." % (

@@ -200,29 +200,62 @@ BDEV_NAME_LEN = spec.limits()["BDEV_NAME_LEN"]
 # is larger than the BPF stack) that one run owns at a time: a uprobe's
 # program is preemptible on a kernel that preempts "full" or "lazy", and
 # the kernel makes no recursion check there (libbpf/io_batch.bpf.h, whose
-# map and flag these are, by the same names).  Needs io_batch_c()'s struct.
+# map and flag these are, by the same names).  Needs io_batch_c()'s
+# struct: the histogram tools' only.
 IO_BATCH_BUF_C = r"""
 struct io_batch_buf {
     struct pk_io_rec recs[IO_BATCH_MAX];
     u64 busy;   /* nonzero from io_batch_take() to io_batch_release() */
 };
 BPF_PERCPU_ARRAY(io_batch_scratch, struct io_batch_buf, 1);
+/* What hits could not read, by reason (libbpf's blktgt_io.bpf.h's
+ * hist_busy, hist_unreadable, hist_bad_count), which HistReport says
+ * apart from hist_dropped's, whose reason is a full table: by slot, the
+ * records of hits that found the buffer another run's; records whose
+ * read failed; hits (not records) whose count could not be read or was
+ * out of range (io_batch_bad()). */
+enum { IO_BATCH_BUSY, IO_BATCH_UNREADABLE, IO_BATCH_BAD_COUNT, IO_BATCH_NLOST };
+BPF_ARRAY(io_batch_lost, u64, IO_BATCH_NLOST);
+
+static __always_inline void io_batch_lose(u32 why, u64 n)
+{
+    u64 *c = io_batch_lost.lookup(&why);
+
+    if (c)
+        __sync_fetch_and_add(c, n);
+}
+
+/* A hit whose record count (the caller's) is not in 1..IO_BATCH_MAX, or
+ * could not be read (bpf_usdt_readarg() leaves it 0): it is counted, as
+ * its records, how many unknown, cannot be. */
+static __always_inline void io_batch_bad(void)
+{
+    io_batch_lose(IO_BATCH_BAD_COUNT, 1);
+}
 
 /* This CPU's buffer, holding the batch's n records (1..IO_BATCH_MAX)
  * read from recs, owned by this run until io_batch_release(); NULL when
- * they cannot be read (a run this one preempted owns the buffer, or the
- * read failed), and the caller counts the n records dropped. */
+ * they cannot be read, and the n records are counted dropped: in
+ * slot IO_BATCH_BUSY when a run this one preempted owns the buffer,
+ * else (the read failed) in IO_BATCH_UNREADABLE. */
 static __always_inline struct io_batch_buf *io_batch_take(u64 n, u64 recs)
 {
     u32 zero = 0;
     struct io_batch_buf *b = io_batch_scratch.lookup(&zero);
 
-    /* One instruction: of two runs on this CPU exactly one sees 0. */
-    if (!b || __sync_lock_test_and_set(&b->busy, 1))
+    if (!b) {
+        io_batch_lose(IO_BATCH_UNREADABLE, n);
         return 0;
+    }
+    /* One instruction: of two runs on this CPU exactly one sees 0. */
+    if (__sync_lock_test_and_set(&b->busy, 1)) {
+        io_batch_lose(IO_BATCH_BUSY, n);
+        return 0;
+    }
     if (bpf_probe_read_user(b->recs, n * sizeof(struct pk_io_rec),
                             (void *)recs)) {
         b->busy = 0;
+        io_batch_lose(IO_BATCH_UNREADABLE, n);
         return 0;
     }
     return b;

@@ -317,6 +317,29 @@ def hist_noun(spec):
     return spec.get("values") or spec.get("counts")
 
 
+# What a tool lost, by kind: the JSON key and the text's words ("N NOUN
+# WORDS"), declared here for both forms: bcc/probekit_bcc.py's
+# loss_report() and libbpf/tool_drain.c's, through SPEC_LOSSES (tools/
+# gentool common).  The first two are libbpf/pair_state.h's enum
+# pair_count: STARTs the in-flight table had no room for, or whose thread
+# or process exited.  "dropped" is also what a histogram tool's full map
+# of keys refused (--max-keys).  "busy" is an io__batch hit of iolatency
+# or iosize that found its CPU's batch buffer (libbpf/io_batch.bpf.h)
+# held by a run of the same program it had preempted: it read nothing.
+# "unreadable" is one whose records could not be read from the service
+# (paged out, unmapped).  "bad_count" is said of BATCH_NOUN, not of
+# records: an io__batch hit whose record count could not be read or was
+# outside 1..IO_BATCH_MAX, so that how many records it lost is unknown.
+LOSSES = (("dropped", "dropped (table full)"),
+          ("reclaimed", "reclaimed (thread or process exited)"),
+          ("busy", "dropped (batch buffer held by a preempted run)"),
+          ("unreadable", "dropped (unreadable batch)"),
+          ("bad_count", "dropped (count unreadable or out of range)"))
+# What "bad_count" counts: io__batch hits ("N batches dropped (...)", JSON
+# "batches": {"bad_count": N}).
+BATCH_NOUN = "batches"
+
+
 def value(v, spec_dir=SPEC_DIR):
     """A default or max: a number, or the name of a limit."""
     return limits(spec_dir)[v] if isinstance(v, str) and v.isupper() else v

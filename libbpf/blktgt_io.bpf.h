@@ -45,6 +45,38 @@ static __always_inline void io_batch_key(struct pt_regs *ctx, struct io_key *key
 	}
 }
 
+/* What io__batch hits could not read, by reason, apart from hist_dropped,
+ * whose reason is a full table; user space takes each every interval and
+ * says why (trace_helpers.h, hist_report(); probekit_spec.LOSSES):
+ * hist_busy, the records of hits that found this CPU's batch buffer held
+ * by a run they preempted (io_batch.bpf.h); hist_unreadable, the records
+ * of hits whose read of them failed (the service's memory paged out or
+ * unmapped); hist_bad_count, hits (not records) whose count could not be
+ * read or was out of range, so that how many records they lost is
+ * unknown. */
+__u64 hist_busy, hist_unreadable, hist_bad_count;
+
+/*
+ * io_batch_take() for a histogram tool: the records, or NULL when it
+ * could not read them, which are then counted by reason, as above.
+ */
+static __always_inline struct io_rec *io_batch_hist_take(struct pt_regs *ctx,
+							 __u32 *count)
+{
+	bool busy = false;
+	struct io_rec *recs = io_batch_take_why(ctx, count, NULL, &busy);
+
+	if (recs)
+		return recs;
+	if (busy)
+		__sync_fetch_and_add(&hist_busy, *count);
+	else if (*count)
+		__sync_fetch_and_add(&hist_unreadable, *count);
+	else
+		__sync_fetch_and_add(&hist_bad_count, 1);
+	return NULL;
+}
+
 /* A histogram tool's walk through a batch: the key the last record had,
  * its histogram, and the run being counted in it. */
 struct io_batch_walk {

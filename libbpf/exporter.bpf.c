@@ -481,8 +481,13 @@ int io_batch(struct pt_regs *ctx)
 	b.recs = io_batch_take(ctx, &b.count, &b.names);
 	if (!b.recs) {
 		/* Unreadable, or this CPU's buffer (and walk) is another
-		 * run's, which this one preempted: its records are dropped. */
-		series_drop_n(EXP_DROP_IO, b.count);
+		 * run's, which this one preempted: its records are dropped.
+		 * A count of 0 is one unreadable or out of range: the hit
+		 * is counted, its records cannot be. */
+		if (b.count)
+			series_drop_n(EXP_DROP_IO, b.count);
+		else
+			series_drop(EXP_DROP_IO_BATCHES);
 		return 0;
 	}
 	/* The last batch ended both keys' walks: no counts are left.  A

@@ -95,13 +95,16 @@ struct start_key {
 /*
  * The series_drops slots: hits not recorded because their map had no room
  * for a new series (--max-series).  One per blktgt map, one per --pair
- * and one per --count probe.
+ * and one per --count probe; and EXP_DROP_IO_BATCHES, no family's:
+ * io__batch hits whose record count was unreadable or out of range
+ * (probekit_exporter_io_batches_dropped).
  */
 enum {
 	EXP_DROP_IO,		/* io_stats: all three I/O families */
 	EXP_DROP_RPC,
 	EXP_DROP_NBD_CMDS,
 	EXP_DROP_NBD_CONNS,
+	EXP_DROP_IO_BATCHES,	/* hits, how many records unknown */
 	EXP_DROP_PAIR0,		/* + the pair's index */
 	EXP_DROP_COUNT0 = EXP_DROP_PAIR0 + EXP_MAX_PAIRS, /* + the probe's */
 	EXP_DROP_SLOTS = EXP_DROP_COUNT0 + EXP_MAX_COUNTS,

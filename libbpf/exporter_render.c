@@ -277,8 +277,15 @@ static const struct family_spec own_families[] = {
 	{ .name = "probekit_exporter_series_dropped",
 	  .help = "Hits not recorded, by family: no room for a new series "
 		  "(--max-series), or I/O records whose batch met its CPU's "
-		  "buffer in use by a run it preempted.",
+		  "buffer in use by a run it preempted, or could not be read.",
 	  .kind = FAM_COUNTER, .when = WHEN_ALWAYS, .source = SRC_DROPS, .drop_slot = -2 },
+	{ .name = "probekit_exporter_io_batches_dropped",
+	  .help = "blktgt:io__batch hits whose record count was unreadable "
+		  "or out of range: none of their records, how many unknown, "
+		  "was recorded.",
+	  .kind = FAM_COUNTER, .when = WHEN_BLKTGT, .source = SRC_SLOT,
+	  .map = offsetof(struct exp_state, series_drops), .slot = EXP_DROP_IO_BATCHES,
+	  .labels = { { "reason", LBL_CONST, .value = "bad_count" } }, .drop_slot = -2 },
 };
 
 #undef MAP

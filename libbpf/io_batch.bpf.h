@@ -20,7 +20,9 @@
  * the same program over the same buffer.  So io_batch_take() owns the
  * buffer, by a flag taken with one atomic exchange, until
  * io_batch_release(); a hit that finds it taken reads nothing and hands
- * its record count to the caller, which counts them dropped.
+ * its record count to the caller, which counts them dropped (the
+ * histogram tools apart from a full table's drops, by reason:
+ * blktgt_io.bpf.h's hist_busy, hist_unreadable, hist_bad_count).
  */
 #ifndef PROBEKIT_IO_BATCH_BPF_H
 #define PROBEKIT_IO_BATCH_BPF_H
@@ -154,13 +156,16 @@ static __always_inline long io_batch_read(struct io_batch_buf *b, long n, long r
  *
  * NULL when they cannot be read; then *count is the number of records
  * the hit carried, which the caller counts as dropped: the buffer is
- * owned by a run this one preempted, or the read failed (it took no
+ * owned by a run this one preempted (then *busy, unless busy is NULL, is
+ * true, so that the caller can say why), or the read failed (it took no
  * record then).  *count is 0 when the count itself is out of range or
- * unreadable.  Only a non-NULL return is released.  names, unless NULL,
- * is io_batch_args()'s.
+ * unreadable (or this CPU's buffer, a one-slot array's, is not found,
+ * which does not happen): the caller counts the hit, whose records it
+ * cannot number.  Only a non-NULL return is released.  names, unless
+ * NULL, is io_batch_args()'s.
  */
-static __always_inline struct io_rec *io_batch_take(struct pt_regs *ctx, __u32 *count,
-						    long *names)
+static __always_inline struct io_rec *io_batch_take_why(struct pt_regs *ctx, __u32 *count,
+							long *names, bool *busy)
 {
 	__u32 zero = 0;
 	struct io_batch_buf *b = bpf_map_lookup_elem(&io_batch_scratch, &zero);
@@ -172,13 +177,25 @@ static __always_inline struct io_rec *io_batch_take(struct pt_regs *ctx, __u32 *
 	*count = (__u32)n;
 	/* One instruction: a preemption falls before or after it, so of
 	 * two runs on this CPU exactly one sees 0. */
-	if (__sync_lock_test_and_set(&b->busy, 1))
+	if (__sync_lock_test_and_set(&b->busy, 1)) {
+		if (busy)
+			*busy = true;
 		return NULL;
+	}
 	if (io_batch_read(b, n, recs)) {
 		b->busy = 0;
 		return NULL;
 	}
 	return b->recs;
+}
+
+/* io_batch_take_why() for a caller that counts the records it could not
+ * read alike, busy or unreadable (the exporter's series_dropped), and a
+ * hit of *count 0 apart. */
+static __always_inline struct io_rec *io_batch_take(struct pt_regs *ctx, __u32 *count,
+						    long *names)
+{
+	return io_batch_take_why(ctx, count, names, NULL);
 }
 
 /* Give back this CPU's scratch buffer, after a run's last read of the

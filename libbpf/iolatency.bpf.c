@@ -261,12 +261,9 @@ int io_batch(struct pt_regs *ctx)
 	};
 
 	hit_count();
-	b.recs = io_batch_take(ctx, &b.count, NULL);
-	if (!b.recs) {
-		/* Records it could not read (io_batch.bpf.h) are dropped. */
-		hist_drop(b.count);
-		return 0;
-	}
+	b.recs = io_batch_hist_take(ctx, &b.count);
+	if (!b.recs)
+		return 0;	/* counted dropped, with the reason */
 	b.unit_width = b.unit * width;	/* < 2^51: -W <= INT_MAX */
 	b.unit_log2 = hist_log2_slot(b.unit) - 1;
 	if (per_bdev || per_type) {

@@ -77,12 +77,9 @@ int io_batch(struct pt_regs *ctx)
 	struct size_batch b = { .ctx = ctx, .w = IO_BATCH_WALK_INIT };
 
 	hit_count();
-	b.recs = io_batch_take(ctx, &b.count, NULL);
-	if (!b.recs) {
-		/* Records it could not read (io_batch.bpf.h) are dropped. */
-		hist_drop(b.count);
-		return 0;
-	}
+	b.recs = io_batch_hist_take(ctx, &b.count);
+	if (!b.recs)
+		return 0;	/* counted dropped, with the reason */
 	bpf_loop(IO_BATCH_MAX, size_one, &b, 0);
 	io_batch_release();
 	hist_run_end(&b.w.run);

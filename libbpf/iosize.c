@@ -88,6 +88,9 @@ int main(int argc, char **argv)
 
 	env.c.hits = skel->maps.hits;
 	env.c.hist_dropped = &skel->bss->hist_dropped;
+	env.c.hist_busy = &skel->bss->hist_busy;
+	env.c.hist_unreadable = &skel->bss->hist_unreadable;
+	env.c.hist_bad_count = &skel->bss->hist_bad_count;
 	env.c.skel = skel->skeleton;
 	rc = run_loop(&env.c, &t, "block I/O size", collect, skel);
 out:

@@ -21,6 +21,7 @@
 #include <bpf/libbpf.h>
 
 #include "trace_helpers.h"
+#include "probekit_common.spec.h"
 
 
 /*
@@ -385,35 +386,66 @@ static int pair_totals(const struct bpf_map *map,
 	return err < 0 ? err : -err;
 }
 
-void loss_report(const struct output *o, const char *noun,
-		 const unsigned long long *n, int nkinds)
-{
-	static const char *const what[PAIR_NCOUNTS] = {
-		[PAIR_DROPPED] = "dropped (table full)",
-		[PAIR_RECLAIMED] = "reclaimed (thread or process exited)",
-	};
-	static const char *const key[PAIR_NCOUNTS] = {
-		[PAIR_DROPPED] = "dropped",
-		[PAIR_RECLAIMED] = "reclaimed",
-	};
+/* What a tool lost, by kind: probekit_spec.LOSSES, whose first two are
+ * enum pair_count's. */
+static const struct {
+	const char *key, *what;
+} losses[SPEC_NLOSSES] = { SPEC_LOSSES };
+_Static_assert(PAIR_DROPPED == SPEC_LOSS_DROPPED &&
+	       PAIR_RECLAIMED == SPEC_LOSS_RECLAIMED && PAIR_NCOUNTS <= SPEC_NLOSSES,
+	       "enum pair_count indexes probekit_spec.LOSSES");
 
+/* loss_report() of the kinds kinds[0..nkinds), n[i] of kinds[i]. */
+static void losses_report(const struct output *o, const char *noun,
+			  const enum spec_loss *kinds,
+			  const unsigned long long *n, int nkinds)
+{
 	if (o->json)
 		printf(", \"%s\": {", noun);
-	for (int k = 0; k < nkinds && k < PAIR_NCOUNTS; k++) {
+	for (int i = 0; i < nkinds; i++) {
 		if (o->json)
-			printf("%s\"%s\": %llu", k ? ", " : "", key[k], n[k]);
-		else if (n[k])
-			printf("%llu %s %s\n", n[k], noun, what[k]);
+			printf("%s\"%s\": %llu", i ? ", " : "",
+			       losses[kinds[i]].key, n[i]);
+		else if (n[i])
+			printf("%llu %s %s\n", n[i], noun, losses[kinds[i]].what);
 	}
 	if (o->json)
 		putchar('}');
 }
 
-void hist_report(const struct output *o, const char *noun, __u64 *dropped)
+void loss_report(const struct output *o, const char *noun,
+		 const unsigned long long *n, int nkinds)
 {
-	unsigned long long n = __atomic_exchange_n(dropped, 0, __ATOMIC_SEQ_CST);
+	static const enum spec_loss kinds[PAIR_NCOUNTS] = {
+		SPEC_LOSS_DROPPED, SPEC_LOSS_RECLAIMED,
+	};
 
-	loss_report(o, noun, &n, 1);
+	losses_report(o, noun, kinds, n,
+		      nkinds < PAIR_NCOUNTS ? nkinds : PAIR_NCOUNTS);
+}
+
+/* *n's value, taken as it stands (0 when n is NULL), so that a value
+ * dropped meanwhile is said next time, not lost. */
+static unsigned long long take(__u64 *n)
+{
+	return n ? __atomic_exchange_n(n, 0, __ATOMIC_SEQ_CST) : 0;
+}
+
+void hist_report(const struct output *o, const struct common_args *a)
+{
+	static const enum spec_loss kinds[] = {
+		SPEC_LOSS_DROPPED, SPEC_LOSS_BUSY, SPEC_LOSS_UNREADABLE,
+	};
+	static const enum spec_loss batch_kinds[] = { SPEC_LOSS_BAD_COUNT };
+	unsigned long long n[] = {
+		take(a->hist_dropped), take(a->hist_busy),
+		take(a->hist_unreadable),
+	};
+	unsigned long long bad = take(a->hist_bad_count);
+
+	losses_report(o, a->hist_noun, kinds, n, a->hist_busy ? 3 : 1);
+	if (a->hist_busy)
+		losses_report(o, SPEC_BATCH_NOUN, batch_kinds, &bad, 1);
 }
 
 void pair_report(struct output *o, void *ctx)

@@ -180,7 +180,7 @@ static void loop_report(struct output *o, void *ctx)
 	if (r->pair.counts)
 		pair_report(o, &r->pair);
 	if (r->a->hist_dropped)
-		hist_report(o, r->a->hist_noun, r->a->hist_dropped);
+		hist_report(o, r->a);
 }
 
 int run_loop_print(const struct common_args *a, const struct target *t,

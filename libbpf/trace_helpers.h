@@ -83,9 +83,13 @@ struct common_args {
 	 * size (HIST_KEYS_MAX unless given); and, set by the tool before
 	 * run_loop(), histogram.bpf.h's hist_dropped (in the skeleton's bss),
 	 * which each interval's output reports (hist_report()) as values of
-	 * hist_noun (cli->hist_noun, "I/Os"). */
+	 * hist_noun (cli->hist_noun, "I/Os"); for a tool that reads
+	 * io__batch, also blktgt_io.bpf.h's hist_busy, hist_unreadable and
+	 * hist_bad_count, what it could not read of batches, by reason
+	 * (NULL for the others). */
 	long max_keys;
 	__u64 *hist_dropped;
+	__u64 *hist_busy, *hist_unreadable, *hist_bad_count;
 	const char *hist_noun;
 	/* The tool's empty result, from its tool_cli (struct output's). */
 	const char *empty;
@@ -396,12 +400,18 @@ void loss_report(const struct output *o, const char *noun,
 
 /*
  * The values a histogram tool's map had no room for since the last
- * report, taken from *dropped (histogram.bpf.h's hist_dropped) as each
- * interval's output ends: loss_report() of noun, "N I/Os dropped (table
- * full)".  run_loop() says it when a->hist_dropped is set, after the
- * histograms are read, so a value dropped meanwhile is not lost.
+ * report, taken from *a->hist_dropped (histogram.bpf.h's hist_dropped)
+ * as each interval's output ends: loss_report() of a->hist_noun, "N I/Os
+ * dropped (table full)".  With a->hist_busy (blktgt_io.bpf.h's), also
+ * what io__batch hits could not read (probekit_spec.LOSSES): "N I/Os
+ * dropped (batch buffer held by a preempted run)", "N I/Os dropped
+ * (unreadable batch)" and "N batches dropped (count unreadable or out of
+ * range)", in JSON ', "I/Os": {"dropped": N, "busy": M, "unreadable": K},
+ * "batches": {"bad_count": B}', every key always.  run_loop() says it
+ * when a->hist_dropped is set, after the histograms are read, so a value
+ * dropped meanwhile is not lost.
  */
-void hist_report(const struct output *o, const char *noun, __u64 *dropped);
+void hist_report(const struct output *o, const struct common_args *a);
 
 /* "PID N (COMM)", or "PATH (every process)" for -b: where the generic
  * tools say they trace. */

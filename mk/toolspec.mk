@@ -23,11 +23,13 @@ $(LIBBPF_GEN)/%.spec.h: $(TOOLSPEC_DIR)/%.toml $(GENTOOL_DEPS) | $(LIBBPF_GEN)
 	$(call msg,GEN,$@)
 	$(Q)$(PYTHON) $(GENTOOL) --spec-dir $(TOOLSPEC_DIR) header $* -o $@
 
-# tool_options.c's common options (tools/common.toml).
+# tool_options.c's common options (tools/common.toml), and the words of
+# what a tool lost (probekit_spec.LOSSES).
 $(LIBBPF_GEN)/probekit_common.spec.h: $(GENTOOL_DEPS) $(TOOLSPEC_DIR)/limits.toml | $(LIBBPF_GEN)
 	$(call msg,GEN,$@)
 	$(Q)$(PYTHON) $(GENTOOL) --spec-dir $(TOOLSPEC_DIR) common -o $@
-$(LIBBPF_OBJ)/tool_options.o: $(LIBBPF_GEN)/probekit_common.spec.h
+# tool_drain.c's loss words (probekit_spec.LOSSES), in the same header.
+$(LIBBPF_OBJ)/tool_options.o $(LIBBPF_OBJ)/tool_drain.o: $(LIBBPF_GEN)/probekit_common.spec.h
 
 $(LIMITS_H): $(TOOLSPEC_DIR)/limits.toml $(GENTOOL) bcc/probekit_spec.py | $(O)/gen
 	$(call msg,GEN,$@)

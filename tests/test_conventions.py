@@ -160,6 +160,9 @@ PAIR_TOOLS = {"qdepth", "rpclat", "nbdtime", "funclat", "usdtlat"}
 # (--max-keys), and what they call a value.
 KEY_TOOLS = {"iolatency": "I/Os", "iosize": "I/Os", "qdepth": "I/Os",
              "nbdtime": "values", "rpclat": "RPCs"}
+# The tools that read io__batch, which also report what they could not
+# read of batches: records (busy buffer, unreadable), hits (bad count).
+BATCH_TOOLS = {"iolatency", "iosize"}
 
 
 def zero_id(case):
@@ -186,6 +189,9 @@ def test_zero_hits_print_header_and_empty_result(bpf, target, kind, case):
         empty["starts"] = {"dropped": 0, "reclaimed": 0}
     if tool in KEY_TOOLS:
         empty[KEY_TOOLS[tool]] = {"dropped": 0}
+    if tool in BATCH_TOOLS:
+        empty[KEY_TOOLS[tool]].update(busy=0, unreadable=0)
+        empty["batches"] = {"bad_count": 0}
     assert obj == empty
 
 
