@@ -27,6 +27,7 @@ import shlex
 import signal
 import socket
 import subprocess
+import time
 
 import pytest
 
@@ -41,7 +42,12 @@ BLOCK = re.compile(r"^<!-- decision-tree: ([\w-]+), (run|until Ctrl-C) -->\n"
                    r"```sh\n(.*?)^```$", re.M | re.S)
 BRANCHES = ["crashed-before", "crashed", "hung", "slow-rpc", "often", "cpu"]
 READY = r"Hit Ctrl-C to end\.|^probekit: tracing "
-DELAY_US = 10000000                 # the delay bdev's read latency, its maximum
+# The delay bdev's read latency, its maximum (BDEV_DELAY_MAX_US): what
+# holds the call while the hung branch's commands look at it (0.7 to 1.9 s
+# of them beside two busy loops).  Nothing the test controls can hold a
+# delayed I/O longer: a paused export holds I/O before it reaches the bdev,
+# where neither the ring nor gdb would see it as this branch shows it.
+DELAY_US = 10000000
 COUNT = 2311                        # a prime number of I/Os, as BCC's guide asks
 GDB_KINDS = ("reactor", "bdev", "export", "conn", "io", "clock")
 
@@ -251,6 +257,12 @@ def test_hung_and_slow_rpc(bpf, blktgt_bin, tmp_path):
             s = send_rpc(t.rpc_sock, "workload_run",
                          {"bdev": "D0", "pattern": "randread", "io_size": 4096,
                           "queue_depth": 1, "count": 1})
+            sent = time.monotonic()
+
+            def late():
+                # Past the delay, the I/O and the call have ended: say so.
+                return (f"{time.monotonic() - sent:.1f} s after the call, "
+                        f"delay {DELAY_US / 1e6:g} s")
             follow.out.wait_for(r" bdev_io_submit .* bdev=D0 ")
         finally:
             follow.kill()
@@ -260,13 +272,14 @@ def test_hung_and_slow_rpc(bpf, blktgt_bin, tmp_path):
         assert [(tp, a["method"]) for tp, _, a in evs] == [
             ("rpc_request", "bdev_malloc_create"), ("rpc_done", "bdev_malloc_create"),
             ("rpc_request", "bdev_delay_create"), ("rpc_done", "bdev_delay_create"),
-            ("rpc_request", "workload_run")], evs
+            ("rpc_request", "workload_run")], (late(), evs)
 
         evs = ring_events(run(bdev, PID=t.pid))
         assert [(tp, a.get("bdev"), a.get("type")) for tp, _, a in evs] == \
-            [("bdev_io_submit", "D0", "0")], evs
+            [("bdev_io_submit", "D0", "0")], (late(), evs)
 
         rows = gdb_rows(run(gdb, PID=t.pid))
+        assert len(rows.get("io", [])) == 1, (late(), rows)
         (io,) = rows["io"]
         assert (io["bdev"], io["type"], io["len"], io["owner"], int(io["id"], 16)) == \
             ("D0", "read", "4096", "job_io_done", int(evs[0][1][1:])), io

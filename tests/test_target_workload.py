@@ -155,29 +155,46 @@ def test_seconds_mode(target, tmp_path):
 
 
 def test_bdev_in_use_by_workload(target, tmp_path):
-    """bdev_delete is refused while a workload runs on the bdev; the RPC
-    connection that runs the workload is held, others are not."""
-    make_bdev(target, "null", "n", tmp_path)
+    """bdev_delete is refused while a workload runs on the bdev, and the
+    RPC connection that runs it is held while others are not; a bdev whose
+    workload has ended can be deleted.  The running workload cannot end
+    before the test has looked (an hour, WORKLOAD_MAX_SECONDS): shutdown
+    ends it.  A 2 s one ended under a test thread held up by load, and
+    its bdev_delete then succeeded."""
     import threading
+    make_bdev(target, "null", "ended", tmp_path)
+    r = target.rpc("workload_run", bdev="ended", pattern="read", io_size=4096,
+                   queue_depth=7, count=N)
+    assert (r["ios"], r["reads"], r["errors"]) == (N, N, 0), r
+    assert target.rpc("bdev_delete", name="ended") is True
+
+    make_bdev(target, "null", "n", tmp_path)
     result = {}
 
     def run():
-        result["r"] = target.rpc("workload_run", bdev="n", pattern="read", io_size=4096,
-                                 queue_depth=1, seconds=2)
+        try:
+            target.rpc("workload_run", bdev="n", pattern="read", io_size=4096,
+                       queue_depth=1, seconds=3600)
+        except probekit.RpcError as e:
+            result["err"] = e
     th = threading.Thread(target=run)
     th.start()
     try:
         # The workload is running once target_stats says so (no sleep).
         while target.rpc("target_stats")["workloads"] == 0:
-            assert th.is_alive()
+            assert th.is_alive(), result
         with pytest.raises(probekit.RpcError) as ei:
             target.rpc("bdev_delete", name="n")
         assert ei.value.code == -16
-        assert "1 workload(s)" in ei.value.error["message"]
+        assert ei.value.error["message"] == \
+            "bdev 'n' is in use by 0 export(s) and 1 workload(s)"
+        assert th.is_alive(), result
+        assert [b["name"] for b in target.rpc("bdev_list")] == ["n"]
     finally:
+        target.stop(sig=signal.SIGTERM)
         th.join(probekit.TIMEOUT)
-    assert result["r"]["errors"] == 0
-    assert target.rpc("bdev_delete", name="n") is True
+    assert not th.is_alive()
+    assert result["err"].code == -125   # ECANCELED: the hour did not pass
 
 
 def test_shutdown_stops_a_running_workload(target, tmp_path):
