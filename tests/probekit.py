@@ -402,9 +402,12 @@ class FuncsDriver:
         self.pid = int(self.out.wait_for(r"^funcs_driver: ready pid=(\d+)$").group(1))
 
     def do(self, cmd, reply):
+        """Send cmd and wait for its reply: a line after those read before
+        it was sent, so that a command repeated waits for its own."""
+        seen = len(self.out.lines)
         self.proc.stdin.write(cmd.encode() + b"\n")
         self.proc.stdin.flush()
-        self.out.wait_for(rf"^{reply}$")
+        self.out.wait_until(lambda ls: reply in ls[seen:])
 
     def wait_threads(self, n):
         """Wait until the process has n threads: a thread leaves

@@ -68,12 +68,7 @@ def test_funclat_intervals_sum_to_every_call(bpf, funcs_driver, kind):
     t = Tool(kind, "funclat", d.pid, "-T", "1").start()
     before = intervals(t.out.lines)
 
-    def call(k):
-        # Every round replies the same line: wait for the k-th.
-        d.proc.stdin.write(f"call {CHUNK} {CHUNK_MS}\n".encode())
-        d.proc.stdin.flush()
-        d.out.wait_until(lambda ls: ls.count(f"called {CHUNK}") >= k)
-    n = rounds([t], call) * CHUNK
+    n = rounds([t], lambda k: d.do(f"call {CHUNK} {CHUNK_MS}", f"called {CHUNK}")) * CHUNK
     lines = t.stop()
     check_intervals(lines, before)
     sums = {}
