@@ -443,7 +443,8 @@ void hist_report(const struct output *o, const struct common_args *a)
 	};
 	unsigned long long bad = take(a->hist_bad_count);
 
-	losses_report(o, a->hist_noun, kinds, n, a->hist_busy ? 3 : 1);
+	losses_report(o, a->hist_noun, kinds, n,
+		      a->hist_busy ? (int)(sizeof(n) / sizeof(n[0])) : 1);
 	if (a->hist_busy)
 		losses_report(o, SPEC_BATCH_NOUN, batch_kinds, &bad, 1);
 }
