@@ -3,7 +3,7 @@
 # probekit-bpftrace: run bpftrace scripts against one running process, or
 # every process that runs a file.
 #
-# USAGE: probekit-bpftrace [--dry-run] [-o FILE] [-d SECONDS] [-f text|json | -j]
+# USAGE: probekit-bpftrace [--dry-run] [-o FILE] [-d SECONDS] [--hits] [-f text|json | -j]
 #                          (PID | PATH | -p PID | -b PATH) SCRIPT [SCRIPT...] [-- ARG...]
 #
 # bpftrace -p PID for scripts written against a binary, not a path: the
@@ -57,6 +57,15 @@
 #    the script's FILE:LINE, not the joined program's "stdin:LINE".  If the
 #    process exits before every probe is attached, one line says "PID N
 #    exited while the trace was starting", with a non-zero exit.
+#  - One window: every probe but BEGIN, END and interval counts over the
+#    same interval, from the moment every probe is attached (just before
+#    the readiness line) to the end of the trace, whatever ends it: Ctrl-C
+#    or any other signal to bpftrace (SIGUSR1, which prints the maps, too:
+#    the window does not open again), -d, --max-rate, a script's own
+#    exit(), the traced process's exit.  bpftrace attaches and detaches
+#    its probes one at a time, 100 ms and more apart at full rate, so
+#    without it two probes of one I/O path counted tens of thousands
+#    apart.  The window is a map lookup at each hit (bench/RESULTS.md).
 #  - Then the wrapper execs bpftrace, so signals (Ctrl-C prints the END
 #    output and the maps) and the exit code are bpftrace's own.  Only
 #    bpftrace's harmless lines are filtered from its stderr (0.17's
@@ -77,6 +86,10 @@
 #   -f, --format FORMAT  bpftrace's output format, text (its default) or
 #                        json (one JSON object a line)
 #   -j, --json           the same as -f json
+#       --hits           end the output with one line per probe the scripts
+#                        name, "probekit: hits PROVIDER:NAME N": its hits
+#                        within the window (below), each counted once
+#                        (under -f json, one map @probekit_hits)
 #       --max-rate HITS_PER_S
 #                        a cost guard: every usdt/uprobe/uretprobe block
 #                        counts its hits (those that pass its predicate),
@@ -168,6 +181,7 @@ format=
 outfile=${BPF_OUTFILE-}
 duration=
 max_rate=
+hits=
 pid=
 scripts=()
 args=()
@@ -202,6 +216,7 @@ while [ $# -gt 0 ]; do
 	--max-rate)
 		[ $# -ge 2 ] || usage_die "$1 needs a number of probe hits per second (see --help)"
 		max_rate=$2; shift ;;
+	--hits) hits=1 ;;
 	--) shift; args=("$@"); break ;;
 	-?*) usage_die "unknown option '$1' (see --help)" ;;
 	*)
@@ -256,8 +271,10 @@ if [ -n "$max_rate" ]; then
 		[ $((10#$max_rate)) -le $MAX_RATE_LIMIT ] ||
 		usage_die "--max-rate '$max_rate' is out of range (1..$MAX_RATE_LIMIT probe hits per second)"
 	max_rate=$((10#$max_rate))
+fi
+if [ -n "$max_rate" ] || [ -n "$hits" ]; then
 	IFS= read -r possible < /sys/devices/system/cpu/possible ||
-		die "cannot read /sys/devices/system/cpu/possible, which --max-rate needs"
+		die "cannot read /sys/devices/system/cpu/possible, which --max-rate and --hits need"
 	max_cpu=${possible##*[-,]}
 	case $max_cpu in ''|*[!0-9]*) die "cannot read the CPU count from '$possible'" ;; esac
 fi
@@ -510,7 +527,24 @@ if [ -n "$target_file" ]; then
 	quote_path "$target_file" "the path"
 	READY_TEXT="probekit: tracing PATH=${target_file//\\/\\\\} (Ctrl-C to end)"
 fi
-joined=$(PROBEKIT_MAX_RATE=$max_rate PROBEKIT_MAX_CPU=$max_cpu "$scan" join "$pid" "$READY_TEXT" "$duration" "${target_file:-/proc/$pid/exe}" "${scripts[@]}") ||
+# The window opens at bpftrace's first epoll_wait (wrapper/join.c says
+# why): the syscall tracepoints this kernel has for it (arm64 has no
+# epoll_wait, only epoll_pwait).  Without any, it opens in BEGIN, and
+# each probe counts from its own attach: said once.
+gate_open=
+for t in /sys/kernel/tracing /sys/kernel/debug/tracing; do
+	[ -d "$t/events/syscalls" ] || continue
+	for s in sys_enter_epoll_wait sys_enter_epoll_pwait; do
+		[ -d "$t/events/syscalls/$s" ] && gate_open+="${gate_open:+ }$s"
+	done
+	break
+done
+[ -n "$gate_open" ] || [ $dry_run = 1 ] ||
+	printf '%s: this kernel has no epoll_wait syscall tracepoints (is tracefs mounted at /sys/kernel/tracing?); each probe counts from its own attach, so probes of one path may disagree by the hits of the first few milliseconds\n' "$PROG" >&2
+hits_form=
+[ -n "$hits" ] && hits_form=${format:-text}
+joined=$(PROBEKIT_GATE_PID=$$ PROBEKIT_GATE_OPEN=$gate_open PROBEKIT_HITS=$hits_form \
+	PROBEKIT_MAX_RATE=$max_rate PROBEKIT_MAX_CPU=$max_cpu "$scan" join "$pid" "$READY_TEXT" "$duration" "${target_file:-/proc/$pid/exe}" "${scripts[@]}") ||
 	exit 1
 take_exe "$joined"
 joined=$scanned
@@ -767,19 +801,6 @@ if [[ $program == *'delete('* ]] &&
 		program+=$line
 	done
 fi
-
-# bpftrace 0.17 notices SIGINT/SIGTERM only when the signal interrupts its
-# epoll_wait() or when an event arrives after it; a signal that lands while
-# it is printing (say, the readiness line) of a trace with nothing more to
-# print is lost, and the trace runs on.  This probe makes the delivery of
-# any signal to bpftrace itself (the wrapper execs it, so it keeps this
-# PID) such an event.  It prints nothing, and it is not exit(), which would
-# drop END output.  It does not read args->sig: reading args of a
-# tracepoint makes bpftrace 0.17 build their struct with clang, which costs
-# about 200 ms before the first probe is attached; waking bpftrace for
-# another signal does no harm.
-printf -v wakeup '\ntracepoint:signal:signal_deliver /pid == %d/\n{\n\tprintf("");\n}\n' $$
-program+=$wakeup
 
 if [ $dry_run = 1 ]; then
 	printf '%s' "$program"
