@@ -14,6 +14,7 @@ scenarios:
     every total, the sum of the interval lines and --hits equal N and
     blktgt's own counters."""
 
+import json
 import os
 import re
 import shutil
@@ -207,11 +208,14 @@ def test_iolat_no_dropped_starts_mid_workload(bpf, full):
 
 
 def test_hits_json_is_one_map(bpf, full, tmp_path):
-    """Under -f json, --hits is one JSON object, the map @probekit_hits."""
-    import json
+    """Under -f json, --hits is one JSON object, the map @probekit_hits,
+    and the output is JSON lines only."""
     script = tmp_path / "pair.bt"
     script.write_text(PAIR_BT)
     lines = whole(full, [str(script)], opts=["-f", "json"])
+    # Every line is one JSON object: no blank line (bpftrace writes two
+    # before its maps even under -f json; the wrapper drops them).
+    assert all(isinstance(json.loads(l), dict) for l in lines), lines
     maps = [json.loads(l) for l in lines if '"@probekit_hits"' in l]
     assert len(maps) == 1, lines
     assert maps[0]["type"] == "map", maps

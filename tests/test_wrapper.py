@@ -219,8 +219,11 @@ def test_dry_run_adds_begin_and_duration(prog, tmp_path):
     assert r.returncode == 0, r.stderr
     assert re.search(r"^BEGIN\n\{\n\tprintf\(\"probekit: tracing PID=%d "
                      rf"\(Ctrl-C to end\)\\n\", {prog.pid}\);\n\}}", r.stdout, re.M), r.stdout
-    # -d's exit() closes the window first (see test_window.py).
-    assert re.search(r"^interval:s:7\n\{\n\t@__pk_gate = 2;\n\texit\(\);\n\}", r.stdout, re.M), r.stdout
+    # -d's seconds run from the window's opening, and its exit() closes
+    # the window first (see test_window.py).
+    assert re.search(r"^interval:ms:10\n\{\n\tif \(@__pk_gate == 1 && \(uint64\)\(\(int64\)nsecs - "
+                     r"\(int64\)@__pk_opened\) >= 7000000000\) \{\n\t\t@__pk_gate = 2;\n"
+                     r"\t\texit\(\);\n\t\}\n\}", r.stdout, re.M), r.stdout
 
 
 def test_dry_run_script_without_exe(prog, tmp_path):

@@ -3,8 +3,50 @@
 # probekit-bpftrace: run bpftrace scripts against one running process, or
 # every process that runs a file.
 #
-# USAGE: probekit-bpftrace [--dry-run] [-o FILE] [-d SECONDS] [--hits] [-f text|json | -j]
-#                          (PID | PATH | -p PID | -b PATH) SCRIPT [SCRIPT...] [-- ARG...]
+# USAGE: probekit-bpftrace [options] (PID | PATH | -p PID | -b PATH)
+#                          SCRIPT [SCRIPT...] [-- ARG...]
+#        probekit-bpftrace --list
+#
+# In each script's attach points __EXE__ becomes the traced file (the
+# executable, or the library that holds the probe) and __PID__ becomes the
+# PID.  Every probe must exist; the scripts are joined into one program;
+# every probe counts over one window, from the readiness line
+#   probekit: tracing PID=<pid> (Ctrl-C to end)
+# to the end of the trace.  A SCRIPT with no '/' that is not a file here is
+# a shipped one (probekit-bpftrace --list).
+#
+# Options:
+#   -p, --pid PID        trace this process (the same as PID first)
+#   -b, --binary PATH    trace every process running PATH, later ones too
+#       --list           list the shipped scripts, one a line, and exit
+#       --dry-run        print the final program and exit 0 (needs neither
+#                        bpftrace nor root)
+#   -o, --output FILE    write bpftrace's output to FILE (as BPF_OUTFILE=FILE)
+#   -d, --duration SECS  end the trace (running END) SECS seconds after the
+#                        readiness line
+#   -f, --format FORMAT  text (bpftrace's default) or json (one JSON object
+#                        a line)
+#   -j, --json           the same as -f json
+#       --hits           end with one line per probe, "probekit: hits
+#                        PROVIDER:NAME N": its hits in the trace's window
+#       --max-rate HITS_PER_S
+#                        detach (running END) once a second has more probe
+#                        hits than HITS_PER_S: a cost guard
+#   -h, --help           this text
+#       --version        print probekit's version and exit
+#
+# examples:
+#   probekit-bpftrace 1234 bt/iolat.bt            # one script, one process
+#   probekit-bpftrace 1234 bt/iolat.bt bt/nbd.bt  # two, joined
+#   probekit-bpftrace -d 10 -f json 1234 bt/iosize.bt  # 10 s, as JSON lines
+#   probekit-bpftrace /usr/lib/postgresql/15/bin/postgres my.bt
+#                                       # every process running that file
+#   probekit-bpftrace --dry-run 1234 bt/iolat.bt  # print the program only
+#
+# The rest (the window, __EXE__ in containers, struct definitions,
+# bpftrace's stderr, the environment): probekit-bpftrace(8).
+
+# --- what the wrapper adds to bpftrace, for its maintainers -------------------
 #
 # bpftrace -p PID for scripts written against a binary, not a path: the
 # PID (or PATH), then the scripts; BPF_OUTFILE names an output file.
@@ -76,13 +118,15 @@
 #    arrives while it is printing; a tracepoint:signal:signal_deliver
 #    probe on its own PID wakes it up so that it sees the signal.
 #
-# Options:
+# The long forms of the options:
 #   -p, --pid PID        trace this process (the same as PID first)
 #   -b, --binary PATH    trace every process running PATH (as PATH first)
 #       --dry-run        print the final program and exit 0 (bpftrace and
 #                        root are not needed; -n is nanoseconds in the tools)
 #   -o, --output FILE    write bpftrace's output to FILE (as BPF_OUTFILE=FILE)
-#   -d, --duration SECS  end the trace (running END) after SECS seconds
+#   -d, --duration SECS  end the trace (running END) SECS seconds after its
+#                        window opened, which is when the readiness line is
+#                        printed (a 10 ms tick checks the time)
 #   -f, --format FORMAT  bpftrace's output format, text (its default) or
 #                        json (one JSON object a line)
 #   -j, --json           the same as -f json
@@ -112,14 +156,6 @@
 # because bpftrace 0.17 resolves them by path and attaches nothing.  A
 # deleted or replaced library that holds a probe is refused, saying so.
 #
-# examples:
-#   probekit-bpftrace 1234 bt/iolat.bt            # one script, one process
-#   probekit-bpftrace 1234 bt/iolat.bt bt/nbd.bt  # two, joined
-#   probekit-bpftrace -d 10 -f json 1234 bt/iosize.bt  # 10 s, as JSON lines
-#   probekit-bpftrace /usr/lib/postgresql/15/bin/postgres my.bt
-#                                       # every process running that file
-#   probekit-bpftrace --dry-run 1234 bt/iolat.bt  # print the program only
-
 set -u
 export LC_ALL=C
 
@@ -174,6 +210,46 @@ print_version() {
 	exit 0
 }
 
+# The shipped scripts' directory: bt/ in the tree this command's real path
+# is in (the checkout, or PREFIX/share/probekit), into shipped_bt.
+shipped_bt=
+find_shipped() {
+	[ -z "$shipped_bt" ] || return 0
+	shipped_bt=$(readlink -f -- "$0") || die "cannot find the real path of $0"
+	shipped_bt=${shipped_bt%/*/*}/bt
+}
+
+# --list: each shipped script, by the name that runs it, and the first
+# sentence of the purpose its header gives (" * NAME.bt<TAB>PURPOSE", and
+# the lines after it up to a blank " *").
+list_scripts() {
+	local f name line purpose on words w
+	find_shipped
+	for f in "$shipped_bt"/*.bt; do
+		[ -f "$f" ] || continue
+		name=${f##*/} name=${name%.bt} purpose= on=0
+		while IFS= read -r line; do
+			if [ $on = 0 ]; then
+				[[ $line == " * $name.bt"[[:space:]]* ]] || continue
+				on=1 line=${line#" * $name.bt"}
+			else
+				[[ $line =~ ^\ \*[[:space:]]*$ ]] && break
+				line=${line#" *"}
+			fi
+			purpose+=" ${line//[[:space:]]/ }"
+		done < "$f"
+		purpose=${purpose%%. *}
+		purpose=${purpose%.}
+		read -r -a words <<< "$purpose"
+		purpose=
+		for w in "${words[@]}"; do
+			if [ $((${#purpose} + ${#w})) -gt 56 ]; then purpose+=" ..."; break; fi
+			purpose+=${purpose:+ }$w
+		done
+		printf '%-14s %s\n' "$name" "$purpose"
+	done
+}
+
 # --- command line -----------------------------------------------------------
 
 dry_run=0
@@ -190,6 +266,7 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	-h|--help) usage; exit 0 ;;
 	--version) print_version ;;
+	--list) list_scripts; exit 0 ;;
 	--dry-run) dry_run=1 ;;
 	-n) usage_die "-n is not --dry-run any more: across probekit's commands -n is nanoseconds; write --dry-run" ;;
 	-j|--json) format=json ;;
@@ -285,15 +362,11 @@ fi
 # real path is in (the checkout, or PREFIX/share/probekit).  Found only
 # when a script needs it: readlink is a process, and every run that names
 # its scripts by path would pay for it.
-shipped_bt=
 for i in "${!scripts[@]}"; do
 	s=${scripts[$i]}
 	[ -e "$s" ] && continue
 	case $s in */*|'') die "script '$s' does not exist" ;; esac
-	if [ -z "$shipped_bt" ]; then
-		shipped_bt=$(readlink -f -- "$0") || die "cannot find the real path of $0"
-		shipped_bt=${shipped_bt%/*/*}/bt
-	fi
+	find_shipped
 	for f in "$shipped_bt/$s" "$shipped_bt/${s%.bt}.bt"; do
 		if [ -e "$f" ]; then scripts[$i]=$f; continue 2; fi
 	done
@@ -543,7 +616,21 @@ done
 	printf '%s: this kernel has no epoll_wait syscall tracepoints (is tracefs mounted at /sys/kernel/tracing?); each probe counts from its own attach, so probes of one path may disagree by the hits of the first few milliseconds\n' "$PROG" >&2
 hits_form=
 [ -n "$hits" ] && hits_form=${format:-text}
+# A bpftrace whose -p also filters every probe it cannot filter at attach
+# (tracepoints) by the traced PID, as its --help says ("filter actions",
+# 0.24 and later), would keep the window's own probes on bpftrace from
+# ever firing.  Such a bpftrace traces a PID without -p: the probes of a
+# file then fire in every process that maps it, so its blocks keep the
+# PID's hits to themselves (PROBEKIT_ONLY_PID, joined into the window's
+# test), and the watcher below ends the trace when the process exits, as
+# -p would.  Asked only for a PID, and only of an installed bpftrace.
+only_pid=
+if [ -n "$pid" ] && bt_path=$(command -v -- "$bpftrace") &&
+	"$bt_path" --help 2>&1 | grep -q -- '-p.*PID.*filter actions'; then
+	only_pid=$pid
+fi
 joined=$(PROBEKIT_GATE_PID=$$ PROBEKIT_GATE_OPEN=$gate_open PROBEKIT_HITS=$hits_form \
+	PROBEKIT_ONLY_PID=$only_pid \
 	PROBEKIT_MAX_RATE=$max_rate PROBEKIT_MAX_CPU=$max_cpu "$scan" join "$pid" "$READY_TEXT" "$duration" "${target_file:-/proc/$pid/exe}" "${scripts[@]}") ||
 	exit 1
 take_exe "$joined"
@@ -827,6 +914,47 @@ warn_children() {
 }
 [ -z "$pid" ] || warn_children
 
+# A PATH traced is the file at that path now: bpftrace attaches to its
+# inode, and cannot follow a new file put there later, as a package
+# upgrade or a deploy does (cp new && mv new PATH): processes started from
+# the new file are not traced, and nothing would say so.  A watcher checks
+# the path's inode once a second while bpftrace runs (it is bpftrace's
+# child after the exec, and ends with it), and says it once, with what to
+# run instead, through bpftrace's own stderr (/proc/$$/fd/2, the filter's
+# pipe): it holds no descriptor of the caller's, so a caller that reads
+# the trace's output to its end is not kept waiting by it.
+watch_file() {
+	local was now
+	was=$(stat -L -c %d:%i -- "$target_file" 2>/dev/null) || return 0
+	while kill -0 $$ 2>/dev/null; do
+		sleep 1
+		now=$(stat -L -c %d:%i -- "$target_file" 2>/dev/null) || now=gone
+		[ "$now" = "$was" ] && continue
+		kill -0 $$ 2>/dev/null || return 0
+		printf '%s: %s was replaced by a new file (or removed) since the trace began; bpftrace traces the old file only, so processes started from the new one are not counted: run probekit-bpftrace again for the new file, or follow the path with probekit-usdtcount -b or probekit-exporter -b\n' \
+			"$PROG" "$shown_target" 2>/dev/null >"/proc/$$/fd/2"
+		return 0
+	done
+}
+if [ -n "$target_file" ]; then
+	shown_target=${target_file//[[:cntrl:]]/?}
+	(trap '' INT TERM; watch_file) </dev/null >/dev/null 2>&1 &
+fi
+# Without -p (only_pid), bpftrace does not end with the process: the
+# process's exit ends the trace here, as Ctrl-C would (END, the maps),
+# within a second; its probes fire no more meanwhile.
+watch_pid() {
+	while kill -0 $$ 2>/dev/null; do
+		sleep 1
+		target_gone || continue
+		kill -INT $$ 2>/dev/null
+		return 0
+	done
+}
+if [ -n "$only_pid" ]; then
+	(trap '' INT TERM; watch_pid) </dev/null >/dev/null 2>&1 &
+fi
+
 # bpftrace's own -o buffers the file until it exits; a redirection keeps
 # it line-buffered, so the readiness line shows as soon as it is printed.
 # No "bash: ...: Permission denied" beside the wrapper's own line.
@@ -941,7 +1069,18 @@ stderr_filter() {
 # until bpftrace closes stderr.
 
 bt_opts=()
-[ -n "$pid" ] && bt_opts+=(-p "$pid")
+[ -n "$pid" ] && [ -z "$only_pid" ] && bt_opts+=(-p "$pid")
 [ -n "$format" ] && bt_opts+=(-f "$format")
+# Under -f json, bpftrace still writes the blank lines of its text form
+# (two before the maps it prints at exit), which break a reader of JSON
+# lines: a grep of its own drops them, line by line as they come, and
+# ignores SIGINT/SIGTERM as the stderr filter does (ignored signals stay
+# ignored across exec), so that Ctrl-C to the process group leaves it to
+# pass END's output and the maps on.
+if [ "$format" = json ]; then
+	exec "$bpftrace" "${bt_opts[@]}" -e "$program" -- "${args[@]}" \
+		2> >(trap '' INT TERM; stderr_filter >&2) \
+		> >(trap '' INT TERM; exec grep --line-buffered -v '^$')
+fi
 exec "$bpftrace" "${bt_opts[@]}" -e "$program" -- "${args[@]}" \
 	2> >(trap '' INT TERM; stderr_filter >&2)

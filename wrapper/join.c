@@ -443,6 +443,18 @@ static char *hit_name(const char *ap)
 	return b.p ? b.p : strdup("?");
 }
 
+/* The test a traced block's body runs under: the window, and, when
+ * bpftrace runs without -p (only_pid), the traced PID for the probes of
+ * a file (usdt, uprobe, uretprobe), which then fire in every process
+ * that maps it. */
+static void gate_test(struct joiner *j, struct helper_buf *out, bool of_file)
+{
+	if (of_file && j->o->only_pid[0])
+		helper_buf_printf(out, "if (pid == %s && @__pk_gate == 1) {", j->o->only_pid);
+	else
+		helper_buf_str(out, GATE_OPEN_TEST);
+}
+
 /* --hits: for each attach point of the traced block header s[a, b) (the
  * list before its predicate) that no block before named, a block of its
  * own onto out that counts its hits inside the window, under its own
@@ -489,7 +501,9 @@ static void add_hit_blocks(struct joiner *j, struct helper_buf *out, size_t a, s
 		j->hit_name[j->nhits] = hit_name(ap);
 		helper_buf_str(out, "\n");
 		mark_header(j, out, x, y, -1);
-		helper_buf_printf(out, "\n{\n\t" GATE_OPEN_TEST " @__pk_hits[%d, cpu]++; }\n}\n", j->nhits);
+		helper_buf_str(out, "\n{\n\t");
+		gate_test(j, out, counts_hits(s, x, y));
+		helper_buf_printf(out, " @__pk_hits[%d, cpu]++; }\n}\n", j->nhits);
 		j->nhits++;
 	}
 }
@@ -613,8 +627,10 @@ static void join_one(struct joiner *j)
 
 			mark_header(j, &j->body, start, hb, highest_arg(s, hb, k));
 			copy(j, &j->body, hb, hb + 1);
-			if (traced)
-				helper_buf_str(&j->body, " " GATE_OPEN_TEST);
+			if (traced) {
+				helper_buf_str(&j->body, " ");
+				gate_test(j, &j->body, counts_hits(s, start, hb));
+			}
 			if (j->o->max_rate[0] && counts_hits(s, start, hb))
 				helper_buf_str(&j->body, " @__probekit_hits[cpu]++;");
 			copy_code(j, &j->body, hb + 1, k);
@@ -742,10 +758,21 @@ static void add_window(struct joiner *j, const struct join_opts *o)
 		e = p + strcspn(p, " ");
 		if (e > p)
 			helper_buf_printf(&j->body, "\ntracepoint:syscalls:%.*s /pid == %s/\n{\n"
-				   "\tif (@__pk_gate == 0) {\n\t\t@__pk_gate = 1;\n\t}\n}\n",
+				   "\tif (@__pk_gate == 0) {\n\t\t@__pk_gate = 1;\n"
+				   "\t\t@__pk_opened = nsecs;\n\t}\n}\n",
 				   (int)(e - p), p, o->gate_pid);
 		p = *e ? e + 1 : e;
 	}
+	/* -d's seconds run from the window's opening, not from the attach of
+	 * a timer of their own: bpftrace attaches that first, and on a loaded
+	 * machine the other probes' attach took longer than a short -d, whose
+	 * exit() then closed a window that had not yet opened.  A 10 ms tick
+	 * checks the time since the opening; it comes after the openers, where
+	 * bpftrace 0.17 has seen @__pk_opened assigned. */
+	if (o->duration[0])
+		helper_buf_printf(&j->body, "\ninterval:ms:10\n{\n"
+			   "\tif (@__pk_gate == 1 && (uint64)((int64)nsecs - (int64)@__pk_opened) >= %s000000000) {\n"
+			   "\t\t@__pk_gate = 2;\n\t\texit();\n\t}\n}\n", o->duration);
 	/* bpftrace 0.17 notices SIGINT/SIGTERM only when the signal
 	 * interrupts its epoll_wait() or when an event arrives after it; a
 	 * signal that lands while it is printing (say, the readiness line) of
@@ -776,7 +803,7 @@ static void add_window(struct joiner *j, const struct join_opts *o)
 		helper_buf_str(&j->merged[1], "\tprint(@probekit_hits);\n\tclear(@probekit_hits);\n");
 	if (j->nhits)
 		helper_buf_str(&j->merged[1], "\tclear(@__pk_hits);\n");
-	helper_buf_str(&j->merged[1], "\tclear(@__pk_gate);\n");
+	helper_buf_str(&j->merged[1], "\tclear(@__pk_gate);\n\tclear(@__pk_opened);\n");
 	free(sum.p);
 }
 
@@ -814,7 +841,8 @@ void join_scripts(const struct join_opts *o, char *const *paths, int n, struct j
 	/* With no syscall to open the window on, it opens here: each probe
 	 * then counts from its own attach (the wrapper says so). */
 	if (!o->gate_open[0])
-		helper_buf_str(&begin, "\tif (@__pk_gate == 0) {\n\t\t@__pk_gate = 1;\n\t}\n");
+		helper_buf_str(&begin, "\tif (@__pk_gate == 0) {\n\t\t@__pk_gate = 1;\n"
+			       "\t\t@__pk_opened = nsecs;\n\t}\n");
 	/* Without a PID (a trace of every process that runs a file), READY
 	 * is the whole line, %-free: it may be longer than bpftrace's 64-byte
 	 * string arguments, but not than a format. */
@@ -826,8 +854,7 @@ void join_scripts(const struct join_opts *o, char *const *paths, int n, struct j
 		helper_buf_cat(&j.body, &begin);
 		helper_buf_str(&j.body, "\n");
 	}
-	if (o->duration[0])
-		helper_buf_printf(&j.body, "\ninterval:s:%s\n{\n\t@__pk_gate = 2;\n\texit();\n}\n", o->duration);
+
 	if (o->max_rate[0]) {
 		/* Each CPU counts under its own key (no two race on one
 		 * counter); once a second the sum of every possible CPU's key
@@ -916,6 +943,9 @@ int join_command(int argc, char **argv)
 	o.gate_pid = getenv("PROBEKIT_GATE_PID") ? getenv("PROBEKIT_GATE_PID") : "";
 	o.gate_open = getenv("PROBEKIT_GATE_OPEN") ? getenv("PROBEKIT_GATE_OPEN") : "";
 	o.hits = getenv("PROBEKIT_HITS") ? getenv("PROBEKIT_HITS") : "";
+	o.only_pid = getenv("PROBEKIT_ONLY_PID") ? getenv("PROBEKIT_ONLY_PID") : "";
+	if (strspn(o.only_pid, "0123456789") != strlen(o.only_pid) || strlen(o.only_pid) > 10)
+		helper_die("PROBEKIT_ONLY_PID wants a PID, in digits");
 	if (!o.gate_pid[0] || strspn(o.gate_pid, "0123456789") != strlen(o.gate_pid) || strlen(o.gate_pid) > 10)
 		helper_die("PROBEKIT_GATE_PID wants bpftrace's PID, in digits");
 	if (strspn(o.gate_open, "abcdefghijklmnopqrstuvwxyz0123456789_ ") != strlen(o.gate_open))
