@@ -617,16 +617,21 @@ done
 hits_form=
 [ -n "$hits" ] && hits_form=${format:-text}
 # A bpftrace whose -p also filters every probe it cannot filter at attach
-# (tracepoints) by the traced PID, as its --help says ("filter actions",
-# 0.24 and later), would keep the window's own probes on bpftrace from
-# ever firing.  Such a bpftrace traces a PID without -p: the probes of a
-# file then fire in every process that maps it, so its blocks keep the
-# PID's hits to themselves (PROBEKIT_ONLY_PID, joined into the window's
-# test), and the watcher below ends the trace when the process exits, as
-# -p would.  Asked only for a PID, and only of an installed bpftrace.
+# (tracepoints) by the traced PID, as its --help says ("-p, --pid PID
+# filter actions and enable USDT probes on PID", 0.24 and later; 0.17 and
+# 0.23 say "enable USDT probes on PID"), would keep the window's own
+# probes on bpftrace from ever firing.  Such a bpftrace traces a PID
+# without -p: the probes of a file then fire in every process that maps
+# it, so its blocks keep the PID's hits to themselves (PROBEKIT_ONLY_PID,
+# joined into the window's test), and the watcher below ends the trace
+# when the process exits, as -p would.  The help's words are read from
+# the binary (a grep, about 5 ms), not by running it once more; should a
+# later bpftrace reword them, END says that the window never opened,
+# rather than printing silent zeros.  --dry-run shows the program as for
+# -p (it needs no bpftrace).
 only_pid=
-if [ -n "$pid" ] && bt_path=$(command -v -- "$bpftrace") &&
-	"$bt_path" --help 2>&1 | grep -q -- '-p.*PID.*filter actions'; then
+if [ -n "$pid" ] && [ $dry_run = 0 ] &&
+	grep -q -a -F -- 'filter actions and enable USDT probes on PID' "$bpftrace" 2>/dev/null; then
 	only_pid=$pid
 fi
 joined=$(PROBEKIT_GATE_PID=$$ PROBEKIT_GATE_OPEN=$gate_open PROBEKIT_HITS=$hits_form \

@@ -114,6 +114,7 @@ struct joiner {
 	 * (blanks trimmed), and the name each is printed under. */
 	char **hit_ap, **hit_name;
 	int nhits;
+	int ntraced;	/* traced blocks: those the window holds */
 };
 
 /* What a traced block's body runs under, and what closes the window. */
@@ -628,6 +629,7 @@ static void join_one(struct joiner *j)
 			mark_header(j, &j->body, start, hb, highest_arg(s, hb, k));
 			copy(j, &j->body, hb, hb + 1);
 			if (traced) {
+				j->ntraced++;
 				helper_buf_str(&j->body, " ");
 				gate_test(j, &j->body, counts_hits(s, start, hb));
 			}
@@ -803,6 +805,13 @@ static void add_window(struct joiner *j, const struct join_opts *o)
 		helper_buf_str(&j->merged[1], "\tprint(@probekit_hits);\n\tclear(@probekit_hits);\n");
 	if (j->nhits)
 		helper_buf_str(&j->merged[1], "\tclear(@__pk_hits);\n");
+	/* A window that never opened (the trace ended before every probe
+	 * was attached, or bpftrace never polled) counted nothing: said, not
+	 * left as zeros that look like an idle process. */
+	if (j->ntraced)
+		helper_buf_str(&j->merged[1], "\tif (@__pk_opened == 0) {\n\t\tprintf(\"probekit-bpftrace: "
+			       "the trace ended before its window opened (before bpftrace had attached every "
+			       "probe): nothing was counted\\n\");\n\t}\n");
 	helper_buf_str(&j->merged[1], "\tclear(@__pk_gate);\n\tclear(@__pk_opened);\n");
 	free(sum.p);
 }
