@@ -3,6 +3,7 @@
  * usdt_sites.c: see usdt_sites.h.
  */
 #include <ctype.h>
+#include <dirent.h>
 #include <elf.h>
 #include <errno.h>
 #include <fnmatch.h>
@@ -10,8 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -25,8 +28,12 @@
 #define MAPS_LINE_MAX (PATH_MAX + 128)
 
 /* Add the binary shown (a path in t's mount namespace) unless present. */
-static int add_bin(struct usdt_sites *s, const struct target *t,
-		   const char *shown, bool exe)
+/* Add the binary shown (a path in t's mount namespace) unless present
+ * (again: even then, a file that replaced it).  With why, a failure to
+ * read the executable's notes is put there instead of printed. */
+static int add_bin_why(struct usdt_sites *s, const struct target *t,
+		       const char *shown, bool exe, bool again, char *why,
+		       size_t whylen)
 {
 	struct usdt_bin *b;
 	char err[256];
@@ -34,7 +41,7 @@ static int add_bin(struct usdt_sites *s, const struct target *t,
 	size_t n;
 	int len;
 
-	for (size_t i = 0; i < s->nbins; i++)
+	for (size_t i = 0; i < s->nbins && !again; i++)
 		if (!strcmp(s->bins[i].shown, shown))
 			return 0;
 	if (s->nbins == USDT_BINS_MAX) {
@@ -59,6 +66,11 @@ static int add_bin(struct usdt_sites *s, const struct target *t,
 		 * cache) has no probes to offer; the executable must. */
 		if (!exe)
 			return 0;
+		if (why) {
+			snprintf(why, whylen, "cannot read its USDT probes: %s",
+				 err);
+			return -EINVAL;
+		}
 		if (!target_exited_during_attach(t))
 			tool_err("cannot read the USDT probes of %s: %s", shown,
 				 err);
@@ -68,6 +80,12 @@ static int add_bin(struct usdt_sites *s, const struct target *t,
 	b->n = n;
 	s->nbins++;
 	return 0;
+}
+
+static int add_bin(struct usdt_sites *s, const struct target *t,
+		   const char *shown, bool exe)
+{
+	return add_bin_why(s, t, shown, exe, false, NULL, 0);
 }
 
 /* The files t maps executable, in the order of their first mapping. */
@@ -487,15 +505,22 @@ static int attach_multi(struct usdt_sites *s, const struct usdt_pending *p,
 
 int usdt_sites_commit(struct usdt_sites *s, const struct target *t)
 {
-	int err = 0;
+	struct bpf_link **links;
+	int err = 0, *fds;
+	size_t i, n;
 
-	s->links = calloc(s->npending + 1, sizeof(*s->links));
-	s->fds = calloc(s->npending + 1, sizeof(*s->fds));
-	if (!s->links || !s->fds) {
+	/* Room for every site queued, those attached before included. */
+	links = realloc(s->links, (s->npending + 1) * sizeof(*links));
+	if (links)
+		s->links = links;
+	fds = realloc(s->fds, (s->npending + 1) * sizeof(*fds));
+	if (fds)
+		s->fds = fds;
+	if (!links || !fds) {
 		tool_err("cannot attach: %s", strerror(ENOMEM));
 		return -ENOMEM;
 	}
-	for (size_t i = 0, n; !err && i < s->npending; i += n) {
+	for (i = s->ncommitted; !err && i < s->npending; i += n) {
 		const struct usdt_pending *p = &s->pending[i];
 
 		if (!s->multi) {
@@ -509,7 +534,153 @@ int usdt_sites_commit(struct usdt_sites *s, const struct target *t)
 			;
 		err = attach_multi(s, p, n, t);
 	}
+	s->ncommitted = i;
 	return err;
+}
+
+/* --- a file replaced (-b PATH followed) ------------------------------------ */
+
+int usdt_watch_open(struct usdt_watch *w, const struct target *t)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(t->exe, '/');
+	struct stat st;
+
+	memset(w, 0, sizeof(*w));
+	w->fd = -1;
+	if (t->pid > 0 || !slash)
+		return 0;
+	snprintf(dir, sizeof(dir), "%.*s", slash == t->exe ? 1 :
+		 (int)(slash - t->exe), t->exe);
+	snprintf(w->name, sizeof(w->name), "%s", slash + 1);
+	w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (w->fd < 0 || inotify_add_watch(w->fd, dir, IN_MOVED_TO |
+					   IN_CLOSE_WRITE) < 0) {
+		int err = -errno;
+
+		tool_err("cannot watch %s for a file replacing %s: %s", dir,
+			 t->exe, strerror(-err));
+		usdt_watch_close(w);
+		return err;
+	}
+	/* After the watch: a replacement from now on is an event. */
+	if (!stat(t->exe, &st)) {
+		w->files[0][0] = st.st_dev;
+		w->files[0][1] = st.st_ino;
+		w->nfiles = 1;
+	}
+	return 0;
+}
+
+void usdt_watch_close(struct usdt_watch *w)
+{
+	if (w->fd >= 0)
+		close(w->fd);
+	w->fd = -1;
+}
+
+bool usdt_watch_replaced(struct usdt_watch *w, const struct target *t)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	bool named = false;
+	struct stat st;
+	ssize_t len;
+
+	while ((len = read(w->fd, buf, sizeof(buf))) > 0)
+		for (char *p = buf; p < buf + len;) {
+			const struct inotify_event *e = (const void *)p;
+
+			if (e->len && !strcmp(e->name, w->name))
+				named = true;
+			/* A queue overflow may have lost its event. */
+			if (e->mask & IN_Q_OVERFLOW)
+				named = true;
+			p += sizeof(*e) + e->len;
+		}
+	if (!named || stat(t->exe, &st) || !S_ISREG(st.st_mode) ||
+	    (w->nfiles && (unsigned long long)st.st_dev == w->files[0][0] &&
+	     (unsigned long long)st.st_ino == w->files[0][1]))
+		return false;
+	memmove(w->files[1], w->files[0], (USDT_WATCH_FILES - 1) *
+		sizeof(w->files[0]));
+	w->files[0][0] = st.st_dev;
+	w->files[0][1] = st.st_ino;
+	if (w->nfiles < USDT_WATCH_FILES)
+		w->nfiles++;
+	return true;
+}
+
+/* Whether a maps line names device dev (MAJ:MIN, hex) and inode ino. */
+static bool maps_line_is(const char *line, unsigned long long dev,
+			 unsigned long long ino)
+{
+	unsigned int maj, min;
+	unsigned long long i;
+
+	if (sscanf(line, "%*s %*s %*s %x:%x %llu", &maj, &min, &i) != 3)
+		return false;
+	return i == ino && makedev(maj, min) == dev;
+}
+
+bool usdt_watch_mapped(const struct usdt_watch *w)
+{
+	char path[64], line[512];
+	struct dirent *d;
+	bool found = false;
+	DIR *proc;
+
+	if (!w->nfiles)
+		return false;
+	proc = opendir("/proc");
+	if (!proc)
+		return false;
+	while (!found && (d = readdir(proc))) {
+		FILE *f;
+
+		if (d->d_name[0] < '1' || d->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%.16s/maps", d->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		/* A long line is read in pieces: only a line's start holds
+		 * its device and inode, and a piece after the first of a
+		 * line starts with no address range, so it matches nothing. */
+		while (!found && fgets(line, sizeof(line), f))
+			for (int i = 0; i < w->nfiles && !found; i++)
+				found = maps_line_is(line, w->files[i][0],
+						     w->files[i][1]);
+		fclose(f);
+	}
+	closedir(proc);
+	return found;
+}
+
+int usdt_sites_follow(struct usdt_sites *s, const struct target *t)
+{
+	char why[512];
+	size_t first = s->nbins;
+	int err;
+
+	err = add_bin_why(s, t, t->exe, true, true, why, sizeof(why));
+	if (!err && s->nbins == first)
+		return -E2BIG;
+	if (err) {
+		tool_err(MSG_REPLACED_NO_PROBES, t->exe, why);
+		return err;
+	}
+	s->first = first;
+	return 0;
+}
+
+void usdt_sites_followed(struct usdt_sites *s, const struct target *t,
+			 int err)
+{
+	if (err) {
+		s->npending = s->ncommitted;
+		return;
+	}
+	tool_err(MSG_REPLACED_FOLLOWED, t->exe);
 }
 
 /* --- a probe that is not there -------------------------------------------- */
@@ -623,7 +794,7 @@ void usdt_sites_missing(const struct usdt_sites *s, const struct target *t,
 	else
 		snprintf(where, sizeof(where), "%s", t->exe);
 	best[0] = '\0';
-	for (size_t i = 0; i < s->nbins; i++)
+	for (size_t i = s->first; i < s->nbins; i++)
 		for (size_t k = 0; k < s->bins[i].n; k++) {
 			size_t d;
 
@@ -635,6 +806,15 @@ void usdt_sites_missing(const struct usdt_sites *s, const struct target *t,
 				snprintf(best, sizeof(best), "%s", probe);
 			}
 		}
+	if (s->first) {
+		char why[USDT_PROBE_MAX * 2 + 64];
+
+		snprintf(why, sizeof(why), "no USDT probe %s%s%s%s",
+			 glob ? "matches " : "", pattern,
+			 best[0] ? "; nearest: " : ", it has none", best);
+		tool_err(MSG_REPLACED_NO_PROBES, t->exe, why);
+		return;
+	}
 	tool_err("no USDT probe %s%s in %s%s%s", glob ? "matches " : "",
 		 pattern, where, best[0] ? "; nearest: " : " (it has none)",
 		 best);
