@@ -164,6 +164,10 @@ struct exp_state {
 		int spec;		/* index in count_names */
 		char probe[EXP_PROBE_LEN];
 	} count_probes[EXP_MAX_COUNTS];
+	/* probekit_exporter_target_up: 1 while -p's process lives, or while
+	 * a process maps -b's file (one it followed); asked at each scrape,
+	 * on the HTTP thread. */
+	bool (*target_up)(void);
 };
 
 /*
