@@ -763,6 +763,7 @@ int main(int argc, char **argv)
 	if (usdt_watch_open(&watch, &t))
 		goto out;
 	state.target_up = target_up;
+	state.http_stats = http_stats;
 	/* The probes of the executable and of every file it maps (-p), or
 	 * of the file (-b). */
 	if (generic && usdt_sites_open(&sites, &t))
