@@ -418,8 +418,9 @@ static int keep_link(struct bpf_link *l)
 	return 0;
 }
 
+/* blktgt's probes in the file at path (t's, or a follow's /proc/self/fd/N). */
 static int attach_blktgt(struct exporter_bpf *skel, const struct target *t,
-			 bool nbd_commands)
+			 const char *path, bool nbd_commands)
 {
 	static const struct { const char *name; int off; } probes[] = {
 		{ "io__batch", offsetof(struct exporter_bpf, progs.io_batch) },
@@ -441,7 +442,7 @@ static int attach_blktgt(struct exporter_bpf *skel, const struct target *t,
 		if (!nbd_commands && !strcmp(probes[i].name, "nbd__request"))
 			continue;
 		l = bpf_program__attach_usdt(prog, t->pid > 0 ? t->pid : -1,
-					     t->exe, "blktgt", probes[i].name,
+					     path, "blktgt", probes[i].name,
 					     NULL);
 		if (!l) {
 			err = -errno;
@@ -648,6 +649,37 @@ static bool target_up(void)
 	return up;
 }
 
+/* Whether the file at path (a replacement of t's) has blktgt's batch
+ * probe; if not, one line, and the old file alone stays traced. */
+static bool blktgt_probes_in(const struct target *t, const char *path)
+{
+	struct usdt_note *notes;
+	char err[256];
+	bool found = false;
+	size_t n;
+
+	if (usdt_notes_read(path, &notes, &n, err, sizeof(err))) {
+		char why[300];
+
+		size_t pl = strlen(path);
+
+		/* The reader names the path it opened: the descriptor's. */
+		snprintf(why, sizeof(why), "cannot read its USDT probes: %s",
+			 !strncmp(err, path, pl) && !strncmp(err + pl, ": ", 2) ?
+			 err + pl + 2 : err);
+		tool_err(MSG_REPLACED_NO_PROBES, t->exe, why);
+		return false;
+	}
+	for (size_t i = 0; i < n && !found; i++)
+		found = !strcmp(notes[i].provider, "blktgt") &&
+			!strcmp(notes[i].name, "io__batch");
+	usdt_notes_free(notes);
+	if (!found)
+		tool_err(MSG_REPLACED_NO_PROBES, t->exe,
+			 "no USDT probe blktgt:io__batch");
+	return found;
+}
+
 /*
  * -b PATH replaced by a new file: attach what was attached to the old
  * one to it too, the old file's links kept (its processes, and its
@@ -656,21 +688,29 @@ static bool target_up(void)
 static void follow_file(struct exporter_bpf *skel, const struct options *o,
 			const struct target *t, struct usdt_sites *s)
 {
-	bool replaced;
-	int err = 0;
+	bool generic = o->npairs || o->nspecs;
+	char path[64];
+	int fd, err = 0;
 
 	pthread_mutex_lock(&watch_lock);
-	replaced = usdt_watch_replaced(&watch, t);
+	fd = usdt_watch_replaced(&watch, t);
 	pthread_mutex_unlock(&watch_lock);
-	if (!replaced)
+	if (fd < 0)
 		return;
-	if (o->npairs || o->nspecs) {
-		if (usdt_sites_follow(s, t))
+	/* Read and attached through fd: the file that was at PATH when it
+	 * was opened, whatever lands there meanwhile. */
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	if (generic) {
+		if (usdt_sites_follow(s, t, fd))	/* s owns fd now */
 			return;
 		err = attach_generic(skel, o, t, s);
 	}
+	if (!err && o->blktgt && !blktgt_probes_in(t, path))
+		err = -ENOENT;
 	if (!err && o->blktgt)
-		err = attach_blktgt(skel, t, o->nbd_commands);
+		err = attach_blktgt(skel, t, path, o->nbd_commands);
+	if (!generic)
+		close(fd);
 	/* A missing probe was said in its own line; the old file's links
 	 * stay either way. */
 	if (!err)
@@ -801,7 +841,7 @@ int main(int argc, char **argv)
 	 * left behind by its thread's or process's exit. */
 	if (starts && pair_exit_attach(skel->progs.start_exit, &exit_link))
 		goto out;
-	if (o.blktgt && attach_blktgt(skel, &t, o.nbd_commands))
+	if (o.blktgt && attach_blktgt(skel, &t, t.exe, o.nbd_commands))
 		goto out;
 	if (generic && attach_generic(skel, &o, &t, &sites))
 		goto out;

@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <elf.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <stddef.h>
@@ -32,8 +33,8 @@
  * (again: even then, a file that replaced it).  With why, a failure to
  * read the executable's notes is put there instead of printed. */
 static int add_bin_why(struct usdt_sites *s, const struct target *t,
-		       const char *shown, bool exe, bool again, char *why,
-		       size_t whylen)
+		       const char *shown, bool exe, const char *again,
+		       char *why, size_t whylen)
 {
 	struct usdt_bin *b;
 	char err[256];
@@ -52,7 +53,9 @@ static int add_bin_why(struct usdt_sites *s, const struct target *t,
 	}
 	b = &s->bins[s->nbins];
 	memset(b, 0, sizeof(*b));
-	if (t->pid > 0)
+	if (again)
+		len = snprintf(b->path, sizeof(b->path), "%s", again);
+	else if (t->pid > 0)
 		len = snprintf(b->path, sizeof(b->path), "/proc/%d/root%s",
 			       (int)t->pid, shown);
 	else
@@ -67,8 +70,13 @@ static int add_bin_why(struct usdt_sites *s, const struct target *t,
 		if (!exe)
 			return 0;
 		if (why) {
+			size_t pl = strlen(b->path);
+
+			/* The reader names the path it opened (a follow's
+			 * descriptor): the line names shown. */
 			snprintf(why, whylen, "cannot read its USDT probes: %s",
-				 err);
+				 !strncmp(err, b->path, pl) &&
+				 !strncmp(err + pl, ": ", 2) ? err + pl + 2 : err);
 			return -EINVAL;
 		}
 		if (!target_exited_during_attach(t))
@@ -85,7 +93,7 @@ static int add_bin_why(struct usdt_sites *s, const struct target *t,
 static int add_bin(struct usdt_sites *s, const struct target *t,
 		   const char *shown, bool exe)
 {
-	return add_bin_why(s, t, shown, exe, false, NULL, 0);
+	return add_bin_why(s, t, shown, exe, NULL, NULL, 0);
 }
 
 /* The files t maps executable, in the order of their first mapping. */
@@ -164,8 +172,11 @@ void usdt_sites_close(struct usdt_sites *s)
 {
 	usdt_sites_detach(s);
 	free(s->pending);
-	for (size_t i = 0; i < s->nbins; i++)
+	for (size_t i = 0; i < s->nbins; i++) {
 		usdt_notes_free(s->bins[i].notes);
+		if (s->bins[i].fd > 0)
+			close(s->bins[i].fd);
+	}
 	free(s->bins);
 	memset(s, 0, sizeof(*s));
 }
@@ -579,12 +590,13 @@ void usdt_watch_close(struct usdt_watch *w)
 	w->fd = -1;
 }
 
-bool usdt_watch_replaced(struct usdt_watch *w, const struct target *t)
+int usdt_watch_replaced(struct usdt_watch *w, const struct target *t)
 {
 	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
 	bool named = false;
 	struct stat st;
 	ssize_t len;
+	int fd;
 
 	while ((len = read(w->fd, buf, sizeof(buf))) > 0)
 		for (char *p = buf; p < buf + len;) {
@@ -597,17 +609,27 @@ bool usdt_watch_replaced(struct usdt_watch *w, const struct target *t)
 				named = true;
 			p += sizeof(*e) + e->len;
 		}
-	if (!named || stat(t->exe, &st) || !S_ISREG(st.st_mode) ||
+	if (!named)
+		return -1;
+	/* Opened once: its notes are read, and its sites attached, through
+	 * this descriptor, so a file renamed onto PATH meanwhile cannot
+	 * have the one's offsets attached in the other. */
+	fd = open(t->exe, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) ||
 	    (w->nfiles && (unsigned long long)st.st_dev == w->files[0][0] &&
-	     (unsigned long long)st.st_ino == w->files[0][1]))
-		return false;
+	     (unsigned long long)st.st_ino == w->files[0][1])) {
+		close(fd);
+		return -1;
+	}
 	memmove(w->files[1], w->files[0], (USDT_WATCH_FILES - 1) *
 		sizeof(w->files[0]));
 	w->files[0][0] = st.st_dev;
 	w->files[0][1] = st.st_ino;
 	if (w->nfiles < USDT_WATCH_FILES)
 		w->nfiles++;
-	return true;
+	return fd;
 }
 
 /* Whether a maps line names device dev (MAJ:MIN, hex) and inode ino. */
@@ -656,19 +678,23 @@ bool usdt_watch_mapped(const struct usdt_watch *w)
 	return found;
 }
 
-int usdt_sites_follow(struct usdt_sites *s, const struct target *t)
+int usdt_sites_follow(struct usdt_sites *s, const struct target *t, int fd)
 {
-	char why[512];
+	char why[512], path[64];
 	size_t first = s->nbins;
 	int err;
 
-	err = add_bin_why(s, t, t->exe, true, true, why, sizeof(why));
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	err = add_bin_why(s, t, t->exe, true, path, why, sizeof(why));
 	if (!err && s->nbins == first)
-		return -E2BIG;
+		err = -E2BIG;
 	if (err) {
-		tool_err(MSG_REPLACED_NO_PROBES, t->exe, why);
+		if (err != -E2BIG)
+			tool_err(MSG_REPLACED_NO_PROBES, t->exe, why);
+		close(fd);
 		return err;
 	}
+	s->bins[first].fd = fd;
 	s->first = first;
 	return 0;
 }

@@ -34,6 +34,8 @@ struct usdt_bin {
 	char shown[PATH_MAX];	/* as the target names it, for messages */
 	struct usdt_note *notes;
 	size_t n;
+	int fd;			/* > 0: a followed file, path its
+				 * /proc/self/fd/N, closed with the sites */
 };
 
 /* A site to attach at, queued until usdt_sites_commit(). */
@@ -145,10 +147,10 @@ struct usdt_watch {
 int usdt_watch_open(struct usdt_watch *w, const struct target *t);
 void usdt_watch_close(struct usdt_watch *w);
 
-/* After fd polled readable: read its events; true when a file other
- * than the one traced last is now at t's path (its inode then becomes
- * the one traced). */
-bool usdt_watch_replaced(struct usdt_watch *w, const struct target *t);
+/* After fd polled readable: read its events; when a file other than the
+ * one traced last is now at t's path, that file opened (its inode then
+ * becomes the one traced), else -1. */
+int usdt_watch_replaced(struct usdt_watch *w, const struct target *t);
 
 /* Whether any process maps a file w has traced (the one at PATH now or
  * one of the USDT_WATCH_FILES - 1 before it): the exporter's target_up
@@ -156,11 +158,12 @@ bool usdt_watch_replaced(struct usdt_watch *w, const struct target *t);
 bool usdt_watch_mapped(const struct usdt_watch *w);
 
 /*
- * The replacement's notes as a new bin, s->first set to it, for the
- * tool to queue its sites from s->first on and commit: 0, or one line
- * (MSG_REPLACED_NO_PROBES's) and -errno, s unchanged.
+ * The replacement (fd, from usdt_watch_replaced(), which s then owns)
+ * as a new bin, read and attached through fd, s->first set to it, for
+ * the tool to queue its sites from s->first on and commit: 0, or one
+ * line (MSG_REPLACED_NO_PROBES's) and -errno, s unchanged, fd closed.
  */
-int usdt_sites_follow(struct usdt_sites *s, const struct target *t);
+int usdt_sites_follow(struct usdt_sites *s, const struct target *t, int fd);
 
 /* After the tool's attach of a follow: on success the line that says
  * so (MSG_REPLACED_FOLLOWED); on failure, queued sites not committed are

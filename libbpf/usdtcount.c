@@ -369,10 +369,10 @@ static struct {
 static void follow_file(void *ctx)
 {
 	struct usdt_sites *s = follow.sites;
+	int fd = usdt_watch_replaced(&follow.watch, follow.t);
 
 	(void)ctx;
-	if (!usdt_watch_replaced(&follow.watch, follow.t) ||
-	    usdt_sites_follow(s, follow.t))
+	if (fd < 0 || usdt_sites_follow(s, follow.t, fd))
 		return;
 	for (int i = 0; i < env.npatterns; i++) {
 		bool found = false;

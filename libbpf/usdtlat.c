@@ -176,9 +176,10 @@ static struct {
 
 static void follow_file(void *ctx)
 {
+	int fd = usdt_watch_replaced(&follow.watch, follow.t);
+
 	(void)ctx;
-	if (!usdt_watch_replaced(&follow.watch, follow.t) ||
-	    usdt_sites_follow(follow.sites, follow.t))
+	if (fd < 0 || usdt_sites_follow(follow.sites, follow.t, fd))
 		return;
 	usdt_sites_followed(follow.sites, follow.t,
 			    attach_all(follow.skel, follow.sites, follow.t));
