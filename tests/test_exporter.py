@@ -754,8 +754,13 @@ class SlowClients:
         for _ in range(n):
             s = socket.socket()
             s.bind((source, 0))
+            # Before connect(): the server's deadline starts at its
+            # accept, which may come before connect() returns here (and
+            # long before, when this thread is preempted), so only a time
+            # taken first bounds it from below.
+            at = time.monotonic()
             s.connect(("127.0.0.1", port))
-            self.conns.append({"sock": s, "at": time.monotonic(),
+            self.conns.append({"sock": s, "at": at,
                                "sent": 0, "closed": None})
             self.send(self.conns[-1])
 
