@@ -636,12 +636,13 @@ static int attach_generic(struct exporter_bpf *skel, const struct options *o,
 static struct usdt_watch watch = { .fd = -1 };
 static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool target_gone;	/* -p: its pidfd turned readable */
+static bool by_path;		/* -b */
 
 static bool target_up(void)
 {
 	bool up;
 
-	if (watch.fd < 0)
+	if (!by_path)
 		return !__atomic_load_n(&target_gone, __ATOMIC_ACQUIRE);
 	pthread_mutex_lock(&watch_lock);
 	up = usdt_watch_mapped(&watch);
@@ -800,6 +801,7 @@ int main(int argc, char **argv)
 	if (o.pid ? target_open(&t, o.pid) : target_open_path(&t, o.binary))
 		goto out;
 	/* -b: a file replacing PATH is followed (follow_file()). */
+	by_path = o.binary;
 	if (usdt_watch_open(&watch, &t))
 		goto out;
 	state.target_up = target_up;

@@ -567,12 +567,12 @@ int usdt_watch_open(struct usdt_watch *w, const struct target *t)
 	w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (w->fd < 0 || inotify_add_watch(w->fd, dir, IN_MOVED_TO |
 					   IN_CLOSE_WRITE) < 0) {
-		int err = -errno;
-
-		tool_err("cannot watch %s for a file replacing %s: %s", dir,
-			 t->exe, strerror(-err));
+		/* Out of inotify instances or watches (fs.inotify.max_user_*),
+		 * say: tracing goes on, without the follow. */
+		tool_err("cannot watch %s for a file replacing %s: %s; a new "
+			 "file there will not be followed", dir, t->exe,
+			 strerror(errno));
 		usdt_watch_close(w);
-		return err;
 	}
 	/* After the watch: a replacement from now on is an event. */
 	if (!stat(t->exe, &st)) {

@@ -143,7 +143,8 @@ struct usdt_watch {
 	int nfiles;
 };
 
-/* Watch t's file (-b; nothing for -p): 0, or one line and -errno. */
+/* Watch t's file (-b; nothing for -p): 0; fd -1 and one line when
+ * inotify refuses (tracing goes on without the follow). */
 int usdt_watch_open(struct usdt_watch *w, const struct target *t);
 void usdt_watch_close(struct usdt_watch *w);
 
