@@ -20,6 +20,7 @@ of -b.
 import argparse
 import fnmatch
 import os
+import sys
 
 import probekit_bcc_target as proc
 import probekit_spec as spec
@@ -54,9 +55,27 @@ class Scope:
         self.where = "%s (every process)" % path
         self.head = {"pid": None, "binary": path}
         self.files = [(path, path)]
+        self.inode = _inode(path)
+        self.replaced = False
 
     def alive(self):
-        return self.target.alive() if self.target else True
+        """With -p, whether the process lives.  With -b, always: but a
+        file replacing PATH (a new inode there: a package upgrade's or a
+        deploy's rename) is said once, on stderr.  BCC built the argument
+        code for the old file's sites and cannot attach to another file,
+        so the old file alone stays traced.  Asked every tick of run()'s
+        loop: one stat()."""
+        if self.target:
+            return self.target.alive()
+        path = self.head["binary"]
+        if not self.replaced and _inode(path) not in (None, self.inode):
+            self.replaced = True
+            sys.stdout.flush()
+            sys.stderr.write("%s: %s\n" % (
+                command(self.tool), spec.messages()["REPLACED_NOT_FOLLOWED"]
+                % (path, command(self.tool))))
+            sys.stderr.flush()
+        return True
 
     def exited(self):
         """With -p, once the process has exited (or its PID is another
@@ -72,6 +91,15 @@ class Scope:
         if self.target:
             return "in %s or the files it maps" % self.where
         return "in %s" % self.head["binary"]
+
+
+def _inode(path):
+    """(device, inode) of the regular file at path now, or None."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if os.path.isfile(path) else None
 
 
 def _is_elf(path):

@@ -192,6 +192,20 @@ def limits(spec_dir=SPEC_DIR):
     return out
 
 
+def messages(spec_dir=SPEC_DIR):
+    """tools/limits.toml's [message.NAME] tables: {NAME: text}, printf
+    style (%s), the lines the C, Python and shell tools print alike."""
+    path = os.path.join(spec_dir, "limits.toml")
+    out = {}
+    for name, m in _read(path).get("message", {}).items():
+        if not isinstance(m.get("text"), str) or "doc" not in m or \
+                '"' in m["text"] or "\\" in m["text"]:
+            raise SpecError("%s: message %s needs a text (no \" or \\) "
+                            "and a doc" % (path, name))
+        out[name] = m["text"]
+    return out
+
+
 def limit_docs(spec_dir=SPEC_DIR):
     """{NAME: (value, doc)} from tools/limits.toml, for the C header."""
     path = os.path.join(spec_dir, "limits.toml")

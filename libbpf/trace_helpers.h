@@ -93,6 +93,12 @@ struct common_args {
 	const char *hist_noun;
 	/* The tool's empty result, from its tool_cli (struct output's). */
 	const char *empty;
+	/* -b PATH followed (usdt_sites.h's usdt_watch), set by the tool
+	 * before run_loop(): when follow_fd polls readable, the loop calls
+	 * follow(follow_ctx) between intervals.  follow NULL: none. */
+	int follow_fd;
+	void (*follow)(void *follow_ctx);
+	void *follow_ctx;
 };
 
 /* --max-rate: the largest budget taken, and the window the rate is

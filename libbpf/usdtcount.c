@@ -296,17 +296,22 @@ static int find_probes(const struct usdt_sites *s, const struct target *t)
 	return 0;
 }
 
-/* Attach at every site of every probe counted; with -H/-S each site's
+/* The next free index of the sites map: a follow adds after the sites
+ * of the files before. */
+static __u32 next_site;
+
+/* Attach at every site of every probe counted, in the files from
+ * s->first on; with -H/-S each site's
  * operand is checked first, so that nothing is attached if one fails. */
 static int attach_all(struct usdtcount_bpf *skel, struct usdt_sites *s,
 		      const struct target *t)
 {
 	int fd = bpf_map__fd(skel->maps.sites), err;
 	char name[USDT_PROBE_MAX];
-	__u32 next = 0;
+	__u32 next = next_site;
 
 	for (int check = 1; check >= 0; check--)
-		for (size_t b = 0; b < s->nbins; b++)
+		for (size_t b = s->first; b < s->nbins; b++)
 			for (size_t k = 0; k < s->bins[b].n; k++) {
 				const struct usdt_bin *bin = &s->bins[b];
 				const struct usdt_note *n = &bin->notes[k];
@@ -347,7 +352,46 @@ static int attach_all(struct usdtcount_bpf *skel, struct usdt_sites *s,
 			}
 	if (usdt_sites_gates(s, skel->progs.gate, t))
 		return -1;
+	next_site = next;
 	return usdt_sites_commit(s, t);
+}
+
+/* -b PATH: a file replaced PATH; attach to it too (common_args.follow),
+ * at the sites of the probes counted: each PATTERN must still name one
+ * there, as at the start. */
+static struct {
+	struct usdtcount_bpf *skel;
+	struct usdt_sites *sites;
+	const struct target *t;
+	struct usdt_watch watch;
+} follow;
+
+static void follow_file(void *ctx)
+{
+	struct usdt_sites *s = follow.sites;
+	int fd = usdt_watch_replaced(&follow.watch, follow.t);
+
+	(void)ctx;
+	if (fd < 0 || usdt_sites_follow(s, follow.t, fd))
+		return;
+	for (int i = 0; i < env.npatterns; i++) {
+		bool found = false;
+
+		for (size_t k = 0; k < s->bins[s->first].n && !found; k++) {
+			const struct usdt_note *n = &s->bins[s->first].notes[k];
+			char name[USDT_PROBE_MAX];
+
+			usdt_probe_name(n, name, sizeof(name));
+			found = usdt_probe_match(env.patterns[i], n) &&
+				bsearch(name, probes, nprobes, sizeof(*probes),
+					cmp_name);
+		}
+		if (!found) {
+			usdt_sites_missing(s, follow.t, env.patterns[i], true);
+			return;
+		}
+	}
+	usdt_sites_followed(s, follow.t, attach_all(follow.skel, s, follow.t));
 }
 
 /* --- output ----------------------------------------------------------------- */
@@ -634,7 +678,9 @@ int main(int argc, char **argv)
 	if (env.c.pid ? target_open(&t, env.c.pid) :
 	    target_open_path(&t, env.c.path))
 		return 1;
-	if (usdt_sites_open(&sites, &t) || find_probes(&sites, &t))
+	follow.watch.fd = -1;
+	if (usdt_watch_open(&follow.watch, &t) ||
+	    usdt_sites_open(&sites, &t) || find_probes(&sites, &t))
 		goto out;
 
 	attach_warm_start();
@@ -669,12 +715,18 @@ int main(int argc, char **argv)
 	env.c.hits = skel->maps.hits;
 	env.c.detach = usdt_sites_detach;
 	env.c.detach_ctx = &sites;
+	if (follow.watch.fd >= 0) {
+		follow = (typeof(follow)){ skel, &sites, &t, follow.watch };
+		env.c.follow_fd = follow.watch.fd;
+		env.c.follow = follow_file;
+	}
 	rc = run_loop_print(&env.c, &t, ready, print, skel);
 	if (!rc && env.require_all && (k = never_fired())) {
 		tool_err("%zu of %zu catalog probes never fired", k, ncatalog);
 		rc = 1;
 	}
 out:
+	usdt_watch_close(&follow.watch);
 	usdt_sites_close(&sites);
 	usdtcount_bpf__destroy(skel);
 	target_close(&t);

@@ -109,7 +109,7 @@ static int attach_probe(struct usdtlat_bpf *skel, struct usdt_sites *s,
 					   skel->progs.lat_start;
 	int fd = bpf_map__fd(skel->maps.sites), found = 0, err;
 
-	for (size_t i = 0; i < s->nbins; i++) {
+	for (size_t i = s->first; i < s->nbins; i++) {
 		const struct usdt_bin *b = &s->bins[i];
 
 		for (size_t k = 0; k < b->n; k++) {
@@ -149,18 +149,40 @@ static int attach_probe(struct usdtlat_bpf *skel, struct usdt_sites *s,
 	return 0;
 }
 
+/* The next free index of the sites map: a follow adds after the sites
+ * of the files before. */
+static __u32 next_site;
+
+/* Attach START and DONE at their sites in the files from s->first on. */
 static int attach_all(struct usdtlat_bpf *skel, struct usdt_sites *s,
 		      const struct target *t)
 {
-	__u32 next = 0;
-
 	for (int check = 1; check >= 0; check--)
 		for (int which = 0; which < 2; which++)
-			if (attach_probe(skel, s, t, which, &next, check))
+			if (attach_probe(skel, s, t, which, &next_site, check))
 				return -1;
 	if (usdt_sites_gates(s, skel->progs.gate, t))
 		return -1;
 	return usdt_sites_commit(s, t);
+}
+
+/* -b PATH: a file replaced PATH; attach to it too (common_args.follow). */
+static struct {
+	struct usdtlat_bpf *skel;
+	struct usdt_sites *sites;
+	const struct target *t;
+	struct usdt_watch watch;
+} follow;
+
+static void follow_file(void *ctx)
+{
+	int fd = usdt_watch_replaced(&follow.watch, follow.t);
+
+	(void)ctx;
+	if (fd < 0 || usdt_sites_follow(follow.sites, follow.t, fd))
+		return;
+	usdt_sites_followed(follow.sites, follow.t,
+			    attach_all(follow.skel, follow.sites, follow.t));
 }
 
 int main(int argc, char **argv)
@@ -178,7 +200,9 @@ int main(int argc, char **argv)
 	if (env.c.pid ? target_open(&t, env.c.pid) :
 	    target_open_path(&t, env.c.path))
 		return 1;
-	if (usdt_sites_open(&sites, &t) || pair_exit_detect(&exit_offs))
+	follow.watch.fd = -1;
+	if (usdt_watch_open(&follow.watch, &t) ||
+	    usdt_sites_open(&sites, &t) || pair_exit_detect(&exit_offs))
 		goto out;
 
 	attach_warm_start();
@@ -215,8 +239,14 @@ int main(int argc, char **argv)
 	env.c.detach = usdt_sites_detach;
 	env.c.detach_ctx = &sites;
 	env.c.pair_counts = skel->maps.pair_counts;
+	if (follow.watch.fd >= 0) {
+		follow = (typeof(follow)){ skel, &sites, &t, follow.watch };
+		env.c.follow_fd = follow.watch.fd;
+		env.c.follow = follow_file;
+	}
 	rc = run_loop_print(&env.c, &t, ready, print, skel);
 out:
+	usdt_watch_close(&follow.watch);
 	usdt_sites_close(&sites);
 	bpf_link__destroy(exit_link);
 	usdtlat_bpf__destroy(skel);

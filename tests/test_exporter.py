@@ -754,8 +754,13 @@ class SlowClients:
         for _ in range(n):
             s = socket.socket()
             s.bind((source, 0))
+            # Before connect(): the server's deadline starts at its
+            # accept, which may come before connect() returns here (and
+            # long before, when this thread is preempted), so only a time
+            # taken first bounds it from below.
+            at = time.monotonic()
             s.connect(("127.0.0.1", port))
-            self.conns.append({"sock": s, "at": time.monotonic(),
+            self.conns.append({"sock": s, "at": at,
                                "sent": 0, "closed": None})
             self.send(self.conns[-1])
 
@@ -798,14 +803,15 @@ class SlowClients:
 
 
 def test_slow_clients_cannot_block_a_scrape(bpf, target, exporter):
-    """200 connections from 127.0.0.2, each sending a byte a second: the
-    exporter serves PER_IP of them at once, refuses the rest, and closes
-    each one it served at its deadline, though every byte would reset an
-    idle timer; meanwhile a scrape from 127.0.0.1 gets its whole answer."""
+    """PER_IP + 53 connections from 127.0.0.2, each sending a byte a
+    second: the exporter serves PER_IP of them at once, refuses the rest,
+    and closes each one it served at its deadline, though every byte would
+    reset an idle timer; meanwhile a scrape from 127.0.0.1 gets its whole
+    answer."""
     deadline = http_limit("HTTP_DEADLINE")
     per_ip = http_limit("HTTP_MAX_CONNS_PER_IP")
     e = exporter("-p", str(target.pid))
-    slow = SlowClients(e.port, "127.0.0.2", 200)
+    slow = SlowClients(e.port, "127.0.0.2", per_ip + 53)
     try:
         end = time.monotonic() + probekit.TIMEOUT
         while len(slow.open()) > per_ip and time.monotonic() < end:
@@ -1068,10 +1074,13 @@ def test_exit_during_attach_one_line(bpf, build, tmp_path):
             outcomes["served"] += 1
         rc = ex.wait(timeout=probekit.TIMEOUT)
         err = ex.stderr.read()
-        if line:
-            assert rc == 0 and err == "", err
-            continue
         pid = p.pid
+        if line:
+            # Served: the exit, when it came first, is its one line.
+            assert rc == 0 and err in (
+                "", f"probekit-exporter: PID {pid} (throws) exited; still "
+                "serving its metrics, with probekit_exporter_target_up 0\n"), err
+            continue
         assert rc == 1 and err.count("\n") == 1, err
         assert err in (
             f"probekit-exporter: PID {pid} (throws) exited while its "
