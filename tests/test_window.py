@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-2-Clause
 """One window: every probe of a trace through the wrapper counts over the
 same interval, at full rate, however the trace ends (bt/README.md, "One
 window"), and --hits says how often each probe fired in it.

@@ -12,10 +12,15 @@ import subprocess
 import probekit
 from probekit import WRAPPER
 
-REPLACED = re.compile(r"^probekit-bpftrace: (\S+) was replaced by a new file \(or removed\) "
-                      r"since the trace began; .* run probekit-bpftrace again for the new "
-                      r"file, or follow the path with probekit-usdtcount -b or "
-                      r"probekit-exporter -b$")
+def replaced_line():
+    """The line, as tools/limits.toml's REPLACED_NOT_FOLLOWED words it for
+    every tool that cannot follow a file (one declaration)."""
+    text = open(os.path.join(probekit.ROOT, "tools", "limits.toml")).read()
+    fmt = re.search(r'^\[message\.REPLACED_NOT_FOLLOWED\]\ntext = "(.*)"$', text, re.M).group(1)
+    return re.compile("^probekit-bpftrace: " + re.escape(fmt).replace("%s", "(.+)") + "$")
+
+
+REPLACED = replaced_line()
 
 
 def test_replaced_path_is_said_once(bpf, blktgt_bin, tmp_path):
@@ -32,7 +37,7 @@ def test_replaced_path_is_said_once(bpf, blktgt_bin, tmp_path):
         shutil.copy2(blktgt_bin, new)
         os.rename(new, exe)
         m = out.wait_for(REPLACED.pattern)
-        assert m.group(1) == str(exe)
+        assert m.groups() == (str(exe), "probekit-bpftrace"), m.group(0)
     finally:
         probekit.interrupt(p, "the trace")
     lines = out.drain(10)

@@ -197,6 +197,17 @@ limit() {
 	printf '%s' "$v"
 }
 
+# A shared message's printf format (tools/limits.toml's [message.NAME],
+# which the C and Python tools print too), read as limit() reads a limit.
+message() {
+	local f v
+	f=$(dirname -- "$(readlink -f -- "$0")")/../tools/limits.toml
+	v=$(awk -v n="[message.$1]" '$0 == n { f = 1; next } /^\[/ { f = 0 }
+		f && $1 == "text" { sub(/^text = "/, ""); sub(/"$/, ""); print; exit }' "$f" 2>/dev/null)
+	[ -n "$v" ] || die "cannot read the message $1 from $f"
+	printf '%s' "$v"
+}
+
 # probekit's version: VERSION at the top of the tree this script's real
 # path is in, the checkout or PREFIX/share/probekit (make install keeps the
 # checkout's tree there), as every probekit command finds it.
@@ -924,20 +935,23 @@ warn_children() {
 # upgrade or a deploy does (cp new && mv new PATH): processes started from
 # the new file are not traced, and nothing would say so.  A watcher checks
 # the path's inode once a second while bpftrace runs (it is bpftrace's
-# child after the exec, and ends with it), and says it once, with what to
-# run instead, through bpftrace's own stderr (/proc/$$/fd/2, the filter's
-# pipe): it holds no descriptor of the caller's, so a caller that reads
-# the trace's output to its end is not kept waiting by it.
+# child after the exec, and ends with it), and says it once when a new
+# file is there (tools/limits.toml's REPLACED_NOT_FOLLOWED, the words the
+# BCC tools print too), through bpftrace's own stderr (/proc/$$/fd/2, the
+# filter's pipe): it holds no descriptor of the caller's, so a caller that
+# reads the trace's output to its end is not kept waiting by it.  A file
+# only removed starts no new process, and is not said.
 watch_file() {
-	local was now
+	local was now fmt
 	was=$(stat -L -c %d:%i -- "$target_file" 2>/dev/null) || return 0
+	fmt=$(message REPLACED_NOT_FOLLOWED) || return 0
 	while kill -0 $$ 2>/dev/null; do
 		sleep 1
-		now=$(stat -L -c %d:%i -- "$target_file" 2>/dev/null) || now=gone
+		now=$(stat -L -c %d:%i -- "$target_file" 2>/dev/null) || continue
 		[ "$now" = "$was" ] && continue
 		kill -0 $$ 2>/dev/null || return 0
-		printf '%s: %s was replaced by a new file (or removed) since the trace began; bpftrace traces the old file only, so processes started from the new one are not counted: run probekit-bpftrace again for the new file, or follow the path with probekit-usdtcount -b or probekit-exporter -b\n' \
-			"$PROG" "$shown_target" 2>/dev/null >"/proc/$$/fd/2"
+		# shellcheck disable=SC2059
+		printf "%s: $fmt\n" "$PROG" "$shown_target" "$PROG" 2>/dev/null >"/proc/$$/fd/2"
 		return 0
 	done
 }
