@@ -42,7 +42,8 @@ def bench_run():
     # What bench/run imports when run as a program.
     import batch
     import stacks
-    mod.batch, mod.stacks = batch, stacks
+    import window
+    mod.batch, mod.stacks, mod.window = batch, stacks, window
     return mod
 
 
