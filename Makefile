@@ -17,6 +17,8 @@
 #   make stack-check  make check less what CI's chroot runs leave out
 #   make bench-stacks  the bench's bpftrace rows for each stack's bpftrace
 #                   beside the host's (mk/bench.mk)
+#   make bench-window  the bench's cost a hit of the wrapper's one window
+#                   beside plain bpftrace (mk/bench.mk)
 #   make V=1        show full commands
 #   make ARCH=arm64 the same for arm64, cross-built into build/arm64 against
 #                   the arm64 userland of scripts/arm64.sh (its sysroot)
@@ -243,13 +245,15 @@ probes-doc:
 # The generic tools (usdtlat, usdtcount) attach what their command line
 # names, for any binary: they name no probe to check.
 LINT_GENERIC = libbpf/usdtlat.bpf.c libbpf/usdtcount.bpf.c
+# bench/window.bt traces bench/hitcost.c's own probe, not blktgt's catalog.
+LINT_OTHER = bench/window.bt
 # The BCC tools: every file in bcc/ but the modules they share, their
 # examples and Python's byte-code cache (which running them leaves there,
 # unless PYTHONDONTWRITEBYTECODE is set).
 BCC_TOOL_FILES := $(filter-out %.txt %.md %.py bcc/__pycache__,$(wildcard bcc/*))
 LINT_FILES = $(wildcard bt/*.bt) $(BCC_TOOL_FILES) \
              $(filter-out $(LINT_GENERIC),$(wildcard libbpf/*.bpf.c)) \
-             $(wildcard bench/*.bt bench/*_bcc.py)
+             $(filter-out $(LINT_OTHER),$(wildcard bench/*.bt bench/*_bcc.py))
 
 lint: $(TARGET)
 	$(Q)$(PYTHON) probes/probecheck --binary $(TARGET) --catalog $(CATALOG) $(LINT_FILES)
