@@ -28,6 +28,8 @@ from probekit import WRAPPER, Trace
 
 QD = 8
 N = 1000003             # prime: a few seconds at full rate, several intervals
+N_PER_IO = 200003       # prime: per-I/O probes run the workload at a tenth of
+                        # its speed, so this lasts as long (seconds) traced
 BT_DIR = os.path.join(probekit.ROOT, "bt")
 
 PAIR_BT = ("usdt:__EXE__:blktgt:io__submit { @s = count(); }\n"
@@ -153,40 +155,42 @@ def test_pair_agrees_mid_workload_path(bpf, blktgt_bin, tmp_path):
     assert abs(h["blktgt:io__submit"] - s) <= cpus(), lines
 
 
-def whole(target, scripts, opts=()):
-    """Trace scripts with --hits over a workload of N I/Os that the trace
-    spans whole; returns the output lines and blktgt's completed I/Os
-    during the trace."""
+def whole(target, scripts, n, opts=()):
+    """Trace scripts with --hits over a workload of n I/Os that the trace
+    spans whole; returns the output lines.  The workload's call waits as
+    long as the workload runs, which tracing and a loaded machine stretch:
+    its bound is a hang bound, three times the tests' own."""
     t = Trace(target.pid, scripts, wrapper_opts=["--hits", *opts]).start()
     try:
         before = target.rpc("target_stats")["io_completed"]
-        r = target.rpc("workload_run", export="e0", pattern="randrw", io_size=4096,
-                       queue_depth=QD, count=N)
+        r = probekit.rpc_call(target.rpc_sock, "workload_run", {
+            "export": "e0", "pattern": "randrw", "io_size": 4096, "queue_depth": QD,
+            "count": n}, timeout=3 * probekit.TIMEOUT)
         done = target.rpc("target_stats")["io_completed"] - before
     finally:
         lines = t.stop()
-    assert r["ios"] == N and r["errors"] == 0, r
-    assert done == N, (done, r)
+    assert r["ios"] == n and r["errors"] == 0, r
+    assert done == n, (done, r)
     return lines
 
 
-@pytest.mark.parametrize("script", ["iops.bt", "iops_batch.bt"])
-def test_iops_intervals_add_up(bpf, full, script):
+@pytest.mark.parametrize("script,n", [("iops.bt", N_PER_IO), ("iops_batch.bt", N)])
+def test_iops_intervals_add_up(bpf, full, script, n):
     """The interval lines sum exactly to the total, the total is the
     workload's count, and (iops.bt) io__done's hits are too."""
-    lines = whole(full, [os.path.join(BT_DIR, script)])
+    lines = whole(full, [os.path.join(BT_DIR, script)], n)
     per_interval = [int(m.group(1)) for m in
                     (re.match(r"^@iops_[ab]\[m0, \w+\]: (\d+)$", l) for l in lines) if m]
     total = [int(m.group(1)) for m in
              (re.match(r"^@iops_total\[m0, \w+\]: (\d+)$", l) for l in lines) if m]
-    assert sum(total) == N, lines
-    assert sum(per_interval) == N, lines
+    assert sum(total) == n, lines
+    assert sum(per_interval) == n, lines
     assert sum(1 for l in lines if l.endswith(" I/O per second:")) >= 1, lines
     h = hits(lines)
     if script == "iops.bt":
-        assert h == {"blktgt:io__done": N}, lines
+        assert h == {"blktgt:io__done": n}, lines
     else:
-        assert set(h) == {"blktgt:io__batch"} and 0 < h["blktgt:io__batch"] <= N, lines
+        assert set(h) == {"blktgt:io__batch"} and 0 < h["blktgt:io__batch"] <= n, lines
 
 
 def test_iolat_no_dropped_starts_mid_workload(bpf, full):
@@ -213,11 +217,12 @@ def test_hits_json_is_one_map(bpf, full, tmp_path):
     and the output is JSON lines only."""
     script = tmp_path / "pair.bt"
     script.write_text(PAIR_BT)
-    lines = whole(full, [str(script)], opts=["-f", "json"])
+    lines = whole(full, [str(script)], N_PER_IO, opts=["-f", "json"])
     # Every line is one JSON object: no blank line (bpftrace writes two
     # before its maps even under -f json; the wrapper drops them).
     assert all(isinstance(json.loads(l), dict) for l in lines), lines
     maps = [json.loads(l) for l in lines if '"@probekit_hits"' in l]
     assert len(maps) == 1, lines
     assert maps[0]["type"] == "map", maps
-    assert maps[0]["data"]["@probekit_hits"] == {"blktgt:io__submit": N, "blktgt:io__done": N}, maps
+    assert maps[0]["data"]["@probekit_hits"] == {"blktgt:io__submit": N_PER_IO,
+                                                 "blktgt:io__done": N_PER_IO}, maps
