@@ -8,6 +8,7 @@ Every test drives blktgt's built-in workload with prime counts, waits for
 the tool's "Hit Ctrl-C to end." line before it, and asserts exact counts.
 """
 
+import datetime
 import os
 import re
 
@@ -120,6 +121,28 @@ def test_interval_count_timestamps(bpf, target, kind):
     """iosize -T 1 2 prints two timestamped intervals and exits 0."""
     lines = Tool(kind, "iosize", target.pid, "-T", "1", "2").start().wait()
     assert len(timestamps(lines)) == 2
+
+
+def test_json_ts_is_dated_and_zoned(bpf, target, kind):
+    """Every interval object carries "ts": when it ended, local time in
+    RFC 3339 with milliseconds and the zone's offset, with or without -T
+    (here under a zone 3 h 15 min west of UTC, so that the offset's sign
+    and minutes are seen), between the clock read before the tool started
+    and after it ended."""
+    tz = datetime.timezone(-datetime.timedelta(hours=3, minutes=15))
+    before = datetime.datetime.now(tz).replace(microsecond=0)
+    lines = histtools.Tool(kind, "rpclat", target.pid, "-j", "1", "2",
+                           env={"TZ": "PKX+3:15"},
+                           tidy=True).start().wait()
+    after = datetime.datetime.now(tz)
+    objs = json_objects(lines, keep_ts=True)
+    assert len(objs) == 2
+    for o in objs:
+        assert o["ts"].endswith("-03:15"), o["ts"]
+        assert before <= datetime.datetime.fromisoformat(o["ts"]) <= after
+    assert objs[0]["ts"] <= objs[1]["ts"]
+    assert [list(o) for o in objs] == [
+        ["tool", "pid", "ts", "histograms", "starts", "RPCs"]] * 2
 
 
 @pytest.mark.parametrize("tool", ["rpclat", "iolatency"])
