@@ -310,6 +310,40 @@ def empty_result(spec):
     return EMPTY % spec["counts"] if spec.get("counts") else None
 
 
+# An empty result's likely cause, where the tool can tell it: the line is
+# then the empty result, a colon and the cause, one line still.
+# GATED: probes that fire only while another probe is enabled, as
+# (probe, the probe whose semaphore gates it) (doc/tracing-your-service.md,
+# "Gated probes": CPython 3.11, gh-98894); usdtcount and usdtlat name one
+# they trace while its gate is neither traced nor given to --gate.
+GATED = (("python:function__entry", "python:line"),)
+EMPTY_GATED = "%s: %s fires only with --gate %s"
+# usdtlat -k argN read with two sizes at START and DONE (a char * and an
+# int32_t): a pointer seldom equals a 4-byte value, so the keys do not
+# meet.  ARG_TYPE says one side's operand, as its note gives it.
+EMPTY_KEYS = "%s: %s is %s at START, %s at DONE"
+ARG_TYPE = "%d bytes %s"    # size, "signed" or "unsigned"
+
+
+def gate_of(probe):
+    """The probe GATED says probe needs, or None."""
+    return dict(GATED).get(probe)
+
+
+def empty_gated(empty, probes, gates):
+    """empty ("0 pairs") with the cause when one of probes is GATED and
+    its gate is neither in probes nor in gates, else empty alone."""
+    for p in probes:
+        g = gate_of(p)
+        if g and g not in probes and g not in gates:
+            return EMPTY_GATED % (empty, p, g)
+    return empty
+
+
+def arg_type(size, signed):
+    return ARG_TYPE % (size, "signed" if signed else "unsigned")
+
+
 def hist_noun(spec):
     """What one value of a histogram tool is, plural, as its drop line
     says it ("N I/Os dropped (table full)"): the spec's "values", for a

@@ -18,6 +18,7 @@
 
 #include <bpf/libbpf.h>
 
+#include "probekit_common.spec.h"
 #include "usdt_sites.h"
 
 /* A line of /proc/PID/maps: an address range, perms, offset, device,
@@ -578,6 +579,46 @@ void usdt_gate_option(const char *arg)
 bool usdt_gates_given(void)
 {
 	return ngates > 0;
+}
+
+const char *usdt_empty_gated(char *buf, size_t len, const char *empty,
+			     const char (*names)[USDT_PROBE_MAX], size_t n)
+{
+	static const struct {
+		const char *probe, *gate;
+	} gated[] = { SPEC_GATED };
+
+	snprintf(buf, len, "%s", empty);
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = 0; k < sizeof(gated) / sizeof(gated[0]); k++) {
+			bool on = false;
+
+			if (strcmp(names[i], gated[k].probe))
+				continue;
+			for (size_t j = 0; j < n; j++)
+				on |= !strcmp(names[j], gated[k].gate);
+			for (int g = 0; g < ngates; g++)
+				on |= !strcmp(gates[g], gated[k].gate);
+			if (!on) {
+				snprintf(buf, len, SPEC_EMPTY_GATED, empty,
+					 names[i], gated[k].gate);
+				return buf;
+			}
+		}
+	return buf;
+}
+
+const char *usdt_empty_keys(char *buf, size_t len, const char *empty,
+			    long n, const struct usdt_site_arg types[2])
+{
+	char arg[32], t[2][32];
+
+	snprintf(arg, sizeof(arg), "arg%ld", n);
+	for (int i = 0; i < 2; i++)
+		snprintf(t[i], sizeof(t[i]), SPEC_ARG_TYPE, (int)types[i].size,
+			 types[i].is_signed ? "signed" : "unsigned");
+	snprintf(buf, len, SPEC_EMPTY_KEYS, empty, arg, t[0], t[1]);
+	return buf;
 }
 
 int usdt_sites_gates(struct usdt_sites *s, struct bpf_program *prog,

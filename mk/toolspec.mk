@@ -28,8 +28,10 @@ $(LIBBPF_GEN)/%.spec.h: $(TOOLSPEC_DIR)/%.toml $(GENTOOL_DEPS) | $(LIBBPF_GEN)
 $(LIBBPF_GEN)/probekit_common.spec.h: $(GENTOOL_DEPS) $(TOOLSPEC_DIR)/limits.toml | $(LIBBPF_GEN)
 	$(call msg,GEN,$@)
 	$(Q)$(PYTHON) $(GENTOOL) --spec-dir $(TOOLSPEC_DIR) common -o $@
-# tool_drain.c's loss words (probekit_spec.LOSSES), in the same header.
-$(LIBBPF_OBJ)/tool_options.o $(LIBBPF_OBJ)/tool_drain.o: $(LIBBPF_GEN)/probekit_common.spec.h
+# tool_drain.c's loss words (probekit_spec.LOSSES), and usdt_sites.c's
+# empty results' causes (EMPTY_GATED, EMPTY_KEYS, GATED), in the same header.
+$(LIBBPF_OBJ)/tool_options.o $(LIBBPF_OBJ)/tool_drain.o \
+$(LIBBPF_OBJ)/usdt_sites.o: $(LIBBPF_GEN)/probekit_common.spec.h
 
 $(LIMITS_H): $(TOOLSPEC_DIR)/limits.toml $(GENTOOL) bcc/probekit_spec.py | $(O)/gen
 	$(call msg,GEN,$@)

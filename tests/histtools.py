@@ -210,8 +210,9 @@ HEADER = re.compile(r"^ +(\S+) +: count +distribution$")
 LOG2_ROW = re.compile(r"^ *(\d+) -> (\d+) +: (\d+) +\|([* ]*)\|$")
 LIN_ROW = re.compile(r"^ +(\d+) +: (\d+) +\|([* ]*)\|$")
 EXTRA = re.compile(r"^(\w+): (\d+)$")
-# Zero hits: a header, then "0 " and the spec's counts (probekit_spec.EMPTY).
-EMPTY = re.compile(r"^0 [A-Za-z/ ]+$")
+# Zero hits: a header, then "0 " and the spec's counts (probekit_spec.EMPTY),
+# and after a colon its likely cause when the tool can tell one.
+EMPTY = re.compile(r"^0 [A-Za-z/ ]+(: .*)?$")
 TIMESTAMP = re.compile(r"^\d\d:\d\d:\d\d\s*$")
 
 

@@ -137,7 +137,7 @@ def test_list_json_holds_what_the_text_shows(blktgt_bin):
 # Each tool of both forms on an idle blktgt (no bdev, no NBD client, no
 # RPC after its start): what it prints under its readiness line, the
 # histogram tools' first header and "0 COUNTS" (tools/TOOL.toml's counts),
-# usdtcount its table's header.
+# usdtcount its table's header and "0 hits".
 
 HEAD_LOG2 = "     %-19s : count     distribution"
 HEAD_LINEAR = "     %-13s : count     distribution"
@@ -152,7 +152,8 @@ ZERO = [  # (tool, its arguments, the text after the banner)
     ("funclat", (), [HEAD_LOG2 % "arg4", "0 calls"]),
     ("usdtlat", ("-n", "blktgt:io__submit", "blktgt:io__done"),
      [HEAD_LOG2 % "nsecs", "0 pairs"]),
-    ("usdtcount", ("blktgt:io__*",), ["%-40s %12s" % ("PROBE", "COUNT")]),
+    ("usdtcount", ("blktgt:io__*",), ["%-40s %12s" % ("PROBE", "COUNT"),
+                                      "0 hits"]),
 ]
 # The tools that report lost STARTs here (iolatency does with --per-io).
 PAIR_TOOLS = {"qdepth", "rpclat", "nbdtime", "funclat", "usdtlat"}

@@ -123,6 +123,23 @@ def test_interval_count_timestamps(bpf, target, kind):
     assert len(timestamps(lines)) == 2
 
 
+def test_usdtlat_keys_of_two_sizes_say_so(bpf, target, kind):
+    """-k arg5 pairs export__change__start's to_name (a char *) with
+    export__change__done's status (an int32_t): a pause and a resume
+    give no pair, and the empty result says why, from the notes."""
+    target.rpc("bdev_malloc_create", name="m0", size_mb=8, block_size=512)
+    target.rpc("export_create", name="e0", bdev="m0")
+    t = histtools.Tool(kind, "usdtlat", target.pid, "-k", "arg5",
+                       "blktgt:export__change__start",
+                       "blktgt:export__change__done").start()
+    assert target.rpc("export_pause", name="e0") is True
+    assert target.rpc("export_resume", name="e0") is True
+    lines = t.stop()
+    assert lines[-1] == ("0 pairs: arg5 is 8 bytes unsigned at START, "
+                         "4 bytes signed at DONE"), lines
+    assert parse(lines) == [], lines
+
+
 def test_json_ts_is_dated_and_zoned(bpf, target, kind):
     """Every interval object carries "ts": when it ended, local time in
     RFC 3339 with milliseconds and the zone's offset, with or without -T
@@ -220,11 +237,11 @@ def test_arg_numbering_is_named(kind, tool, opt, rest):
 
 
 def test_usdtcount_no_hits_prints_the_header(bpf, target, kind):
-    """A probe that never fires: the header and an empty result, in the
-    text as in JSON, as BCC's own tools print one."""
+    """A probe that never fires: the header and an empty result, "0
+    hits", in the text as in JSON, as BCC's own tools print one."""
     lines = Tool(kind, "usdtcount", target.pid, "-d", "1",
                  "blktgt:bdev__create").start().wait()
-    assert lines[1:] == ["%-40s %12s" % ("PROBE", "COUNT")], lines
+    assert lines[1:] == ["%-40s %12s" % ("PROBE", "COUNT"), "0 hits"], lines
     lines = Tool(kind, "usdtcount", target.pid, "-d", "1", "-j",
                  "blktgt:bdev__create").start().wait()
     assert json_objects(lines) == [
