@@ -374,6 +374,51 @@ LOSSES = (("dropped", "dropped (table full)"),
 BATCH_NOUN = "batches"
 
 
+# One wording for each common mistake, across every command (C through
+# tools/gentool common's SPEC_*; the wrapper's shell says the same words).
+# A probe name that is not there: the line that says so ends with the
+# probe nearest by edit distance (nearest(): the first of equals), or
+# NO_PROBES when the file has none.
+NEAREST = "; nearest: %s"
+NO_PROBES = " (it has none)"
+# No -p PID nor -b PATH (%s: TARGET_BOTH_WAYS, or "-p PID" for a command
+# that takes only a PID), and both given.
+TARGET_MISSING = "no target: give %s"
+TARGET_BOTH_WAYS = "-p PID or -b PATH"
+TARGET_PID = "-p PID"
+TARGET_BOTH = "-p/--pid and -b/--binary exclude each other"
+
+
+def distance(a, b):
+    """Levenshtein distance, as libbpf/usdt_sites.c's distance()."""
+    row = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        diag, row[0] = row[0], i
+        for j in range(1, len(b) + 1):
+            up = row[j]
+            row[j] = min(diag + (a[i - 1] != b[j - 1]), up + 1, row[j - 1] + 1)
+            diag = up
+    return row[len(b)]
+
+
+def nearest(name, names):
+    """The first of names nearest to name by edit distance, or None."""
+    best, dmin = None, None
+    for n in names:
+        if dmin is not None and abs(len(n) - len(name)) >= dmin:
+            continue        # at least that far: the length differs so
+        d = distance(name, n)
+        if dmin is None or d < dmin:
+            best, dmin = n, d
+    return best
+
+
+def nearest_tail(name, names):
+    """NEAREST's tail naming the nearest of names, or NO_PROBES."""
+    best = nearest(name, names)
+    return NEAREST % best if best is not None else NO_PROBES
+
+
 def value(v, spec_dir=SPEC_DIR):
     """A default or max: a number, or the name of a limit."""
     return limits(spec_dir)[v] if isinstance(v, str) and v.isupper() else v

@@ -651,6 +651,7 @@ void usdt_sites_missing(const struct usdt_sites *s, const struct target *t,
 			const char *pattern, bool glob)
 {
 	char where[PATH_MAX + 300], probe[USDT_PROBE_MAX], best[USDT_PROBE_MAX];
+	char tail[USDT_PROBE_MAX + 32];
 	size_t dmin = SIZE_MAX;
 
 	/* A process that exited meanwhile left files unread: say so, not
@@ -676,9 +677,10 @@ void usdt_sites_missing(const struct usdt_sites *s, const struct target *t,
 				snprintf(best, sizeof(best), "%s", probe);
 			}
 		}
-	tool_err("no USDT probe %s%s in %s%s%s", glob ? "matches " : "",
-		 pattern, where, best[0] ? "; nearest: " : " (it has none)",
-		 best);
+	snprintf(tail, sizeof(tail), best[0] ? SPEC_NEAREST : "%s",
+		 best[0] ? best : SPEC_NO_PROBES);
+	tool_err("no USDT probe %s%s in %s%s", glob ? "matches " : "",
+		 pattern, where, tail);
 }
 
 bool usdt_probe_match(const char *pattern, const struct usdt_note *n)

@@ -28,10 +28,11 @@ $(LIBBPF_GEN)/%.spec.h: $(TOOLSPEC_DIR)/%.toml $(GENTOOL_DEPS) | $(LIBBPF_GEN)
 $(LIBBPF_GEN)/probekit_common.spec.h: $(GENTOOL_DEPS) $(TOOLSPEC_DIR)/limits.toml | $(LIBBPF_GEN)
 	$(call msg,GEN,$@)
 	$(Q)$(PYTHON) $(GENTOOL) --spec-dir $(TOOLSPEC_DIR) common -o $@
-# tool_drain.c's loss words (probekit_spec.LOSSES), and usdt_sites.c's
-# empty results' causes (EMPTY_GATED, EMPTY_KEYS, GATED), in the same header.
+# tool_drain.c's loss words (probekit_spec.LOSSES), usdt_sites.c's empty
+# results' causes (EMPTY_GATED, EMPTY_KEYS, GATED), and the one wording of
+# a misspelt probe and a missing target (NEAREST, TARGET_*), there too.
 $(LIBBPF_OBJ)/tool_options.o $(LIBBPF_OBJ)/tool_drain.o \
-$(LIBBPF_OBJ)/usdt_sites.o: $(LIBBPF_GEN)/probekit_common.spec.h
+$(LIBBPF_OBJ)/usdt_sites.o $(LIBBPF_OBJ)/exporter.o: $(LIBBPF_GEN)/probekit_common.spec.h
 
 $(LIMITS_H): $(TOOLSPEC_DIR)/limits.toml $(GENTOOL) bcc/probekit_spec.py | $(O)/gen
 	$(call msg,GEN,$@)

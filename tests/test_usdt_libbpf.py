@@ -407,7 +407,7 @@ def test_control_characters_escaped(kind, tool, args):
 
 
 @pytest.mark.parametrize("tool,args,pattern", [
-    ("usdtlat", ("p:a", "p:b"), "one of the arguments -p/--pid -b/--binary"),
+    ("usdtlat", ("p:a", "p:b"), "no target: give -p PID or -b PATH"),
     ("usdtlat", ("-p", "1", "-b", "/bin/true", "p:a", "p:b"),
      "exclude each other"),
     ("usdtlat", ("-p", "1", "p:a"), "required: DONE"),
