@@ -50,9 +50,13 @@ tools-doc:
 
 # Bash completion, one file per command (bash-completion loads
 # completions/COMMAND when COMMAND is first completed): each tool's
-# options from its spec and common.toml, for both forms.
+# options from its spec and common.toml, for both forms; every other
+# command's (gentool's COMMANDS) from its own --help, read when first
+# completed, so that a cross-built command need not run here.
 COMPLETION_DIR := $(O)/share/bash-completion/completions
-COMPLETIONS    := $(foreach t,$(SPEC_TOOLS),$(COMPLETION_DIR)/probekit-$(t) $(COMPLETION_DIR)/probekit-$(t)-bcc)
+COMPLETION_COMMANDS := $(shell $(PYTHON) $(GENTOOL) commands)
+COMPLETIONS    := $(foreach t,$(SPEC_TOOLS),$(COMPLETION_DIR)/probekit-$(t) $(COMPLETION_DIR)/probekit-$(t)-bcc) \
+	$(COMPLETION_COMMANDS:%=$(COMPLETION_DIR)/%)
 
 all: $(COMPLETIONS)
 
@@ -66,3 +70,7 @@ $(COMPLETION_DIR)/probekit-%-bcc: $(TOOLSPEC_DIR)/%.toml $(GENTOOL_DEPS) | $(COM
 $(COMPLETION_DIR)/probekit-%: $(TOOLSPEC_DIR)/%.toml $(GENTOOL_DEPS) | $(COMPLETION_DIR)
 	$(call msg,GEN,$@)
 	$(Q)$(PYTHON) $(GENTOOL) --spec-dir $(TOOLSPEC_DIR) completion $* -o $@
+
+$(COMPLETION_COMMANDS:%=$(COMPLETION_DIR)/%): $(COMPLETION_DIR)/%: $(GENTOOL_DEPS) | $(COMPLETION_DIR)
+	$(call msg,GEN,$@)
+	$(Q)$(PYTHON) $(GENTOOL) command-completion $* -o $@
