@@ -86,11 +86,13 @@ class Scope:
         return "PID %d (%s) exited while its probes were being attached" % (
             self.pid, self.comm)
 
-    def missing(self):
-        """The tail of a "no probe" error: where it was looked for."""
-        if self.target:
-            return "in %s or the files it maps" % self.where
-        return "in %s" % self.head["binary"]
+    def missing(self, name, names):
+        """The tail of a "no probe" error for name: where it was looked
+        for, and the nearest of names, the probes there, or that there
+        are none (probekit_spec.nearest_tail(): libbpf's words)."""
+        where = "in %s or the files it maps" % self.where if self.target \
+            else "in %s" % self.head["binary"]
+        return where + spec.nearest_tail(name, names)
 
 
 def _inode(path):
@@ -262,7 +264,8 @@ def gate_sites(tool, scope, found, gates):
     for g in gates:
         probe = found.get(g)
         if probe is None:
-            die(tool, "no USDT probe %s %s" % (escaped(g), scope.missing()))
+            die(tool, "no USDT probe %s %s" % (escaped(g),
+                                               scope.missing(g, found)))
         sites += usdt_sites(scope, GATE_FN, probe.sites)
     return (GATE_TEXT if sites else ""), sites
 

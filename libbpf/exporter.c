@@ -28,6 +28,7 @@
 
 #include "exporter.h"
 #include "exporter.skel.h"
+#include "probekit_common.spec.h"	/* SPEC_TARGET_*: one wording */
 #include "probekit_version.h"
 #include "trace_helpers.h"
 #include "usdt_notes.h"
@@ -397,8 +398,10 @@ static void parse_args(struct options *o, int argc, char **argv)
 	if (optind < argc)
 		usage_error("unexpected argument '%s'", SHOWN(argv[optind]));
 	check_clashes();
-	if (!o->pid == !o->binary)
-		usage_error("give exactly one of -p PID and -b PATH");
+	if (o->pid && o->binary)
+		usage_error("%s", SPEC_TARGET_BOTH);
+	if (!o->pid && !o->binary)
+		usage_error(SPEC_TARGET_MISSING, SPEC_TARGET_BOTH_WAYS);
 	if (!o->npairs && !o->nspecs)
 		o->blktgt = true;
 	if (o->nbd_commands && !o->blktgt)

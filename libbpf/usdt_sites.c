@@ -22,6 +22,7 @@
 
 #include <bpf/libbpf.h>
 
+#include "probekit_common.spec.h"
 #include "usdt_sites.h"
 
 /* A line of /proc/PID/maps: an address range, perms, offset, device,
@@ -777,6 +778,46 @@ bool usdt_gates_given(void)
 	return ngates > 0;
 }
 
+const char *usdt_empty_gated(char *buf, size_t len, const char *empty,
+			     const char (*names)[USDT_PROBE_MAX], size_t n)
+{
+	static const struct {
+		const char *probe, *gate;
+	} gated[] = { SPEC_GATED };
+
+	snprintf(buf, len, "%s", empty);
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = 0; k < sizeof(gated) / sizeof(gated[0]); k++) {
+			bool on = false;
+
+			if (strcmp(names[i], gated[k].probe))
+				continue;
+			for (size_t j = 0; j < n; j++)
+				on |= !strcmp(names[j], gated[k].gate);
+			for (int g = 0; g < ngates; g++)
+				on |= !strcmp(gates[g], gated[k].gate);
+			if (!on) {
+				snprintf(buf, len, SPEC_EMPTY_GATED, empty,
+					 names[i], gated[k].gate);
+				return buf;
+			}
+		}
+	return buf;
+}
+
+const char *usdt_empty_keys(char *buf, size_t len, const char *empty,
+			    long n, const struct usdt_site_arg types[2])
+{
+	char arg[32], t[2][32];
+
+	snprintf(arg, sizeof(arg), "arg%ld", n);
+	for (int i = 0; i < 2; i++)
+		snprintf(t[i], sizeof(t[i]), SPEC_ARG_TYPE, (int)types[i].size,
+			 types[i].is_signed ? "signed" : "unsigned");
+	snprintf(buf, len, SPEC_EMPTY_KEYS, empty, arg, t[0], t[1]);
+	return buf;
+}
+
 int usdt_sites_gates(struct usdt_sites *s, struct bpf_program *prog,
 		     const struct target *t)
 {
@@ -807,6 +848,7 @@ void usdt_sites_missing(const struct usdt_sites *s, const struct target *t,
 			const char *pattern, bool glob)
 {
 	char where[PATH_MAX + 300], probe[USDT_PROBE_MAX], best[USDT_PROBE_MAX];
+	char tail[USDT_PROBE_MAX + 32];
 	size_t dmin = SIZE_MAX;
 
 	/* A process that exited meanwhile left files unread: say so, not
@@ -832,18 +874,18 @@ void usdt_sites_missing(const struct usdt_sites *s, const struct target *t,
 				snprintf(best, sizeof(best), "%s", probe);
 			}
 		}
+	snprintf(tail, sizeof(tail), best[0] ? SPEC_NEAREST : "%s",
+		 best[0] ? best : SPEC_NO_PROBES);
 	if (s->first) {
 		char why[USDT_PROBE_MAX * 2 + 64];
 
-		snprintf(why, sizeof(why), "no USDT probe %s%s%s%s",
-			 glob ? "matches " : "", pattern,
-			 best[0] ? "; nearest: " : ", it has none", best);
+		snprintf(why, sizeof(why), "no USDT probe %s%s%s", glob ? "matches " : "", pattern,
+			 tail);
 		tool_err(MSG_REPLACED_NO_PROBES, t->exe, why);
 		return;
 	}
-	tool_err("no USDT probe %s%s in %s%s%s", glob ? "matches " : "",
-		 pattern, where, best[0] ? "; nearest: " : " (it has none)",
-		 best);
+	tool_err("no USDT probe %s%s in %s%s", glob ? "matches " : "",
+		 pattern, where, tail);
 }
 
 bool usdt_probe_match(const char *pattern, const struct usdt_note *n)

@@ -204,6 +204,23 @@ int usdt_sites_gates(struct usdt_sites *s, struct bpf_program *prog,
 /* Whether any --gate was given. */
 bool usdt_gates_given(void);
 
+/*
+ * An interval's empty result, empty ("0 pairs"), into buf (len bytes),
+ * with its likely cause when one of the n probes traced, names[], fires
+ * only while another is enabled (probekit_spec.GATED) and that one is
+ * neither traced nor given to --gate: "0 pairs: P fires only with --gate
+ * G" (probekit_spec.empty_gated()).  Returns buf.
+ */
+const char *usdt_empty_gated(char *buf, size_t len, const char *empty,
+			     const char (*names)[USDT_PROBE_MAX], size_t n);
+
+/* usdtlat's empty result, empty, into buf with the cause that START's
+ * and DONE's argument n are read as types[0] and types[1]: "0 pairs:
+ * arg5 is 8 bytes unsigned at START, 4 bytes signed at DONE"
+ * (probekit_spec.EMPTY_KEYS).  Returns buf. */
+const char *usdt_empty_keys(char *buf, size_t len, const char *empty,
+			    long n, const struct usdt_site_arg types[2]);
+
 /* One line for a probe (glob: a pattern) that matched nothing: "no USDT
  * probe [matches] P in WHERE; nearest: Q", Q the probe of t nearest in
  * edit distance, the misspelling it most likely is.  In a follow

@@ -402,8 +402,9 @@ static __u64 take(__u64 *live)
 }
 
 /* The counts of one interval.  The text's header comes first even when
- * nothing fired, so that an empty result reads as one (as BCC's tools
- * print it), not as a trace that printed nothing. */
+ * nothing fired, and print() then says "0 hits", so that an empty result
+ * reads as one (as BCC's tools print it), not as a trace that printed
+ * nothing. */
 static void print_counts(struct output *o, const __u64 *counts)
 {
 	bool any = false;
@@ -625,6 +626,8 @@ static int print(void *ctx, struct output *o)
 {
 	struct usdtcount_bpf *skel = ctx;
 	__u64 *counts = calloc(USDTCOUNT_PROBES_MAX, sizeof(*counts));
+	bool none = true;
+	char empty[512];
 	int err = 0;
 
 	if (!counts)
@@ -632,6 +635,7 @@ static int print(void *ctx, struct output *o)
 	for (size_t i = 0; i < nprobes; i++) {
 		counts[i] = take(&skel->bss->counts[i]);
 		fired[i] |= counts[i] > 0;
+		none &= !counts[i];
 	}
 	output_begin(o);
 	if (o->json)
@@ -646,6 +650,10 @@ static int print(void *ctx, struct output *o)
 		err = print_strs(o, skel);
 	if (o->json)
 		putchar(']');
+	/* No probe fired: the spec's "0 hits", and why when it can tell. */
+	else if (none)
+		printf("%s\n", usdt_empty_gated(empty, sizeof(empty), o->empty,
+						probes, nprobes));
 	if (env.mode == USDTCOUNT_STR) {
 		/* Read after the values: a hit dropped while they were read
 		 * and cleared is in this interval's count, not lost. */

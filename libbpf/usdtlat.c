@@ -33,6 +33,10 @@ static struct {
 	long key_arg;		/* -k argN: N; -k tid: 0 */
 } env;
 
+/* -k argN as START's and DONE's first sites read it: an empty result's
+ * cause when their sizes differ (empty_line()). */
+static struct usdt_site_arg key_type[2];
+
 static void option(int key, const char *arg)
 {
 	if (key == OPT_GATE)
@@ -122,6 +126,8 @@ static int attach_probe(struct usdtlat_bpf *skel, struct usdt_sites *s,
 			    usdt_site_arg_of(b, &b->notes[k], env.key_arg,
 					     &site.arg))
 				return -EINVAL;
+			if (found == 1)
+				key_type[which] = site.arg;
 			if (check)
 				continue;
 			if (*next == USDT_SITES_MAX) {
@@ -185,13 +191,32 @@ static void follow_file(void *ctx)
 			    attach_all(follow.skel, follow.sites, follow.t));
 }
 
+/*
+ * The line an empty interval prints, the spec's "0 pairs", with the
+ * likely cause the tool can tell: a gated probe traced without its gate,
+ * or a -k argN that START and DONE read with two sizes (a char * and an
+ * int32_t), whose values seldom meet (probekit_spec.EMPTY_KEYS).
+ */
+static const char *empty_line(char *buf, size_t len)
+{
+	char names[2][USDT_PROBE_MAX];
+
+	for (int i = 0; i < 2; i++)
+		snprintf(names[i], sizeof(names[i]), "%s", env.probes[i]);
+	usdt_empty_gated(buf, len, env.c.empty, names, 2);
+	if (!strcmp(buf, env.c.empty) && env.key_arg &&
+	    key_type[0].size != key_type[1].size)
+		usdt_empty_keys(buf, len, env.c.empty, env.key_arg, key_type);
+	return buf;
+}
+
 int main(int argc, char **argv)
 {
 	struct usdtlat_bpf *skel = NULL;
 	struct usdt_sites sites = { 0 };
 	struct pair_exit_offsets exit_offs;
 	struct bpf_link *exit_link = NULL;
-	char where[PATH_MAX + 64], ready[2 * PATH_MAX];
+	char where[PATH_MAX + 64], ready[2 * PATH_MAX], empty[512];
 	struct target t;
 	int err, rc = 1;
 
@@ -244,6 +269,7 @@ int main(int argc, char **argv)
 		env.c.follow_fd = follow.watch.fd;
 		env.c.follow = follow_file;
 	}
+	env.c.empty = empty_line(empty, sizeof(empty));
 	rc = run_loop_print(&env.c, &t, ready, print, skel);
 out:
 	usdt_watch_close(&follow.watch);

@@ -210,8 +210,9 @@ HEADER = re.compile(r"^ +(\S+) +: count +distribution$")
 LOG2_ROW = re.compile(r"^ *(\d+) -> (\d+) +: (\d+) +\|([* ]*)\|$")
 LIN_ROW = re.compile(r"^ +(\d+) +: (\d+) +\|([* ]*)\|$")
 EXTRA = re.compile(r"^(\w+): (\d+)$")
-# Zero hits: a header, then "0 " and the spec's counts (probekit_spec.EMPTY).
-EMPTY = re.compile(r"^0 [A-Za-z/ ]+$")
+# Zero hits: a header, then "0 " and the spec's counts (probekit_spec.EMPTY),
+# and after a colon its likely cause when the tool can tell one.
+EMPTY = re.compile(r"^0 [A-Za-z/ ]+(: .*)?$")
 TIMESTAMP = re.compile(r"^\d\d:\d\d:\d\d\s*$")
 
 
@@ -268,8 +269,37 @@ def nonzero(h):
     return {(lo, hi): c for lo, hi, c in h["rows"] if c}
 
 
-def json_objects(lines):
-    return [json.loads(ln) for ln in lines if ln.startswith("{")]
+# An interval object's "ts": local time, RFC 3339, milliseconds, offset.
+ISO_TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d")
+
+
+def mask_ts(lines):
+    """lines with each JSON object's "ts" value, which must be of the
+    form ISO_TS, replaced by "TS": for comparing two runs' bytes."""
+    out = []
+    for ln in lines:
+        if ln.startswith("{"):
+            m = re.search(r'"ts": "([^"]*)"', ln)
+            assert m and ISO_TS.fullmatch(m.group(1)), ln
+            ln = ln[:m.start(1)] + "TS" + ln[m.end(1):]
+        out.append(ln)
+    return out
+
+
+def json_objects(lines, keep_ts=False):
+    """The JSON objects of a tool's output.  Each must carry "ts" in
+    the form ISO_TS, right after "pid" (and "binary"); it is taken out
+    (unless keep_ts), so that callers compare the rest exactly."""
+    objs = [json.loads(ln) for ln in lines if ln.startswith("{")]
+    for o in objs:
+        keys = list(o)
+        at = keys.index("binary" if o.get("pid") is None else "pid") + 1
+        assert keys[at:at + 1] == ["ts"], o
+        # (or "TS": checked, then masked by mask_ts())
+        assert o["ts"] == "TS" or ISO_TS.fullmatch(o["ts"]), o["ts"]
+        if not keep_ts:
+            del o["ts"]
+    return objs
 
 
 # --- the target and its workload ---------------------------------------------

@@ -401,6 +401,11 @@ def test_states_pause_resume_shutdown_in_order(bpf, tgt):
     finally:
         lines = t.stop()
     assert rc == 0, lines
+    # bpftrace prints each CPU's buffer in turn: the output says so, and
+    # which column to sort on, before that column's header.
+    at = lines.index("Lines are in time order per CPU only: sort -n on "
+                     "TIME(ms) to order all.")
+    assert lines[at + 1].startswith("TIME(ms) "), lines
     rx = re.compile(r"^\s*(\d+)\.(\d{6}) (\S+)\s+(\S+)\s+(.*)$")
     events = sorted((int(m.group(1)) * 10**6 + int(m.group(2)), m.group(3), m.group(4), m.group(5))
                     for m in map(rx.match, lines) if m)

@@ -81,7 +81,9 @@ def test_package_contents(deb):
                  "./usr/share/doc/probekit/examples/exporter/blktgt.env",
                  "./usr/share/pkgconfig/probekit.pc",
                  "./usr/share/bash-completion/completions/probekit-iosize",
-                 "./usr/share/bash-completion/completions/probekit-iosize-bcc"):
+                 "./usr/share/bash-completion/completions/probekit-iosize-bcc",
+                 "./usr/share/bash-completion/completions/probekit-list",
+                 "./usr/share/bash-completion/completions/blktgt-trace"):
         assert re.search(rf" {re.escape(path)}( -> .*)?$", files, re.M), path
     # The exporter's unit, where debhelper puts it (/lib/systemd/system on
     # Debian 12, /usr/lib/systemd/system on 13): in a directory this

@@ -194,7 +194,7 @@ def test_exe_probes_in_a_library(tmp_path):
         assert rc == 1 and re.fullmatch(
             rf"{re.escape(str(bt))}:1: libstdcxx:thrown: no such probe "
             r"'usdt:__EXE__:libstdcxx:thrown' in /proc/\d+/root\S+ or "
-            r".*libstdc\+\+\.so\.6.* \(did you mean throw\?\)", err[0]), err
+            r".*libstdc\+\+\.so\.6.*; nearest: throw", err[0]), err
     finally:
         p.kill()
         p.wait()

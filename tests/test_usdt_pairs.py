@@ -272,6 +272,31 @@ def test_gate_python_function_entry(bpf, kind, tmp_path):
     assert ["%d" % K, '"probekit_fn"'] in rows, lines
 
 
+@pytest.mark.skipif(PY_GATED is None, reason="no python3.X here has both "
+                    "python:line and python:function__entry (CPython 3.12 "
+                    "dropped them)")
+@pytest.mark.parametrize("kind", KINDS)
+def test_gated_probe_without_its_gate_says_so(bpf, kind, tmp_path):
+    """Without --gate python:line, CPython 3.11's function__entry does
+    not fire through the K calls: usdtcount and usdtlat each say that
+    nothing was seen and why, in one line, the same from both forms."""
+    with thirdparty.spinning_python(PY_GATED, PY_CALLS, K,
+                                    tmp_path) as (py, go):
+        cnt = Gen(kind, "usdtcount", "-p", py.pid,
+                  "python:function__entry").start()
+        lat = Gen(kind, "usdtlat", "-p", py.pid, "python:function__entry",
+                  "python:function__return").start()
+        go()
+    cause = "python:function__entry fires only with --gate python:line"
+    lines = cnt.wait()
+    assert lines[-3:] == ["%-40s %12s" % ("PROBE", "COUNT"),
+                          "0 hits: " + cause, lines[-1]], lines
+    assert lines[-1].endswith(" exited; tracing ended"), lines
+    lines = lat.wait()
+    assert "0 pairs: " + cause in lines, lines
+    assert parse(lines) == [], lines
+
+
 # --- a target that exits while the tool attaches -----------------------------
 
 EXITED = (r"^probekit-usdtlat(-bcc)?: PID (\d+) (has exited|\(pairs_driver\) "

@@ -27,6 +27,7 @@ import json
 import sys
 
 from . import argspec, features, notes, process
+from . import words as voice
 from .inputs import one_line, open_regular, why
 from .catalog import CatalogError, parse_catalog
 from .cmdline import Parser
@@ -202,11 +203,11 @@ def main(argv=None):
     words = list(args.words)
     if args.binary is not None:
         if args.pid is not None:
-            p.error("-p/--pid and -b/--binary exclude each other")
+            p.error(voice.TARGET_BOTH)
         path = args.binary
     elif args.pid is None:
         if not words:
-            p.error("give -p PID or a PATH")
+            p.error(voice.target_missing())
         path = words.pop(0)
     if len(words) > 1:
         p.error("at most one PATTERN")
@@ -254,9 +255,15 @@ def main(argv=None):
             sys.stderr.write(f"probekit-list: note: {tool}: what it reads "
                              f"was not detected ({one_line(got['why'])}); "
                              "its column is the oldest release's\n")
+    if not n and pattern:
+        # A misspelt PATTERN: named with the nearest probe, as every
+        # command names it (probelib.words).
+        names = [r["probe"] for f in records(files, None, args.pid, catalog)
+                 for r in f["probes"]]
+        return fail(f"no USDT probe matches {pattern} in {where}"
+                    f"{voice.nearest_probe(pattern, names)}")
     if not n:
-        what = f"matches {pattern}" if pattern else "at all"
-        return fail(f"no USDT probe {what} in {where}")
+        return fail(f"no USDT probe at all in {where}")
     try:
         if args.json:
             sys.stdout.write(json.dumps({"files": recs}, indent=1) + "\n")
