@@ -1092,14 +1092,18 @@ bt_opts=()
 [ -n "$format" ] && bt_opts+=(-f "$format")
 # Under -f json, bpftrace still writes the blank lines of its text form
 # (two before the maps it prints at exit), which break a reader of JSON
-# lines: a grep of its own drops them, line by line as they come, and
-# ignores SIGINT/SIGTERM as the stderr filter does (ignored signals stay
-# ignored across exec), so that Ctrl-C to the process group leaves it to
-# pass END's output and the maps on.
+# lines, and 0.27 writes the window's wake-up printf("") as an empty
+# printf object: a grep of its own drops both, line by line as they come,
+# and ignores SIGINT/SIGTERM, so that Ctrl-C to the process group leaves
+# it to pass END's output and the maps on.  env --ignore-signal, not a
+# trap: bash 5.3 (Debian unstable) gives a command exec'd from a process
+# substitution SIGINT's default back, and bpftrace then died of SIGPIPE
+# writing END's output.
 if [ "$format" = json ]; then
 	exec "$bpftrace" "${bt_opts[@]}" -e "$program" -- "${args[@]}" \
 		2> >(trap '' INT TERM; stderr_filter >&2) \
-		> >(trap '' INT TERM; exec grep --line-buffered -v '^$')
+		> >(exec env --ignore-signal=INT --ignore-signal=TERM \
+			grep --line-buffered -v -x -e '' -e '{"type": "printf", "data": ""}')
 fi
 exec "$bpftrace" "${bt_opts[@]}" -e "$program" -- "${args[@]}" \
 	2> >(trap '' INT TERM; stderr_filter >&2)
