@@ -184,13 +184,16 @@ def test_full_key_table_json(bpf, slow, kind):
 
 def strace_attach(pid, out):
     """strace -c of the socket syscalls, attached to every thread."""
-    threads = len(os.listdir(f"/proc/{pid}/task"))
+    tids = {int(t) for t in os.listdir(f"/proc/{pid}/task")}
     p = subprocess.Popen(["strace", "-f", "-c", "-o", out, "-e",
                           "trace=" + ",".join(SYSCALLS), "-p", str(pid)],
                          stderr=subprocess.PIPE, start_new_session=True)
     r = probekit.LineReader(p.stderr)
-    for _ in range(threads):
-        r.wait_for(r"^strace: Process \d+ attached")
+    attached = re.compile(r"^strace: Process (\d+) attached")
+    # Each thread's own line: one wait per thread would return on the
+    # first thread's line every time.
+    r.wait_until(lambda ls: tids <= {int(m.group(1)) for m in
+                                     map(attached.match, ls) if m})
     return p
 
 
