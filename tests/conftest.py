@@ -138,3 +138,17 @@ def operands(tmp_path_factory):
                        capture_output=True, text=True, timeout=probekit.TIMEOUT)
     assert r.returncode == 0, r.stderr
     return exe
+
+
+@pytest.fixture(scope="session")
+def attach_pause(tmp_path_factory):
+    """tests/attach_pause.c built: the LD_PRELOAD library attach_hold.Hold
+    holds a tracer with at its first attach to a process."""
+    so = str(tmp_path_factory.mktemp("attach_pause") / "attach_pause.so")
+    r = subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-Wall", "-Wextra",
+                        "-Werror", "-o", so,
+                        os.path.join(probekit.ROOT, "tests", "attach_pause.c"),
+                        "-ldl"],
+                       capture_output=True, text=True, timeout=probekit.TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    return so
