@@ -210,15 +210,21 @@ G = 1019
 @pytest.mark.parametrize("kind", KINDS)
 def test_gate_raises_a_semaphore_without_counting(bpf, driver, kind):
     """pairs:gstart and pairs:gdone fire only while pairs:gate's
-    semaphore is raised: without --gate nothing is timed or counted;
-    with it, G pairs and G hits of each, and pairs:gate itself is not
-    counted though a PATTERN would match it."""
+    semaphore is raised (tests/pairs_driver.c's "gated", a program of the
+    tests' own, so on every stack): without --gate nothing is timed or
+    counted; with it, G pairs and G hits of each, and pairs:gate itself
+    is not counted (a PATTERN that matches it counts it, as asked)."""
     d = Driver(driver)
     try:
         lat = Gen(kind, "usdtlat", "-p", d.pid, "pairs:gstart",
                   "pairs:gdone").start()
+        # (A PATTERN that matched pairs:gate would raise its semaphore.)
+        cnt = Gen(kind, "usdtcount", "-p", d.pid, "pairs:g[sd]*").start()
         d.do("gated %d" % G)
-        assert parse(lat.stop()) == []
+        lat_lines, cnt_lines = lat.stop(), cnt.stop()
+        assert parse(lat_lines) == [], lat_lines
+        assert [ln.split() for ln in cnt_lines[1:]] == [
+            ["PROBE", "COUNT"]], cnt_lines
         lat = Gen(kind, "usdtlat", "-p", d.pid, "--gate", "pairs:gate",
                   "pairs:gstart", "pairs:gdone").start()
         cnt = Gen(kind, "usdtcount", "-p", d.pid, "--gate", "pairs:gate",
