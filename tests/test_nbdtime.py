@@ -189,11 +189,19 @@ def strace_attach(pid, out):
                           "trace=" + ",".join(SYSCALLS), "-p", str(pid)],
                          stderr=subprocess.PIPE, start_new_session=True)
     r = probekit.LineReader(p.stderr)
-    attached = re.compile(r"^strace: Process (\d+) attached")
-    # Each thread's own line: one wait per thread would return on the
-    # first thread's line every time.
-    r.wait_until(lambda ls: tids <= {int(m.group(1)) for m in
-                                     map(attached.match, ls) if m})
+    # strace says "Process PID attached with N threads" once, or one
+    # "Process TID attached" a thread: wait for every thread's, not for
+    # as many matches of the first line.
+    attached = re.compile(r"^strace: Process (\d+) attached(?: with (\d+) threads)?$")
+
+    def all_attached(lines):
+        seen = set()
+        for m in filter(None, map(attached.match, lines)):
+            if m.group(2) and (int(m.group(1)), int(m.group(2))) == (pid, len(tids)):
+                return True
+            seen.add(int(m.group(1)))
+        return tids <= seen
+    r.wait_until(all_attached)
     return p
 
 
