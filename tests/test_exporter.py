@@ -1045,33 +1045,53 @@ def test_pid_finds_a_librarys_probes(bpf, tmp_path, exporter):
     promtool_ok(body)
 
 
+def exporter_on(build, pid, **popen):
+    return subprocess.Popen(
+        [exporter_bin(build), "--listen", "127.0.0.1:0", "-p", str(pid),
+         "--count", "cxx=libstdcxx:*",
+         "--pair", "exc=libstdcxx:throw,libstdcxx:catch"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+
+
 @pytest.mark.needs("g++")
-def test_exit_during_attach_one_line(bpf, build, tmp_path):
-    """A process killed at moments spread over the exporter's start: each
-    run either serves (the kill came after every probe was in) or prints
-    one line that says the process exited, never an attach error that
-    blames a file or a probe."""
+def test_exit_during_attach_one_line(bpf, build, tmp_path, attach_pause):
+    """A process killed while the exporter attaches (held at its first
+    attach to the process, attach_hold, until the process is reaped):
+    one line says the process exited while its probes were being
+    attached, and the exporter exits 1.  Then at 7 moments spread over
+    its start: each run either serves (the kill came after every probe
+    was in) or prints one line that says the process exited, never an
+    attach error that blames a file or a probe."""
+    import attach_hold
     import thirdparty
     exe = thirdparty.build_throws(str(tmp_path))
-    outcomes = {"served": 0, "exited": 0}
-    for i in range(23):
+    p = subprocess.Popen([exe, "1"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE)
+    assert p.stdout.readline() == b"ready\n"
+    hold = attach_hold.Hold(attach_pause, p.pid)
+    ex = exporter_on(build, p.pid, env=dict(os.environ, **hold.env),
+                     pass_fds=hold.pass_fds)
+    hold.wait()
+    p.kill()
+    p.wait()
+    hold.release()
+    out, err = ex.communicate(timeout=probekit.TIMEOUT)
+    assert (ex.returncode, out, err) == (1, "", (
+        f"probekit-exporter: PID {p.pid} (throws) exited while its probes "
+        "were being attached\n")), (out, err)
+    for i in range(7):
         p = subprocess.Popen([exe, "1"], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE)
         assert p.stdout.readline() == b"ready\n"
-        ex = subprocess.Popen(
-            [exporter_bin(build), "--listen", "127.0.0.1:0", "-p",
-             str(p.pid), "--count", "cxx=libstdcxx:*",
-             "--pair", "exc=libstdcxx:throw,libstdcxx:catch"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        ex = exporter_on(build, p.pid)
         # The race itself: the kill lands somewhere in the start-up.
-        time.sleep(i * 0.02)
+        time.sleep(i * 0.05)
         p.kill()
         p.wait()
         line = ex.stdout.readline()
         if line:
             assert "Hit Ctrl-C to end." in line
             ex.send_signal(signal.SIGINT)
-            outcomes["served"] += 1
         rc = ex.wait(timeout=probekit.TIMEOUT)
         err = ex.stderr.read()
         pid = p.pid
@@ -1087,5 +1107,3 @@ def test_exit_during_attach_one_line(bpf, build, tmp_path):
             "probes were being attached\n",
             f"probekit-exporter: PID {pid} has exited\n",
             f"probekit-exporter: no process with PID {pid}\n"), err
-        outcomes["exited"] += 1
-    assert sum(outcomes.values()) == 23, outcomes

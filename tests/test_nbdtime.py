@@ -184,13 +184,24 @@ def test_full_key_table_json(bpf, slow, kind):
 
 def strace_attach(pid, out):
     """strace -c of the socket syscalls, attached to every thread."""
-    threads = len(os.listdir(f"/proc/{pid}/task"))
+    tids = {int(t) for t in os.listdir(f"/proc/{pid}/task")}
     p = subprocess.Popen(["strace", "-f", "-c", "-o", out, "-e",
                           "trace=" + ",".join(SYSCALLS), "-p", str(pid)],
                          stderr=subprocess.PIPE, start_new_session=True)
     r = probekit.LineReader(p.stderr)
-    for _ in range(threads):
-        r.wait_for(r"^strace: Process \d+ attached")
+    # strace says "Process PID attached with N threads" once, or one
+    # "Process TID attached" a thread: wait for every thread's, not for
+    # as many matches of the first line.
+    attached = re.compile(r"^strace: Process (\d+) attached(?: with (\d+) threads)?$")
+
+    def all_attached(lines):
+        seen = set()
+        for m in filter(None, map(attached.match, lines)):
+            if m.group(2) and (int(m.group(1)), int(m.group(2))) == (pid, len(tids)):
+                return True
+            seen.add(int(m.group(1)))
+        return tids <= seen
+    r.wait_until(all_attached)
     return p
 
 

@@ -121,9 +121,14 @@ class Prog:
         self.out.wait_for(ready)
 
     def fire(self, n):
+        """Fire n rounds; return on this call's own "done n", a line read
+        after the command was sent (a repeated call would otherwise match
+        the first one's line and return before its rounds ran)."""
+        seen = len(self.out.lines)
         self.proc.stdin.write(f"{n}\n".encode())
         self.proc.stdin.flush()
-        self.out.wait_for(rf"^done {n}\b")
+        done = re.compile(rf"^done {n}\b")
+        self.out.wait_until(lambda ls: any(done.match(l) for l in ls[seen:]))
 
     def stop(self):
         if self.proc.poll() is None:
@@ -411,15 +416,22 @@ def test_begin_output_precedes_readiness(bpf, prog, tmp_path):
 
 def test_sigint_to_the_wrapper_alone_ends_trace_with_end_output(bpf, prog, count_bt):
     """A signal to the wrapper's PID (not its group) reaches bpftrace, once:
-    END runs, every map is printed, the exit code is bpftrace's."""
+    the wrapper has exec'd bpftrace, so its PID is bpftrace's and no shell
+    is left to pass the signal on (or to send it again); END runs once,
+    every map is printed once, the exit code is bpftrace's.  The second
+    trace on the same program counts its own N rounds only."""
     for sig in (signal.SIGINT, signal.SIGTERM):
         t = Trace(prog.pid, [count_bt]).start()
+        with open(f"/proc/{t.proc.pid}/comm") as f:
+            assert f.read().strip() == "bpftrace"
         prog.fire(N)
         os.kill(t.proc.pid, sig)
         rc = t.proc.wait(timeout=probekit.TIMEOUT)
         lines = t.out.drain(10)
         assert rc == 0, lines
-        assert "count end" in lines
+        assert lines.count("count end") == 1, lines
+        maps = [l.split(":")[0] for l in lines if l.startswith("@")]
+        assert sorted(maps) == ["@exe_fn", "@fire", "@lib_fn", "@tick"], lines
         assert counts(lines) == {"tick": N, "fire": N, "lib_fn": N, "exe_fn": N}, lines
 
 
