@@ -18,7 +18,9 @@
 #                     modules, target/), bt/, the catalog, VERSION, the
 #                     structs made at build time, and probekit.mk and
 #                     include/probekit_batch.h for other projects
-#                     (examples/quickstart/)
+#                     (examples/quickstart/), and cmake/, the CMake
+#                     package that runs probekit.mk (probes/cmake/), where
+#                     find_package(probekit) looks under PREFIX
 #   $(MAN8DIR)        man/*.8, and a link for each other command a page names
 #   $(PKGCONFIGDIR)   probekit.pc (probes/probekit.pc.in with PREFIX), so that
 #                     pkg-config names probekit.mk, the generator and the
@@ -97,6 +99,7 @@ install: install-check-prefix all
 	fi; \
 	for f in $(INSTALL_TREE_FILES); do put_tree "$$f"; done; \
 	install -m 0644 probes/probekit.mk "$$data/probekit.mk"; \
+	install -D -m 0644 -t "$$data/cmake" probes/cmake/*.cmake; \
 	mkdir -p "$$stage$(PKGCONFIGDIR)"; \
 	pcdata='$(PKGDATADIR)'; case $$pcdata in '$(PREFIX)'/*) \
 		pcdata="\$${prefix}/$${pcdata#'$(PREFIX)'/}" ;; esac; \
