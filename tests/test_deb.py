@@ -59,6 +59,10 @@ def deb(tmp_path_factory):
     assert not re.search(r"^E: ", p.stdout, re.M), p.stdout
     debs = glob.glob(os.path.join(out, "deb", "probekit_*.deb"))
     assert len(debs) == 1, debs
+    # It ends naming what it built, and lintian's line about running as
+    # root, which matters nothing here, is not shown.
+    assert p.stdout.splitlines()[-1] == f"deb: built {debs[0]}", p.stdout
+    assert "root privileges" not in p.stdout + p.stderr, p.stderr
     return debs[0]
 
 
@@ -74,6 +78,10 @@ def test_package_contents(deb):
                  "./usr/share/doc/probekit/README.md.gz",
                  "./usr/share/doc/probekit/bt/README.md.gz",
                  "./usr/share/doc/probekit/examples/quickstart/Makefile",
+                 "./usr/share/doc/probekit/examples/quickstart/CMakeLists.txt",
+                 "./usr/share/doc/probekit/examples/quickstart/meson.build",
+                 "./usr/share/probekit/cmake/probekit-config.cmake",
+                 "./usr/share/probekit/cmake/probekit-config-version.cmake",
                  "./usr/share/doc/probekit/examples/quickstart/quickstart.d",
                  "./usr/share/doc/probekit/examples/quickstart/bt/requests.bt",
                  "./usr/share/doc/probekit/examples/exporter.prometheus.yml",
