@@ -90,12 +90,12 @@ def user_env(home):
                 PKG_CONFIG_PATH="")
 
 
-@pytest.fixture(scope="module")
-def guided(home):
-    """The section run as written: (its output split by sh block, the text
-    blocks it shows)."""
+def run_guide(home, env):
+    """The section run as written in home, as a user with env: (its output
+    split by sh block, the text blocks it shows).  test_deb.py runs it from
+    the installed package too."""
     script, shown = session(steps(section()))
-    p = subprocess.run(["bash", "-c", script], cwd=home, env=user_env(home),
+    p = subprocess.run(["bash", "-c", script], cwd=home, env=env,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                        timeout=TIMEOUT * 20)
     assert p.returncode == 0, p.stdout[-6000:]
@@ -104,13 +104,32 @@ def guided(home):
     return printed, shown
 
 
-def count(home, prog, jobs):
-    """{probe: count} from the installed probekit-usdtcount -b prog while
-    prog runs jobs jobs."""
-    env = user_env(home)
-    tool = subprocess.Popen([str(home / "pk" / "bin" / "probekit-usdtcount"), "-b", prog,
-                             "mysvc:*"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            env=env, start_new_session=True)
+def check_shown(printed, shown):
+    """Each text block the section shows is in what its sh block printed."""
+    checked = 0
+    for i, (texts, out) in enumerate(zip(shown, printed)):
+        for text in texts:
+            assert shown_in(text, out), f"block {i} printed, not as the guide shows:\n{out}"
+            checked += 1
+    assert checked == 1, checked
+    # probekit-check passed the program against its catalog (set -e).
+    assert "of 3 catalog probes used" in "".join(printed), printed
+
+
+# Each route's program in the guide's directory, and what 23 jobs fire.
+ROUTES = ("build", "cmake-build", "meson-build")
+COUNTS = {"mysvc:job__start": JOBS, "mysvc:job__done": JOBS, "mysvc:service__start": 1}
+
+
+@pytest.fixture(scope="module")
+def guided(home):
+    return run_guide(home, user_env(home))
+
+
+def count(usdtcount, prog, jobs, env):
+    """{probe: count} from usdtcount -b prog while prog runs jobs jobs."""
+    tool = subprocess.Popen([usdtcount, "-b", prog, "mysvc:*"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, env=env, start_new_session=True)
     out = LineReader(tool.stdout)
     try:
         out.wait_for(histtools.READY)
@@ -129,22 +148,14 @@ def count(home, prog, jobs):
 
 
 def test_guide_commands_print_what_it_shows(guided, bpf):
-    printed, shown = guided
-    checked = 0
-    for i, (texts, out) in enumerate(zip(shown, printed)):
-        for text in texts:
-            assert shown_in(text, out), f"block {i} printed, not as the guide shows:\n{out}"
-            checked += 1
-    assert checked == 1, checked
-    # probekit-check passed the program against its catalog (set -e).
-    assert "of 3 catalog probes used" in "".join(printed), printed
+    check_shown(*guided)
 
 
-@pytest.mark.parametrize("build", ["build", "cmake-build", "meson-build"])
+@pytest.mark.parametrize("build", ROUTES)
 def test_each_route_builds_a_program_that_counts(guided, home, build, bpf):
     prog = str(home / "mysvc" / build / "mysvc")
-    assert count(home, prog, JOBS) == {"mysvc:job__start": JOBS, "mysvc:job__done": JOBS,
-                                       "mysvc:service__start": 1}
+    usdtcount = str(home / "pk" / "bin" / "probekit-usdtcount")
+    assert count(usdtcount, prog, JOBS, user_env(home)) == COUNTS
 
 
 def test_missing_probekit_stops_each_route(guided, home, tmp_path):
