@@ -219,6 +219,8 @@ def test_array_element_operand_and_its_fix(guided, home, tmp_path):
             f"{argspec.reader_name(argspec.LIBBPF)} cannot read {op}: a scale-index-base "
             f"operand; {argspec.operand_fix()}")
     if "index" in argspec.readers()[argspec.LIBBPF]:
-        assert "mysvc:job__start" not in p.stdout, p.stdout
+        # libbpf 1.7 (unstable) reads it: nothing to note.
+        assert not [ln for ln in p.stdout.splitlines()
+                    if ln.startswith("probekit-check: note: mysvc:")], p.stdout
     else:
         assert note in p.stdout.splitlines(), p.stdout
