@@ -206,7 +206,8 @@ def check_arg(tool, probe, n, string=False):
         if _read_operand(a, "v") is None:
             why = argspec.reader_problem(a.operand, command(tool),
                                          READ_KINDS, a.arch)
-            die(tool, "cannot read arg%d of %s: %s" % (n, probe.full, why))
+            die(tool, "cannot read arg%d of %s: %s; %s"
+                % (n, probe.full, why, argspec.operand_fix()))
         arg = Arg(a.size, a.signed, spec="%s%d@%s" % (
             "-" if a.signed else "", a.size, a.operand))
         if string and not arg.may_be_pointer():

@@ -206,6 +206,19 @@ def messages(spec_dir=SPEC_DIR):
     return out
 
 
+def texts(spec_dir=SPEC_DIR):
+    """tools/limits.toml's [text.NAME] tables: {NAME: (value, doc)}, the
+    messages C and Python share."""
+    path = os.path.join(spec_dir, "limits.toml")
+    out = {}
+    for name, t in _read(path).get("text", {}).items():
+        if not isinstance(t.get("value"), str) or "doc" not in t:
+            raise SpecError("%s: text %s needs a string value and a doc"
+                            % (path, name))
+        out[name] = (t["value"], t["doc"])
+    return out
+
+
 def limit_docs(spec_dir=SPEC_DIR):
     """{NAME: (value, doc)} from tools/limits.toml, for the C header."""
     path = os.path.join(spec_dir, "limits.toml")

@@ -23,6 +23,7 @@
 #include <bpf/libbpf.h>
 
 #include "probekit_common.spec.h"
+#include "probekit_limits.h"
 #include "usdt_sites.h"
 
 /* A line of /proc/PID/maps: an address range, perms, offset, device,
@@ -277,9 +278,8 @@ int usdt_site_arg_why(const struct usdt_bin *b, const struct usdt_note *n,
 	/* What this tool reads is what libbpf 1.1's own reader reads. */
 	if (!usdt_arg_readable_libbpf(a)) {
 		snprintf(why, whylen, "cannot read arg%d of %s: %s cannot read "
-			 "%s: %s; pass the value through a register at the probe "
-			 "(at 0x%llx in %s)", argn, probe, command_name(), op,
-			 kind_why(a), n->pc, b->shown);
+			 "%s: %s; " OPERAND_FIX " (at 0x%llx in %s)", argn, probe,
+			 command_name(), op, kind_why(a), n->pc, b->shown);
 		return -EINVAL;
 	}
 	switch (a->kind) {

@@ -192,7 +192,8 @@ def test_postgres_unreadable_argument(pg, kind):
     one_error_line(rc, lines, "usdtcount", re.escape(
         "cannot read arg1 of postgresql:checkpoint__done: "
         "probekit-usdtcount-bcc cannot read 40+CheckpointStats(%rip): a "
-        "symbol-relative %rip operand"), want_rc=1)
+        "symbol-relative %rip operand; pass the value through a register at "
+        "the probe: __asm__ volatile(\"\" : \"+r\"(x))"), want_rc=1)
     rc, lines = histtools.run_tool(kind, "usdtlat", "-b", pg.postgres,
                                    "-k", "arg3",
                                    "postgresql:transaction__start",

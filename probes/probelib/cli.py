@@ -237,7 +237,8 @@ def unreadable_notices(report, binary):
             whys = [w for r in argspec.readers(arg.arch) if r != argspec.BCC
                     for w in arg.unreadable(r)]
             if whys:
-                report.notice(f"{prov}:{name}: arg{i}: " + "; ".join(whys))
+                report.notice(f"{prov}:{name}: arg{i}: " + "; ".join(whys)
+                              + f"; {argspec.operand_fix()}")
 
 
 def fallback_notices(report):
