@@ -32,7 +32,8 @@ from probekit import Trace
 
 pytestmark = pytest.mark.needs("py:bcc")
 
-N = 200003              # prime: the I/Os of the whole workload
+N = 100003              # prime: the I/Os of the whole workload
+MID = 30000             # I/Os completed in a mid-workload trace, at least
 IO_BATCH_MAX = 256      # records one reactor may hold (target/io_batch.h)
 REACTORS = 2            # probekit.Target's default -R
 
@@ -162,8 +163,8 @@ def test_tools_mid_workload(bpf, build, full):
     tools = start_all(full.pid, names)
     e = Exporter(build, ["-p", str(full.pid)])
     _, ready = stats(full)
-    probekit.wait_until("100,000 I/Os in the trace", lambda:
-                        stats(full)[1] > ready + 100000)
+    probekit.wait_until("MID I/Os in the trace", lambda:
+                        stats(full)[1] > ready + MID)
     body = e.scrape()[1]
     _, stopping = stats(full)
     outs = stop_all(tools)
@@ -249,11 +250,11 @@ def whole_workload(t):
 
 
 def mid_workload(t):
-    """Waits, while the workload runs, for 100,000 I/Os in the trace;
+    """Waits, while the workload runs, for MID I/Os in the trace;
     blktgt's completed I/Os (when the trace was ready, when it is ended)."""
     _, ready = stats(t)
-    probekit.wait_until("100,000 I/Os in the trace", lambda:
-                        stats(t)[1] > ready + 100000)
+    probekit.wait_until("MID I/Os in the trace", lambda:
+                        stats(t)[1] > ready + MID)
     return ready, stats(t)[1]
 
 
