@@ -3,8 +3,9 @@
 two scenarios; test_window.py holds the wrapper to them).
 
 Full rate is blktgt's own workload through export e0, unthrottled, queue
-depth QD.  Every tool of one kind (histtools.KINDS) runs at once on one
-target, so that each kind pays its start-up once:
+depth QD.  Every tool of both kinds (histtools.KINDS) and the exporter
+run at once on one target, so that the BCC tools' compiles overlap and
+the file pays for two starts (one a scenario), not one a tool:
 
   - whole workload: the tools span a workload of N I/Os (a prime); each
     total, the sum of each tool's interval outputs (-T 1), the exporter's
@@ -52,10 +53,9 @@ TOOLS = {
     "funclat": ("funclat", "-T", "1"),
     "rpclat": ("rpclat",),
 }
-# What each counts: I/Os from io__batch records, each I/O's io__submit,
-# completed pairs, or (rpclat) RPCs.
+# The tools that count I/Os from io__batch records (the others count
+# io__submit hits or completed pairs; rpclat RPCs).
 BATCH = {"iolatency", "iosize"}
-PAIRS = {"iolatency --per-io", "qdepth", "usdtlat"}
 
 
 def start_all(pid, names=TOOLS):
@@ -124,7 +124,8 @@ def test_tools_whole_workload(bpf, build, full):
                      queue_depth=QD, count=N)
         s1, c1 = stats(full)
         # The exporter counts each io__batch hit as it comes: the last
-        # batch's may follow the RPC's reply.
+        # batch's may follow the RPC's reply.  Past the timeout, the
+        # assertion below shows the scrape.
         try:
             probekit.wait_until("the exporter's N I/Os", lambda:
                                 exporter_ios(e.scrape()[1]) == (N, N))
