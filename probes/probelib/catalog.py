@@ -2,12 +2,37 @@
 """The probe catalog: a DTrace provider file, as systemtap's dtrace reads
 it, with the types probekit allows.  probekit's one reader of it:
 probekit-gencatalog makes headers and docs from what it returns, and
-probekit-check checks binaries and scripts against it."""
+probekit-check checks binaries and scripts against it.
+
+The grammar is strict: every character of the file is taken as what it
+is, and anything else is an error that names FILE:LINE.  A catalog is
+
+    catalog  := extra* provider extra*
+    provider := "provider" NAME "{" (extra | probe)* "}" ";"
+    probe    := "probe" NAME "(" [ arg ("," arg)* ] ")" ";"
+    arg      := TYPE NAME           TYPE one of TYPES ("const" ignored)
+    extra    := a comment (/* ... */ or // to the end of the line), which
+                may also sit between any two words; a preprocessor line
+                (# first on its line, as PostgreSQL's probes.d #defines)
+
+where NAME is ASCII letters, digits and _ not starting with a digit.
+Everything the grammar accepts, systemtap's dtrace -h reads as the same
+probes (tests/test_catalog.py checks it).  What dtrace itself lets through
+but probekit refuses: a missing ";", a second provider block, a name with
+"$", Solaris' translated arguments ("probe p(a) : (b)"), and in a strict
+catalog "(void)", which dtrace -h reads as one argument, and #if and
+#include, which it reads only under -C.
+
+strict=False reads another project's provider file (PostgreSQL's
+probes.d: its own type names, arguments without names): an argument whose
+type probekit does not know keeps its text as its type, its name if it
+has one, and size and pointer None.  The grammar is the same: no line is
+ever skipped, no probe ever dropped."""
 
 import re
 
 from .inputs import open_regular
-from .notes import MAX_ARGS
+from .notes import MAX_ARGS, NAME_MAX
 
 # The C types the catalog may use, with their size in bytes and whether
 # they are pointers.  Anything else is refused: argument sizes must be
@@ -20,93 +45,346 @@ TYPES = {
     "char *": (8, True), "void *": (8, True),
 }
 
-_PROVIDER = re.compile(r"\bprovider\s+([A-Za-z_]\w*)\s*\{")
-_PROBE = re.compile(r"\bprobe\s+([A-Za-z_]\w*)\s*\(([^)]*)\)\s*;")
-_COMMENT = re.compile(r"/\*(.*?)\*/", re.S)
-
+# A catalog is a few kB; a file past this is not one (and is not read
+# whole into memory).
+MAX_BYTES = 1 << 20
 
 # Words that end a C type, not name an argument ("unsigned int").
 _C_TYPE_WORDS = {"int", "long", "short", "char", "signed", "unsigned",
-                 "bool", "float", "double", "void"}
+                 "bool", "float", "double", "void", "const", "volatile",
+                 "struct", "union", "enum"}
+
+# C's keywords: no argument name (a parameter of the generated header).
+_C_KEYWORDS = _C_TYPE_WORDS | {
+    "auto", "break", "case", "continue", "default", "do", "else", "extern",
+    "for", "goto", "if", "inline", "register", "restrict", "return",
+    "sizeof", "static", "switch", "typedef", "while", "_Bool", "_Atomic",
+    "_Alignas", "_Alignof", "_Complex", "_Generic", "_Noreturn",
+    "_Static_assert", "_Thread_local"}
+
+# Preprocessor lines a strict catalog may hold: dtrace -h without -C
+# ignores them, and so they change nothing.  #if and #include would mean
+# something only under -C, which probekit's build does not pass.
+_PP_INERT = {"", "define", "undef", "pragma", "error", "warning", "line",
+             "ident"}
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_TOKEN = re.compile(r"""
+    (?P<space>[ \t\f\v\r]+)
+  | (?P<newline>\n)
+  | (?P<comment>/\*.*?\*/|//[^\n]*)
+  | (?P<unclosed>/\*)
+  | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<number>[0-9]+)
+  | (?P<punct>[{}();,*\[\]:])
+""", re.X | re.S)
 
 
 class CatalogError(Exception):
-    pass
+    """A catalog that cannot be read: str() is one line, FILE:LINE: why."""
 
 
-def _norm_type(t):
-    t = re.sub(r"\s+", " ", t.strip())
-    t = re.sub(r"\s*\*\s*", " *", t)
-    t = t.replace("const ", "")
-    return t
+def macro_name(provider, probe):
+    """The C macro of a probe, as dtrace -h names it (BLKTGT_IO_SUBMIT)."""
+    return f"{provider}_{probe.replace('__', '_')}".upper()
+
+
+def _shown(text):
+    """A token as an error message quotes it."""
+    return "the end of the file" if text is None else repr(text)
+
+
+class _Tokens:
+    """The tokens of a catalog's text, comments apart: each (kind, text,
+    line, start offset, end offset)."""
+
+    def __init__(self, text, path, strict):
+        self.path = path
+        self.source = text
+        self.toks = []
+        self.comments = []      # (token index it precedes, text)
+        line, at, bol = 1, 0, True
+        while at < len(text):
+            if bol:
+                m = re.match(r"[ \t\f\v\r]*#", text[at:at + 4096])
+                if m:
+                    line, at = self._preprocessor(text, at + m.end(), line,
+                                                  strict)
+                    continue
+            m = _TOKEN.match(text, at)
+            if m is None:
+                self.toks.append(("other", text[at], line, at, at + 1))
+                at += 1
+                bol = False
+                continue
+            kind = m.lastgroup
+            if kind == "unclosed":
+                raise self.error(line, "a /* comment is never closed")
+            if kind == "comment":
+                body = m.group()
+                body = body[2:-2] if body.startswith("/*") else body[2:]
+                self.comments.append((len(self.toks), body))
+            elif kind not in ("space", "newline"):
+                self.toks.append((kind, m.group(), line, at, m.end()))
+            line += m.group().count("\n")
+            bol = kind == "newline" or (bol and kind == "space")
+            at = m.end()
+        self.end_line = line
+
+    def _preprocessor(self, text, at, line, strict):
+        """Skip the preprocessor line whose text starts at at (past its
+        #), with its backslash continuations: (line, offset) past it."""
+        start = line
+        end = at
+        while True:
+            nl = text.find("\n", end)
+            if nl < 0:
+                end = len(text)
+                break
+            line += 1
+            if text[end:nl].rstrip("\r").endswith("\\"):
+                end = nl + 1
+                continue
+            end = nl + 1
+            break
+        word = re.match(r"\s*([A-Za-z_]*)", text[at:end]).group(1)
+        if strict and word not in _PP_INERT:
+            raise self.error(start, f"#{word}: dtrace -h reads a catalog "
+                             "without the C preprocessor, so this line would "
+                             "change nothing; declare every probe plainly")
+        return line, end
+
+    def error(self, line, why):
+        return CatalogError(f"{self.path}:{line}: {why}")
+
+
+class _Parser:
+    def __init__(self, toks, strict):
+        self.t = toks
+        self.strict = strict
+        self.i = 0
+
+    def peek(self):
+        return self.t.toks[self.i] if self.i < len(self.t.toks) else None
+
+    def text(self):
+        tok = self.peek()
+        return tok[1] if tok else None
+
+    def line(self):
+        tok = self.peek()
+        return tok[2] if tok else self.t.end_line
+
+    def take(self):
+        tok = self.peek()
+        self.i += 1
+        return tok
+
+    def fail(self, why, line=None):
+        return self.t.error(self.line() if line is None else line, why)
+
+    def expect(self, text, what):
+        if self.text() != text:
+            raise self.fail(f"expected {what}, found {_shown(self.text())}")
+        return self.take()
+
+    def name(self, what, after):
+        """A NAME token, refused whole when a character no name has runs
+        on from it (io-submit, café)."""
+        tok = self.peek()
+        if tok is None or tok[0] != "name":
+            raise self.fail(f"expected {what} after {after}, found "
+                            f"{_shown(self.text())}")
+        self.take()
+        nxt = self.peek()
+        if nxt is not None and nxt[3] == tok[4] and nxt[0] in ("other",
+                                                                "number"):
+            raise self.fail(f"{what} '{tok[1]}{nxt[1]}...' has "
+                            f"{_shown(nxt[1])}: a name is ASCII letters, "
+                            "digits and _", tok[2])
+        if len(tok[1]) > NAME_MAX:
+            raise self.fail(f"{what} '{tok[1][:32]}...' is longer than "
+                            f"{NAME_MAX} characters (the stapsdt note's "
+                            "bound)", tok[2])
+        return tok
+
+    def doc(self, since):
+        """The documentation of the probe whose 'probe' is the next token:
+        the last comment after token index since and before it."""
+        docs = [c for at, c in self.t.comments if since <= at <= self.i]
+        if not docs:
+            return ""
+        doc = " ".join(docs[-1].split()).strip()
+        return "" if doc.startswith("---") else doc
+
+    def catalog(self):
+        if self.text() != "provider":
+            raise self.fail("expected 'provider NAME {' (comments, blank "
+                            "lines and # lines may come before it), found "
+                            f"{_shown(self.text())}")
+        pline = self.take()[2]
+        provider = self.name("a provider name", "'provider'")[1]
+        self.expect("{", f"'{{' after 'provider {provider}'")
+        probes, seen, macros = [], set(), {}
+        since = self.i
+        while self.text() != "}":
+            if self.text() != "probe":
+                raise self.fail("expected 'probe NAME(ARGS);' or the "
+                                "provider's closing '};', found "
+                                f"{_shown(self.text())}")
+            doc = self.doc(since)
+            p = self.probe()
+            line = p["line"]
+            if p["name"] in seen:
+                raise self.fail(f"probe {p['name']} declared twice", line)
+            seen.add(p["name"])
+            m = macro_name(provider, p["name"])
+            if m in macros:
+                raise self.fail(f"probe {p['name']}'s macro {m} is also "
+                                f"probe {macros[m]}'s (dtrace -h writes __ "
+                                "as _, in capitals): rename one", line)
+            macros[m] = p["name"]
+            p["doc"] = doc
+            probes.append(p)
+            since = self.i
+        self.take()
+        self.expect(";", "';' after the provider block's '}'")
+        if self.peek() is not None:
+            if self.text() == "provider":
+                raise self.fail("a second provider block: a catalog "
+                                "declares one provider")
+            raise self.fail("expected nothing but comments after the "
+                            f"provider block's '}};', found "
+                            f"{_shown(self.text())}")
+        if not probes:
+            raise self.fail(f"provider {provider} declares no probes", pline)
+        return {"provider": provider, "probes": probes}
+
+    def probe(self):
+        line = self.take()[2]
+        name = self.name("a probe name", "'probe'")[1]
+        self.expect("(", f"'(' after 'probe {name}'")
+        words = []
+        while self.text() != ")":
+            tok = self.peek()
+            if tok is None or tok[1] in (";", "{", "}", "(") or \
+                    tok[0] == "other":
+                raise self.fail(f"probe {name}: expected its arguments and "
+                                f"')', found {_shown(self.text())}")
+            words.append(self.take())
+        close = self.take()[2]
+        if self.text() == ":":
+            raise self.fail(f"probe {name}: translated arguments "
+                            "(': (...)') are Solaris DTrace's; systemtap's "
+                            "dtrace ignores them")
+        if self.text() != ";":
+            raise self.fail(f"probe {name}: expected ';' after its "
+                            f"argument list, found {_shown(self.text())}",
+                            close)
+        self.take()
+        args = self.arguments(name, words)
+        if len(args) > MAX_ARGS:
+            raise self.fail(f"probe {name} has {len(args)} arguments; "
+                            f"sys/sdt.h allows {MAX_ARGS}", line)
+        return {"name": name, "doc": "", "line": line, "args": args}
+
+    def arguments(self, probe, words):
+        """The typed arguments of a probe from the words between its
+        parentheses."""
+        if not words:
+            return []
+        if self.strict and [w[1] for w in words] == ["void"]:
+            raise self.fail(f"probe {probe}: dtrace -h reads '(void)' as "
+                            f"one argument; write 'probe {probe}();' for "
+                            "none", words[0][2])
+        items, cur = [], []
+        for w in words:
+            if w[1] == ",":
+                items.append(cur)
+                cur = []
+            else:
+                cur.append(w)
+        items.append(cur)
+        args, seen = [], set()
+        for i, item in enumerate(items):
+            a = self.argument(probe, i, item,
+                              words[0][2] if not item else item[0][2])
+            if a["name"]:
+                if a["name"] in seen:
+                    raise self.fail(f"probe {probe}: two arguments are "
+                                    f"named '{a['name']}'", item[0][2])
+                seen.add(a["name"])
+            args.append(a)
+        return args
+
+    def argument(self, probe, i, item, line):
+        if not item:
+            raise self.fail(f"probe {probe}: argument {i} is empty", line)
+        text = " ".join(self.t.source[item[0][3]:item[-1][4]].split())
+        if any(w[1] in "[]:" or w[0] == "number" for w in item):
+            if self.strict:
+                raise self.fail(f"probe {probe}: argument {i} '{text}': an "
+                                "array is not a probe argument; pass a "
+                                "pointer", line)
+            return {"name": "", "type": text, "size": None, "pointer": None}
+        last = item[-1]
+        named = len(item) > 1 and last[0] == "name" and \
+            last[1] not in _C_TYPE_WORDS
+        t = _type_text(item[:-1] if named else item)
+        if named and last[1] in _C_KEYWORDS:
+            raise self.fail(f"probe {probe}: argument {i} is named "
+                            f"'{last[1]}', a C keyword", line)
+        if self.strict and not named:
+            raise self.fail(f"probe {probe}: argument {i} '{text}' needs "
+                            "a type and a name", line)
+        if self.strict and t not in TYPES:
+            raise self.fail(f"probe {probe}: argument '{last[1]}' has type "
+                            f"'{t}'; use one of " + ", ".join(TYPES), line)
+        size, ptr = TYPES.get(t, (None, None))
+        return {"name": last[1] if named else "", "type": t, "size": size,
+                "pointer": ptr}
+
+
+def _type_text(words):
+    """A type's words as TYPES spells them: one space between words, a
+    '*' after a space ("char *"), "const" left out."""
+    out = ""
+    for w in words:
+        if w[1] == "const":
+            continue
+        if w[1] == "*":
+            out = out.rstrip() + " *"
+        elif out and not out.endswith(" "):
+            out += " " + w[1]
+        else:
+            out += w[1]
+    return out.strip()
+
+
+def parse_text(text, path, strict=True):
+    """The catalog in text (read from path, which messages name); see
+    parse_catalog."""
+    return _Parser(_Tokens(text, path, strict), strict).catalog()
 
 
 def parse_catalog(path, strict=True):
     """Return {"provider": str, "probes": [{name, doc, line, args:[{name,
-    type, size, pointer}]}]}.  Raises CatalogError with file:line.
-    strict=False reads another project's provider file (PostgreSQL's
-    probes.d: its own type names, arguments without names): an argument
-    probekit's rules refuse keeps its text as its type, its name if it
-    has one, and size and pointer None."""
-    with open_regular(path, "r", encoding="utf-8") as f:
-        text = f.read()
-    m = _PROVIDER.search(text)
-    if not m:
-        raise CatalogError(f"{path}: no 'provider NAME {{' block")
-    provider = m.group(1)
-    probes = []
-    seen = set()
-    last_end = m.end()
-    for pm in _PROBE.finditer(text, m.end()):
-        line = text.count("\n", 0, pm.start()) + 1
-        name = pm.group(1)
-        if name in seen:
-            raise CatalogError(f"{path}:{line}: probe {name} declared twice")
-        seen.add(name)
-        # The documentation is the last comment between the previous probe
-        # and this one.
-        docs = _COMMENT.findall(text, last_end, pm.start())
-        doc = ""
-        if docs:
-            doc = " ".join(docs[-1].split()).strip()
-            if doc.startswith("---"):
-                doc = ""
-        last_end = pm.end()
-        args = []
-        raw = pm.group(2).strip()
-        if raw and raw != "void":
-            for i, a in enumerate(raw.split(",")):
-                am = re.match(r"^(.*?)([A-Za-z_]\w*)\s*$", a.strip())
-                if not strict and (not am or not am.group(1).strip() or
-                                   _norm_type(am.group(1)) not in TYPES):
-                    named = am and am.group(1).strip() and \
-                        am.group(2) not in _C_TYPE_WORDS
-                    args.append({"name": am.group(2) if named else "",
-                                 "type": _norm_type(am.group(1) if named
-                                                    else a),
-                                 "size": None, "pointer": None})
-                    continue
-                if not am or not am.group(1).strip():
-                    raise CatalogError(
-                        f"{path}:{line}: probe {name}: argument {i} "
-                        f"'{a.strip()}' needs a type and a name")
-                t = _norm_type(am.group(1))
-                if t not in TYPES:
-                    raise CatalogError(
-                        f"{path}:{line}: probe {name}: argument "
-                        f"'{am.group(2)}' has type '{t}'; use one of "
-                        + ", ".join(TYPES))
-                size, ptr = TYPES[t]
-                args.append({"name": am.group(2), "type": t,
-                             "size": size, "pointer": ptr})
-        if len(args) > MAX_ARGS:
-            raise CatalogError(f"{path}:{line}: probe {name} has "
-                               f"{len(args)} arguments; sys/sdt.h allows "
-                               f"{MAX_ARGS}")
-        probes.append({"name": name, "doc": doc, "line": line, "args": args})
-    if not probes:
-        raise CatalogError(f"{path}: provider {provider} declares no probes")
-    return {"provider": provider, "probes": probes}
+    type, size, pointer}]}]}.  Raises OSError when path cannot be read,
+    CatalogError (FILE:LINE: why) for anything the grammar above does not
+    take, text that is not UTF-8 included."""
+    with open_regular(path, "rb") as f:
+        data = f.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise CatalogError(f"{path}: larger than {MAX_BYTES} bytes: not a "
+                           "probe catalog")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise CatalogError(f"{path}:{line}: not UTF-8 (byte "
+                           f"0x{data[e.start]:02x}); a catalog is UTF-8 "
+                           "text") from None
+    return parse_text(text, path, strict)
 
 
 def ctype_name(a):

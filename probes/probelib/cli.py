@@ -191,12 +191,9 @@ def _load(a, report):
         except OSError as e:
             _fail(f"{a.catalog}: {why(e)}")
             return None
-        except UnicodeDecodeError as e:
-            _fail(f"{a.catalog}: {e}")
-            return None
         except CatalogError as e:
-            print(one_line(f"{e}".replace(": probe ", ": ", 1)),
-                  file=sys.stderr)
+            # FILE:LINE: why, as the checker's other errors are written.
+            print(one_line(str(e)), file=sys.stderr)
             return None
     try:
         libs = _libraries(a)
