@@ -15,7 +15,8 @@ which for notes is also readelf's:
   - the notes and operands of tests/probelib/sites*.c and tests/operands.c
     cross-built for aarch64 by GCC and clang, at -O0 and -O2.
 
-The C reader must also refuse a corrupt or truncated ELF file in one line."""
+Both readers must also refuse a corrupt or truncated ELF file in the same
+one line, without allocating what the file claims."""
 
 import json
 import os
@@ -543,3 +544,130 @@ def test_fixture_args(sites):
 def test_bad_specs(spec, why):
     r = scan("args", spec, check=False)
     assert r.returncode == 1 and why in r.stderr.decode(), r.stderr
+
+
+# --- one line for one bad ELF file ----------------------------------------
+
+def _elf_fields(data):
+    """{field: (offset, struct format)} of a 64-bit little-endian ELF
+    header, and the values of the section-header fields."""
+    assert data[4:6] == b"\x02\x01", "the fixture is ELF64 little-endian"
+    shoff, = struct.unpack_from("<Q", data, 40)
+    shnum, shstrndx = struct.unpack_from("<HH", data, 60)
+    return shoff, shnum, shstrndx
+
+
+def _sh(data, shoff, i):
+    """(its file offset, name, type, offset, size) of section header i."""
+    at = shoff + 64 * i
+    name, typ = struct.unpack_from("<II", data, at)
+    off, size = struct.unpack_from("<QQ", data, at + 24)
+    return at, name, typ, off, size
+
+
+def _put(data, at, fmt, *values):
+    b = bytearray(data)
+    struct.pack_into(fmt, b, at, *values)
+    return bytes(b)
+
+
+def elf_mutations(path):
+    """{case: (the bytes of a broken copy of path, the cause both readers
+    must give)}: a real ELF file with one thing wrong in its headers."""
+    data = open(path, "rb").read()
+    n = len(data)
+    shoff, shnum, shstrndx = _elf_fields(data)
+    names = [_sh(data, shoff, i) for i in range(shnum)]
+    note = next(i for i, h in enumerate(names)
+                if data[names[shstrndx][3] + h[1]:].startswith(
+                    b".note.stapsdt\0"))
+    symtab = next(i for i, h in enumerate(names) if h[2] == 2)
+    sh_trunc = f"truncated: its section headers run past the end of the " \
+               f"file ({n} bytes)"
+    ph_trunc = f"truncated: its program headers run past the end of the " \
+               f"file ({n} bytes)"
+    nat = names[note][0]
+    return {
+        "class": (_put(data, 4, "B", 3), "corrupt: its ELF class is 3, "
+                  "neither 1 (32-bit) nor 2 (64-bit)"),
+        "byte_order": (_put(data, 5, "B", 0), "corrupt: its byte order is "
+                       "0, neither 1 (little-endian) nor 2 (big-endian)"),
+        "header_cut": (data[:40], "truncated: its ELF header runs past "
+                       "the end of the file (40 bytes)"),
+        "shnum_huge": (_put(data, 60, "<H", 0xfeff), sh_trunc),
+        "shoff_huge": (_put(data, 40, "<Q", 1 << 40), sh_trunc),
+        "shoff_wraps": (_put(data, 40, "<Q", (1 << 64) - 64), sh_trunc),
+        "phnum_huge": (_put(data, 56, "<H", 0xfeff), ph_trunc),
+        "phoff_huge": (_put(data, 32, "<Q", 1 << 40), ph_trunc),
+        "shentsize": (_put(data, 58, "<H", 32), "corrupt: its section "
+                      "headers are 32 bytes each, not 64"),
+        "phentsize": (_put(data, 54, "<H", 64), "corrupt: its program "
+                      "headers are 64 bytes each, not 56"),
+        # Extended numbering: the count in section 0's sh_size.
+        "shnum_extended_huge": (_put(_put(data, 60, "<H", 0), shoff + 32,
+                                     "<Q", 1 << 40), sh_trunc),
+        "no_name_table": (_put(data, 62, "<H", 0), "corrupt: its section "
+                          f"name table is section 0, not one of its {shnum} "
+                          "sections"),
+        "name_table_past": (_put(data, 62, "<H", shnum + 3), "corrupt: its "
+                            f"section name table is section {shnum + 3}, "
+                            f"not one of its {shnum} sections"),
+        "name_table_not_strtab": (_put(data, 62, "<H", symtab), "corrupt: "
+                                  f"its section name table (section "
+                                  f"{symtab}) is not a string table"),
+        "section_size_huge": (_put(data, nat + 32, "<Q", 1 << 40),
+                              f"truncated: section {note} runs past the "
+                              f"end of the file ({n} bytes)"),
+        "section_offset_past": (_put(data, nat + 24, "<Q", n + 1),
+                                f"truncated: section {note} runs past the "
+                                f"end of the file ({n} bytes)"),
+        "section_name_outside": (_put(data, nat, "<I", 0x7fffffff),
+                                 f"corrupt: the name of section {note} "
+                                 "lies outside its section name table"),
+        "cut_at_64": (data[:64], sh_trunc.replace(f"({n} ", "(64 ")),
+        "cut_at_half": (data[:n // 2], None),
+        "cut_64_short": (data[:-64], sh_trunc.replace(f"({n} ",
+                                                      f"({n - 64} ")),
+    }
+
+
+def _small_as():
+    """Run a reader with 1 GiB of address space, so that allocating what
+    a file claims (a TiB) fails instead of passing unseen."""
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+@pytest.mark.parametrize("case", ["class", "byte_order", "header_cut",
+                                  "shnum_huge", "shoff_huge", "shoff_wraps",
+                                  "phnum_huge", "phoff_huge", "shentsize",
+                                  "phentsize", "shnum_extended_huge",
+                                  "no_name_table", "name_table_past",
+                                  "name_table_not_strtab",
+                                  "section_size_huge", "section_offset_past",
+                                  "section_name_outside", "cut_at_64",
+                                  "cut_at_half", "cut_64_short"])
+def test_bad_elf_one_line(sites, tmp_path, case):
+    """A copy of a real ELF file with one header broken or cut short: the
+    C reader (probekit-scan), the Python one (notes.read_probes), and
+    probekit-list and probekit-check each give the same one line, the
+    path and the cause, and exit 1; each within 1 GiB of address space,
+    whatever size the file claims."""
+    data, cause = elf_mutations(sites)[case]
+    bad = str(tmp_path / case)
+    with open(bad, "wb") as f:
+        f.write(data)
+    with pytest.raises(notes.BadELF) as e:
+        notes.read_probes(bad)
+    if cause is not None:
+        assert str(e.value) == cause
+    line = f"{bad}: {e.value}"
+    runs = [(subprocess.Popen(cmd + [bad], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True,
+                              preexec_fn=_small_as), prog)
+            for cmd, prog in (([SCAN, "notes"], "probekit-bpftrace"),
+                              ([LIST], "probekit-list"),
+                              ([CHECK, "--binary"], "probekit-check"))]
+    for p, prog in runs:
+        out, err = p.communicate(timeout=probekit.TIMEOUT)
+        assert (p.returncode, out, err) == (1, "", f"{prog}: {line}\n")

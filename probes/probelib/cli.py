@@ -5,7 +5,7 @@ each file by its kind, report errors and coverage."""
 import argparse
 import sys
 
-from . import argspec, features, notes, process
+from . import argspec, elf, features, notes, process
 from .catalog import CatalogError, parse_catalog
 from .check_bcc import check_bcc
 from .check_bt import check_bpftrace
@@ -175,7 +175,7 @@ def unreadable(path, e):
     """The one line that says why the ELF file at path cannot be read."""
     if isinstance(e, OSError):
         return f"{path}: {why(e)}"
-    if isinstance(e, notes.NoteError):
+    if isinstance(e, elf.BadELF):
         return f"{path}: {e}"
     return f"{path}: cannot read as ELF: {e}"
 
@@ -217,7 +217,7 @@ def _load(a, report):
         try:
             t = Target(path)
         except Exception as e:  # OSError, ELFError and friends
-            if path in a.lib or isinstance(e, notes.NoteError):
+            if path in a.lib or isinstance(e, elf.BadELF):
                 _fail(unreadable(name, e))
                 return None
             continue

@@ -26,7 +26,7 @@ import fnmatch
 import json
 import sys
 
-from . import argspec, features, notes, process
+from . import argspec, elf, features, notes, process
 from .inputs import one_line, open_regular, why
 from .catalog import CatalogError, parse_catalog
 from .cmdline import Parser
@@ -124,10 +124,10 @@ def records(files, pattern, pid=None, catalog=None):
     for name, path in files:
         try:
             found = notes.by_name(notes.read_probes(path))
-        except notes.NoteError as e:
-            # Corrupt notes in any file fail the listing: the file is ELF
-            # and has probes, and which of them are real cannot be told.
-            raise notes.NoteError(f"{name}: {e}") from None
+        except elf.BadELF as e:
+            # A corrupt ELF file or corrupt notes fail the listing: the
+            # file is ELF, and which of its probes are real cannot be told.
+            raise elf.BadELF(f"{name}: {e}") from None
         except Exception:   # OSError, ELFError and what a corrupt file raises
             if len(files) == 1:
                 raise
@@ -245,7 +245,7 @@ def main(argv=None):
         return fail(str(e))
     except OSError as e:
         return fail(f"{path}: {why(e)}")
-    except notes.NoteError as e:
+    except elf.BadELF as e:
         return fail(str(e))
     except Exception as e:  # a corrupt ELF file
         return fail(f"cannot read the USDT notes of {path}: {e}")

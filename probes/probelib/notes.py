@@ -17,8 +17,7 @@ import struct
 from dataclasses import dataclass, field
 
 from .argspec import X86_64, split_spec
-from .elf import ELFFile, file_offset
-from .inputs import open_regular
+from .elf import BadELF, file_offset, open_elf
 from .registers import arch_of
 
 MAX_ARGS = 12           # sys/sdt.h's limit; bpftrace, BCC and libbpf agree
@@ -65,7 +64,7 @@ def parse_argspec(spec, arch=X86_64):
     return out
 
 
-class NoteError(Exception):
+class NoteError(BadELF):
     """A .note.stapsdt section that cannot be read as notes; the message
     is one line that names the note's file offset and the cause, and is
     word for word what the C reader (usdt_notes.c) says."""
@@ -179,9 +178,9 @@ def _notes(elf, sec, base_addr):
 def read_probes(path):
     """All stapsdt notes of the ELF file at path, in file order.  Raises
     OSError (inputs.NotRegularFile for a FIFO, a device, a directory),
-    ELFError for a file that is not ELF, NoteError for corrupt notes."""
-    with open_regular(path) as f:
-        elf = ELFFile(f)
+    ELFError for a file that is not ELF, BadELF for a corrupt one
+    (NoteError for corrupt notes)."""
+    with open_elf(path) as elf:
         sec = elf.get_section_by_name(".note.stapsdt")
         if sec is None or sec["sh_type"] != "SHT_NOTE":
             return []

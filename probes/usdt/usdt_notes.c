@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -57,36 +58,125 @@ int usdt_file_offset(Elf *elf, unsigned long long addr, unsigned long long *off)
 	return -1;
 }
 
+static unsigned long long read_word(const unsigned char *p, int size, bool msb);
+
+/* Section header i of a file image d: its name, type, offset, size, link. */
+struct raw_shdr {
+	unsigned long long name, type, off, size, link;
+};
+
+static void raw_shdr(const unsigned char *d, unsigned long long shoff, bool is64, bool msb,
+		     unsigned long long i, struct raw_shdr *h)
+{
+	const unsigned char *p = d + shoff + i * (is64 ? 64 : 40);
+	int w = is64 ? 8 : 4;
+
+	h->name = read_word(p, 4, msb);
+	h->type = read_word(p + 4, 4, msb);
+	h->off = read_word(p + 8 + 2 * w, w, msb);
+	h->size = read_word(p + 8 + 3 * w, w, msb);
+	h->link = read_word(p + 8 + 4 * w, 4, msb);
+}
+
+/* The checks of notes.py's twin, elf.py's check(), in the same order and
+ * words, on the file's raw bytes: no count or size the file claims is
+ * used before it is known to lie inside the file. */
+static int raw_check(const unsigned char *d, unsigned long long size, char *err, size_t errlen)
+{
+	unsigned long long phoff, shoff, phentsize, phnum, shentsize, shnum, shstrndx, i;
+	unsigned ehsize, phsize, shsize;
+	struct raw_shdr h, names;
+	bool is64, msb;
+	int w;
+
+	if (!d || size < 16 || memcmp(d, "\x7f" "ELF", 4))
+		return fail(err, errlen, "not an ELF file");
+	if (d[EI_CLASS] != ELFCLASS32 && d[EI_CLASS] != ELFCLASS64)
+		return fail(err, errlen, "corrupt: its ELF class is %u, neither 1 (32-bit) nor 2 (64-bit)",
+			    d[EI_CLASS]);
+	if (d[EI_DATA] != ELFDATA2LSB && d[EI_DATA] != ELFDATA2MSB)
+		return fail(err, errlen, "corrupt: its byte order is %u, neither 1 (little-endian) nor 2 (big-endian)",
+			    d[EI_DATA]);
+	is64 = d[EI_CLASS] == ELFCLASS64;
+	msb = d[EI_DATA] == ELFDATA2MSB;
+	ehsize = is64 ? 64 : 52;
+	phsize = is64 ? 56 : 32;
+	shsize = is64 ? 64 : 40;
+	w = is64 ? 8 : 4;
+	if (size < ehsize)
+		return fail(err, errlen, "truncated: its ELF header runs past the end of the file (%llu bytes)", size);
+	phoff = read_word(d + 24 + w, w, msb);
+	shoff = read_word(d + 24 + 2 * w, w, msb);
+	phentsize = read_word(d + ehsize - 10, 2, msb);
+	phnum = read_word(d + ehsize - 8, 2, msb);
+	shentsize = read_word(d + ehsize - 6, 2, msb);
+	shnum = read_word(d + ehsize - 4, 2, msb);
+	shstrndx = read_word(d + ehsize - 2, 2, msb);
+	if (shoff) {
+		if (shentsize != shsize)
+			return fail(err, errlen, "corrupt: its section headers are %llu bytes each, not %u",
+				    shentsize, shsize);
+		if (shoff > size || (shnum ? shnum : 1) * shsize > size - shoff)
+			return fail(err, errlen, "truncated: its section headers run past the end of the file (%llu bytes)",
+				    size);
+		if (!shnum) {	/* more than 0xff00: in section 0 */
+			raw_shdr(d, shoff, is64, msb, 0, &h);
+			shnum = h.size;
+			if (shnum > (size - shoff) / shsize)
+				return fail(err, errlen, "truncated: its section headers run past the end of the file (%llu bytes)",
+					    size);
+		}
+	} else {
+		shnum = 0;
+	}
+	if (phoff && phnum) {
+		if (phentsize != phsize)
+			return fail(err, errlen, "corrupt: its program headers are %llu bytes each, not %u",
+				    phentsize, phsize);
+		if (phoff > size || phnum * phsize > size - phoff)
+			return fail(err, errlen, "truncated: its program headers run past the end of the file (%llu bytes)",
+				    size);
+	}
+	if (!shnum)
+		return 0;
+	if (shstrndx == SHN_XINDEX) {
+		raw_shdr(d, shoff, is64, msb, 0, &h);
+		shstrndx = h.link;
+	}
+	if (!shstrndx || shstrndx >= shnum)
+		return fail(err, errlen, "corrupt: its section name table is section %llu, not one of its %llu sections",
+			    shstrndx, shnum);
+	for (i = 1; i < shnum; i++) {
+		raw_shdr(d, shoff, is64, msb, i, &h);
+		if (h.type != SHT_NOBITS && (h.off > size || h.size > size - h.off))
+			return fail(err, errlen, "truncated: section %llu runs past the end of the file (%llu bytes)",
+				    i, size);
+	}
+	raw_shdr(d, shoff, is64, msb, shstrndx, &names);
+	if (names.type != SHT_STRTAB)
+		return fail(err, errlen, "corrupt: its section name table (section %llu) is not a string table",
+			    shstrndx);
+	for (i = 1; i < shnum; i++) {
+		raw_shdr(d, shoff, is64, msb, i, &h);
+		if (h.name >= names.size)
+			return fail(err, errlen, "corrupt: the name of section %llu lies outside its section name table",
+				    i);
+	}
+	return 0;
+}
+
 int usdt_elf_check(Elf *elf, unsigned long long file_size, char *err, size_t errlen)
 {
+	size_t raw_size = 0;
+	const unsigned char *d = (const unsigned char *)elf_rawfile(elf, &raw_size);
 	GElf_Ehdr eh;
-	GElf_Shdr sh;
-	Elf_Scn *scn = NULL;
-	size_t nsec, i = 0;
+	size_t nsec;
 
-	if (elf_kind(elf) != ELF_K_ELF)
-		return fail(err, errlen, "not an ELF file");
-	if (!gelf_getehdr(elf, &eh))
-		return fail(err, errlen, "truncated or corrupt ELF header (%s)", elf_errmsg(-1));
-	if (eh.e_shoff > file_size ||
-	    (unsigned long long)eh.e_shnum * eh.e_shentsize > file_size - eh.e_shoff)
-		return fail(err, errlen, "truncated: its section headers run past the end of the file (%llu bytes)",
-			    file_size);
-	if (eh.e_phoff > file_size ||
-	    (unsigned long long)eh.e_phnum * eh.e_phentsize > file_size - eh.e_phoff)
-		return fail(err, errlen, "truncated: its program headers run past the end of the file (%llu bytes)",
-			    file_size);
-	if (elf_getshdrnum(elf, &nsec))
-		return fail(err, errlen, "corrupt section headers (%s)", elf_errmsg(-1));
-	while ((scn = elf_nextscn(elf, scn))) {
-		i++;
-		if (!gelf_getshdr(scn, &sh))
-			return fail(err, errlen, "corrupt section header %zu (%s)", i, elf_errmsg(-1));
-		if (sh.sh_type != SHT_NOBITS &&
-		    (sh.sh_offset > file_size || sh.sh_size > file_size - sh.sh_offset))
-			return fail(err, errlen, "truncated: section %zu runs past the end of the file (%llu bytes)",
-				    i, file_size);
-	}
+	if (raw_check(d, file_size < raw_size ? file_size : raw_size, err, errlen))
+		return -1;
+	/* What libelf still refuses after all that. */
+	if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) || elf_getshdrnum(elf, &nsec))
+		return fail(err, errlen, "corrupt ELF header (%s)", elf_errmsg(-1));
 	return 0;
 }
 
@@ -414,7 +504,19 @@ int usdt_notes_read(const char *path, struct usdt_note **out, size_t *n,
 	}
 	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	if (!elf) {
-		rc = fail(err, errlen, "%s: not a readable ELF file (%s)", shown, elf_errmsg(-1));
+		/* libelf refuses some broken files at once: say why as elf.py
+		 * does, from the raw bytes (mapped, not read: nothing the file
+		 * claims is allocated). */
+		const char *lib = elf_errmsg(-1);
+		void *m = st.st_size > 0 ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0)
+					 : MAP_FAILED;
+
+		if (m != MAP_FAILED && raw_check(m, (unsigned long long)st.st_size, why, sizeof(why)))
+			rc = fail(err, errlen, "%s: %s", shown, why);
+		else
+			rc = fail(err, errlen, "%s: not a readable ELF file (%s)", shown, lib);
+		if (m != MAP_FAILED)
+			munmap(m, (size_t)st.st_size);
 	} else {
 		rc = usdt_notes_read_elf(elf, (unsigned long long)st.st_size, out, n, why, sizeof(why));
 		if (rc)
