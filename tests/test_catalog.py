@@ -322,3 +322,36 @@ def test_dtrace_reads_what_the_grammar_takes(tmp_path, case):
     assert sorted((m, len([a for a in args.split(",") if a.strip()]))
                   for m, args in got) == \
         sorted((macro_name("t", p)[2:], len(a)) for p, a in want)
+
+
+@pytest.mark.needs("dtrace", "readelf")
+def test_arg_note_once_and_only_with_usdt(tmp_path):
+    """The USDT=1 header puts one probekit note per probe in the program,
+    however many files include it (a COMDAT group); the USDT=0 header
+    puts none."""
+    gen = [probekit.PYTHON, os.path.join(probekit.ROOT, "probes",
+                                         "gencatalog")]
+    cat = catalog()
+    subprocess.run(["dtrace", "-h", "-s", CATALOG, "-o",
+                    str(tmp_path / "sdt.h")], check=True)
+    for tu in ("a", "b"):
+        (tmp_path / f"{tu}.c").write_text(
+            '#include "blktgt_probes.h"\n'
+            f"int {tu}(void) {{ return BLKTGT_USDT; }}\n")
+    (tmp_path / "m.c").write_text("int a(void); int b(void);\n"
+                                  "int main(void) { return a() + b(); }\n")
+    counts = {}
+    for mode, opt in ((1, ["--enabled-header", "sdt.h"]),
+                      (0, ["--disabled-header"])):
+        subprocess.run(gen + opt + [CATALOG, "-o",
+                                    str(tmp_path / "blktgt_probes.h")],
+                       check=True)
+        exe = str(tmp_path / f"usdt{mode}")
+        # No semaphore is referenced, so the -G object is not needed.
+        subprocess.run(["cc", "-O2", "-Wall", "-Werror", "-I", str(tmp_path),
+                        *(str(tmp_path / f"{t}.c") for t in "abm"),
+                        "-o", exe], check=True)
+        out = subprocess.run(["readelf", "-n", exe], capture_output=True,
+                             text=True, check=True).stdout
+        counts[mode] = len(re.findall(r"^\s+probekit\s", out, re.M))
+    assert counts == {1: len(cat["probes"]), 0: 0}

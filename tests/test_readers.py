@@ -671,3 +671,156 @@ def test_bad_elf_one_line(sites, tmp_path, case):
     for p, prog in runs:
         out, err = p.communicate(timeout=probekit.TIMEOUT)
         assert (p.returncode, out, err) == (1, "", f"{prog}: {line}\n")
+
+
+# --- argument names and types: probekit's own note --------------------------
+
+@pytest.fixture(scope="module")
+def argnames_dump(tmp_path_factory):
+    """tests/argnames_dump.c on the C reader (build/lib)."""
+    out = str(tmp_path_factory.mktemp("argnames") / "argnames_dump")
+    subprocess.run(["cc", "-Wall", "-Werror",
+                    "-I", os.path.join(probekit.ROOT, "probes", "usdt"),
+                    os.path.join(HERE, "argnames_dump.c"),
+                    os.path.join(probekit.BUILD, "lib",
+                                 "libprobekit_usdt.a"), "-lelf", "-o", out],
+                   check=True)
+    return out
+
+
+def c_arg_names(dump, path):
+    """{"provider:name": [(type, name)]} by the C reader, or its error."""
+    r = subprocess.run([dump, path], capture_output=True, text=True,
+                       timeout=probekit.TIMEOUT)
+    if r.returncode:
+        assert r.stdout == "" and r.stderr.count("\n") == 1, r
+        return r.stderr.removeprefix("argnames_dump: ").rstrip("\n")
+    out = {}
+    for ln in r.stdout.splitlines():
+        full, *args = ln.split("\t")
+        out[full] = [tuple(a.rsplit(" ", 1)) for a in args]
+    return out
+
+
+def py_arg_names(path):
+    try:
+        return {k: v.args for k, v in notes.read_arg_names(path).items()}
+    except notes.BadELF as e:
+        return f"{path}: {e}"
+
+
+def test_arg_names_blktgt(blktgt_bin, argnames_dump, tmp_path):
+    """blktgt carries each catalog probe's argument types and names, one
+    note per probe, and both readers read the catalog's; so does a
+    stripped copy (the note is allocated: strip keeps it)."""
+    from probelib.catalog import parse_catalog
+    cat = parse_catalog(os.path.join(probekit.ROOT, "probes", "blktgt.d"))
+    want = {f"blktgt:{p['name']}": [(a["type"], a["name"])
+                                    for a in p["args"]]
+            for p in cat["probes"]}
+    assert len(want) == 27
+    assert want["blktgt:io__submit"][0] == ("uint64_t", "id")
+    stripped = str(tmp_path / "blktgt")
+    shutil.copy(blktgt_bin, stripped)
+    subprocess.run(["strip", "--strip-all", stripped], check=True)
+    assert ".symtab" not in subprocess.run(
+        ["readelf", "-S", stripped], capture_output=True, text=True,
+        check=True).stdout
+    for path in (blktgt_bin, stripped):
+        assert c_arg_names(argnames_dump, path) == want
+        assert py_arg_names(path) == want
+
+
+def test_arg_names_none(argnames_dump, sites):
+    """A binary built without probekit's header has none: {} from both."""
+    assert c_arg_names(argnames_dump, sites) == {} == py_arg_names(sites)
+
+
+def test_list_names_without_catalog(blktgt_bin):
+    """probekit-list shows each argument's type and name from the binary
+    itself, with no catalog."""
+    r = subprocess.run([LIST, blktgt_bin, "blktgt:io__submit"],
+                       capture_output=True, text=True,
+                       timeout=probekit.TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    args = [ln for ln in r.stdout.splitlines() if ln.startswith("      arg")]
+    assert [ln.split("  ")[-1] for ln in args] == [
+        "uint64_t id", "char * bdev", "uint32_t type", "uint64_t offset",
+        "uint64_t len", "char * type_name"]
+
+
+def pk_mutations(path):
+    """{case: (bytes, cause)}: path with its first probekit note broken."""
+    data = open(path, "rb").read()
+    at = data.index(b"probekit\0\0\0\0\1\0\0\0") - 12
+    namesz, descsz, typ = struct.unpack_from("<3I", data, at)
+    assert (namesz, typ) == (9, 1)
+    desc = at + 12 + 12
+    argc, = struct.unpack_from("<I", data, desc + 4)
+    strings = data[desc + 8:desc + descsz]
+    prov_end = strings.index(b"\0")
+    # What the last argument's type and name take, with their NULs.
+    past = sum(len(x) + 1 for x in strings.split(b"\0")[-3:-1])
+
+    def put(off, fmt, *v):
+        return _put(data, off, fmt, *v)
+    return {
+        "version": (put(desc, "<I", 2), "its version is 2, not 1 (the one "
+                    "this probekit reads)"),
+        "argc_huge": (put(desc + 4, "<I", 13), "its argument count 13 is "
+                      "more than 12"),
+        "argc_more": (put(desc + 4, "<I", argc + 1),
+                      f"its argument {argc}'s type is not NUL-terminated "
+                      "inside the note"),
+        "argc_less": (put(desc + 4, "<I", argc - 1),
+                      f"its description has {past} bytes past its last "
+                      "string"),
+        "desc_short": (put(at + 4, "<I", 4), "its description of 4 bytes "
+                       "is shorter than its version and argument count"),
+        "desc_huge": (put(at + 4, "<I", 1 << 30), "its name (9 bytes) and "
+                      "description (1073741824 bytes) run past the end of "
+                      ".note.probekit"),
+        "provider_colon": (put(desc + 8 + prov_end - 1, "B", ord(":")),
+                           "its provider has a control, non-ASCII, space "
+                           "or colon byte (0x3a)"),
+    }
+
+
+@pytest.mark.parametrize("case", ["version", "argc_huge", "argc_more",
+                                  "argc_less", "desc_short", "desc_huge",
+                                  "provider_colon"])
+def test_arg_names_corrupt(blktgt_bin, argnames_dump, tmp_path, case):
+    """A copy of blktgt with its first probekit note broken: both readers
+    give the same one line, the note's file offset and the cause; so does
+    probekit-list, which reads the note."""
+    data, cause = pk_mutations(blktgt_bin)[case]
+    at = open(blktgt_bin, "rb").read().index(
+        b"probekit\0\0\0\0\1\0\0\0") - 12
+    bad = str(tmp_path / case)
+    with open(bad, "wb") as f:
+        f.write(data)
+    line = f"{bad}: the probekit note at file offset 0x{at:x} is " \
+           f"corrupt: {cause}"
+    assert py_arg_names(bad) == line
+    assert c_arg_names(argnames_dump, bad) == line
+    r = subprocess.run([LIST, bad], capture_output=True, text=True,
+                       timeout=probekit.TIMEOUT)
+    assert (r.returncode, r.stdout, r.stderr) == \
+        (1, "", f"probekit-list: {line}\n")
+
+
+def test_pk_note_format_agrees():
+    """The probekit note's section, owner, type, version and bounds are
+    the same in both readers (usdt_notes.h, notes.py)."""
+    h = open(os.path.join(probekit.ROOT, "probes", "usdt",
+                          "usdt_notes.h")).read()
+
+    def define(name):
+        return re.search(rf"#define {name} (\S+)", h).group(1).strip('"')
+    assert (define("USDT_PK_NOTE_SECTION"), define("USDT_PK_NOTE_OWNER"),
+            int(define("USDT_PK_NOTE_TYPE")),
+            int(define("USDT_PK_NOTE_VERSION")),
+            int(define("USDT_PK_NOTES_MAX")),
+            int(define("USDT_TYPE_MAX")) - 1) == \
+        (notes.PK_NOTE_SECTION, notes.PK_NOTE_OWNER, notes.PK_NOTE_TYPE,
+         notes.PK_NOTE_VERSION, notes.PK_NOTES_MAX, notes.TYPE_MAX)

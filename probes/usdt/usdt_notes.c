@@ -356,6 +356,164 @@ bad:
 		    (unsigned long long)sh.sh_offset + off, cause);
 }
 
+/* One probekit note's description into *a: NULL, or the cause in why.
+ * The checks and their order are notes.py's _arg_names. */
+static const char *parse_pk_note(Elf *elf, const unsigned char *desc, size_t size,
+				 struct usdt_probe_args *a, char *why, size_t whylen)
+{
+	bool msb = elf_getident(elf, NULL)[EI_DATA] == ELFDATA2MSB;
+	const unsigned char *p = desc + 8, *end = desc + size;
+	unsigned long long version, argc;
+	char what[32];
+	int i;
+
+	memset(a, 0, sizeof(*a));
+	if (size < 8) {
+		snprintf(why, whylen, "its description of %zu bytes is shorter than its version and argument count",
+			 size);
+		return why;
+	}
+	version = read_word(desc, 4, msb);
+	argc = read_word(desc + 4, 4, msb);
+	if (version != USDT_PK_NOTE_VERSION) {
+		snprintf(why, whylen, "its version is %llu, not %d (the one this probekit reads)", version,
+			 USDT_PK_NOTE_VERSION);
+		return why;
+	}
+	if (argc > USDT_ARGC_MAX) {
+		snprintf(why, whylen, "its argument count %llu is more than %d", argc, USDT_ARGC_MAX);
+		return why;
+	}
+	if (take_field(&p, end, "provider", a->provider, sizeof(a->provider), false, why, whylen) ||
+	    take_field(&p, end, "probe name", a->name, sizeof(a->name), false, why, whylen))
+		return why;
+	for (i = 0; i < (int)argc; i++) {
+		snprintf(what, sizeof(what), "argument %d's type", i);
+		if (take_field(&p, end, what, a->args[i].type, sizeof(a->args[i].type), true, why, whylen))
+			return why;
+		snprintf(what, sizeof(what), "argument %d's name", i);
+		if (take_field(&p, end, what, a->args[i].name, sizeof(a->args[i].name), false, why,
+			       whylen))
+			return why;
+	}
+	a->argc = (int)argc;
+	if (p != end) {
+		snprintf(why, whylen, "its description has %zu bytes past its last string", (size_t)(end - p));
+		return why;
+	}
+	return NULL;
+}
+
+const struct usdt_probe_args *usdt_probe_args_find(const struct usdt_probe_args *a, size_t n,
+						   const char *provider, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (!strcmp(a[i].provider, provider) && !strcmp(a[i].name, name))
+			return &a[i];
+	return NULL;
+}
+
+/* Append the probekit notes of one SHT_NOTE section to *out, walked as
+ * read_section walks .note.stapsdt (notes.py's _walk is the twin). */
+static int read_pk_section(Elf *elf, Elf_Scn *scn, struct usdt_probe_args **out, size_t *n,
+			   size_t *cap, char *err, size_t errlen)
+{
+	Elf_Data *data = elf_rawdata(scn, NULL);
+	bool msb = elf_getident(elf, NULL)[EI_DATA] == ELFDATA2MSB;
+	const struct usdt_probe_args *seen;
+	const unsigned char *d;
+	size_t off = 0, size, align, name_at, desc_at;
+	unsigned long long namesz, descsz, type;
+	char why[256];
+	const char *cause;
+	GElf_Shdr sh;
+
+	if (!data || !gelf_getshdr(scn, &sh))
+		return fail(err, errlen, "cannot read its %s section (%s)", USDT_PK_NOTE_SECTION,
+			    elf_errmsg(-1));
+	d = data->d_buf;
+	size = data->d_size;
+	align = sh.sh_addralign == 8 ? 8 : 4;
+	while (off < size) {
+		if (size - off < 12) {
+			cause = "its 12-byte header runs past the end of " USDT_PK_NOTE_SECTION;
+			goto bad;
+		}
+		namesz = read_word(d + off, 4, msb);
+		descsz = read_word(d + off + 4, 4, msb);
+		type = read_word(d + off + 8, 4, msb);
+		name_at = off + 12;
+		desc_at = name_at + align_up((size_t)namesz, align);
+		if (desc_at > size || descsz > size - desc_at) {
+			snprintf(why, sizeof(why), "its name (%llu bytes) and description (%llu bytes) run past the end of %s",
+				 namesz, descsz, USDT_PK_NOTE_SECTION);
+			cause = why;
+			goto bad;
+		}
+		if (type == USDT_PK_NOTE_TYPE && namesz == sizeof(USDT_PK_NOTE_OWNER) &&
+		    !memcmp(d + name_at, USDT_PK_NOTE_OWNER, sizeof(USDT_PK_NOTE_OWNER))) {
+			if (*n == USDT_PK_NOTES_MAX)
+				return fail(err, errlen, "more than %d probekit notes", USDT_PK_NOTES_MAX);
+			if (*n == *cap) {
+				size_t ncap = *cap ? *cap * 2 : 32;
+				struct usdt_probe_args *grown = realloc(*out, ncap * sizeof(**out));
+
+				if (!grown)
+					return fail(err, errlen, "out of memory");
+				*out = grown;
+				*cap = ncap;
+			}
+			cause = parse_pk_note(elf, d + desc_at, (size_t)descsz, *out + *n, why, sizeof(why));
+			if (cause)
+				goto bad;
+			seen = usdt_probe_args_find(*out, *n, (*out)[*n].provider, (*out)[*n].name);
+			if (!seen)
+				(*n)++;
+			else if (memcmp(seen, *out + *n, sizeof(*seen)))
+				return fail(err, errlen, "two probekit notes of %s:%s disagree about its arguments",
+					    seen->provider, seen->name);
+		}
+		off = desc_at + align_up((size_t)descsz, align);
+	}
+	return 0;
+bad:
+	return fail(err, errlen, "the probekit note at file offset 0x%llx is corrupt: %s",
+		    (unsigned long long)sh.sh_offset + off, cause);
+}
+
+int usdt_probe_args_read_elf(Elf *elf, unsigned long long file_size,
+			     struct usdt_probe_args **out, size_t *n, char *err, size_t errlen)
+{
+	size_t shstrndx, cap = 0;
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	const char *name;
+
+	*out = NULL;
+	*n = 0;
+	if (usdt_elf_check(elf, file_size, err, errlen))
+		return -1;
+	if (elf_getshdrstrndx(elf, &shstrndx))
+		return fail(err, errlen, "corrupt ELF header (%s)", elf_errmsg(-1));
+	while ((scn = elf_nextscn(elf, scn))) {
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
+			continue;
+		name = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (!name || strcmp(name, USDT_PK_NOTE_SECTION))
+			continue;
+		if (read_pk_section(elf, scn, out, n, &cap, err, errlen)) {
+			free(*out);
+			*out = NULL;
+			*n = 0;
+			return -1;
+		}
+		break;
+	}
+	return 0;
+}
+
 int usdt_notes_read_elf(Elf *elf, unsigned long long file_size,
 			struct usdt_note **out, size_t *n, char *err, size_t errlen)
 {
@@ -481,8 +639,27 @@ const char *usdt_escape(const char *s, char *out, size_t cap)
 	return out;
 }
 
-int usdt_notes_read(const char *path, struct usdt_note **out, size_t *n,
-		    char *err, size_t errlen)
+/* What read_path reads from an open ELF file: the stapsdt notes or the
+ * probekit notes. */
+typedef int (*elf_reader)(Elf *elf, unsigned long long file_size, void *out, size_t *n, char *err,
+			  size_t errlen);
+
+static int read_stapsdt(Elf *elf, unsigned long long file_size, void *out, size_t *n, char *err,
+			size_t errlen)
+{
+	return usdt_notes_read_elf(elf, file_size, out, n, err, errlen);
+}
+
+static int read_pk(Elf *elf, unsigned long long file_size, void *out, size_t *n, char *err,
+		   size_t errlen)
+{
+	return usdt_probe_args_read_elf(elf, file_size, out, n, err, errlen);
+}
+
+/* Open path as usdt_notes_read says and run read on it; every error is
+ * "PATH: why". */
+static int read_path(const char *path, elf_reader read, void **out, size_t *n, char *err,
+		     size_t errlen)
 {
 	Elf *elf;
 	int fd, rc;
@@ -518,13 +695,25 @@ int usdt_notes_read(const char *path, struct usdt_note **out, size_t *n,
 		if (m != MAP_FAILED)
 			munmap(m, (size_t)st.st_size);
 	} else {
-		rc = usdt_notes_read_elf(elf, (unsigned long long)st.st_size, out, n, why, sizeof(why));
+		rc = read(elf, (unsigned long long)st.st_size, out, n, why, sizeof(why));
 		if (rc)
 			fail(err, errlen, "%s: %s", shown, why);
 		elf_end(elf);
 	}
 	close(fd);
 	return rc;
+}
+
+int usdt_notes_read(const char *path, struct usdt_note **out, size_t *n,
+		    char *err, size_t errlen)
+{
+	return read_path(path, read_stapsdt, (void **)out, n, err, errlen);
+}
+
+int usdt_probe_args_read(const char *path, struct usdt_probe_args **out, size_t *n,
+			 char *err, size_t errlen)
+{
+	return read_path(path, read_pk, (void **)out, n, err, errlen);
 }
 
 void usdt_notes_free(struct usdt_note *notes)
