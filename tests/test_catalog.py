@@ -237,6 +237,42 @@ MALFORMED = {
                             "end of the file")),
     "double_semicolon": (_P + "\tprobe a(uint64_t x);;\n" + _E,
                          (2, "found ';'")),
+    # The trace ring's events, in @ring comments (dtrace skips them).
+    "ring_whole": (_P + "\t/* @ring group g 0 \"a, group\" */\n"
+                   "\t/* @ring owner o 0 t */ /* @ring object none 0 - */\n"
+                   "\tprobe a(uint64_t x);\n"
+                   "\t/* @ring event e g 3 o none new\n\t * \"doc, with a "
+                   "comma\" INT x */\n" + _E, _X),
+    "ring_unknown": (_P + "\t/* @ring evnt e */\n\tprobe a(uint64_t x);\n"
+                     + _E, (2, "@ring evnt: expected group, owner, object "
+                            "or event")),
+    "ring_before_probe": (_P + "\t/* @ring group g 0 \"g\" */\n"
+                          "\t/* @ring owner o 0 t */\n"
+                          "\t/* @ring object none 0 - */\n"
+                          "\t/* @ring event e g 0 o none \"d\" */\n"
+                          "\tprobe a(uint64_t x);\n" + _E,
+                          (5, "@ring event: it must come right after the "
+                           "probe it mirrors")),
+    "ring_argument_not_in_probe": (
+        _P + "\t/* @ring group g 0 \"g\" */ /* @ring owner o 0 t */\n"
+        "\t/* @ring object none 0 - */\n\tprobe a(uint64_t x);\n"
+        "\t/* @ring event e g 0 o none \"d\" INT y */\n" + _E,
+        (5, "@ring event e: argument 'y' is not an argument of probe a")),
+    "ring_undeclared_group": (
+        _P + "\tprobe a(uint64_t x);\n"
+        "\t/* @ring event e g 0 o none \"d\" INT x */\n" + _E,
+        (3, "@ring: no group 'g' is declared above")),
+    "ring_bad_type": (
+        _P + "\t/* @ring group g 0 \"g\" */ /* @ring owner o 0 t */\n"
+        "\t/* @ring object none 0 - */\n\tprobe a(uint64_t x);\n"
+        "\t/* @ring event e g 0 o none \"d\" INT64 x */\n" + _E,
+        (5, "argument 'INT64 x' is not TYPE NAME")),
+    "ring_bit_twice": (
+        _P + "\t/* @ring group g 0 \"g\" */ /* @ring owner o 0 t */\n"
+        "\t/* @ring object none 0 - */\n\tprobe a(uint64_t x);\n"
+        "\t/* @ring event e g 0 o none \"d\" */\n\tprobe b();\n"
+        "\t/* @ring event f g 0 o none \"d\" */\n" + _E,
+        (7, "@ring event f: its name or its group and bit are e's too")),
 }
 
 # What another project's file (strict=False) reads whole where a catalog
@@ -249,6 +285,25 @@ LENIENT = {
     "include": _X,
     "void": [("a", [("void", "")])],
 }
+
+
+def test_trace_defs_generated_from_catalog():
+    """target/trace_defs.h, the trace ring's lists, is the catalog's @ring
+    comments as gencatalog writes them; 'make probes-doc' remakes it.
+    Each of the ring's 9 events mirrors a probe of the catalog."""
+    path = os.path.join(probekit.ROOT, "target", "trace_defs.h")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    assert gencatalog.trace_defs(catalog(), "probes/blktgt.d") == text, (
+        "target/trace_defs.h differs from probes/blktgt.d's @ring comments; "
+        "run 'make probes-doc'")
+    ring = catalog()["ring"]
+    assert [(e["name"], e["probe"]) for e in ring["events"]] == [
+        ("thread_start", "thread__start"), ("thread_stop", "thread__stop"),
+        ("msg_exec", "msg__exec"), ("bdev_io_submit", "io__submit"),
+        ("bdev_io_done", "io__done"), ("nbd_request", "nbd__request"),
+        ("nbd_reply", "nbd__reply"), ("rpc_request", "rpc__request"),
+        ("rpc_done", "rpc__done")]
 
 
 def _write_case(tmp_path, case):

@@ -102,7 +102,7 @@ class _Tokens:
         self.path = path
         self.source = text
         self.toks = []
-        self.comments = []      # (token index it precedes, text)
+        self.comments = []      # (token index it precedes, text, line)
         line, at, bol = 1, 0, True
         while at < len(text):
             if bol:
@@ -123,7 +123,7 @@ class _Tokens:
             if kind == "comment":
                 body = m.group()
                 body = body[2:-2] if body.startswith("/*") else body[2:]
-                self.comments.append((len(self.toks), body))
+                self.comments.append((len(self.toks), body, line))
             elif kind not in ("space", "newline"):
                 self.toks.append((kind, m.group(), line, at, m.end()))
             line += m.group().count("\n")
@@ -211,7 +211,8 @@ class _Parser:
     def doc(self, since):
         """The documentation of the probe whose 'probe' is the next token:
         the last comment after token index since and before it."""
-        docs = [c for at, c in self.t.comments if since <= at <= self.i]
+        docs = [c for at, c, _ in self.t.comments
+                if since <= at <= self.i and not _is_ring(c)]
         if not docs:
             return ""
         doc = " ".join(docs[-1].split()).strip()
@@ -258,7 +259,11 @@ class _Parser:
                             f"{_shown(self.text())}")
         if not probes:
             raise self.fail(f"provider {provider} declares no probes", pline)
-        return {"provider": provider, "probes": probes}
+        cat = {"provider": provider, "probes": probes}
+        ring = _Ring(self.t, probes).read()
+        if ring:
+            cat["ring"] = ring
+        return cat
 
     def probe(self):
         line = self.take()[2]
@@ -286,7 +291,8 @@ class _Parser:
         if len(args) > MAX_ARGS:
             raise self.fail(f"probe {name} has {len(args)} arguments; "
                             f"sys/sdt.h allows {MAX_ARGS}", line)
-        return {"name": name, "doc": "", "line": line, "args": args}
+        return {"name": name, "doc": "", "line": line, "args": args,
+                "end": self.i}
 
     def arguments(self, probe, words):
         """The typed arguments of a probe from the words between its
@@ -345,6 +351,153 @@ class _Parser:
                 "pointer": ptr}
 
 
+# --- the trace ring's events, declared beside the probes they mirror ------
+#
+# blktgt's trace ring (target/trace.h) records events of its own; they are
+# declared in the catalog, in comments that dtrace skips and this reader
+# takes strictly, each one directive:
+#
+#   /* @ring group NAME INDEX "DOC" */      a group of up to 64 events
+#   /* @ring owner NAME INDEX LETTER */     who records an event
+#   /* @ring object NAME INDEX LETTER */    what an event is about
+#   /* @ring event NAME GROUP BIT OWNER OBJECT [new] [related OBJECT] "DOC"
+#    *   [TYPE ARG, ...] */
+#
+# An event comes right after the probe it mirrors, and each of its ARGs is
+# one of that probe's arguments, by name: the probe and the event record
+# the same values.  TYPE is one of RING_TYPES.  probekit-gencatalog
+# --trace-defs writes target/trace_defs.h from them.
+
+RING_TYPES = ("INT", "INT32", "PTR", "STR8", "STR16", "STR24", "STR32")
+_RING_WORD = re.compile(r'"(?:[^"\\\n]|\\.)*"|[^\s,]+|,')
+
+
+def _is_ring(comment):
+    return comment.lstrip(" *\t\n").startswith("@ring")
+
+
+class _Ring:
+    def __init__(self, toks, probes):
+        self.t = toks
+        self.probes = probes
+        self.out = {"groups": [], "owners": [], "objects": [], "events": []}
+
+    def read(self):
+        for at, body, line in self.t.comments:
+            if _is_ring(body):
+                self.directive(at, body, line)
+        return self.out if any(self.out.values()) else None
+
+    def directive(self, at, body, line):
+        text = " ".join(ln.strip().lstrip("*") for ln in body.split("\n"))
+        words = _RING_WORD.findall(text)[1:]
+        what = words[0] if words else ""
+        kinds = {"group": "groups", "owner": "owners", "object": "objects"}
+        if what in kinds:
+            self.table(kinds[what], what, words[1:], line)
+        elif what == "event":
+            self.event(at, words[1:], line)
+        else:
+            raise self.t.error(line, f"@ring {what!s}: expected group, "
+                               "owner, object or event")
+
+    def _fail(self, line, why):
+        return self.t.error(line, why)
+
+    def _name(self, w, what, line):
+        if not _NAME.fullmatch(w or ""):
+            raise self._fail(line, f"@ring: {what} '{w}' is not a name "
+                             "(ASCII letters, digits and _)")
+        return w
+
+    def _index(self, w, what, line, limit):
+        if not re.fullmatch(r"[0-9]{1,3}", w or "") or int(w) >= limit:
+            raise self._fail(line, f"@ring: {what} '{w}' is not a number "
+                             f"from 0 to {limit - 1}")
+        return int(w)
+
+    def _doc(self, w, line):
+        if not w or len(w) < 2 or w[0] != '"' or w[-1] != '"':
+            raise self._fail(line, f"@ring: expected a \"description\", "
+                             f"found '{w}'")
+        return w[1:-1]
+
+    def _declared(self, table, name, line):
+        if name not in [e["name"] for e in self.out[table]]:
+            raise self._fail(line, f"@ring: no {table[:-1]} '{name}' is "
+                             "declared above")
+
+    def table(self, table, what, words, line):
+        if len(words) != 3:
+            raise self._fail(line, f"@ring {what}: expected NAME INDEX "
+                             + ('"DOC"' if what == "group" else "LETTER"))
+        name = self._name(words[0], f"{what} name", line)
+        index = self._index(words[1], f"{what} index", line, 64)
+        if what == "group":
+            third = {"doc": self._doc(words[2], line)}
+        else:
+            if not re.fullmatch(r"[a-z-]", words[2]):
+                raise self._fail(line, f"@ring {what} {name}: its letter "
+                                 f"'{words[2]}' is not one of a-z or -")
+            third = {"letter": words[2]}
+        for e in self.out[table]:
+            if e["name"] == name or e["index"] == index:
+                raise self._fail(line, f"@ring {what} {name}: its name or "
+                                 f"index is {e['name']}'s too")
+        self.out[table].append({"name": name, "index": index, **third})
+
+    def event(self, at, words, line):
+        mirrors = [p for p in self.probes if p["end"] <= at]
+        if not mirrors or any(e["probe"] == mirrors[-1]["name"]
+                              for e in self.out["events"]):
+            raise self._fail(line, "@ring event: it must come right after "
+                             "the probe it mirrors (one event per probe)")
+        probe = mirrors[-1]
+        if len(words) < 6:
+            raise self._fail(line, "@ring event: expected NAME GROUP BIT "
+                             "OWNER OBJECT [new] [related OBJECT] \"DOC\" "
+                             "[TYPE ARG, ...]")
+        name = self._name(words[0], "event name", line)
+        group, owner, obj = words[1], words[3], words[4]
+        self._declared("groups", group, line)
+        bit = self._index(words[2], "bit", line, 64)
+        self._declared("owners", owner, line)
+        self._declared("objects", obj, line)
+        rest = words[5:]
+        new = bool(rest) and rest[0] == "new"
+        rest = rest[new:]
+        related = "none"
+        if rest and rest[0] == "related":
+            related = rest[1] if len(rest) > 1 else ""
+            self._declared("objects", related, line)
+            rest = rest[2:]
+        doc = self._doc(rest[0] if rest else "", line)
+        args, names = [], {a["name"] for a in probe["args"]}
+        items = " ".join(rest[1:]).split(",") if rest[1:] else []
+        for item in items:
+            tn = item.split()
+            if len(tn) != 2 or tn[0] not in RING_TYPES:
+                raise self._fail(line, f"@ring event {name}: argument "
+                                 f"'{item.strip()}' is not TYPE NAME, TYPE "
+                                 "one of " + ", ".join(RING_TYPES))
+            if tn[1] not in names:
+                raise self._fail(line, f"@ring event {name}: argument "
+                                 f"'{tn[1]}' is not an argument of probe "
+                                 f"{probe['name']}, which it mirrors")
+            if tn[1] in [a[1] for a in args]:
+                raise self._fail(line, f"@ring event {name}: two arguments "
+                                 f"are named '{tn[1]}'")
+            args.append((tn[0], tn[1]))
+        for e in self.out["events"]:
+            if e["name"] == name or (e["group"], e["bit"]) == (group, bit):
+                raise self._fail(line, f"@ring event {name}: its name or "
+                                 f"its group and bit are {e['name']}'s too")
+        self.out["events"].append({
+            "name": name, "group": group, "bit": bit, "owner": owner,
+            "object": obj, "new": new, "related": related, "doc": doc,
+            "args": args, "probe": probe["name"], "line": line})
+
+
 def _type_text(words):
     """A type's words as TYPES spells them: one space between words, a
     '*' after a space ("char *"), "const" left out."""
@@ -364,12 +517,16 @@ def _type_text(words):
 def parse_text(text, path, strict=True):
     """The catalog in text (read from path, which messages name); see
     parse_catalog."""
-    return _Parser(_Tokens(text, path, strict), strict).catalog()
+    cat = _Parser(_Tokens(text, path, strict), strict).catalog()
+    for p in cat["probes"]:
+        del p["end"]
+    return cat
 
 
 def parse_catalog(path, strict=True):
     """Return {"provider": str, "probes": [{name, doc, line, args:[{name,
-    type, size, pointer}]}]}.  Raises OSError when path cannot be read,
+    type, size, pointer}]}], and "ring": {groups, owners, objects, events}
+    when the catalog declares trace ring events (see _Ring)}.  Raises OSError when path cannot be read,
     CatalogError (FILE:LINE: why) for anything the grammar above does not
     take, text that is not UTF-8 included."""
     with open_regular(path, "rb") as f:
