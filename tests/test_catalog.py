@@ -370,7 +370,10 @@ def test_dtrace_reads_what_the_grammar_takes(tmp_path, case):
     r = subprocess.run(["dtrace", "-h", "-s", path, "-o", str(out)],
                        capture_output=True, text=True,
                        timeout=probekit.TIMEOUT)
-    assert r.returncode == 0 and r.stdout + r.stderr == "", r
+    # Its fallback says "Proceeding as if --no-pyparsing was given";
+    # pyparsing 3.2 (unstable) adds a deprecation warning of its own.
+    assert r.returncode == 0 and "no-pyparsing" not in r.stdout + r.stderr \
+        and "syntax error" not in r.stdout + r.stderr, r
     got = re.findall(r"^#define T_(\w+)\(([^)]*)\) \\?$",
                      out.read_text(), re.M)
     want = MALFORMED[case][1]
