@@ -240,6 +240,7 @@ probes: $(TARGET)
 # The probe table in probes/README.md is made from the catalog.
 probes-doc:
 	$(Q)$(PYTHON) $(GENCAT) --update-doc probes/README.md $(CATALOG)
+	$(Q)$(PYTHON) $(GENCAT) --trace-defs $(CATALOG) -o target/trace_defs.h
 
 # Everything that names a probe: checked against the catalog and binary.
 # The generic tools (usdtlat, usdtcount) attach what their command line
