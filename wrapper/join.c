@@ -84,12 +84,14 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "argnames.h"
 #include "join.h"
 #include "look.h"
 #include "usdt_notes.h"
@@ -350,17 +352,46 @@ static bool is_exit_at(const char *s, size_t i, size_t n)
 	return k < n && s[k] == '(';
 }
 
-/* s[a, b) of a block's body onto out as copy() does, with the window
- * closed just before each exit(): bpftrace detaches after exit() as it
- * does after Ctrl-C, one probe at a time. */
-static void copy_code(struct joiner *j, struct helper_buf *out, size_t a, size_t b)
+/* Whether the args token at s[i] is str()'s argument: "str(" before it,
+ * blanks between. */
+static bool in_str(const char *s, size_t a, size_t i)
+{
+	while (i > a && strchr(" \t", s[i - 1]))
+		i--;
+	if (i <= a || s[i - 1] != '(')
+		return false;
+	i--;
+	while (i > a && strchr(" \t", s[i - 1]))
+		i--;
+	return i >= a + 3 && !strncmp(s + i - 3, "str", 3) && (i == a + 3 || !is_ident(s[i - 4]));
+}
+
+/* s[a, b) of a block's predicate or body onto out as copy() does, with
+ * the window closed just before each exit() (bpftrace detaches after
+ * exit() as it does after Ctrl-C, one probe at a time), and, for a usdt
+ * probe's block (pa), each args.NAME read as the argument of that name
+ * (argnames.c; where names the block in a message).  *reads becomes the
+ * highest argument so read. */
+static void copy_named(struct joiner *j, struct helper_buf *out, size_t a, size_t b,
+		       const struct usdt_probe_args *pa, const char *where, int *reads)
 {
 	const char *s = j->s;
-	size_t i = a, from = a;
+	size_t i = a, from = a, tok, name, len;
+	int n;
 
 	while (i < b) {
 		if (s[i] == '"' || is_comment(s, i, b)) {
 			i = skip(s, i, b);
+			continue;
+		}
+		if (pa && (tok = argnames_at(s, i, b, &name, &len))) {
+			copy(j, out, from, i);
+			if (i == 0 || s[i - 1] == '\n')
+				add_mark(j, out, line_at(j, i));
+			n = argnames_put(out, pa, s + name, len, in_str(s, a, i), where);
+			if (reads && n > *reads)
+				*reads = n;
+			i = from = i + tok;
 			continue;
 		}
 		if (!is_exit_at(s, i, b)) {
@@ -372,6 +403,11 @@ static void copy_code(struct joiner *j, struct helper_buf *out, size_t a, size_t
 		i += 4;
 	}
 	copy(j, out, from, b);
+}
+
+static void copy_code(struct joiner *j, struct helper_buf *out, size_t a, size_t b)
+{
+	copy_named(j, out, a, b, NULL, NULL, NULL);
 }
 
 /* s[i..] past blanks and comments, up to b. */
@@ -456,17 +492,16 @@ static void gate_test(struct joiner *j, struct helper_buf *out, bool of_file)
 		helper_buf_str(out, GATE_OPEN_TEST);
 }
 
-/* --hits: for each attach point of the traced block header s[a, b) (the
- * list before its predicate) that no block before named, a block of its
- * own onto out that counts its hits inside the window, under its own
- * index and the CPU's (no two CPUs race on one counter).  A probe that
- * several blocks name is counted once a hit. */
-static void add_hit_blocks(struct joiner *j, struct helper_buf *out, size_t a, size_t b)
+/* The most attach points one block header may list. */
+#define APS_MAX 256
+
+/* The attach points of the block header s[a, b), as [x, y) spans (blanks
+ * trimmed) into aps, at most APS_MAX; *pred is where its predicate starts
+ * (the '/' after a blank) or b.  Returns how many. */
+static int split_header(const char *s, size_t a, size_t b, size_t (*aps)[2], size_t *pred)
 {
-	const char *s = j->s;
 	size_t e, p, q, x, y;
-	char *ap;
-	int i;
+	int n = 0;
 
 	for (e = a; e < b; ) {	/* the predicate's '/' follows a blank */
 		if (s[e] == '"' || is_comment(s, e, b)) {
@@ -477,6 +512,7 @@ static void add_hit_blocks(struct joiner *j, struct helper_buf *out, size_t a, s
 			break;
 		e++;
 	}
+	*pred = e;
 	for (p = a; p < e; p = q + 1) {
 		for (q = p; q < e && s[q] != ','; )
 			q = s[q] == '"' || is_comment(s, q, e) ? skip(s, q, e) : q + 1;
@@ -485,6 +521,30 @@ static void add_hit_blocks(struct joiner *j, struct helper_buf *out, size_t a, s
 			;
 		if (x == y)
 			continue;
+		if (n == APS_MAX)
+			helper_die("a block lists more than %d attach points", APS_MAX);
+		aps[n][0] = x;
+		aps[n][1] = y;
+		n++;
+	}
+	return n;
+}
+
+/* --hits: for each attach point of the traced block header s[a, b) (the
+ * list before its predicate) that no block before named, a block of its
+ * own onto out that counts its hits inside the window, under its own
+ * index and the CPU's (no two CPUs race on one counter).  A probe that
+ * several blocks name is counted once a hit. */
+static void add_hit_blocks(struct joiner *j, struct helper_buf *out, size_t a, size_t b)
+{
+	const char *s = j->s;
+	size_t aps[APS_MAX][2], pred, x, y;
+	char *ap;
+	int i, k, n = split_header(s, a, b, aps, &pred);
+
+	for (k = 0; k < n; k++) {
+		x = aps[k][0];
+		y = aps[k][1];
 		ap = strndup(s + x, y - x);
 		if (!ap)
 			helper_die("out of memory");
@@ -507,6 +567,93 @@ static void add_hit_blocks(struct joiner *j, struct helper_buf *out, size_t a, s
 		helper_buf_printf(out, " @__pk_hits[%d, cpu]++; }\n}\n", j->nhits);
 		j->nhits++;
 	}
+}
+
+/* The file and the probe a usdt attach point s[x, y) names, "usdt:FILE:
+ * SPEC" or "U:FILE:SPEC", FILE __EXE__ (the traced file) or a path; the
+ * probe's argument names from it (argnames_probe: one line and exit 1 if
+ * there are none). */
+static const struct usdt_probe_args *named_probe(struct joiner *j, size_t x, size_t y,
+						 const char *where)
+{
+	char *ap = strndup(j->s + x, y - x), *file, *spec, *q;
+	const struct usdt_probe_args *pa;
+
+	if (!ap)
+		helper_die("out of memory");
+	file = strchr(ap, ':');
+	if (!file || !(strncmp(ap, "usdt:", 5) == 0 || strncmp(ap, "U:", 2) == 0))
+		helper_die("%s: args.NAME names a usdt probe's arguments, and %s is not one", where, ap);
+	file++;
+	if (*file == '"') {
+		q = strchr(file + 1, '"');
+		if (!q)
+			helper_die("%s: %s: an unclosed quote", where, ap);
+		*q = '\0';
+		file++;
+		spec = q + 1;
+	} else {
+		spec = strchr(file, ':');
+		if (!spec)
+			helper_die("%s: %s names no probe", where, ap);
+		*spec++ = '\0';
+		spec--;
+	}
+	if (*spec == ':' || *spec == '\0')
+		spec++;
+	if (!strcmp(file, "__EXE__")) {
+		if (!j->o->exe[0])
+			helper_die("%s: args.NAME needs the traced file, which the wrapper gives", where);
+		file = (char *)j->o->exe;
+	}
+	pa = argnames_probe(file, spec, where);
+	free(ap);
+	return pa;
+}
+
+/* A usdt block s[start, k] whose predicate or body names its arguments
+ * (args.NAME): one block per attach point, each reading the names of its
+ * own probe (io__submit's len is its fifth argument, io__done's its
+ * fourth), with the window's test and --hits' block as any traced block. */
+static void join_named(struct joiner *j, size_t start, size_t hb, size_t k, bool traced)
+{
+	const char *s = j->s;
+	size_t aps[APS_MAX][2], pred, from;
+	const struct usdt_probe_args *pa;
+	struct helper_buf scratch = {0};
+	char where[PATH_MAX + 32];
+	int n = split_header(s, start, hb, aps, &pred), i, reads;
+
+	snprintf(where, sizeof(where), "%s:%ld", j->path, line_at(j, start));
+	for (i = 0; i < n; i++) {
+		pa = named_probe(j, aps[i][0], aps[i][1], where);
+		/* The highest argument read, for the wrapper's check against
+		 * the probe's notes: argN written, and the names' indexes. */
+		reads = highest_arg(s, pred, k);
+		scratch.len = 0;
+		copy_named(j, &scratch, pred, k, pa, where, &reads);
+		helper_buf_str(&j->body, "\n");
+		at(j, &j->body, aps[i][0]);
+		mark_header(j, &j->body, aps[i][0], aps[i][1], reads);
+		if (pred < hb) {
+			helper_buf_str(&j->body, "\n");
+			at(j, &j->body, pred);
+			copy_named(j, &j->body, pred, hb, pa, where, NULL);
+		}
+		helper_buf_str(&j->body, "\n");
+		at(j, &j->body, hb);
+		copy(j, &j->body, hb, hb + 1);
+		if (traced) {
+			helper_buf_str(&j->body, " ");
+			gate_test(j, &j->body, true);
+		}
+		copy_named(j, &j->body, hb + 1, k, pa, where, NULL);
+		from = traced ? put_before(j, &j->body, k, "}") : k;
+		copy(j, &j->body, from, k + 1);
+		if (traced && j->o->hits[0])
+			add_hit_blocks(j, &j->body, aps[i][0], aps[i][1]);
+	}
+	free(scratch.p);
 }
 
 /* The header s[a, b) without comments and surrounding blanks, if it is at
@@ -622,6 +769,12 @@ static void join_one(struct joiner *j)
 				k++;
 			}
 			helper_buf_str(&j->defs, "\n");
+		} else if (argnames_used(s, start, k) && counts_hits(s, start, hb)) {
+			bool traced = is_traced(s, start, hb);
+
+			if (traced)
+				j->ntraced++;
+			join_named(j, start, hb, k, traced);
 		} else {
 			bool traced = is_traced(s, start, hb);
 			size_t from;
@@ -948,6 +1101,7 @@ int join_command(int argc, char **argv)
 	o.ready = argv[1];
 	o.duration = argv[2];
 	exe = argv[3];
+	o.exe = exe;
 	o.max_rate = getenv("PROBEKIT_MAX_RATE") ? getenv("PROBEKIT_MAX_RATE") : "";
 	o.gate_pid = getenv("PROBEKIT_GATE_PID") ? getenv("PROBEKIT_GATE_PID") : "";
 	o.gate_open = getenv("PROBEKIT_GATE_OPEN") ? getenv("PROBEKIT_GATE_OPEN") : "";

@@ -26,6 +26,9 @@ struct join_opts {
 				 * bpftrace opens the window; "" opens it in
 				 * BEGIN */
 	const char *hits;	/* --hits: "text", "json" or "" */
+	const char *exe;	/* the traced file (/proc/PID/exe or PATH), whose
+				 * probekit notes name a usdt probe's arguments
+				 * (args.NAME); "" for none */
 	const char *only_pid;	/* a PID the usdt, uprobe and uretprobe
 				 * blocks keep to themselves, when bpftrace
 				 * runs without -p; or "" */
