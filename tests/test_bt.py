@@ -187,7 +187,16 @@ def test_script_compiles(bpf, target, script, tmp_path):
 
 
 def test_all_scripts_compile_as_one_program(bpf, target, tmp_path):
-    r = compile_check(target.pid, [bt(s) for s in SCRIPTS], tmp_path)
+    """Every script joins with every other: all of them in one program,
+    but iops_batch.bt, which compiles joined with the other batch
+    scripts.  All 15 in one program, bpftrace 0.27's LLVM stops with
+    'Branch target out of insn range' (checked on Debian unstable: any 14
+    of them compile, and the three batch scripts together), since
+    iops_batch.bt counts each record into one of two maps, so that no map
+    is cleared while it counts (bt/iops.bt says why)."""
+    r = compile_check(target.pid, [bt(s) for s in SCRIPTS if s != "iops_batch.bt"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    r = compile_check(target.pid, [bt(s) for s in SCRIPTS if s.endswith("_batch.bt")], tmp_path)
     assert r.returncode == 0, r.stderr
 
 
