@@ -1092,7 +1092,7 @@ int join_command(int argc, char **argv)
 	struct join_result r;
 	struct look_want *w;
 	struct helper_buf link = {0};
-	char *exe;
+	char *exe, ppid[24];
 	int i, nw = 0;
 
 	if (argc < 5)
@@ -1103,7 +1103,10 @@ int join_command(int argc, char **argv)
 	exe = argv[3];
 	o.exe = exe;
 	o.max_rate = getenv("PROBEKIT_MAX_RATE") ? getenv("PROBEKIT_MAX_RATE") : "";
-	o.gate_pid = getenv("PROBEKIT_GATE_PID") ? getenv("PROBEKIT_GATE_PID") : "";
+	/* bpftrace's PID: the wrapper's own, which execs it; the helper's
+	 * parent when not given (a direct run, as test_readers makes). */
+	snprintf(ppid, sizeof(ppid), "%ld", (long)getppid());
+	o.gate_pid = getenv("PROBEKIT_GATE_PID") ? getenv("PROBEKIT_GATE_PID") : ppid;
 	o.gate_open = getenv("PROBEKIT_GATE_OPEN") ? getenv("PROBEKIT_GATE_OPEN") : "";
 	o.hits = getenv("PROBEKIT_HITS") ? getenv("PROBEKIT_HITS") : "";
 	o.only_pid = getenv("PROBEKIT_ONLY_PID") ? getenv("PROBEKIT_ONLY_PID") : "";
