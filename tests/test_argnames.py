@@ -7,7 +7,6 @@ signed; a mistake one line before bpftrace runs."""
 
 import os
 import re
-import shutil
 import subprocess
 
 import pytest
@@ -68,16 +67,8 @@ def test_names_count_a_prime_workload_pid(bpf, tgt, tmp_path):
 
 
 def test_names_count_a_prime_workload_path(bpf, blktgt_bin, tmp_path):
-    exe = tmp_path / "blktgt"
-    shutil.copy2(blktgt_bin, exe)
-    t = probekit.Target(str(exe), tmp_path)
-    t.start()
-    try:
-        t.rpc("bdev_malloc_create", name="m0", size_mb=64, block_size=4096)
-        t.rpc("export_create", name="e0", bdev="m0")
-        lines = run(str(exe), t, tmp_path)
-    finally:
-        t.stop()
+    with probekit.exported_copy(blktgt_bin, tmp_path) as (t, exe):
+        lines = run(exe, t, tmp_path)
     check(lines)
 
 

@@ -18,7 +18,6 @@ scenarios:
 import json
 import os
 import re
-import shutil
 import threading
 
 import pytest
@@ -139,17 +138,9 @@ def test_pair_agrees_mid_workload(bpf, full, tmp_path, end):
 def test_pair_agrees_mid_workload_path(bpf, blktgt_bin, tmp_path):
     """The same for a PATH (every process that runs the file), on a copy
     of blktgt of the test's own, so that no other blktgt is counted."""
-    exe = tmp_path / "blktgt"
-    shutil.copy2(blktgt_bin, exe)
-    t = probekit.Target(str(exe), tmp_path)
-    t.start()
-    try:
-        t.rpc("bdev_malloc_create", name="m0", size_mb=64, block_size=4096)
-        t.rpc("export_create", name="e0", bdev="m0")
+    with probekit.exported_copy(blktgt_bin, tmp_path) as (t, exe):
         Load(t).start()
-        s, d, h, lines = run_pair(t, str(exe), tmp_path, "sigint")
-    finally:
-        t.stop()
+        s, d, h, lines = run_pair(t, exe, tmp_path, "sigint")
     assert s > 1000 and d > 1000, lines
     assert abs(s - d) <= QD, lines
     assert abs(h["blktgt:io__submit"] - s) <= cpus(), lines
