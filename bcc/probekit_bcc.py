@@ -332,14 +332,18 @@ class DrainedHash:
         self.gen, self.tool, self.cur = bpf["drain_gen"], tool, 0
         self.pairs = [(bpf[n + "_a"], bpf[n + "_b"]) for n in (name, *also)]
 
-    def take(self):
+    def take_all(self):
+        """The old table's items of each pair (name's, then also's)."""
         old, self.cur = self.cur, 1 - self.cur
         self.gen[0] = self.gen.Leaf(self.cur)
         _wait_for_probes(self.tool)
-        items = self.pairs[0][old].items()
+        items = [pair[old].items() for pair in self.pairs]
         for pair in self.pairs:
             pair[old].clear()
         return items
+
+    def take(self):
+        return self.take_all()[0]
 
 
 def drain(table):

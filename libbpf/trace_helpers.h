@@ -268,6 +268,11 @@ int attach_usdt(struct bpf_program *prog, const struct target *t,
 int attach_uprobe(struct bpf_program *prog, const struct target *t,
 		  const char *func, bool retprobe, struct bpf_link **link);
 
+/* Return once every BPF program run that began before the call has
+ * returned, so that a buffer the programs no longer choose can be read
+ * whole (one RCU grace period; tool_drain.c says how, and what happens
+ * where the kernel refuses it). */
+void probes_quiesce(void);
 /*
  * The hits of one interval from map, a DRAINED_HASH (histogram.bpf.h):
  * swap its two hashes, wait until no program can still write the old

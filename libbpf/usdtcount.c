@@ -632,8 +632,15 @@ static int print(void *ctx, struct output *o)
 
 	if (!counts)
 		return -ENOMEM;
+	/* The hits go into the other buffer from here; once no program can
+	 * still add into this one, it holds the interval whole, ended at one
+	 * instant for every probe (usdtcount.bpf.c). */
+	__u32 buf = skel->bss->count_buf & 1;
+
+	__atomic_store_n(&skel->bss->count_buf, buf ^ 1, __ATOMIC_SEQ_CST);
+	probes_quiesce();
 	for (size_t i = 0; i < nprobes; i++) {
-		counts[i] = take(&skel->bss->counts[i]);
+		counts[i] = take(&skel->bss->counts[buf][i]);
 		fired[i] |= counts[i] > 0;
 		none &= !counts[i];
 	}
