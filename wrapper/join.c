@@ -693,6 +693,71 @@ static bool is_def(const char *key)
 	return false;
 }
 
+/* Whether the predicate and body s[a, b) read bpftrace's probe builtin
+ * (outside strings and comments). */
+static bool uses_probe(const char *s, size_t a, size_t b)
+{
+	size_t i = a;
+
+	while (i < b) {
+		if (s[i] == '"' || is_comment(s, i, b)) {
+			i = skip(s, i, b);
+			continue;
+		}
+		if (i + 5 <= b && !strncmp(s + i, "probe", 5) &&
+		    (i == a || !(is_ident(s[i - 1]) || s[i - 1] == '$' || s[i - 1] == '@')) &&
+		    (i + 5 == b || !is_ident(s[i + 5])))
+			return true;
+		i++;
+	}
+	return false;
+}
+
+/* A block onto the body: its attach points s[hx, hy), its predicate
+ * s[pred, hb) (none when pred == hb; the list and the predicate are one
+ * span when hy == pred), its body s[hb, k], with the window's test and
+ * --hits' blocks when it is traced.  join_one() calls it once a block,
+ * or once an attach point where bpftrace 0.17 cannot load --hits' block
+ * beside the block: a block of several attach points that reads the
+ * probe builtin is made one program per attach point, each named as the
+ * attach point, and a second block of that name then fails to load
+ * ("Error loading program: tracepoint:syscalls:sys_enter_read"), or
+ * counts nothing.  Split, each is one block of one attach point, as a
+ * script may write it. */
+static void join_block(struct joiner *j, size_t hx, size_t hy, size_t pred, size_t hb,
+		       size_t k, bool traced)
+{
+	const char *s = j->s;
+	size_t from;
+
+	if (hy != hb) {
+		helper_buf_str(&j->body, "\n");
+		at(j, &j->body, hx);
+	}
+	mark_header(j, &j->body, hx, hy, highest_arg(s, hb, k));
+	if (pred < hb) {
+		helper_buf_str(&j->body, "\n");
+		at(j, &j->body, pred);
+		copy(j, &j->body, pred, hb);
+	}
+	if (hy != hb) {
+		helper_buf_str(&j->body, "\n");
+		at(j, &j->body, hb);
+	}
+	copy(j, &j->body, hb, hb + 1);
+	if (traced) {
+		helper_buf_str(&j->body, " ");
+		gate_test(j, &j->body, counts_hits(s, hx, hy));
+	}
+	if (j->o->max_rate[0] && counts_hits(s, hx, hy))
+		helper_buf_str(&j->body, " @__probekit_hits[cpu]++;");
+	copy_code(j, &j->body, hb + 1, k);
+	from = traced ? put_before(j, &j->body, k, "}") : k;
+	copy(j, &j->body, from, k + 1);
+	if (traced && j->o->hits[0])
+		add_hit_blocks(j, &j->body, hx, hy);
+}
+
 static void join_one(struct joiner *j)
 {
 	const char *s = j->s, *e;
@@ -777,22 +842,18 @@ static void join_one(struct joiner *j)
 			join_named(j, start, hb, k, traced);
 		} else {
 			bool traced = is_traced(s, start, hb);
-			size_t from;
+			size_t aps[APS_MAX][2], pred;
+			int naps = split_header(s, start, hb, aps, &pred), a;
 
-			mark_header(j, &j->body, start, hb, highest_arg(s, hb, k));
-			copy(j, &j->body, hb, hb + 1);
-			if (traced) {
+			if (traced)
 				j->ntraced++;
-				helper_buf_str(&j->body, " ");
-				gate_test(j, &j->body, counts_hits(s, start, hb));
+			if (traced && j->o->hits[0] && naps > 1 && uses_probe(s, pred, k) &&
+			    !memchr(s + start, '*', pred - start)) {
+				for (a = 0; a < naps; a++)
+					join_block(j, aps[a][0], aps[a][1], pred, hb, k, traced);
+			} else {
+				join_block(j, start, hb, hb, hb, k, traced);
 			}
-			if (j->o->max_rate[0] && counts_hits(s, start, hb))
-				helper_buf_str(&j->body, " @__probekit_hits[cpu]++;");
-			copy_code(j, &j->body, hb + 1, k);
-			from = traced ? put_before(j, &j->body, k, "}") : k;
-			copy(j, &j->body, from, k + 1);
-			if (traced && j->o->hits[0])
-				add_hit_blocks(j, &j->body, start, hb);
 		}
 		i = k + 1;
 	}
