@@ -101,7 +101,7 @@ class Target:
         try:
             self.start = self._starttime()
         except FileNotFoundError:
-            die(tool, "no process with PID %d" % pid)
+            die(tool, spec.messages()["NO_PROCESS"] % pid)
         except OSError as e:
             die(tool, "cannot read /proc/%d: %s" % (pid, e.strerror))
         if self.start is None:

@@ -49,7 +49,10 @@ int target_open(struct target *t, pid_t pid)
 	t->pidfd = -1;
 	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
 	if (kill(pid, 0) < 0 && errno == ESRCH) {
-		tool_err("no process with PID %d", (int)pid);
+		char id[16];
+
+		snprintf(id, sizeof(id), "%d", (int)pid);
+		tool_err(MSG_NO_PROCESS, id);
 		return -ESRCH;
 	}
 	/* The pidfd tells us when the target exits, and cannot be fooled

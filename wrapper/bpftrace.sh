@@ -198,14 +198,20 @@ limit() {
 }
 
 # A shared message's printf format (tools/limits.toml's [message.NAME],
-# which the C and Python tools print too), read as limit() reads a limit.
+# which the C and Python tools print too), read as limit() reads a limit;
+# with arguments after NAME, the message they fill in.
 message() {
 	local f v
 	f=$(dirname -- "$(readlink -f -- "$0")")/../tools/limits.toml
 	v=$(awk -v n="[message.$1]" '$0 == n { f = 1; next } /^\[/ { f = 0 }
 		f && $1 == "text" { sub(/^text = "/, ""); sub(/"$/, ""); print; exit }' "$f" 2>/dev/null)
 	[ -n "$v" ] || die "cannot read the message $1 from $f"
-	printf '%s' "$v"
+	if [ $# -gt 1 ]; then
+		# shellcheck disable=SC2059  # the format is tools/limits.toml's
+		printf -- "$v" "${@:2}"
+	else
+		printf '%s' "$v"
+	fi
 }
 
 # probekit's version: VERSION at the top of the tree this script's real
@@ -409,7 +415,7 @@ scan=${PROBEKIT_SCAN:-${0%/*}/../libexec/probekit/probekit-scan}
 
 # Checks of the process, skipped when a file is traced (up to pid_start).
 if [ -n "$pid" ]; then
-[ -d "/proc/$pid" ] || die "no process with PID $pid is running"
+[ -d "/proc/$pid" ] || die "$(message NO_PROCESS "$pid")"
 # Read status whole, in one go: bash's `read` takes a seekable file in
 # chunks and seeks back after each line, and /proc regenerates the text on
 # every seek, so a busy process whose State: line changed length between
@@ -419,7 +425,7 @@ status=
 { status=$(< "/proc/$pid/status"); } 2>/dev/null
 tgid=
 [[ $status =~ (^|$'\n')Tgid:[[:space:]]*([0-9]+) ]] && tgid=${BASH_REMATCH[2]}
-[ -n "$tgid" ] || die "no process with PID $pid is running"
+[ -n "$tgid" ] || die "$(message NO_PROCESS "$pid")"
 [ "$tgid" = "$pid" ] || die "$pid is a thread of process $tgid; give the process id ($tgid)"
 
 # Fields of /proc/PID/stat after "PID (COMM) ", as words; false if unread.
@@ -443,7 +449,7 @@ target_gone() {
 	[ "${stat_fields[19]}" != "$pid_start" ]
 }
 
-read_stat || die "no process with PID $pid is running"
+read_stat || die "$(message NO_PROCESS "$pid")"
 pid_start=${stat_fields[19]}
 fi
 

@@ -7,7 +7,7 @@ memory (a probe's semaphore)."""
 
 import os
 
-from . import privilege
+from . import privilege, words
 from .inputs import open_regular
 
 MAX_MAPS = 1 << 16      # lines of /proc/PID/maps read, at most
@@ -42,7 +42,7 @@ def _maps(pid):
                 start, end = (int(x, 16) for x in fields[0].split("-"))
                 out.append((start, end, int(fields[2], 16), fields[5]))
     except FileNotFoundError:
-        raise ProcessError(f"no process with PID {pid}")
+        raise ProcessError(words.message("NO_PROCESS") % pid)
     except OSError as e:
         raise ProcessError(privilege.explain(
             "probekit-list", f"cannot read /proc/{pid}/maps",
@@ -55,7 +55,7 @@ def exe(pid):
     try:
         path = os.readlink(f"/proc/{pid}/exe")
     except FileNotFoundError:
-        raise ProcessError(f"no process with PID {pid}")
+        raise ProcessError(words.message("NO_PROCESS") % pid)
     except OSError as e:
         raise ProcessError(privilege.explain(
             "probekit-list", f"cannot read /proc/{pid}/exe",

@@ -52,6 +52,12 @@ def target_missing(both_ways=True):
 TARGET_BOTH = spec.TARGET_BOTH
 
 
+def message(name):
+    """tools/limits.toml's [message.NAME]: a printf format (%s) the C,
+    Python and shell commands print alike."""
+    return spec.messages()[name]
+
+
 def usage_words(message):
     """An argparse usage error in probekit's words: a missing -p (first,
     as the libbpf tools name it before any other missing argument) or
