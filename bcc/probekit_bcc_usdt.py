@@ -46,8 +46,11 @@ class Scope:
             return
         self.target = None
         path = os.path.abspath(path)
-        if not os.path.exists(path):
-            die(tool, "no file %s" % path)
+        try:
+            os.stat(path)
+        except OSError as e:
+            # The libbpf twin's words: the cause, a symlink loop named as one.
+            die(tool, "cannot trace %s: %s" % (path, e.strerror))
         if not os.path.isfile(path) or not _is_elf(path):
             die(tool, "%s is not an ELF executable or library" % path)
         proc.check_privilege(tool, -1)

@@ -335,11 +335,8 @@ int bdev_submit(struct bdev_io *io)
 #endif
 	io->next = NULL;
 	t->stats.submitted++;
-	if (BLKTGT_IO_SUBMIT_ENABLED())
-		BLKTGT_IO_SUBMIT(io->id, io->bdev->name, io->type, io->offset, io->len,
-				 bdev_io_type_name(io->type));
-	trace_bdev_io_submit((uint32_t)(t - threads), io->id, io->trace_cause, io->bdev->name,
-			     (int32_t)io->type, (int32_t)io->len, (int64_t)io->offset);
+	BLKTGT_IO_SUBMIT_EV((uint32_t)(t - threads), io->trace_cause, io->id, io->bdev->name,
+			    io->type, io->offset, io->len, bdev_io_type_name(io->type));
 	if (io->bdev->ops->submit) {
 		io->status = 0;
 		rc = io->bdev->ops->submit(io->bdev, io);
@@ -527,10 +524,8 @@ void bdev_io_complete(struct bdev_io *io)
 		t->stats.errors++;
 	else if (io->type == BDEV_IO_READ || io->type == BDEV_IO_WRITE)
 		t->stats.bytes += io->len;
-	if (BLKTGT_IO_DONE_ENABLED())
-		BLKTGT_IO_DONE(io->id, io->bdev->name, io->type, io->len, io->status,
-			       bdev_io_type_name(io->type));
-	trace_bdev_io_done((uint32_t)(t - threads), io->id, 0, io->status, (int32_t)io->len);
+	BLKTGT_IO_DONE_EV((uint32_t)(t - threads), io->id, io->bdev->name, io->type, io->len,
+			  io->status, bdev_io_type_name(io->type));
 	io->cb(io, io->cb_ctx);
 }
 

@@ -282,8 +282,7 @@ void jsonrpc_request_finish(struct rpc_request *req, int code, const char *text,
 {
 	struct rpc_conn *c = req->conn;
 
-	BLKTGT_RPC_DONE(req->id, req->method, code);
-	trace_rpc_done(0, req->id, 0, code, req->method);
+	BLKTGT_RPC_DONE_EV(0, req->id, req->method, code);
 	if (code && code != JSONRPC_METHOD_NOT_FOUND && code != JSONRPC_INVALID_PARAMS)
 		log_info("rpc %s: error %d: %s", req->method, code, errmsg ? errmsg : "");
 	if (!c) {
@@ -428,8 +427,7 @@ int jsonrpc_dispatch(struct rpc_request *req, const struct json_val *params)
 		memcpy(asked, req->method, sizeof(asked));
 		snprintf(req->method, sizeof(req->method), "%s", JSONRPC_UNKNOWN_METHOD);
 	}
-	BLKTGT_RPC_REQUEST(req->id, req->method);
-	trace_rpc_request(0, req->id, 0, req->method);
+	BLKTGT_RPC_REQUEST_EV(0, req->id, req->method);
 	if (!m) {
 		rpc_error(req, JSONRPC_METHOD_NOT_FOUND, "method not found: %s", asked);
 		return JSONRPC_METHOD_NOT_FOUND;

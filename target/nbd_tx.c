@@ -192,8 +192,7 @@ static void tx_flush(struct nbd_conn *c)
 			c->txq_head = r->next;
 			if (!c->txq_head)
 				c->txq_tail = NULL;
-			BLKTGT_NBD_REPLY(c->id, r->handle, r->cmd, r->error);
-			trace_nbd_reply((uint32_t)c->id, r->trace_id, 0, (int32_t)r->error);
+			BLKTGT_NBD_REPLY_EV(r->trace_id, c->id, r->handle, r->cmd, r->error);
 			req_put(r);
 		}
 		if ((size_t)w < want) {
@@ -349,9 +348,10 @@ static void conn_request(struct nbd_conn *c, const struct nbd_request *q)
 
 	c->requests++;
 	nbd_counter_inc(&tx_threads[c->owner_idx].requests);
-	if (BLKTGT_NBD_REQUEST_ENABLED())
-		BLKTGT_NBD_REQUEST(c->id, q->handle, q->type, q->offset, q->len,
-				   nbd_cmd_name(q->type), q->flags);
+	/* The ring's id of the request, the same whatever becomes of it. */
+	uint64_t trace_id = (c->id << 32) | (uint32_t)c->requests;
+	BLKTGT_NBD_REQUEST_EV(trace_id, c->id, q->handle, q->type, q->offset, q->len,
+			      nbd_cmd_name(q->type), q->flags);
 
 	v = nbd_request_validate(q, &c->lim, &error, &why);
 	if (v == NBD_REQ_DISCONNECT) {
@@ -377,9 +377,7 @@ static void conn_request(struct nbd_conn *c, const struct nbd_request *q)
 	r->offset = q->offset;
 	r->len = q->len;
 	r->flags = q->flags;
-	r->trace_id = (c->id << 32) | (uint32_t)c->requests;
-	trace_nbd_request((uint32_t)c->id, r->trace_id, 0, (int32_t)q->type, (int32_t)q->len,
-			  (int64_t)q->offset, (int64_t)q->handle);
+	r->trace_id = trace_id;
 
 	if (v == NBD_REQ_ERROR) {
 		log_debug("nbd: conn %lu: %s request rejected: %s",

@@ -602,8 +602,7 @@ static unsigned run_messages(struct reactor *r)
 		fn = m->fn;
 		ctx = m->ctx;
 		msg_free(m);
-		BLKTGT_MSG_EXEC(r->index, fn, ctx);
-		trace_msg_exec(r->index, 0, 0, (void *)fn, ctx);
+		BLKTGT_MSG_EXEC_EV(r->index, fn, ctx);
 		fn(ctx);
 	}
 	r->msgs += n;
@@ -615,9 +614,8 @@ static int reactor_loop(struct reactor *r)
 	struct epoll_event events[REACTOR_EPOLL_EVENTS];
 
 	reactor_cur = r;
-	BLKTGT_THREAD_START(r->index, r->name);
 	trace_thread_init(r->index, r->name);
-	trace_thread_start(r->index, 0, 0, r->name);
+	BLKTGT_THREAD_START_EV(r->index, r->name);
 	while (!atomic_load_explicit(&r->stop, memory_order_relaxed)) {
 		unsigned ran = run_messages(r);
 		int timeout = 0;
@@ -642,8 +640,7 @@ static int reactor_loop(struct reactor *r)
 			int err = -errno;
 
 			log_error("%s: epoll_wait: %s", r->name, strerror(errno));
-			BLKTGT_THREAD_STOP(r->index, r->name, r->msgs);
-			trace_thread_stop(r->index, 0, 0, (int64_t)r->msgs);
+			BLKTGT_THREAD_STOP_EV(r->index, r->name, r->msgs);
 			return err;
 		}
 		for (int i = 0; i < n; i++) {
@@ -671,8 +668,7 @@ static int reactor_loop(struct reactor *r)
 	}
 	if (r->idle)
 		run_hooks(r, &r->idle);
-	BLKTGT_THREAD_STOP(r->index, r->name, r->msgs);
-	trace_thread_stop(r->index, 0, 0, (int64_t)r->msgs);
+	BLKTGT_THREAD_STOP_EV(r->index, r->name, r->msgs);
 	msg_cache_drain();
 	atomic_store(&r->exited, true);
 	reactor_cur = NULL;

@@ -19,7 +19,9 @@
  * owner is the recorder's id (a reactor index, an NBD connection id),
  * object the id of what the event is about (0 for none), related the id of
  * the object that caused it (0 for none).  Guard costly arguments with
- * trace_NAME_enabled(), as USDT call sites use _ENABLED().
+ * trace_NAME_enabled(), as USDT call sites use _ENABLED().  blktgt calls
+ * them through trace_defs.h's BLKTGT_<PROBE>_EV(), which also fires the
+ * probe each event mirrors.
  *
  * Contract of recording:
  *  - each thread writes only its own ring, registered by trace_thread_init();

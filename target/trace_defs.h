@@ -3,7 +3,8 @@
  * The trace ring's groups, owners, objects and events, each event beside the
  * probe it mirrors in the catalog: target/trace.h makes a typed record
  * function per event (trace_bdev_io_submit(...)), trace.c the -e help text
- * and the definition table the dump tool reads back. */
+ * and the definition table the dump tool reads back; below, each event's
+ * call-site macro (BLKTGT_IO_SUBMIT_EV(...)), which fires the probe too. */
 #ifndef BLKTGT_TRACE_DEFS_H
 #define BLKTGT_TRACE_DEFS_H
 
@@ -56,5 +57,136 @@
 	T(msg_exec, thread, 2, thread, none, 0, none, /* blktgt:msg__exec */ \
 	  "a reactor ran a message fn(ctx)", \
 	  (PTR, fn)(PTR, ctx))
+
+/* PROBE_EV(ids..., probe arguments...), one per event: the probe it mirrors
+ * (behind its _ENABLED()) and the event (trace_NAME) at one call site;
+ * ids are the owner, object and related ids its @ring line binds to no
+ * argument, in that order.  A USDT=0 build records the event and fires
+ * no probe. */
+
+/* blktgt:thread__start and the ring's thread_start */
+#define BLKTGT_THREAD_START_EV(thread_, name_) \
+	do { \
+		__auto_type ev_thread_ = (thread_); \
+		__auto_type ev_name_ = (name_); \
+		if (BLKTGT_THREAD_START_ENABLED()) \
+			BLKTGT_THREAD_START(ev_thread_, ev_name_); \
+		trace_thread_start((uint32_t)(ev_thread_), 0, 0, \
+				(TRACE_CTYPE_STR16)(ev_name_)); \
+	} while (0)
+
+/* blktgt:thread__stop and the ring's thread_stop */
+#define BLKTGT_THREAD_STOP_EV(thread_, name_, msgs_) \
+	do { \
+		__auto_type ev_thread_ = (thread_); \
+		__auto_type ev_msgs_ = (msgs_); \
+		if (BLKTGT_THREAD_STOP_ENABLED()) \
+			BLKTGT_THREAD_STOP(ev_thread_, (name_), ev_msgs_); \
+		trace_thread_stop((uint32_t)(ev_thread_), 0, 0, \
+				(TRACE_CTYPE_INT)(ev_msgs_)); \
+	} while (0)
+
+/* blktgt:msg__exec and the ring's msg_exec */
+#define BLKTGT_MSG_EXEC_EV(thread_, fn_, ctx_) \
+	do { \
+		__auto_type ev_thread_ = (thread_); \
+		__auto_type ev_fn_ = (fn_); \
+		__auto_type ev_ctx_ = (ctx_); \
+		if (BLKTGT_MSG_EXEC_ENABLED()) \
+			BLKTGT_MSG_EXEC(ev_thread_, ev_fn_, ev_ctx_); \
+		trace_msg_exec((uint32_t)(ev_thread_), 0, 0, \
+				(TRACE_CTYPE_PTR)(uintptr_t)(ev_fn_), \
+				(TRACE_CTYPE_PTR)(uintptr_t)(ev_ctx_)); \
+	} while (0)
+
+/* blktgt:io__submit and the ring's bdev_io_submit */
+#define BLKTGT_IO_SUBMIT_EV(owner_, related_, id_, bdev_, type_, offset_, \
+	len_, type_name_) \
+	do { \
+		__auto_type ev_id_ = (id_); \
+		__auto_type ev_bdev_ = (bdev_); \
+		__auto_type ev_type_ = (type_); \
+		__auto_type ev_offset_ = (offset_); \
+		__auto_type ev_len_ = (len_); \
+		if (BLKTGT_IO_SUBMIT_ENABLED()) \
+			BLKTGT_IO_SUBMIT(ev_id_, ev_bdev_, ev_type_, \
+				ev_offset_, ev_len_, (type_name_)); \
+		trace_bdev_io_submit((uint32_t)(owner_), (uint64_t)(ev_id_), \
+				(uint64_t)(related_), \
+				(TRACE_CTYPE_STR16)(ev_bdev_), \
+				(TRACE_CTYPE_INT32)(ev_type_), \
+				(TRACE_CTYPE_INT32)(ev_len_), \
+				(TRACE_CTYPE_INT)(ev_offset_)); \
+	} while (0)
+
+/* blktgt:io__done and the ring's bdev_io_done */
+#define BLKTGT_IO_DONE_EV(owner_, id_, bdev_, type_, len_, status_, \
+	type_name_) \
+	do { \
+		__auto_type ev_id_ = (id_); \
+		__auto_type ev_len_ = (len_); \
+		__auto_type ev_status_ = (status_); \
+		if (BLKTGT_IO_DONE_ENABLED()) \
+			BLKTGT_IO_DONE(ev_id_, (bdev_), (type_), ev_len_, \
+				ev_status_, (type_name_)); \
+		trace_bdev_io_done((uint32_t)(owner_), (uint64_t)(ev_id_), 0, \
+				(TRACE_CTYPE_INT32)(ev_status_), \
+				(TRACE_CTYPE_INT32)(ev_len_)); \
+	} while (0)
+
+/* blktgt:nbd__request and the ring's nbd_request */
+#define BLKTGT_NBD_REQUEST_EV(object_, conn_, handle_, cmd_, offset_, len_, \
+	cmd_name_, flags_) \
+	do { \
+		__auto_type ev_conn_ = (conn_); \
+		__auto_type ev_handle_ = (handle_); \
+		__auto_type ev_cmd_ = (cmd_); \
+		__auto_type ev_offset_ = (offset_); \
+		__auto_type ev_len_ = (len_); \
+		if (BLKTGT_NBD_REQUEST_ENABLED()) \
+			BLKTGT_NBD_REQUEST(ev_conn_, ev_handle_, ev_cmd_, \
+				ev_offset_, ev_len_, (cmd_name_), (flags_)); \
+		trace_nbd_request((uint32_t)(ev_conn_), (uint64_t)(object_), \
+				0, (TRACE_CTYPE_INT32)(ev_cmd_), \
+				(TRACE_CTYPE_INT32)(ev_len_), \
+				(TRACE_CTYPE_INT)(ev_offset_), \
+				(TRACE_CTYPE_INT)(ev_handle_)); \
+	} while (0)
+
+/* blktgt:nbd__reply and the ring's nbd_reply */
+#define BLKTGT_NBD_REPLY_EV(object_, conn_, handle_, cmd_, error_) \
+	do { \
+		__auto_type ev_conn_ = (conn_); \
+		__auto_type ev_error_ = (error_); \
+		if (BLKTGT_NBD_REPLY_ENABLED()) \
+			BLKTGT_NBD_REPLY(ev_conn_, (handle_), (cmd_), \
+				ev_error_); \
+		trace_nbd_reply((uint32_t)(ev_conn_), (uint64_t)(object_), 0, \
+				(TRACE_CTYPE_INT32)(ev_error_)); \
+	} while (0)
+
+/* blktgt:rpc__request and the ring's rpc_request */
+#define BLKTGT_RPC_REQUEST_EV(owner_, id_, method_) \
+	do { \
+		__auto_type ev_id_ = (id_); \
+		__auto_type ev_method_ = (method_); \
+		if (BLKTGT_RPC_REQUEST_ENABLED()) \
+			BLKTGT_RPC_REQUEST(ev_id_, ev_method_); \
+		trace_rpc_request((uint32_t)(owner_), (uint64_t)(ev_id_), 0, \
+				(TRACE_CTYPE_STR32)(ev_method_)); \
+	} while (0)
+
+/* blktgt:rpc__done and the ring's rpc_done */
+#define BLKTGT_RPC_DONE_EV(owner_, id_, method_, status_) \
+	do { \
+		__auto_type ev_id_ = (id_); \
+		__auto_type ev_method_ = (method_); \
+		__auto_type ev_status_ = (status_); \
+		if (BLKTGT_RPC_DONE_ENABLED()) \
+			BLKTGT_RPC_DONE(ev_id_, ev_method_, ev_status_); \
+		trace_rpc_done((uint32_t)(owner_), (uint64_t)(ev_id_), 0, \
+				(TRACE_CTYPE_INT32)(ev_status_), \
+				(TRACE_CTYPE_STR24)(ev_method_)); \
+	} while (0)
 
 #endif

@@ -273,6 +273,28 @@ MALFORMED = {
         "\t/* @ring event e g 0 o none \"d\" */\n\tprobe b();\n"
         "\t/* @ring event f g 0 o none \"d\" */\n" + _E,
         (7, "@ring event f: its name or its group and bit are e's too")),
+    # An owner's or object's id may be one of the probe's integer arguments.
+    "ring_bound_whole": (
+        _P + "\t/* @ring group g 0 \"g\" */ /* @ring owner o 0 t */\n"
+        "\t/* @ring object none 0 - */ /* @ring object j 1 j */\n"
+        "\tprobe a(uint64_t x);\n"
+        "\t/* @ring event e g 0 o(x) j(x) new related j(x) \"d\" */\n" + _E,
+        _X),
+    "ring_bound_not_in_probe": (
+        _P + "\t/* @ring group g 0 \"g\" */ /* @ring owner o 0 t */\n"
+        "\t/* @ring object none 0 - */\n\tprobe a(uint64_t x);\n"
+        "\t/* @ring event e g 0 o(y) none \"d\" */\n" + _E,
+        (5, "@ring event e: o's id 'y' is not an argument of probe a")),
+    "ring_bound_pointer": (
+        _P + "\t/* @ring group g 0 \"g\" */ /* @ring owner o 0 t */\n"
+        "\t/* @ring object none 0 - */\n\tprobe a(char *s);\n"
+        "\t/* @ring event e g 0 o(s) none \"d\" */\n" + _E,
+        (5, "@ring event e: o's id 's' is a char *; an id is an integer")),
+    "ring_bound_none": (
+        _P + "\t/* @ring group g 0 \"g\" */ /* @ring owner o 0 t */\n"
+        "\t/* @ring object none 0 - */\n\tprobe a(uint64_t x);\n"
+        "\t/* @ring event e g 0 o none(x) \"d\" */\n" + _E,
+        (5, "@ring event e: none(x) names no object; write none")),
 }
 
 # What another project's file (strict=False) reads whole where a catalog
@@ -304,6 +326,39 @@ def test_trace_defs_generated_from_catalog():
         ("bdev_io_done", "io__done"), ("nbd_request", "nbd__request"),
         ("nbd_reply", "nbd__reply"), ("rpc_request", "rpc__request"),
         ("rpc_done", "rpc__done")]
+
+
+def _c_code(path):
+    """path's C text with its comments blanked (lines kept)."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    return re.sub(r"/\*.*?\*/|//[^\n]*",
+                  lambda m: re.sub(r"[^\n]", " ", m.group()), text, flags=re.S)
+
+
+def test_probe_and_ring_event_fire_at_one_call_site():
+    """Where a probe and a ring event coincide, target/ fires both through
+    their one generated macro, BLKTGT_<PROBE>_EV(...) (target/trace_defs.h),
+    never the probe macro or trace_<event>() by hand, which could drift
+    apart; and each of those macros has a call site."""
+    cat = catalog()
+    target = os.path.join(probekit.ROOT, "target")
+    files = sorted(f for f in os.listdir(target) if f.endswith((".c", ".h"))
+                   and f != "trace_defs.h")
+    code = {f: _c_code(os.path.join(target, f)) for f in files}
+    by_hand, used = [], set()
+    for e in cat["ring"]["events"]:
+        m = macro_name(cat["provider"], e["probe"])
+        hand = re.compile(rf"\b(?:{m}|trace_{e['name']})\s*\(")
+        for f, text in code.items():
+            for x in hand.finditer(text):
+                line = text.count("\n", 0, x.start()) + 1
+                by_hand.append(f"target/{f}:{line}: {x.group().rstrip('(')}")
+            if re.search(rf"\b{m}_EV\s*\(", text):
+                used.add(e["name"])
+    assert by_hand == [], ("fire these through their BLKTGT_<PROBE>_EV(), "
+                           "which fires the probe and records the ring event")
+    assert used == {e["name"] for e in cat["ring"]["events"]}
 
 
 def _write_case(tmp_path, case):

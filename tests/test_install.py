@@ -198,6 +198,14 @@ def test_quickstart_builds_from_install_usdt_1_and_0(inst, quickstart, tmp_path)
     off = build_quickstart(inst, project, tmp_path / "usdt0", 0)
     assert stapsdt_probes(on) == QUICKSTART_PROBES
     assert stapsdt_probes(off) == []
+    # The installed header put the catalog's argument names and types in
+    # the program: the installed probekit-list shows them with no .d file.
+    p = subprocess.run([os.path.join(inst, "bin", "probekit-list"), on,
+                        "quickstart:request__start"], cwd="/", env=clean_env(),
+                       capture_output=True, text=True, timeout=probekit.TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    assert [ln.split("  ")[-1] for ln in p.stdout.splitlines()
+            if ln.startswith("      arg")] == ["uint64_t id", "uint32_t size"], p.stdout
     for prog, mode in ((on, "probes compiled in"), (off, "built without probes")):
         p = subprocess.run([prog], input="5\n", capture_output=True, text=True,
                            timeout=probekit.TIMEOUT)

@@ -673,6 +673,46 @@ def test_bad_elf_one_line(sites, tmp_path, case):
         assert (p.returncode, out, err) == (1, "", f"{prog}: {line}\n")
 
 
+@pytest.mark.needs("py:bcc")
+def test_symlink_loop_named_as_one(tmp_path):
+    """A symbolic link loop given as a file is named as one, in one line
+    and exit 1: by both readers (probekit-scan's notes, notes.read_probes),
+    and by every command that reads a file it is given: probekit-list,
+    probekit-check (a binary, a catalog), probekit-gencatalog,
+    probekit-bpftrace, and a tool's -b in both forms; never as a file
+    that does not exist."""
+    import errno
+    loop = str(tmp_path / "a")
+    os.symlink("b", loop)
+    os.symlink("a", tmp_path / "b")
+    why = os.strerror(errno.ELOOP)
+    with pytest.raises(OSError) as e:
+        notes.read_probes(loop)
+    assert e.value.errno == errno.ELOOP
+    binp = os.path.join(probekit.BUILD, "bin")
+    runs = []
+    for cmd, line in (
+            ([SCAN, "notes", loop], f"probekit-bpftrace: {loop}: {why}"),
+            ([LIST, loop], f"probekit-list: {loop}: {why}"),
+            ([CHECK, "--binary", loop], f"probekit-check: {loop}: {why}"),
+            ([CHECK, "--catalog", loop], f"probekit-check: {loop}: {why}"),
+            ([os.path.join(binp, "probekit-gencatalog"), "--json", loop],
+             f"probekit-gencatalog: {loop}: {why}"),
+            ([os.path.join(binp, "probekit-bpftrace"), loop, "x.bt"],
+             f"probekit-bpftrace: '{loop}': {why}; give the process id, "
+             "or the path of an executable or shared library"),
+            ([os.path.join(binp, "probekit-usdtcount"), "-b", loop, "io*"],
+             f"probekit-usdtcount: cannot trace {loop}: {why}"),
+            ([os.path.join(binp, "probekit-usdtcount-bcc"), "-b", loop,
+              "io*"], f"probekit-usdtcount-bcc: cannot trace {loop}: {why}")):
+        runs.append((subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True),
+                     line))
+    for p, line in runs:
+        out, err = p.communicate(timeout=probekit.TIMEOUT)
+        assert (p.returncode, out, err) == (1, "", line + "\n"), p.args
+
+
 # --- argument names and types: probekit's own note --------------------------
 
 @pytest.fixture(scope="module")

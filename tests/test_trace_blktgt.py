@@ -243,7 +243,11 @@ def test_nbd_requests_relate_to_bdev_io(start):
     rep = [e for e in evs if e["tracepoint"] == "nbd_reply"]
     writes = [o for o, e in req.items() if e["args"]["cmd"] == 1]
     assert len(writes) == N
-    assert sorted(e["object"] for e in rep) == sorted(req)
+    # Every request is recorded, as nbd__request fires for it: qemu-io's
+    # closing NBD_CMD_DISC (2) too, the one request without a reply.
+    disc = [o for o, e in req.items() if e["args"]["cmd"] == 2]
+    assert len(disc) == 1
+    assert sorted(e["object"] for e in rep) == sorted(set(req) - set(disc))
     sub = [e for e in evs if e["tracepoint"] == "bdev_io_submit"]
     # Every bdev I/O was caused by an NBD request recorded before it, and
     # every write request caused exactly one.
@@ -266,9 +270,12 @@ def header_clock(pid):
 
 @pytest.mark.parametrize("clock", CLOCKS)
 def test_bpftrace_lines_merge_with_the_ring(start, bpf, tmp_path, monkeypatch, clock):
-    """The same clock on both tiers: a bpftrace io__submit line (nsecs)
-    sorts just before the ring's bdev_io_submit of the same I/O, whether
-    the ring recorded CLOCK_MONOTONIC or TSC ticks the dump converted."""
+    """The same clock on both tiers: a bpftrace io__submit or io__done
+    line (nsecs) sorts just before the ring's bdev_io_submit or
+    bdev_io_done of the same I/O, whether the ring recorded
+    CLOCK_MONOTONIC or TSC ticks the dump converted.  The probe and its
+    event fire at one call site: N I/Os are N hits of each probe and N of
+    each event, one hit and one event per I/O."""
     monkeypatch.setenv("BLKTGT_TRACE_CLOCK", clock)
     t = start("-e", "bdev")
     assert t.rpc("trace_get_info")["clock"] == clock
@@ -280,22 +287,28 @@ def test_bpftrace_lines_merge_with_the_ring(start, bpf, tmp_path, monkeypatch, c
     # --merge skips them.
     prog = ('BEGIN { printf("READY\\n"); } '
             'usdt::blktgt:io__submit { printf("%lld io__submit id=%lld\\n", nsecs, arg0); } '
+            'usdt::blktgt:io__done { printf("%lld io__done id=%lld\\n", nsecs, arg0); } '
             'interval:ms:100 { printf("tick\\n"); }')
     proc, out = probekit.bpftrace_program(t.pid, prog)
     workload(t)
     # printf output travels through a perf buffer that bpftrace 0.17 may
     # not drain on Ctrl-C: wait for every line before stopping it.
-    out.wait_until(lambda lines: sum(" io__submit id=" in ln for ln in lines) >= N)
+    out.wait_until(lambda lines: sum(" io__done id=" in ln for ln in lines) >= N)
     lines = probekit.stop_bpftrace(proc, out)
     bt = tmp_path / "bt.out"
     bt.write_text("\n".join(lines) + "\n")
     merged = events(t.pid, "--merge", str(bt))
+    ring = [e for e in merged if e["source"] == "ring"]
+    check_io_pairs(ring, N)
     bts = [i for i, e in enumerate(merged) if e["source"] == "bpftrace"]
-    assert len(bts) == N
+    hits = [merged[i]["text"].split()[0] for i in bts]
+    assert (hits.count("io__submit"), hits.count("io__done")) == (N, N)
     for i in bts:
-        ident = merged[i]["text"].split("id=")[1]
+        probe, ident = merged[i]["text"].split()[:2]
         nxt = next(e for e in merged[i + 1:] if e["source"] == "ring")
-        assert (nxt["tracepoint"], nxt["object"]) == ("bdev_io_submit", f"i{ident}")
+        assert (nxt["tracepoint"], nxt["object"]) == (
+            {"io__submit": "bdev_io_submit", "io__done": "bdev_io_done"}[probe],
+            f"i{ident[len('id='):]}")
 
 
 def test_ring_works_in_a_usdt0_build(build, tmp_path):
@@ -438,7 +451,11 @@ def test_chrome_trace_of_nbd_writes(start):
     ev = doc["traceEvents"]
     full = events(t.pid)
     assert {e["ph"] for e in ev} <= set("MiXbesf")
-    objs = {e["object"] for e in full if e["object"]}
+    # A life spans an object's first event to its last: every object but
+    # qemu-io's closing NBD_CMD_DISC, a request with no reply.
+    seen = [e["object"] for e in full if e["object"]]
+    objs = {o for o in seen if seen.count(o) > 1}
+    assert [e["args"]["cmd"] for e in full if e["object"] in set(seen) - objs] == [2]
     spans = {}
     for e in ev:
         if e["ph"] in "be":

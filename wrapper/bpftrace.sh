@@ -326,6 +326,12 @@ target_file=
 case $pid in
 *[!0-9]*)
 	target_file=$pid pid=
+	if [ ! -e "$target_file" ] && [ -L "$target_file" ]; then
+		# A symbolic link that leads to no file: realpath's last words
+		# say why, as the other tools do ("Too many levels of symbolic links").
+		why=$(realpath -e -- "$target_file" 2>&1 >/dev/null)
+		die "'$target_file': ${why##*: }; give the process id, or the path of an executable or shared library"
+	fi
 	[ -e "$target_file" ] ||
 		die "'$target_file' is neither a PID nor an existing file; give the process id, or the path of an executable or shared library"
 	[ -f "$target_file" ] ||

@@ -365,8 +365,14 @@ class _Parser:
 #
 # An event comes right after the probe it mirrors, and each of its ARGs is
 # one of that probe's arguments, by name: the probe and the event record
-# the same values.  TYPE is one of RING_TYPES.  probekit-gencatalog
-# --trace-defs writes target/trace_defs.h from them.
+# the same values.  TYPE is one of RING_TYPES.  An event's OWNER, OBJECT
+# and related OBJECT may each be written TYPE(ARG), where ARG is the
+# probe's integer argument that carries its id (thread(thread),
+# bdev_io(id)); an id the probe does not carry is given at the call site.
+# probekit-gencatalog --trace-defs writes target/trace_defs.h from them:
+# the ring's lists, and for each event one call-site macro,
+# PROVIDER_PROBE_EV(ids..., probe args...), that fires both the probe and
+# the event.
 
 RING_TYPES = ("INT", "INT32", "PTR", "STR8", "STR16", "STR24", "STR32")
 _RING_WORD = re.compile(r'"(?:[^"\\\n]|\\.)*"|[^\s,]+|,')
@@ -458,18 +464,18 @@ class _Ring:
                              "OWNER OBJECT [new] [related OBJECT] \"DOC\" "
                              "[TYPE ARG, ...]")
         name = self._name(words[0], "event name", line)
-        group, owner, obj = words[1], words[3], words[4]
+        group = words[1]
         self._declared("groups", group, line)
         bit = self._index(words[2], "bit", line, 64)
-        self._declared("owners", owner, line)
-        self._declared("objects", obj, line)
+        owner, owner_arg = self._bound(words[3], "owners", name, probe, line)
+        obj, obj_arg = self._bound(words[4], "objects", name, probe, line)
         rest = words[5:]
         new = bool(rest) and rest[0] == "new"
         rest = rest[new:]
-        related = "none"
+        related, rel_arg = "none", None
         if rest and rest[0] == "related":
-            related = rest[1] if len(rest) > 1 else ""
-            self._declared("objects", related, line)
+            related, rel_arg = self._bound(rest[1] if len(rest) > 1 else "",
+                                           "objects", name, probe, line)
             rest = rest[2:]
         doc = self._doc(rest[0] if rest else "", line)
         args, names = [], {a["name"] for a in probe["args"]}
@@ -495,7 +501,31 @@ class _Ring:
         self.out["events"].append({
             "name": name, "group": group, "bit": bit, "owner": owner,
             "object": obj, "new": new, "related": related, "doc": doc,
-            "args": args, "probe": probe["name"], "line": line})
+            "args": args, "probe": probe["name"], "line": line,
+            "owner_arg": owner_arg, "object_arg": obj_arg,
+            "related_arg": rel_arg})
+
+    def _bound(self, word, table, event, probe, line):
+        """An owner or object type, TYPE or TYPE(ARG): (TYPE, ARG or
+        None), ARG one of the probe's integer arguments."""
+        m = re.fullmatch(r"([^()]*)\(([^()]*)\)", word)
+        kind, arg = (m.group(1), m.group(2)) if m else (word, None)
+        self._declared(table, kind, line)
+        if arg is None:
+            return kind, None
+        if kind == "none":
+            raise self._fail(line, f"@ring event {event}: none({arg}) "
+                             "names no object; write none")
+        a = next((a for a in probe["args"] if a["name"] == arg), None)
+        if a is None:
+            raise self._fail(line, f"@ring event {event}: {kind}'s id "
+                             f"'{arg}' is not an argument of probe "
+                             f"{probe['name']}, which it mirrors")
+        if a["pointer"] is not False:
+            raise self._fail(line, f"@ring event {event}: {kind}'s id "
+                             f"'{arg}' is a {a['type']}; an id is an "
+                             "integer argument")
+        return kind, arg
 
 
 def _type_text(words):
