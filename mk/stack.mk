@@ -42,11 +42,11 @@ CI_STACKS = trixie sid
 # (.ci/run's) reports without failing on them: unstable's compilers move.
 # Every other stack, and the host's make check, builds with WERROR=1.
 STACKS_WARN_ONLY = sid
+STACK_WERROR = $(if $(filter $(STACK),$(STACKS_WARN_ONLY)),0,1)
 
 stack-check:
 	$(Q)for t in $(filter-out $(STACK_LEAVE_OUT),$(CHECK_STAGES)); do \
-		$(MAKE) --no-print-directory $$t \
-		CHECK_WERROR=$(if $(filter $(STACK),$(STACKS_WARN_ONLY)),0,1) \
+		$(MAKE) --no-print-directory $$t CHECK_WERROR=$(STACK_WERROR) \
 		CHECK_DESELECT='$(filter-out $(CHECK_STAGES),$(STACK_LEAVE_OUT))' || exit; \
 	done
 
