@@ -114,12 +114,16 @@ def _bounded(limit):
     return parse
 
 
-def add_spec_option(p, o, required=False, help=None, types=None):
+def add_spec_option(p, o, required=False, help=None, types=None, spec=None,
+                    late_default=False):
     """Add option o, as a spec declares it (tools/README.md), to p (a
     parser or a group): its names, argument, type (a tool's own from
-    types, {name: function}), bound, default and whether it repeats."""
+    types, {name: function}), bound, default and whether it repeats.
+    spec, the tool's, lets the help say o's rules; late_default leaves
+    the default None (probekit_bcc_spec's parser sets it after its
+    rules)."""
     names = (["-" + o["short"]] if "short" in o else []) + ["--" + o["long"]]
-    kw = {"help": (help or probekit_spec.help_text(o)).replace("\n", " "),
+    kw = {"help": (help or probekit_spec.help_text(o, spec=spec)).replace("\n", " "),
           "dest": o["long"].replace("-", "_")}
     if o["type"] == "flag":
         kw["action"] = "store_true"
@@ -128,7 +132,7 @@ def add_spec_option(p, o, required=False, help=None, types=None):
         kw["type"] = dict(_TYPES, **(types or {}))[o["type"]]
         if "max" in o:
             kw["type"] = _bounded(probekit_spec.value(o["max"]))
-        if "default" in o:
+        if "default" in o and not late_default:
             kw["default"] = probekit_spec.value(o["default"])
     if o.get("append"):
         kw["action"], kw["default"] = "append", []

@@ -11,6 +11,39 @@ import argparse
 import probekit_bcc_args as cli
 import probekit_spec as spec_mod
 
+
+class _Parser(cli.Parser):
+    """The parser of a tool whose spec states cross-option rules
+    (probekit_spec.RULES): after parsing, an option given without the one
+    it requires, or with one it conflicts with, is the rule's line, exit
+    2; then the options the rules name get their defaults, which argparse
+    left None so that an option given could be told from one not."""
+
+    rules = ()          # [(dest, other dest, conflicts, line)]
+    late = {}           # {dest: default}
+
+    def _held(self, args):
+        def given(dest):
+            v = getattr(args, dest)
+            return v is not None and v is not False and v != []
+        for dest, other, conflicts, line in self.rules:
+            if given(dest) and given(other) == conflicts:
+                self.error(line)
+        for dest, v in self.late.items():
+            if getattr(args, dest) is None:
+                setattr(args, dest, v)
+        return args
+
+    def parse_args(self, args=None, namespace=None):
+        return self._held(super().parse_args(args, namespace))
+
+    def parse_intermixed_args(self, args=None, namespace=None):
+        return self._held(super().parse_intermixed_args(args, namespace))
+
+
+def _dest(o):
+    return o["long"].replace("-", "_")
+
 def parser(tool, types=None):
     """The argparse parser of probekit-TOOL-bcc, from tools/TOOL.toml;
     types ({name: function}) reads the arguments of the tool's own option
@@ -24,7 +57,7 @@ def parser(tool, types=None):
         cli.die(tool, str(e))
     cmd = cli.command(tool)
     usage = spec_mod.usage(spec, cmd, "bcc")[len("usage: "):]
-    p = cli.Parser(prog=cmd, usage=usage,
+    p = _Parser(prog=cmd, usage=usage,
                    description=spec_mod.description(spec, "bcc"),
                    formatter_class=argparse.RawDescriptionHelpFormatter,
                    epilog="examples:\n" + spec_mod.examples(spec, cmd),
@@ -59,12 +92,19 @@ def parser(tool, types=None):
     p.set_defaults(hist_noun=spec_mod.hist_noun(spec)
                    if spec.get("hists") else None)
     groups = {}     # "group": options that exclude each other
+    rules = spec_mod.rules(spec)
+    ruled = {x["long"] for o, other, _, _ in rules for x in (o, other)}
     for o in spec["option"]:
         into = p
         if "group" in o:
             into = groups.setdefault(o["group"],
                                      p.add_mutually_exclusive_group())
-        cli.add_spec_option(into, o, types=types)
+        cli.add_spec_option(into, o, types=types, spec=spec,
+                            late_default=o["long"] in ruled)
+    p.rules = [(_dest(o), _dest(other), kind == "conflicts", line)
+               for o, other, kind, line in rules]
+    p.late = {_dest(o): spec_mod.value(o["default"]) for o in spec["option"]
+              if o["long"] in ruled and "default" in o}
     for r in spec["retired"]:
         p.retire(r["short"], spec_mod.retired_line(r))
     if not spec.get("operands"):

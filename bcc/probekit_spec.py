@@ -36,7 +36,8 @@ WIDTH = 79
 EXAMPLE_COL = 40
 
 _OPTION_KEYS = {"short", "long", "arg", "help", "man", "type", "default",
-                "max", "usage", "only", "help_binary", "append", "group"}
+                "max", "usage", "only", "help_binary", "append", "group",
+                "requires", "conflicts"}
 _SPEC_KEYS = {"tool", "summary", "description", "unit", "binary", "pairs",
               "hists", "units", "probes", "keys", "option", "example", "operands",
               "counts", "values", "retired"}
@@ -129,6 +130,7 @@ def load(tool, spec_dir=SPEC_DIR):
                 raise SpecError("%s: option %r is declared twice"
                                 % (path, name))
             taken[name] = o["long"]
+    _check_rules(path, spec)
     spec.setdefault("retired", [])
     for i, r in enumerate(spec["retired"]):
         _check_retired(path, r, "retired %d" % (i + 1), taken, spec)
@@ -140,6 +142,59 @@ def load(tool, spec_dir=SPEC_DIR):
                                          ", ".join(sorted(_EXAMPLE_KEYS))))
     spec["path"] = path
     return spec
+
+
+# The cross-option rules an option of a tool may state, each naming
+# another of the tool's own options by its long name: "requires" (given
+# alone, it is refused) and "conflicts" (given with it, it is refused).
+# Both forms refuse with the one line below, after "COMMAND: ", exit 2:
+# the libbpf form from spec_rules in TOOL.spec.h (parse_options()), the
+# BCC form through probekit_bcc_spec.parser().  The help, the man page
+# and the usage error all say the rule from here.
+RULES = {"requires": "%s needs %s", "conflicts": "%s cannot go with %s"}
+
+
+def _check_rules(path, spec):
+    own = {o["long"]: o for o in spec["option"]}
+    for o in spec["option"]:
+        for kind in RULES:
+            if kind not in o:
+                continue
+            other = o[kind]
+            if not isinstance(other, str) or other not in own or \
+                    other == o["long"]:
+                raise SpecError("%s: option %s: %s %r is not the long name "
+                                "of another of the tool's own options"
+                                % (path, o["long"], kind, other))
+
+
+def names(o):
+    """An option as the usage errors name it: "-W/--width", "--per-io"."""
+    long = "--" + o["long"]
+    return "-%s/%s" % (o["short"], long) if "short" in o else long
+
+
+def _name(o):
+    """An option as help text names it: "-W", "--per-io"."""
+    return "-" + o["short"] if "short" in o else "--" + o["long"]
+
+
+def option_named(spec, long):
+    """The tool's own option whose long name is long."""
+    (o,) = [o for o in spec["option"] if o["long"] == long]
+    return o
+
+
+def rules(spec):
+    """[(option, other, kind, line)]: every cross-option rule of the
+    tool's own options, in --help order, with the line that refuses it."""
+    out = []
+    for o in spec["option"]:
+        for kind, fmt in RULES.items():
+            if kind in o:
+                other = option_named(spec, o[kind])
+                out.append((o, other, kind, fmt % (names(o), names(other))))
+    return out
 
 
 def _check_retired(path, r, where, taken, spec):
@@ -451,9 +506,15 @@ def value(v, spec_dir=SPEC_DIR):
     return limits(spec_dir)[v] if isinstance(v, str) and v.isupper() else v
 
 
-def help_text(o, spec_dir=SPEC_DIR):
-    """An option's --help text, with its default when it has one."""
+def help_text(o, spec_dir=SPEC_DIR, spec=None):
+    """An option's --help text, with its rules (spec, the tool's, names
+    the options they name) and its default when it has them: "with -L:
+    units per bucket (default 10)"."""
     h = o["help"]
+    if spec and "requires" in o:
+        h = "with %s: %s" % (_name(option_named(spec, o["requires"])), h)
+    if spec and "conflicts" in o:
+        h += " (not with %s)" % _name(option_named(spec, o["conflicts"]))
     if "default" in o:
         h += " (default %s)" % value(o["default"], spec_dir)
     return h
@@ -574,14 +635,34 @@ def man_options(spec):
             out.append(".TP\n.BI %s%s\n" % (names[0], ' " %s"' % o["arg"]))
         else:
             out.append(".TP\n.B %s\n" % names[0])
-        body = o.get("man") or _roff(_sentence(help_text(o)))
-        out.append(body.rstrip("\n") + "\n")
+        out.append(man_body(o, spec) + "\n")
         # The letter it had, from the spec's [[retired]], said once.
         for r in spec.get("retired", []):
             if r["now"] == "--" + o["long"]:
                 out.append(_roff(_sentence("It was -%s: %s" % (
                     r["short"], r["why"]))) + "\n")
     return "".join(out)
+
+
+def man_body(o, spec):
+    """An option's man page text: its "man" (else its help as a
+    sentence), with its rules and its default said as --help says them,
+    "With -L: the width ... (default 10).".  A "man" that says its
+    default in words of its own (the word "default") is left to."""
+    body = (o.get("man") or _roff(_sentence(o["help"]))).rstrip("\n")
+    if "default" in o and "default" not in o.get("man", ""):
+        tail = " (default %s)" % value(o["default"], os.path.dirname(
+            spec["path"]))
+        body = body[:-1] + tail + "." if body.endswith(".") \
+            else body + tail
+    if "conflicts" in o:
+        body += "\nNot with\n.BR %s ." % _roff(
+            _name(option_named(spec, o["conflicts"])))
+    if "requires" in o:
+        body = "With\n.BR %s :\n%s" % (
+            _roff(_name(option_named(spec, o["requires"]))),
+            body[:1].lower() + body[1:])
+    return body
 
 
 def man_examples(spec):

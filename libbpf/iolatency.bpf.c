@@ -26,7 +26,9 @@
 const volatile bool per_bdev = false;	/* -B */
 const volatile bool per_type = false;	/* -O */
 const volatile bool linear = false;	/* -L */
-const volatile __u64 width = 10;	/* -W: linear bucket width, in units */
+const volatile __u64 width = 0;		/* -W: linear bucket width, in units
+					 * (user space sets it: the spec's
+					 * default, or -W) */
 const volatile __u64 unit_ns = 1000;	/* -n 1, -u 1000, -m 1000000 */
 
 /* An I/O in flight: its process (tid 0: any thread may end it), its id. */

@@ -31,8 +31,8 @@ const char *tool_name = "iolatency";
 static struct {
 	struct common_args c;
 	bool per_bdev, per_type, linear, per_io;
-	long width;		/* 0: not given */
-} env;
+	long width;		/* -W, with -L: tools/iolatency.toml's default */
+} env = { .width = SPEC_DEFAULT_WIDTH };
 
 static void option(int key, const char *arg)
 {
@@ -63,15 +63,6 @@ static const struct tool_cli cli = {
 	.hists = true,
 };
 
-static void parse_args(int argc, char **argv)
-{
-	parse_options(&cli, &env.c, argc, argv);
-	if (env.width && !env.linear)
-		usage_error("-W/--width needs -L/--linear");
-	if (!env.width)
-		env.width = 10;
-}
-
 static int collect(void *ctx, struct hist_entry **entries)
 {
 	struct iolatency_bpf *skel = ctx;
@@ -92,7 +83,7 @@ int main(int argc, char **argv)
 	struct target t;
 	int err, rc = 1;
 
-	parse_args(argc, argv);
+	parse_options(&cli, &env.c, argc, argv);
 	libbpf_quiet(env.c.verbose);
 	if (target_open(&t, env.c.pid))
 		return 1;

@@ -27,7 +27,9 @@
 const volatile __u32 tgid = 0;		/* -p */
 const volatile bool per_cmd = false;	/* -C */
 const volatile bool linear = false;	/* -L */
-const volatile __u64 width = 10;	/* -W: linear bucket width, in units */
+const volatile __u64 width = 0;		/* -W: linear bucket width, in units
+					 * (user space sets it: the spec's
+					 * default, or -W) */
 const volatile __u64 unit_ns = 1000;	/* -n 1, -u 1000, -m 1000000 */
 /* Where a syscall tracepoint's record holds the first argument (a long)
  * and the return value (a long): every syscall's entry record has one

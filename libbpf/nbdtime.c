@@ -41,8 +41,8 @@ static const char *const stage_names[STAGE_COUNT] = {
 static struct {
 	struct common_args c;
 	bool per_cmd, linear;
-	long width;		/* 0: not given */
-} env;
+	long width;		/* -W, with -L: tools/nbdtime.toml's default */
+} env = { .width = SPEC_DEFAULT_WIDTH };
 
 static void option(int key, const char *arg)
 {
@@ -66,15 +66,6 @@ static const struct tool_cli cli = {
 	.pairs = true,
 	.hists = true,
 };
-
-static void parse_args(int argc, char **argv)
-{
-	parse_options(&cli, &env.c, argc, argv);
-	if (env.width && !env.linear)
-		usage_error("-W/--width needs -L/--linear");
-	if (!env.width)
-		env.width = 10;
-}
 
 /* Print order: by stage, then command name, then thread id (numerically,
  * as bcc/nbdtime sorts them). */
@@ -207,7 +198,7 @@ int main(int argc, char **argv)
 	long arg0_off, ret_off;
 	int err, rc = 1;
 
-	parse_args(argc, argv);
+	parse_options(&cli, &env.c, argc, argv);
 	libbpf_quiet(env.c.verbose);
 	if (target_open(&t, env.c.pid))
 		return 1;

@@ -23,12 +23,17 @@
 #include "probekit_limits.h"
 #define PAIR_INFLIGHT_DEFAULT MAX_INFLIGHT
 
-/* The index of each count in pair_state.bpf.h's pair_counts. */
+/* The index of each count in pair_state.bpf.h's pair_counts: the first
+ * kinds of loss (probekit_spec.LOSSES, enum spec_loss), whose words
+ * tool_drain.c's loss_report() prints by the same index. */
 enum pair_count {
-	PAIR_DROPPED,		/* a START found its table full */
-	PAIR_RECLAIMED,		/* a START whose thread or process exited */
+	PAIR_DROPPED = SPEC_LOSS_DROPPED,	/* a START found its table full */
+	PAIR_RECLAIMED = SPEC_LOSS_RECLAIMED,	/* a START whose thread or
+						 * process exited */
 	PAIR_NCOUNTS,
 };
+_Static_assert(PAIR_DROPPED == 0 && PAIR_RECLAIMED == 1,
+	       "probekit_spec.LOSSES begins with enum pair_count's kinds");
 
 /*
  * The first fields of every in-flight key that pair_state.bpf.h reclaims:

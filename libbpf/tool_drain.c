@@ -388,13 +388,10 @@ static int pair_totals(const struct bpf_map *map,
 }
 
 /* What a tool lost, by kind: probekit_spec.LOSSES, whose first two are
- * enum pair_count's. */
+ * enum pair_count's (pair_state.h declares them from enum spec_loss). */
 static const struct {
 	const char *key, *what;
 } losses[SPEC_NLOSSES] = { SPEC_LOSSES };
-_Static_assert(PAIR_DROPPED == SPEC_LOSS_DROPPED &&
-	       PAIR_RECLAIMED == SPEC_LOSS_RECLAIMED && PAIR_NCOUNTS <= SPEC_NLOSSES,
-	       "enum pair_count indexes probekit_spec.LOSSES");
 
 /* loss_report() of the kinds kinds[0..nkinds), n[i] of kinds[i]. */
 static void losses_report(const struct output *o, const char *noun,

@@ -364,10 +364,38 @@ static bool common_option(const struct tool_cli *cli, struct common_args *a,
 	return false;
 }
 
+/* The keys of the options given, each once: what cli->rules are held to. */
+struct given {
+	int key[64];
+	int n;
+};
+
+static bool given_has(const struct given *gv, int key)
+{
+	for (int i = 0; i < gv->n; i++)
+		if (gv->key[i] == key)
+			return true;
+	return false;
+}
+
+static void given_add(struct given *gv, int key)
+{
+	if (!given_has(gv, key) && gv->n < (int)(sizeof(gv->key) / sizeof(gv->key[0])))
+		gv->key[gv->n++] = key;
+}
+
+static void rules_check(const struct tool_rule *rules, const struct given *gv)
+{
+	for (const struct tool_rule *r = rules; r && r->key; r++)
+		if (given_has(gv, r->key) && given_has(gv, r->other) == r->conflicts)
+			usage_error("%s", r->line);
+}
+
 void parse_options(const struct tool_cli *cli, struct common_args *a,
 		   int argc, char **argv)
 {
 	struct getopt_tables g;
+	struct given gv = { .n = 0 };
 	int c, unit_given = 0;
 
 	build_tables(cli, &g);
@@ -392,6 +420,7 @@ void parse_options(const struct tool_cli *cli, struct common_args *a,
 		if (common_option(cli, a, c, optarg) ||
 		    (cli->unit && unit_option(a, c, &unit_given)))
 			continue;
+		given_add(&gv, c);
 		cli->option(c, optarg);
 	}
 	while (cli->operand && optind < argc && cli->operand(argv[optind]))
@@ -407,6 +436,7 @@ void parse_options(const struct tool_cli *cli, struct common_args *a,
 	if (!a->pid && !a->path)
 		usage_error(SPEC_TARGET_MISSING, cli->binary ?
 			    SPEC_TARGET_BOTH_WAYS : SPEC_TARGET_PID);
+	rules_check(cli->rules, &gv);
 }
 
 static int libbpf_print_verbose(enum libbpf_print_level level,

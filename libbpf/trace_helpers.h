@@ -154,6 +154,15 @@ extern const struct tool_cap *tool_needs_own, *tool_needs_other;
 extern const struct tool_cap *tool_needs_multi_own, *tool_needs_multi_other;
 
 /* What a tool's command line is. */
+/* A cross-option rule of a tool's spec (probekit_spec.RULES): key given
+ * without other (or, for conflicts, with it) is refused with line, a
+ * usage error. */
+struct tool_rule {
+	int key, other;
+	bool conflicts;
+	const char *line;
+};
+
 struct tool_cli {
 	/* --help up to its option list: "usage: ...", the description.
 	 * The usage line stays written out: it groups options ([-m|-u|-n],
@@ -196,12 +205,16 @@ struct tool_cli {
 	/* Short options it no longer takes, each refused with its line;
 	 * NULL: none. */
 	const struct tool_retired *retired;
+	/* Its options' cross-option rules, ending with { 0 }; NULL: none. */
+	const struct tool_rule *rules;
 };
 
 /*
  * Parse argv: the common options into *a, the tool's own through
  * cli->option, its operands through cli->operand, then [interval
- * [count]]; check that -p (or, for cli->binary, -b) was given.  -h
+ * [count]]; check that -p (or, for cli->binary, -b) was given, then
+ * cli->rules.  A tool's own option keeps the value its tool gave it
+ * (its spec's SPEC_DEFAULT_*) unless given.  -h
  * prints --help and exits 0, --version prints "TOOL (probekit) VERSION"
  * and exits 0; a bad option or value is a usage error.
  */

@@ -50,7 +50,7 @@ else
 BPF_SYS_INCLUDES = $(shell $(BPF_CLANG) -v -E - </dev/null 2>&1 | \
 	sed -n '/<...> search starts here:/,/End of search list./s|^ \(/.*\)|-idirafter \1|p')
 endif
-BPF_CFLAGS = -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -Wall $(PREFIX_MAP) \
+BPF_CFLAGS = -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -Wall $(WERROR_FLAGS) $(PREFIX_MAP) \
 	-I$(LIBBPF_GEN) -I$(O)/gen -Ilibbpf $(BPF_SYS_INCLUDES)
 LIBBPF_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(WARN) $(BASE_CFLAGS) -I$(LIBBPF_GEN) \
 	-I$(O)/gen -Ilibbpf $(SAN_CFLAGS) $(EXTRA_CFLAGS)

@@ -400,3 +400,49 @@ def test_checker_finds_what_is_broken(build, tmp_path):
         "no command probekit-nosuchtool in build/bin",
         "frobnicate is no command probekit builds and no known system command",
     ], cmds
+
+
+# --- the layout -------------------------------------------------------------------
+
+def top_folders():
+    """The repository's top-level folders: the first component of every
+    path git tracks that has more than one."""
+    out = subprocess.run(["git", "-C", ROOT, "ls-files"], capture_output=True,
+                         text=True, check=True).stdout
+    return {p.split("/", 1)[0] for p in out.splitlines() if "/" in p}
+
+
+def layout_rows(text):
+    """The first cell's first path of each row of README's "Layout" table,
+    backticks off ("probes/blktgt.d")."""
+    section = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    return [m.group(1) for m in re.finditer(r"^\| `([^`]+)`", section, re.M)]
+
+
+def unnamed_folders(folders, readme, architecture):
+    """[(doc, folder)]: each folder README's layout table or
+    ARCHITECTURE.md does not name as FOLDER/."""
+    rows = layout_rows(readme)
+    missing = [("README.md", d) for d in sorted(folders)
+               if not any(r == d + "/" or r.startswith(d + "/") for r in rows)]
+    return missing + [("ARCHITECTURE.md", d) for d in sorted(folders)
+                      if not re.search(r"(?<![\w./-])%s/" % re.escape(d), architecture)]
+
+
+def test_layout_names_every_folder():
+    """README's layout table and ARCHITECTURE.md name every top-level
+    folder of the repository, so a new one cannot go unexplained."""
+    folders = top_folders()
+    assert {"probes", "target", "tests", "tools", "mk"} <= folders
+    with open(os.path.join(ROOT, FRONT)) as f:
+        readme = f.read()
+    with open(os.path.join(ROOT, "ARCHITECTURE.md")) as f:
+        architecture = f.read()
+    assert unnamed_folders(folders, readme, architecture) == []
+    # The check can fail: a folder neither names, and one each leaves out.
+    assert unnamed_folders(folders | {"zz"}, readme, architecture) == \
+        [("README.md", "zz"), ("ARCHITECTURE.md", "zz")]
+    no_mk = "\n".join(l for l in readme.splitlines() if not l.startswith("| `mk/"))
+    assert unnamed_folders(folders, no_mk, architecture) == [("README.md", "mk")]
+    assert unnamed_folders(folders, readme, architecture.replace("mk/", "")) == \
+        [("ARCHITECTURE.md", "mk")]

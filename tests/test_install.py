@@ -413,6 +413,9 @@ def test_quickstart_batch_probe_traced_from_install(inst, quickstart, tmp_path, 
             lines = tout.drain(10)
             assert trace.returncode == 0, lines
             total = sum(BATCH_REQUESTS)
+            # bpftrace compiles the script without a warning (a signed
+            # count against an unsigned loop index drew one).
+            assert [l for l in lines if "WARNING" in l] == [], lines
             assert f"@requests: {total}" in lines, lines
             assert f"@sum: {expected_sum(1, 211) + expected_sum(212, 23)}" in lines, lines
             # 211 = 3 * 64 + 19, then 23: five hits, and at most one more

@@ -223,6 +223,43 @@ def test_leave_out_is_documented_and_real():
                 assert re.search(rf"^def {re.escape(name)}\(", f.read(), re.M), entry
 
 
+def make_vars(names, *args):
+    """The values make gives the variables names, with make's args."""
+    out = subprocess.run(
+        ["make", "-s", "--no-print-directory", "-f", "-", "print", *args],
+        input="include Makefile\nprint:\n" + "".join(
+            "\t@echo '$(%s)'\n" % n for n in names),
+        cwd=probekit.ROOT, capture_output=True, text=True, timeout=TIMEOUT,
+        check=True).stdout.splitlines()
+    return dict(zip(names, out))
+
+
+def test_warnings_are_errors_but_on_the_warn_only_stacks():
+    """make check's builds make every C and BPF compiler warning an error
+    (CHECK_WERROR, 1 unless given), and make stack-check STACK=NAME, as
+    .ci/run runs it, does too on every CI stack but those of
+    STACKS_WARN_ONLY (unstable), whose warnings it only reports."""
+    v = make_vars(["CHECK_WERROR", "CI_STACKS", "STACKS_WARN_ONLY", "WARN",
+                   "BPF_CFLAGS"])
+    assert v["CHECK_WERROR"] == "1" and v["STACKS_WARN_ONLY"] == "sid"
+    assert "-Werror" not in v["WARN"] + v["BPF_CFLAGS"]
+    on = make_vars(["WARN", "BPF_CFLAGS"], "WERROR=1")
+    assert "-Werror" in on["WARN"].split() and "-Werror" in on["BPF_CFLAGS"].split()
+    want = {s: "0" if s in v["STACKS_WARN_ONLY"].split() else "1"
+            for s in v["CI_STACKS"].split()}
+    assert want == {"trixie": "1", "sid": "0"}
+    assert {s: make_vars(["STACK_WERROR"], f"STACK={s}")["STACK_WERROR"]
+            for s in want} == want
+    with open(os.path.join(probekit.ROOT, ".ci", "run")) as f:
+        assert '"make stack-check STACK=$s"' in f.read()
+    with open(os.path.join(probekit.ROOT, "Makefile")) as f:
+        mk = f.read()
+    recipes = re.findall(r"(?ms)^check-(?:build|asan):\n(.*?)\n\n", mk)
+    builds = [ln for r in recipes for ln in r.splitlines() if " all" in ln]
+    assert len(builds) == 3 and all("WERROR=$(CHECK_WERROR)" in ln
+                                    for ln in builds), builds
+
+
 def scripts_copy(tmp_path, edit=None):
     """stack.sh with its library and deps.sh in tmp_path/scripts, deps.sh
     changed by edit (old, new), as a commit might change it; stack.sh

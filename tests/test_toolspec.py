@@ -180,8 +180,9 @@ help = "a scratch option (tests/test_toolspec.py)"
 
 def scratch_tools(tmp_path, tool, addition):
     """A copy of tools/ (with bcc/, probes/probelib and VERSION beside
-    it) whose tools/TOOL.toml ends with addition; the libbpf tool built
-    from it and the BCC tool's argv run from it: (spec_dir, exe, bcc)."""
+    it) whose tools/TOOL.toml ends with addition (or, a function, is
+    addition(its text)); the libbpf tool built from it and the BCC tool's
+    argv run from it: (spec_dir, exe, bcc)."""
     tree = tmp_path / "tree"
     shutil.copytree(TOOLS, tree / "tools")
     shutil.copytree(os.path.join(ROOT, "bcc"), tree / "bcc", symlinks=True,
@@ -190,8 +191,9 @@ def scratch_tools(tmp_path, tool, addition):
     shutil.copytree(os.path.join(ROOT, "probes", "probelib"),
                     tree / "probes" / "probelib",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    with open(tree / "tools" / f"{tool}.toml", "a") as f:
-        f.write(addition)
+    path = tree / "tools" / f"{tool}.toml"
+    path.write_text(addition(path.read_text()) if callable(addition)
+                    else path.read_text() + addition)
     spec_dir = str(tree / "tools")
 
     # libbpf: the spec header from the copy, then TOOL.c built on it.
@@ -252,6 +254,85 @@ def test_scratch_option_reaches_both_parsers_help_and_man(tmp_path):
     p = subprocess.run([GENTOOL, "man", "iosize", str(page), "--check"],
                        capture_output=True, text=True)
     assert p.returncode == 1 and "out of date" in p.stderr
+
+
+def changed_rules(text):
+    """iolatency.toml with -W's default 10 made 7, its "requires" -L made
+    --per-io, and --per-io made to conflict with -L."""
+    old_w = 'default = 10\nrequires = "linear"\n'
+    old_p = 'long = "per-io"\n'
+    assert text.count(old_w) == 1 and text.count(old_p) == 1
+    return text.replace(old_w, 'default = 7\nrequires = "per-io"\n').replace(
+        old_p, old_p + 'conflicts = "linear"\n')
+
+
+def test_changed_default_and_rules_reach_both_forms_help_and_man(tmp_path):
+    """A copy of tools/ whose iolatency.toml gives -W another default and
+    another rule, and --per-io a conflict: the generated C, the Python
+    reading, both forms' --help and usage errors, and the man page all
+    follow, with no other copy to change."""
+    spec_dir, exe, bcc = scratch_tools(tmp_path, "iolatency", changed_rules)
+    header = (tmp_path / "gen" / "iolatency.spec.h").read_text()
+    assert "#define SPEC_DEFAULT_WIDTH 7\n" in header
+    assert "{ 'W', OPT_PER_IO, false,\n\t  \"-W/--width needs --per-io\" }" in header
+    assert "{ OPT_PER_IO, 'L', true,\n\t  \"--per-io cannot go with -L/--linear\" }" \
+        in header
+
+    spec = probekit_spec.load("iolatency", spec_dir)
+    assert probekit_spec.option_named(spec, "width")["default"] == 7
+    assert [line for _, _, _, line in probekit_spec.rules(spec)] == [
+        "-W/--width needs --per-io", "--per-io cannot go with -L/--linear"]
+    # The BCC form's parser, from the copy: the default once no -W is
+    # given, the value given otherwise.
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); "
+            "import probekit_bcc_spec as s; p = s.parser('iolatency'); "
+            "print(p.parse_args(['-p', '1']).width, "
+            "p.parse_args(['-p', '1', '--per-io', '-W', '3']).width)")
+    p = subprocess.run([probekit.PYTHON, "-c", code,
+                        str(tmp_path / "tree" / "bcc")],
+                       capture_output=True, text=True)
+    assert (p.returncode, p.stdout, p.stderr) == (0, "7 3\n", "")
+
+    for argv, name in (([exe], "probekit-iolatency"),
+                       (bcc, "probekit-iolatency-bcc")):
+        text = re.sub(r"\s+", " ", help_of(argv))
+        assert "-W WIDTH, --width WIDTH with --per-io: units per bucket " \
+            "(default 7)" in text.replace("-W, --width", "-W WIDTH, --width"), text
+        assert "two hits per I/O, not io__batch (one hit per up to 256 " \
+            "I/Os) (not with -L)" in text, text
+        for args, line in ((["-W", "3"], "-W/--width needs --per-io"),
+                           (["-L", "-W", "3"], "-W/--width needs --per-io"),
+                           (["-L", "--per-io"],
+                            "--per-io cannot go with -L/--linear")):
+            p = subprocess.run(argv + ["-p", "999999999"] + args,
+                               capture_output=True, text=True)
+            assert (p.returncode, p.stderr) == (
+                2, f"{name}: {line} (see --help)\n"), args
+
+    page = tmp_path / "probekit-iolatency.8"
+    shutil.copy(os.path.join(ROOT, "man", "probekit-iolatency.8"), page)
+    subprocess.run([GENTOOL, "--spec-dir", spec_dir, "man", "iolatency",
+                    str(page)], check=True)
+    roff = page.read_text()
+    assert "With\n.BR \\-\\-per\\-io :\nthe width of a bucket, in the " \
+        "unit (default 7).\n" in roff
+    assert "takes one per up to 256 I/Os.\nNot with\n.BR \\-L .\n" in roff
+
+
+@pytest.mark.parametrize("rule,other", [("requires", "nope"),
+                                        ("conflicts", "width")])
+def test_a_rule_must_name_another_option(tmp_path, rule, other):
+    """A rule that names no other option of the tool is one line, exit 1."""
+    spec_dir = tmp_path / "tools"
+    shutil.copytree(TOOLS, spec_dir)
+    path = spec_dir / "iolatency.toml"
+    path.write_text(path.read_text().replace(
+        'requires = "linear"', f'{rule} = "{other}"'))
+    p = subprocess.run([GENTOOL, "--spec-dir", str(spec_dir), "header",
+                        "iolatency"], capture_output=True, text=True)
+    assert (p.returncode, p.stdout) == (1, "")
+    assert p.stderr == f"gentool: {path}: option width: {rule} '{other}' is " \
+        "not the long name of another of the tool's own options\n"
 
 
 # Every short option a tool's spec retires ([[retired]]), with the line

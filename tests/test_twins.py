@@ -11,15 +11,20 @@ the tool's "Hit Ctrl-C to end." line before it, and asserts exact counts.
 import datetime
 import os
 import re
+import sys
 
 import pytest
 
 import histtools
+import probekit
 from histtools import bdevs  # noqa: F401 (a fixture)
 from histtools import (KINDS, TOOLS, by_key, json_objects, nonzero,
                        one_error_line, parse, run_on_nousdt_target,
                        run_on_process_without_probes, timestamps, total,
                        trace_until_target_exits, workload)
+
+sys.path.insert(0, os.path.join(probekit.ROOT, "bcc"))
+import probekit_spec  # noqa: E402
 
 # The programs these tests run; a missing one names its Debian package.
 pytestmark = pytest.mark.needs("py:bcc")
@@ -74,7 +79,9 @@ def test_iolatency_sums(bpf, bdevs, kind, opts, unit, scale):
     for h in hists:
         assert h["unit"] == unit and h["scale"] == scale
         if scale == "linear":
-            width = int(opts[opts.index("-W") + 1]) if "-W" in opts else 10
+            width = int(opts[opts.index("-W") + 1]) if "-W" in opts else \
+                probekit_spec.option_named(probekit_spec.load("iolatency"),
+                                           "width")["default"]
             assert all(lo % width == 0 for lo, _, _ in h["rows"])
 
 

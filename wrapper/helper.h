@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* What the rooms of probekit-scan, probekit-bpftrace's helper, share: its
- * one-line error and a growing string.  The joiner (join.c) and the ELF
- * look-ups (scan.c) both use them. */
+ * one-line error and a growing string.  The joiner (join.c), the argument
+ * names (argnames.c), the ELF look-ups (look.c) and main (scan.c) use
+ * them. */
 #ifndef PROBEKIT_WRAPPER_HELPER_H
 #define PROBEKIT_WRAPPER_HELPER_H
 
