@@ -228,7 +228,7 @@ def resolve(tool, scope, probe, arg, opt, string=False):
     if n is None:
         if a is None:
             shown = dict((p, name) for name, p in scope.files).get(path, path)
-            die(tool, spec.ARG_NO_NAMES % (shown, probe.full))
+            die(tool, spec.ARG_NO_NAMES % (shown, probe.full, "arg1"))
         names = [name for _, name in a.args]
         if arg not in names:
             die(tool, spec.ARG_UNKNOWN % (probe.full, arg) +

@@ -823,7 +823,7 @@ int usdt_arg_resolve(struct usdt_bin *b, const struct usdt_note *n,
 		size_t best = SIZE_MAX, d;
 
 		if (!pa) {
-			tool_err(SPEC_ARG_NO_NAMES, b->shown, probe);
+			tool_err(SPEC_ARG_NO_NAMES, b->shown, probe, "arg1");
 			return -EINVAL;
 		}
 		for (argn = 0; argn < pa->argc; argn++) {
