@@ -744,12 +744,12 @@ static size_t distance(const char *a, const char *b)
 static const char *gates[USDT_GATES_MAX];
 static int ngates;
 
-/* Whether s is a C identifier no longer than a note's name may be. */
-static bool arg_name_valid(const char *s)
+bool usdt_arg_name_valid(const char *s)
 {
 	size_t i;
 
-	if (!*s || isdigit((unsigned char)*s))
+	if (!*s || isdigit((unsigned char)*s) ||
+	    (!strncmp(s, "arg", 3) && isdigit((unsigned char)s[3])))
 		return false;
 	for (i = 0; s[i]; i++)
 		if (!(isalnum((unsigned char)s[i]) || s[i] == '_') ||
@@ -779,7 +779,7 @@ bool usdt_arg_option(const char *opt, const char *arg, bool tid,
 				    "(choose %san argument's name, or arg1 to "
 				    "arg%d)", opt, escaped(arg), choose,
 				    USDT_ARGC_MAX);
-	} else if (arg_name_valid(arg)) {
+	} else if (usdt_arg_name_valid(arg)) {
 		out->name = arg;
 	} else {
 		usage_error("argument %s: invalid choice: '%.64s' (choose "
@@ -793,9 +793,11 @@ bool usdt_arg_option(const char *opt, const char *arg, bool tid,
 /* The probekit note of n's probe in b, its notes read once; NULL when b
  * has none for it (or they could not be read: then as for none, since
  * the stapsdt notes, which the tool needs, were read). */
-static const struct usdt_probe_args *probe_names(struct usdt_bin *b,
+static const struct usdt_probe_args *probe_names(const struct usdt_bin *cb,
 						 const struct usdt_note *n)
 {
+	/* The names are a cache of the file's, read on first use. */
+	struct usdt_bin *b = (struct usdt_bin *)cb;
 	char err[256];
 
 	if (!b->names_read) {
@@ -808,43 +810,54 @@ static const struct usdt_probe_args *probe_names(struct usdt_bin *b,
 	return usdt_probe_args_find(b->names, b->nnames, n->provider, n->name);
 }
 
+int usdt_arg_index(const struct usdt_bin *b, const struct usdt_note *n,
+		   const char *name, char *why, size_t whylen)
+{
+	const struct usdt_probe_args *pa = probe_names(b, n);
+	char probe[USDT_PROBE_MAX], tail[USDT_NAME_MAX + 32];
+	const char *near = NULL;
+	size_t best = SIZE_MAX, d;
+	int i;
+
+	usdt_probe_name(n, probe, sizeof(probe));
+	if (!pa) {
+		snprintf(why, whylen, SPEC_ARG_NO_NAMES, b->shown, probe, "arg1");
+		return -1;
+	}
+	for (i = 0; i < pa->argc; i++) {
+		if (!strcmp(pa->args[i].name, name))
+			return i + 1;
+		/* The first of equals, as probekit_spec.nearest(). */
+		d = distance(name, pa->args[i].name);
+		if (d < best) {
+			best = d;
+			near = pa->args[i].name;
+		}
+	}
+	if (near)
+		snprintf(tail, sizeof(tail), SPEC_NEAREST, near);
+	else
+		snprintf(tail, sizeof(tail), "%s", SPEC_NO_PROBES);
+	snprintf(why, whylen, SPEC_ARG_UNKNOWN "%s", probe, name, tail);
+	return -1;
+}
+
 int usdt_arg_resolve(struct usdt_bin *b, const struct usdt_note *n,
 		     const struct usdt_arg_ref *r, bool string,
 		     struct usdt_site_arg *out)
 {
 	const struct usdt_probe_args *pa = probe_names(b, n);
-	char probe[USDT_PROBE_MAX], tail[USDT_NAME_MAX + 32];
+	char probe[USDT_PROBE_MAX], why[PATH_MAX + 512];
 	long argn = r->n;
 	int err;
 
 	usdt_probe_name(n, probe, sizeof(probe));
 	if (r->name) {
-		const char *near = NULL;
-		size_t best = SIZE_MAX, d;
-
-		if (!pa) {
-			tool_err(SPEC_ARG_NO_NAMES, b->shown, probe, "arg1");
+		argn = usdt_arg_index(b, n, r->name, why, sizeof(why));
+		if (argn < 0) {
+			tool_err("%s", why);
 			return -EINVAL;
 		}
-		for (argn = 0; argn < pa->argc; argn++) {
-			if (!strcmp(pa->args[argn].name, r->name))
-				break;
-			/* The first of equals, as probekit_spec.nearest(). */
-			d = distance(r->name, pa->args[argn].name);
-			if (d < best) {
-				best = d;
-				near = pa->args[argn].name;
-			}
-		}
-		if (argn == pa->argc) {
-			if (near)
-				snprintf(tail, sizeof(tail), SPEC_NEAREST, near);
-			else
-				snprintf(tail, sizeof(tail), "%s", SPEC_NO_PROBES);
-			tool_err(SPEC_ARG_UNKNOWN "%s", probe, r->name, tail);
-			return -EINVAL;
-		}
-		argn++;
 	}
 	if (!string || !pa || argn > pa->argc)
 		return string ? usdt_site_str_arg_of(b, n, argn, out) :

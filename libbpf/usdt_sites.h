@@ -214,6 +214,17 @@ struct usdt_arg_ref {
 bool usdt_arg_option(const char *opt, const char *arg, bool tid,
 		     struct usdt_arg_ref *out);
 
+/* Whether s may name an argument: a C identifier shorter than
+ * USDT_NAME_MAX, not argN. */
+bool usdt_arg_name_valid(const char *s);
+
+/* N (from 1) of the argument called name at note n of b, from b's
+ * probekit notes (read once, on first use); -1 with the line that says
+ * why in why: a name the probe lacks (SPEC_ARG_UNKNOWN, with the
+ * nearest) or a file without names (SPEC_ARG_NO_NAMES). */
+int usdt_arg_index(const struct usdt_bin *b, const struct usdt_note *n,
+		   const char *name, char *why, size_t whylen);
+
 /*
  * The argument r names at note n of b, described for usdt_site_arg() in
  * BPF into out (as usdt_site_arg_of(); with string, as
