@@ -201,14 +201,14 @@ def test_usdtcount_strings_table_full(bpf, bdevs, kind):
     Malloc1's 37 writes find the table full.  Their values are dropped,
     and counted, as the pair tools count their STARTs: the last line says
     so, and JSON has "strings"; an interval with no loss says nothing."""
-    args = ("-p", bdevs.pid, "-S", "arg2", "--max-strings", "1",
+    args = ("-p", bdevs.pid, "-S", "bdev", "--max-strings", "1",
             "blktgt:io__submit")
     t = Gen(kind, "usdtcount", *args).start()
     js = Gen(kind, "usdtcount", *args, "--json").start()
     workload(bdevs, "Malloc0", "read", 4096, 4, 23)
     workload(bdevs, "Malloc1", "write", 4096, 2, 37)
     assert body(t.stop()) == [
-        "", "probe = blktgt:io__submit", "     COUNT  arg2",
+        "", "probe = blktgt:io__submit", "     COUNT  bdev",
         '        23  "Malloc0"', "37 strings dropped (table full)"]
     (obj,) = json_objects(js.stop())
     assert obj["values"] == [{"probe": "blktgt:io__submit",
@@ -219,7 +219,7 @@ def test_usdtcount_strings_table_full(bpf, bdevs, kind):
     workload(bdevs, "Malloc1", "write", 4096, 2, 37)
     workload(bdevs, "Malloc0", "read", 4096, 4, 23)
     assert body(t.stop()) == [
-        "", "probe = blktgt:io__submit", "     COUNT  arg2",
+        "", "probe = blktgt:io__submit", "     COUNT  bdev",
         '        37  "Malloc1"', '        23  "Malloc0"']
 
 
