@@ -176,16 +176,25 @@ def arg_index(s):
     return n if n <= notes.MAX_ARGS else None
 
 
+def _is_name(s):
+    """Whether s may name an argument: a C identifier, not argN."""
+    notes = _probelib()[2]
+    return bool(s) and len(s) <= notes.NAME_MAX and s.isascii() and \
+        not s[0].isdigit() and all(c.isalnum() or c == "_" for c in s) \
+        and not (s.startswith("arg") and s[3:4].isdigit())
+
+
 def arg_type(tid):
-    """argparse type of an option's argN (usdtlat -k, usdtcount -H/-S):
-    tid (when taken) or argN, N from 1 as BCC counts.  arg0, which a
-    bpftrace user would write, is told that the numbering is BCC's and
-    which name it has here: the message of libbpf's usdt_arg_option()."""
+    """argparse type of an option's argument (usdtlat -k, usdtcount
+    -H/-S): tid (when taken), an argument's name (resolved per probe:
+    resolve()) or argN, N from 1 as BCC counts.  arg0, which a bpftrace
+    user would write, is told that the numbering is BCC's and which name
+    it has here: the message of libbpf's usdt_arg_option()."""
     def parse(s):
-        if (tid and s == "tid") or arg_index(s):
+        if (tid and s == "tid") or arg_index(s) or _is_name(s):
             return s
-        choose = "(choose %sarg1 to arg%d)" % ("tid or " if tid else "",
-                                             _probelib()[2].MAX_ARGS)
+        choose = "(choose %san argument's name, or arg1 to arg%d)" % (
+            "tid, " if tid else "", _probelib()[2].MAX_ARGS)
         if s == "arg0":
             raise argparse.ArgumentTypeError(
                 "'arg0': arguments count from 1 here, as in BCC: bpftrace's "
@@ -193,6 +202,48 @@ def arg_type(tid):
         raise argparse.ArgumentTypeError(
             "invalid choice: '%s' %s" % (escaped(s[:64]), choose))
     return parse
+
+
+_arg_names = {}
+
+
+def _names_of(path):
+    """The probekit notes of the file at path, read once ({} when it has
+    none, or they cannot be read: as libbpf's usdt_sites.c)."""
+    if path not in _arg_names:
+        try:
+            _arg_names[path] = _probelib()[2].read_arg_names(path)
+        except Exception:   # OSError, ELFError, NoteError
+            _arg_names[path] = {}
+    return _arg_names[path]
+
+
+def resolve(tool, scope, probe, arg, opt, string=False):
+    """N (from 1) of arg, a name or argN, at probe, checked as check_arg()
+    checks it: a name is looked up in the probekit note of the file of
+    the probe's first site, so each probe resolves its own (io__submit's
+    len is its fifth argument, io__done's its fourth).  With string (-S),
+    an argument the note types as anything but a char * is refused.  Dies
+    in one line: libbpf's usdt_arg_resolve() says the same."""
+    path = probe.sites[0][0]
+    a = _names_of(path).get(probe.full)
+    n = arg_index(arg)
+    if n is None:
+        if a is None:
+            shown = dict((p, name) for name, p in scope.files).get(path, path)
+            die(tool, spec.ARG_NO_NAMES % (shown, probe.full, "arg1"))
+        names = [name for _, name in a.args]
+        if arg not in names:
+            die(tool, spec.ARG_UNKNOWN % (probe.full, arg) +
+                spec.nearest_tail(arg, names))
+        n = names.index(arg) + 1
+    typed = a is not None and n <= len(a.args)
+    if string and typed and not _probelib()[2].type_is_string(
+            a.args[n - 1][0]):
+        die(tool, spec.ARG_NOT_STRING % (len(opt.split("/")[0]), opt, arg,
+                                         arg, probe.full, a.args[n - 1][0]))
+    check_arg(tool, probe, n, string=string and not typed)
+    return n
 
 
 def check_arg(tool, probe, n, string=False):

@@ -469,6 +469,18 @@ TARGET_MISSING = "no target: give %s"
 TARGET_BOTH_WAYS = "-p PID or -b PATH"
 TARGET_PID = "-p PID"
 TARGET_BOTH = "-p/--pid and -b/--binary exclude each other"
+# An argument given by name (usdtlat -k, usdtcount -H/-S, the exporter's
+# --pair key), resolved per probe from the probekit note of the probe's
+# file (probes/usdt/usdt_notes.h): a name the probe lacks (then NEAREST
+# among its arguments' names, or NO_PROBES), a file without names (its
+# path, the probe, the first argN: arg1 in the tools, which count from 1
+# as BCC does, arg0 in bpftrace), a string read of an
+# argument that is no char * (the option's short form as a length and
+# the option, "-S/--strings"; the argument twice, the probe, its C type).
+ARG_UNKNOWN = "probe %s has no argument %s"
+ARG_NO_NAMES = "%s has no argument names for probe %s (it was not built " \
+    "with probekit's header); give the argument by number, %s on"
+ARG_NOT_STRING = "%.*s %s reads a string, but %s of %s is %s, not a char *"
 
 
 def distance(a, b):

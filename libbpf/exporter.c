@@ -57,7 +57,8 @@ static const char usage_text[] =
 "      --nbd-commands     with them, NBD commands by command: one probe hit\n"
 "                         per command, where I/O costs one per batch\n"
 "      --pair SPEC        a histogram NAME_seconds of the time from START to\n"
-"                         DONE, paired by KEY: tid (default) or argN (N from 1)\n"
+"                         DONE, paired by KEY: tid (default), an argument's\n"
+"                         name (id, resolved per probe), or argN (N from 1)\n"
 "      --count SPEC       a counter NAME_total of hits per probe matching\n"
 "                         PATTERN (a glob on provider:name), label probe\n"
 "      --pid-label        a pid label on every series (unbounded on a busy\n"
@@ -83,7 +84,8 @@ enum { OPT_BLKTGT = 256, OPT_NBD_COMMANDS, OPT_PAIR, OPT_COUNT, OPT_PID_LABEL,
 struct pair_spec {
 	char start[2][USDT_NAME_MAX];	/* provider, name */
 	char done[2][USDT_NAME_MAX];
-	int arg;			/* 0: tid, else argN */
+	int arg;			/* 0: tid or a name, else argN */
+	char key[USDT_NAME_MAX];	/* a name, resolved per probe; "" */
 };
 
 struct options {
@@ -274,7 +276,7 @@ static void parse_pair(struct options *o, const char *arg)
 		usage_error("more than %d --pair options", EXP_MAX_PAIRS);
 	if (!eq)
 		usage_error("bad --pair '%s': give NAME=PROVIDER:START,"
-			    "PROVIDER:DONE[,tid|argN]", SHOWN(arg));
+			    "PROVIDER:DONE[,tid|NAME|argN]", SHOWN(arg));
 	check_name("--pair", arg, eq - arg);
 	c1 = strchr(eq + 1, ',');
 	c2 = c1 ? strchr(c1 + 1, ',') : NULL;
@@ -282,7 +284,7 @@ static void parse_pair(struct options *o, const char *arg)
 	    !split_probe(c1 + 1, c2 ? (size_t)(c2 - c1 - 1) : strlen(c1 + 1),
 			 p->done))
 		usage_error("bad --pair '%s': give NAME=PROVIDER:START,"
-			    "PROVIDER:DONE[,tid|argN]", SHOWN(arg));
+			    "PROVIDER:DONE[,tid|NAME|argN]", SHOWN(arg));
 	for (int e = 0; e < 2; e++) {
 		char probe[EXP_PROBE_LEN];
 		char (*q)[USDT_NAME_MAX] = e ? p->done : p->start;
@@ -294,11 +296,15 @@ static void parse_pair(struct options *o, const char *arg)
 				    SHOWN(probe));
 	}
 	p->arg = 0;
-	if (c2 && strcmp(c2 + 1, "tid")) {
+	p->key[0] = '\0';
+	if (c2 && usdt_arg_name_valid(c2 + 1) && strcmp(c2 + 1, "tid")) {
+		snprintf(p->key, sizeof(p->key), "%s", c2 + 1);
+	} else if (c2 && strcmp(c2 + 1, "tid")) {
 		if (strncmp(c2 + 1, "arg", 3) ||
 		    parse_long(c2 + 4, 1, USDT_ARGC_MAX, &n))
-			usage_error("bad --pair key '%s': tid, or argN with N "
-				    "from 1 to %d", SHOWN(c2 + 1), USDT_ARGC_MAX);
+			usage_error("bad --pair key '%s': tid, an argument's "
+				    "name, or argN with N from 1 to %d",
+				    SHOWN(c2 + 1), USDT_ARGC_MAX);
 		p->arg = n;
 	}
 	memcpy(state.pair_names[o->npairs], arg, eq - arg);
@@ -473,15 +479,24 @@ static int attach_blktgt(struct exporter_bpf *skel, const struct target *t,
 	return 0;
 }
 
-/* The cookie of one pair location: its key read as the note's spec says,
- * by the reader the generic tools share (usdt_site_arg_of()); -1 after
- * one line when that argument cannot be read. */
+/* The cookie of one pair location: its key (argN, or the argument named
+ * key, resolved at this probe by usdt_arg_index()) read as the note's
+ * spec says, by the reader the generic tools share (usdt_site_arg_of());
+ * -1 after one line when that argument cannot be read. */
 static int pair_cookie(const struct usdt_bin *b, const struct usdt_note *n,
-		       int idx, int role, int arg, __u64 *cookie)
+		       int idx, int role, int arg, const char *key,
+		       __u64 *cookie)
 {
 	struct usdt_site_arg a;
 	char why[PATH_MAX + 512];
 
+	if (*key) {
+		arg = usdt_arg_index(b, n, key, why, sizeof(why));
+		if (arg < 0) {
+			tool_err("%s", why);
+			return -1;
+		}
+	}
 	if (!arg) {
 		*cookie = EXP_COOKIE(idx, role, EXP_KEY_TID, 0, 0, 0, 0);
 		return 0;
@@ -542,7 +557,7 @@ static int report_missing(const struct usdt_sites *s, const struct target *t,
 static int attach_pair_end(struct bpf_program *prog, const struct target *t,
 			   const struct usdt_sites *s,
 			   const char p[2][USDT_NAME_MAX], int idx, int role,
-			   int arg)
+			   int arg, const char *key)
 {
 	char probe[EXP_PROBE_LEN];
 	__u64 cookie;
@@ -556,7 +571,7 @@ static int attach_pair_end(struct bpf_program *prog, const struct target *t,
 			if (strcmp(n->provider, p[0]) || strcmp(n->name, p[1]))
 				continue;
 			found++;
-			if (pair_cookie(&s->bins[i], n, idx, role, arg,
+			if (pair_cookie(&s->bins[i], n, idx, role, arg, key,
 					&cookie))
 				return -EINVAL;
 			err = attach_location(prog, t, &s->bins[i], n, cookie);
@@ -601,10 +616,12 @@ static int attach_generic(struct exporter_bpf *skel, const struct options *o,
 
 	for (sp = 0; sp < o->npairs && !ret; sp++) {
 		ret = attach_pair_end(prog, t, s, o->pairs[sp].start, sp,
-				      EXP_ROLE_START, o->pairs[sp].arg);
+				      EXP_ROLE_START, o->pairs[sp].arg,
+				      o->pairs[sp].key);
 		if (!ret)
 			ret = attach_pair_end(prog, t, s, o->pairs[sp].done, sp,
-					      EXP_ROLE_DONE, o->pairs[sp].arg);
+					      EXP_ROLE_DONE, o->pairs[sp].arg,
+					      o->pairs[sp].key);
 	}
 	for (sp = 0; sp < o->nspecs && !ret; sp++) {
 		int found = 0;

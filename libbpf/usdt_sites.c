@@ -176,6 +176,7 @@ void usdt_sites_close(struct usdt_sites *s)
 	free(s->pending);
 	for (size_t i = 0; i < s->nbins; i++) {
 		usdt_notes_free(s->bins[i].notes);
+		free(s->bins[i].names);
 		if (s->bins[i].fd > 0)
 			close(s->bins[i].fd);
 	}
@@ -743,24 +744,133 @@ static size_t distance(const char *a, const char *b)
 static const char *gates[USDT_GATES_MAX];
 static int ngates;
 
-long usdt_arg_option(const char *opt, const char *arg, bool tid)
+bool usdt_arg_name_valid(const char *s)
 {
-	const char *choose = tid ? "tid or " : "";
-	long n;
+	size_t i;
 
+	if (!*s || isdigit((unsigned char)*s) ||
+	    (!strncmp(s, "arg", 3) && isdigit((unsigned char)s[3])))
+		return false;
+	for (i = 0; s[i]; i++)
+		if (!(isalnum((unsigned char)s[i]) || s[i] == '_') ||
+		    i + 1 == USDT_NAME_MAX)
+			return false;
+	return true;
+}
+
+bool usdt_arg_option(const char *opt, const char *arg, bool tid,
+		     struct usdt_arg_ref *out)
+{
+	const char *choose = tid ? "tid, " : "";
+
+	memset(out, 0, sizeof(*out));
+	out->opt = opt;
 	if (tid && !strcmp(arg, "tid"))
-		return 0;
+		return false;
 	if (!strcmp(arg, "arg0"))
 		usage_error("argument %s: 'arg0': arguments count from 1 here, "
 			    "as in BCC: bpftrace's arg0 is arg1, its argN "
-			    "argN+1 (choose %sarg1 to arg%d)", opt, choose,
-			    USDT_ARGC_MAX);
-	if (strncmp(arg, "arg", 3) || arg[3] == '0' ||
-	    parse_long(arg + 3, 1, USDT_ARGC_MAX, &n))
+			    "argN+1 (choose %san argument's name, or arg1 to "
+			    "arg%d)", opt, choose, USDT_ARGC_MAX);
+	if (!strncmp(arg, "arg", 3) && isdigit((unsigned char)arg[3])) {
+		if (arg[3] == '0' ||
+		    parse_long(arg + 3, 1, USDT_ARGC_MAX, &out->n))
+			usage_error("argument %s: invalid choice: '%.64s' "
+				    "(choose %san argument's name, or arg1 to "
+				    "arg%d)", opt, escaped(arg), choose,
+				    USDT_ARGC_MAX);
+	} else if (usdt_arg_name_valid(arg)) {
+		out->name = arg;
+	} else {
 		usage_error("argument %s: invalid choice: '%.64s' (choose "
-			    "%sarg1 to arg%d)", opt, escaped(arg), choose,
-			    USDT_ARGC_MAX);
-	return n;
+			    "%san argument's name, or arg1 to arg%d)", opt,
+			    escaped(arg), choose, USDT_ARGC_MAX);
+	}
+	snprintf(out->label, sizeof(out->label), "%s", arg);
+	return true;
+}
+
+/* The probekit note of n's probe in b, its notes read once; NULL when b
+ * has none for it (or they could not be read: then as for none, since
+ * the stapsdt notes, which the tool needs, were read). */
+static const struct usdt_probe_args *probe_names(const struct usdt_bin *cb,
+						 const struct usdt_note *n)
+{
+	/* The names are a cache of the file's, read on first use. */
+	struct usdt_bin *b = (struct usdt_bin *)cb;
+	char err[256];
+
+	if (!b->names_read) {
+		b->names_read = usdt_probe_args_read(b->path, &b->names,
+						     &b->nnames, err,
+						     sizeof(err)) ? -1 : 1;
+	}
+	if (b->names_read < 0)
+		return NULL;
+	return usdt_probe_args_find(b->names, b->nnames, n->provider, n->name);
+}
+
+int usdt_arg_index(const struct usdt_bin *b, const struct usdt_note *n,
+		   const char *name, char *why, size_t whylen)
+{
+	const struct usdt_probe_args *pa = probe_names(b, n);
+	char probe[USDT_PROBE_MAX], tail[USDT_NAME_MAX + 32];
+	const char *near = NULL;
+	size_t best = SIZE_MAX, d;
+	int i;
+
+	usdt_probe_name(n, probe, sizeof(probe));
+	if (!pa) {
+		snprintf(why, whylen, SPEC_ARG_NO_NAMES, b->shown, probe, "arg1");
+		return -1;
+	}
+	for (i = 0; i < pa->argc; i++) {
+		if (!strcmp(pa->args[i].name, name))
+			return i + 1;
+		/* The first of equals, as probekit_spec.nearest(). */
+		d = distance(name, pa->args[i].name);
+		if (d < best) {
+			best = d;
+			near = pa->args[i].name;
+		}
+	}
+	if (near)
+		snprintf(tail, sizeof(tail), SPEC_NEAREST, near);
+	else
+		snprintf(tail, sizeof(tail), "%s", SPEC_NO_PROBES);
+	snprintf(why, whylen, SPEC_ARG_UNKNOWN "%s", probe, name, tail);
+	return -1;
+}
+
+int usdt_arg_resolve(struct usdt_bin *b, const struct usdt_note *n,
+		     const struct usdt_arg_ref *r, bool string,
+		     struct usdt_site_arg *out)
+{
+	const struct usdt_probe_args *pa = probe_names(b, n);
+	char probe[USDT_PROBE_MAX], why[PATH_MAX + 512];
+	long argn = r->n;
+	int err;
+
+	usdt_probe_name(n, probe, sizeof(probe));
+	if (r->name) {
+		argn = usdt_arg_index(b, n, r->name, why, sizeof(why));
+		if (argn < 0) {
+			tool_err("%s", why);
+			return -EINVAL;
+		}
+	}
+	if (!string || !pa || argn > pa->argc)
+		return string ? usdt_site_str_arg_of(b, n, argn, out) :
+				usdt_site_arg_of(b, n, argn, out);
+	/* The probe's C types say what is a string. */
+	if (!usdt_type_is_string(pa->args[argn - 1].type)) {
+		/* The option as its short form: "-S". */
+		tool_err(SPEC_ARG_NOT_STRING, (int)strcspn(r->opt, "/"), r->opt,
+			 r->label, r->label, probe, pa->args[argn - 1].type);
+		return -EINVAL;
+	}
+	err = usdt_site_arg_of(b, n, argn, out);
+	return err;
 }
 
 void usdt_gate_option(const char *arg)
@@ -806,11 +916,10 @@ const char *usdt_empty_gated(char *buf, size_t len, const char *empty,
 }
 
 const char *usdt_empty_keys(char *buf, size_t len, const char *empty,
-			    long n, const struct usdt_site_arg types[2])
+			    const char *arg, const struct usdt_site_arg types[2])
 {
-	char arg[32], t[2][32];
+	char t[2][32];
 
-	snprintf(arg, sizeof(arg), "arg%ld", n);
 	for (int i = 0; i < 2; i++)
 		snprintf(t[i], sizeof(t[i]), SPEC_ARG_TYPE, (int)types[i].size,
 			 types[i].is_signed ? "signed" : "unsigned");

@@ -36,6 +36,11 @@ struct usdt_bin {
 	size_t n;
 	int fd;			/* > 0: a followed file, path its
 				 * /proc/self/fd/N, closed with the sites */
+	/* Its probekit notes (each probe's argument names and C types),
+	 * read when an option first needs them: usdt_arg_resolve(). */
+	struct usdt_probe_args *names;
+	size_t nnames;
+	int names_read;		/* 0: not yet; 1: read; -1: unreadable */
 };
 
 /* A site to attach at, queued until usdt_sites_commit(). */
@@ -187,14 +192,52 @@ void usdt_sites_followed(struct usdt_sites *s, const struct target *t,
  * probe name and there is room. */
 void usdt_gate_option(const char *arg);
 
+/* The argument an option names (usdtlat -k, usdtcount -H/-S): argN, or
+ * the argument's name, resolved per probe (usdt_arg_resolve()). */
+struct usdt_arg_ref {
+	long n;			/* argN: N, from 1 as BCC counts; 0: by name
+				 * (or -k tid: no argument) */
+	const char *name;	/* by name; NULL for argN and tid */
+	const char *opt;	/* "-S", for a line about it */
+	char label[USDT_NAME_MAX];	/* how output names it: the name or
+					 * "argN" */
+};
+
 /*
- * An option's argN (usdtlat -k, usdtcount -H/-S): N, from 1 as BCC
- * counts; 0 for "tid" when tid is taken.  Anything else is a usage error
- * naming the choices; arg0, which a bpftrace user would write, is told
- * that the numbering is BCC's and which name it has here.  The same
- * message as bcc/probekit_bcc_usdt.py's arg_choice().
+ * Parse an option's argument into *out: tid (when tid is taken: n 0 and
+ * no name; returns false), argN (N from 1 as BCC counts) or a name (a C
+ * identifier), true.  Anything else is a usage error naming the choices;
+ * arg0, which a bpftrace user would write, is told that the numbering is
+ * BCC's and which name it has here.  The same message as
+ * bcc/probekit_bcc_usdt.py's arg_type().
  */
-long usdt_arg_option(const char *opt, const char *arg, bool tid);
+bool usdt_arg_option(const char *opt, const char *arg, bool tid,
+		     struct usdt_arg_ref *out);
+
+/* Whether s may name an argument: a C identifier shorter than
+ * USDT_NAME_MAX, not argN. */
+bool usdt_arg_name_valid(const char *s);
+
+/* N (from 1) of the argument called name at note n of b, from b's
+ * probekit notes (read once, on first use); -1 with the line that says
+ * why in why: a name the probe lacks (SPEC_ARG_UNKNOWN, with the
+ * nearest) or a file without names (SPEC_ARG_NO_NAMES). */
+int usdt_arg_index(const struct usdt_bin *b, const struct usdt_note *n,
+		   const char *name, char *why, size_t whylen);
+
+/*
+ * The argument r names at note n of b, described for usdt_site_arg() in
+ * BPF into out (as usdt_site_arg_of(); with string, as
+ * usdt_site_str_arg_of(), refused by its C type when b names its
+ * arguments: only a char * is a string).  A name is looked up in b's
+ * probekit notes, so each probe resolves its own (io__submit's len is
+ * its fifth argument, io__done's its fourth).  0, or one line and
+ * -EINVAL: a name the probe lacks (with the nearest), a file without
+ * names (SPEC_ARG_NO_NAMES), or what usdt_site_arg_of() says.
+ */
+int usdt_arg_resolve(struct usdt_bin *b, const struct usdt_note *n,
+		     const struct usdt_arg_ref *r, bool string,
+		     struct usdt_site_arg *out);
 
 /* Queue prog at every site of every --gate probe (with cookie 0): 0, or
  * one line and -errno when one is not there. */
@@ -215,11 +258,11 @@ const char *usdt_empty_gated(char *buf, size_t len, const char *empty,
 			     const char (*names)[USDT_PROBE_MAX], size_t n);
 
 /* usdtlat's empty result, empty, into buf with the cause that START's
- * and DONE's argument n are read as types[0] and types[1]: "0 pairs:
+ * and DONE's argument arg ("arg5", "len") are read as types[0] and types[1]: "0 pairs:
  * arg5 is 8 bytes unsigned at START, 4 bytes signed at DONE"
  * (probekit_spec.EMPTY_KEYS).  Returns buf. */
 const char *usdt_empty_keys(char *buf, size_t len, const char *empty,
-			    long n, const struct usdt_site_arg types[2]);
+			    const char *arg, const struct usdt_site_arg types[2]);
 
 /* One line for a probe (glob: a pattern) that matched nothing: "no USDT
  * probe [matches] P in WHERE; nearest: Q", Q the probe of t nearest in

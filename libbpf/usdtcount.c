@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
  * usdtcount: how often each USDT probe of any binary fires, per interval;
- * or the distribution of one argument of each probe.
+ * or the distribution of one argument of each probe, by its name
+ * (resolved per probe) or as argN.
  *
  * The libbpf CO-RE twin of bcc/usdtcount: same options, same output
  * (bcc/README.md holds the contract).  PATTERNs are provider:name globs.
@@ -40,9 +41,8 @@ static struct {
 	const char *patterns[PATTERNS_MAX];
 	int npatterns;
 	enum usdtcount_mode mode;
-	long argn;			/* -H/-S argN: N */
+	struct usdt_arg_ref arg;	/* -H/-S: NAME or argN */
 	long max_strings;		/* --max-strings: strs's size */
-	char arg_unit[8];		/* "arg2" */
 	const char *catalog;
 	bool require_all;
 } env;
@@ -67,8 +67,8 @@ static void option(int key, const char *arg)
 			usage_error("argument -%c: not allowed with argument -%c",
 				    key, env.mode == USDTCOUNT_HIST ? 'H' : 'S');
 		env.mode = key == 'H' ? USDTCOUNT_HIST : USDTCOUNT_STR;
-		env.argn = usdt_arg_option(key == 'H' ? "-H/--histogram" :
-					   "-S/--strings", arg, false);
+		usdt_arg_option(key == 'H' ? "-H/--histogram" :
+				"-S/--strings", arg, false, &env.arg);
 		break;
 	case OPT_MAX_STRINGS:
 		env.max_strings = positive_arg("--max-strings", arg,
@@ -121,7 +121,6 @@ static void parse_args(int argc, char **argv)
 		usage_error("the following arguments are required: PATTERN");
 	if (env.require_all && !env.catalog)
 		usage_error("--require-all needs --catalog");
-	snprintf(env.arg_unit, sizeof(env.arg_unit), "arg%ld", env.argn);
 }
 
 static bool named(const char *probe)
@@ -313,7 +312,7 @@ static int attach_all(struct usdtcount_bpf *skel, struct usdt_sites *s,
 	for (int check = 1; check >= 0; check--)
 		for (size_t b = s->first; b < s->nbins; b++)
 			for (size_t k = 0; k < s->bins[b].n; k++) {
-				const struct usdt_bin *bin = &s->bins[b];
+				struct usdt_bin *bin = &s->bins[b];
 				const struct usdt_note *n = &bin->notes[k];
 				struct usdt_site site = { 0 };
 				char (*p)[USDT_PROBE_MAX];
@@ -324,12 +323,10 @@ static int attach_all(struct usdtcount_bpf *skel, struct usdt_sites *s,
 				if (!p)
 					continue;
 				site.probe = p - probes;
-				if (env.mode == USDTCOUNT_HIST &&
-				    usdt_site_arg_of(bin, n, env.argn, &site.arg))
-					return -EINVAL;
-				if (env.mode == USDTCOUNT_STR &&
-				    usdt_site_str_arg_of(bin, n, env.argn,
-							 &site.arg))
+				if (env.mode != USDTCOUNT_COUNT &&
+				    usdt_arg_resolve(bin, n, &env.arg,
+						     env.mode == USDTCOUNT_STR,
+						     &site.arg))
 					return -EINVAL;
 				if (check)
 					continue;
@@ -445,7 +442,7 @@ static void print_hists(struct output *o, struct usdtcount_bpf *skel)
 		return;
 	for (size_t i = 0; i < nprobes; i++) {
 		memset(e, 0, sizeof(*e));
-		e->name = e->unit = env.arg_unit;
+		e->name = e->unit = env.arg.label;
 		e->nkeys = 1;
 		e->key_names[0] = "probe";
 		snprintf(e->key_vals[0], sizeof(e->key_vals[0]), "%s", probes[i]);
@@ -556,7 +553,7 @@ static int print_strs(struct output *o, struct usdtcount_bpf *skel)
 			shown = 0;
 			if (!o->json)
 				printf("\nprobe = %s\n%10s  %s\n", probes[probe],
-				       "COUNT", env.arg_unit);
+				       "COUNT", env.arg.label);
 		}
 		if (shown++ == STR_TOP)
 			continue;

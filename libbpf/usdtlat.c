@@ -7,7 +7,8 @@
  * (bcc/README.md holds the contract).  START and DONE are provider:name
  * as tplist prints them, resolved in the executable and in every file the
  * process maps (-p), or in one file for every process that runs it (-b).
- * Pairs are matched by thread (-k tid) or by an argument (-k argN).
+ * Pairs are matched by thread (-k tid) or by an argument (-k NAME, its
+ * name, resolved per probe, or -k argN).
  */
 #include <errno.h>
 #include <limits.h>
@@ -30,10 +31,11 @@ static struct {
 	struct common_args c;
 	const char *probes[2];	/* START, DONE */
 	int nprobes;
-	long key_arg;		/* -k argN: N; -k tid: 0 */
+	bool by_arg;		/* -k NAME or argN, not tid */
+	struct usdt_arg_ref key;
 } env;
 
-/* -k argN as START's and DONE's first sites read it: an empty result's
+/* -k's argument as START's and DONE's first sites read it: an empty result's
  * cause when their sizes differ (empty_line()). */
 static struct usdt_site_arg key_type[2];
 
@@ -42,7 +44,7 @@ static void option(int key, const char *arg)
 	if (key == OPT_GATE)
 		usdt_gate_option(arg);
 	if (key == 'k')
-		env.key_arg = usdt_arg_option("-k/--key", arg, true);
+		env.by_arg = usdt_arg_option("-k/--key", arg, true, &env.key);
 }
 
 /* START and DONE: the first two operands. */
@@ -114,7 +116,7 @@ static int attach_probe(struct usdtlat_bpf *skel, struct usdt_sites *s,
 	int fd = bpf_map__fd(skel->maps.sites), found = 0, err;
 
 	for (size_t i = s->first; i < s->nbins; i++) {
-		const struct usdt_bin *b = &s->bins[i];
+		struct usdt_bin *b = &s->bins[i];
 
 		for (size_t k = 0; k < b->n; k++) {
 			struct usdt_site site = { .probe = which };
@@ -122,8 +124,8 @@ static int attach_probe(struct usdtlat_bpf *skel, struct usdt_sites *s,
 			if (!usdt_probe_match(env.probes[which], &b->notes[k]))
 				continue;
 			found++;
-			if (env.key_arg &&
-			    usdt_site_arg_of(b, &b->notes[k], env.key_arg,
+			if (env.by_arg &&
+			    usdt_arg_resolve(b, &b->notes[k], &env.key, false,
 					     &site.arg))
 				return -EINVAL;
 			if (found == 1)
@@ -194,7 +196,7 @@ static void follow_file(void *ctx)
 /*
  * The line an empty interval prints, the spec's "0 pairs", with the
  * likely cause the tool can tell: a gated probe traced without its gate,
- * or a -k argN that START and DONE read with two sizes (a char * and an
+ * or a -k argument that START and DONE read with two sizes (a char * and an
  * int32_t), whose values seldom meet (probekit_spec.EMPTY_KEYS).
  */
 static const char *empty_line(char *buf, size_t len)
@@ -204,9 +206,9 @@ static const char *empty_line(char *buf, size_t len)
 	for (int i = 0; i < 2; i++)
 		snprintf(names[i], sizeof(names[i]), "%s", env.probes[i]);
 	usdt_empty_gated(buf, len, env.c.empty, names, 2);
-	if (!strcmp(buf, env.c.empty) && env.key_arg &&
+	if (!strcmp(buf, env.c.empty) && env.by_arg &&
 	    key_type[0].size != key_type[1].size)
-		usdt_empty_keys(buf, len, env.c.empty, env.key_arg, key_type);
+		usdt_empty_keys(buf, len, env.c.empty, env.key.label, key_type);
 	return buf;
 }
 
@@ -239,7 +241,7 @@ int main(int argc, char **argv)
 	usdt_sites_prepare(&sites, skel->progs.lat_start);
 	usdt_sites_prepare(&sites, skel->progs.lat_done);
 	usdt_sites_prepare(&sites, skel->progs.gate);
-	skel->rodata->by_arg = env.key_arg > 0;
+	skel->rodata->by_arg = env.by_arg;
 	skel->rodata->unit_ns = env.c.unit_ns;
 	skel->rodata->count_hits = env.c.max_rate > 0;
 	skel->rodata->pair_group_dead_off = exit_offs.group_dead_off;

@@ -612,8 +612,12 @@ def run_bad(build, *args):
     (["--pair", "q"], "give NAME=PROVIDER:START,PROVIDER:DONE"),
     (["--pair", "9q=a:b,c:d"], "letters, digits and _ only"),
     (["--pair", "q=a:b"], "give NAME=PROVIDER:START,PROVIDER:DONE"),
-    (["--pair", "q=a:b,c:d,arg0"], "tid, or argN with N from 1 to 12"),
-    (["--pair", "q=a:b,c:d,arg13"], "tid, or argN with N from 1 to 12"),
+    (["--pair", "q=a:b,c:d,arg0"],
+     "tid, an argument's name, or argN with N from 1 to 12"),
+    (["--pair", "q=a:b,c:d,arg13"],
+     "tid, an argument's name, or argN with N from 1 to 12"),
+    (["--pair", "q=a:b,c:d,1d"],
+     "tid, an argument's name, or argN with N from 1 to 12"),
     (["--pair", "q=a:b,c:d", "--count", "q=a:*"], "is given twice"),
     (["--count", "n=nocolon"], "give NAME=PROVIDER:PROBE"),
     (["--count", "probekit_io=a:b"], "probekit_ names are the exporter's"),
@@ -659,6 +663,19 @@ def test_bad_targets(build, bpf, tmp_path):
                        "c=postgresql:checkpoint__start,"
                        "postgresql:checkpoint__done,arg1")
     assert rc == 1 and "cannot read" in line and "pair by tid" in line
+    # A key by name: PostgreSQL's notes name no argument; blktgt's do, and
+    # a misspelt one gets the nearest.
+    rc, line = run_bad(build, "-b", f"{PG_BIN}/postgres", "--pair",
+                       "t=postgresql:transaction__start,"
+                       "postgresql:transaction__commit,xid")
+    assert (rc, line) == (1, (
+        f"probekit-exporter: {PG_BIN}/postgres has no argument names for "
+        "probe postgresql:transaction__start (it was not built with "
+        "probekit's header); give the argument by number, arg1 on"))
+    rc, line = run_bad(build, "-b", os.path.join(build, "bin", "blktgt"),
+                       "--pair", "io=blktgt:io__submit,blktgt:io__done,idd")
+    assert (rc, line) == (1, "probekit-exporter: probe blktgt:io__submit has "
+                          "no argument idd; nearest: id")
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen(1)
@@ -720,16 +737,19 @@ def test_postgres_query_pair_through_prometheus(bpf, pg, exporter,
 
 def test_pair_by_argument_and_count(bpf, target, exporter):
     """--pair keyed by an argument read from its operand (the I/O id),
-    and --count over a glob, on blktgt's per-I/O probes."""
+    as arg1 and by its name, and --count over a glob, on blktgt's per-I/O
+    probes."""
     target.rpc("bdev_null_create", name="N0", size_mb=4, block_size=512)
     e = exporter("-p", str(target.pid),
                  "--pair", "io=blktgt:io__submit,blktgt:io__done,arg1",
+                 "--pair", "io_id=blktgt:io__submit,blktgt:io__done,id",
                  "--count", "io_events=blktgt:io__*")
     run = target.rpc("workload_run", bdev="N0", pattern="randrw",
                      io_size=4096, queue_depth=8, count=31)
     assert run["ios"] == 31
     _, body = e.scrape()
     assert sample(body, "io_seconds_count") == 31
+    assert sample(body, "io_id_seconds_count") == 31
     assert sample(body, 'io_events_total{probe="blktgt:io__submit"}') == 31
     assert sample(body, 'io_events_total{probe="blktgt:io__done"}') == 31
     assert 'probe="blktgt:io__batch"' in body

@@ -618,3 +618,40 @@ def test_bpftrace_syntax_corners(fixbin, tmp_path):
         (f"{bt}:13: uretprobe:bdev_submit:",
          "arg0 in a uretprobe: arguments are gone at return"),
     ])
+
+
+def test_argument_names_and_types_from_the_binary(blktgt_bin, tmp_path):
+    """With no catalog, the binary's probekit note gives each probe's
+    argument names and C types: args.NAME resolves per probe (len is
+    io__submit's arg4 and io__done's arg3), a misspelt one names the
+    nearest, and str() of an integer, by name or as argN, names its type.
+    A copy without the note takes argN only: a name is one line each."""
+    bt = tmp_path / "names.bt"
+    bt.write_text(
+        "usdt:__EXE__:blktgt:io__submit { @a = sum(args.len); "
+        "@b[str(args.bdev)] = count(); }\n"
+        "usdt:__EXE__:blktgt:io__done { @c = sum(args->len); }\n"
+        "usdt:__EXE__:blktgt:rpc__done /args.status < 0/ { @e = count(); }\n"
+        "usdt:__EXE__:blktgt:io__submit { @d = sum(args.lne); }\n"
+        "usdt:__EXE__:blktgt:io__done { printf(\"%s\\n\", str(args.len)); }\n"
+        "usdt:__EXE__:blktgt:io__done { printf(\"%s\\n\", str(arg3)); }\n")
+    r, errors = run("--binary", blktgt_bin, str(bt))
+    assert r.returncode == 1
+    assert errors == [
+        f"{bt}:4: blktgt:io__submit: probe blktgt:io__submit has no argument "
+        "lne; nearest: len",
+        f"{bt}:5: blktgt:io__done: str(args.len) reads a string, but arg3 is "
+        "'uint64_t len', not a pointer",
+        f"{bt}:6: blktgt:io__done: str(arg3) reads a string, but arg3 is "
+        "'uint64_t len', not a pointer"], r.stderr
+    bare = tmp_path / "blktgt"
+    subprocess.run(["objcopy", "--remove-section=.note.probekit", blktgt_bin,
+                    bare], check=True)
+    bt.write_text("usdt:__EXE__:blktgt:io__submit { @a = sum(args.len); }\n"
+                  "usdt:__EXE__:blktgt:io__done { @a = sum(arg3); }\n")
+    r, errors = run("--binary", str(bare), str(bt))
+    assert r.returncode == 1
+    assert errors == [
+        f"{bt}:1: blktgt:io__submit: {bare} has no argument names for probe "
+        "blktgt:io__submit (it was not built with probekit's header); give "
+        "the argument by number, arg0 on"], r.stderr

@@ -11,6 +11,7 @@ the tool's "Hit Ctrl-C to end." line before it, and asserts exact counts.
 import datetime
 import os
 import re
+import subprocess
 import sys
 
 import pytest
@@ -232,11 +233,12 @@ def test_arg_numbering_is_named(kind, tool, opt, rest):
     """arg0, as a bpftrace user writes it, is refused in the same words by
     both forms, which say that arguments count from 1 and what arg0 is
     called here; any other bad argN lists the choices."""
-    choose = "(choose %sarg1 to arg12)" % ("tid or " if tool == "usdtlat"
-                                           else "")
+    choose = "(choose %san argument's name, or arg1 to arg12)" % (
+        "tid, " if tool == "usdtlat" else "")
     for a, why in [("arg0", "'arg0': arguments count from 1 here, as in BCC: "
                     "bpftrace's arg0 is arg1, its argN argN+1"),
-                   ("arg13", "invalid choice: 'arg13'")]:
+                   ("arg13", "invalid choice: 'arg13'"),
+                   ("1len", "invalid choice: '1len'")]:
         rc, lines = histtools.run_tool(kind, tool, "-p", "1", opt[:2], a,
                                        *rest)
         assert (rc, lines) == (2, [f"{command(kind, tool)}: argument {opt}: "
@@ -253,3 +255,78 @@ def test_usdtcount_no_hits_prints_the_header(bpf, target, kind):
                  "blktgt:bdev__create").start().wait()
     assert json_objects(lines) == [
         {"tool": "usdtcount", "pid": target.pid, "counts": []}]
+
+
+# --- arguments by name, resolved per probe ------------------------------------
+
+def strings(lines, probe):
+    """usdtcount -S's text for probe: its header line and {value: count}."""
+    i = lines.index(f"probe = {probe}")
+    rows = {}
+    for ln in lines[i + 2:]:
+        if not ln.strip() or ln.startswith("probe = "):
+            break
+        c, v = ln.split(None, 1)
+        rows[v] = int(c)
+    return lines[i + 1], rows
+
+
+def test_arguments_by_name(bpf, bdevs, kind):
+    """-H len reads io__submit's fifth argument and io__done's fourth,
+    -S bdev a char *, -k id pairs each I/O by its id: each names its
+    output by the name, over 23 reads and 37 writes."""
+    h = Tool(kind, "usdtcount", bdevs.pid, "-H", "len", "blktgt:io__submit",
+             "blktgt:io__done").start()
+    s = Tool(kind, "usdtcount", bdevs.pid, "-S", "bdev",
+             "blktgt:io__submit").start()
+    # Not tidy: its readiness line names two probes (bcc/README.md).
+    k = histtools.Tool(kind, "usdtlat", bdevs.pid, "-k", "id",
+                       "blktgt:io__submit", "blktgt:io__done").start()
+    workload(bdevs, "Malloc0", "read", 4096, 4, 23)
+    workload(bdevs, "Malloc1", "write", 65536, 2, 37)
+    hists = {x["key"]["probe"]: x for x in parse(h.stop())}
+    assert sorted(hists) == ["blktgt:io__done", "blktgt:io__submit"], hists
+    for x in hists.values():
+        assert x["unit"] == "len" and nonzero(x) == {
+            (4096, 8191): 23, (65536, 131071): 37}, x
+    head, rows = strings(s.stop(), "blktgt:io__submit")
+    assert head == "%10s  %s" % ("COUNT", "bdev")
+    assert rows == {'"Malloc1"': 37, '"Malloc0"': 23}
+    (lat,) = parse(k.stop())
+    assert total(lat) == 60
+
+
+@pytest.mark.parametrize("tool,args,line", [
+    ("usdtcount", ("-H", "lne", "blktgt:io__submit"),
+     "probe blktgt:io__submit has no argument lne; nearest: len"),
+    ("usdtlat", ("-k", "idd", "blktgt:io__submit", "blktgt:io__done"),
+     "probe blktgt:io__submit has no argument idd; nearest: id"),
+    ("usdtcount", ("-S", "len", "blktgt:io__submit"),
+     "-S len reads a string, but len of blktgt:io__submit is uint64_t, not a "
+     "char *"),
+    ("usdtcount", ("-S", "arg3", "blktgt:io__submit"),
+     "-S arg3 reads a string, but arg3 of blktgt:io__submit is uint32_t, not "
+     "a char *"),
+])
+def test_argument_names_refused_in_one_line(bpf, target, kind, tool, args,
+                                            line):
+    """A misspelt name names the probe and its nearest argument; a string
+    read of an integer names its C type, from the binary's notes: one
+    line, exit 1, nothing attached."""
+    rc, lines = run_tool(kind, tool, target.pid, *args)
+    assert (rc, lines) == (1, [f"{command(kind, tool)}: {line}"])
+
+
+def test_argument_names_need_names_in_the_binary(blktgt_bin, tmp_path, kind):
+    """A binary without probekit's note (here blktgt with it removed)
+    takes argN only: a name is one line that names the file and the
+    probe."""
+    bare = tmp_path / "blktgt"
+    subprocess.run(["objcopy", "--remove-section=.note.probekit", blktgt_bin,
+                    bare], check=True)
+    rc, lines = histtools.run_tool(kind, "usdtcount", "-b", bare, "-H", "len",
+                                   "blktgt:io__submit")
+    assert (rc, lines) == (1, [
+        f"{command(kind, 'usdtcount')}: {bare} has no argument names for "
+        "probe blktgt:io__submit (it was not built with probekit's header); "
+        "give the argument by number, arg1 on"])

@@ -201,6 +201,15 @@ def test_postgres_unreadable_argument(pg, kind):
     one_error_line(rc, lines, "usdtlat", re.escape(
         "postgresql:transaction__start has no argument 3 (it has 1)"),
         want_rc=1)
+    # PostgreSQL's notes carry operands only: a name is refused, argN told.
+    rc, lines = histtools.run_tool(kind, "usdtlat", "-b", pg.postgres,
+                                   "-k", "xid",
+                                   "postgresql:transaction__start",
+                                   "postgresql:transaction__commit")
+    one_error_line(rc, lines, "usdtlat", re.escape(
+        "%s has no argument names for probe postgresql:transaction__start "
+        "(it was not built with probekit's header); give the argument by "
+        "number, arg1 on" % pg.postgres) + "$", want_rc=1)
 
 
 @PG

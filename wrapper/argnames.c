@@ -137,11 +137,6 @@ static const char *signed_cast(const char *type)
 	return "";
 }
 
-static bool is_string(const char *type)
-{
-	return strstr(type, "char") && strchr(type, '*');
-}
-
 int argnames_put(struct helper_buf *out, const struct usdt_probe_args *pa, const char *name,
 		 size_t len, bool as_string, const char *where)
 {
@@ -167,7 +162,7 @@ int argnames_put(struct helper_buf *out, const struct usdt_probe_args *pa, const
 		helper_die("%s: probe %s:%s has no argument %s (it has %d)", where, pa->provider, pa->name, want,
 			   pa->argc);
 	}
-	if (as_string && !is_string(pa->args[i].type))
+	if (as_string && !usdt_type_is_string(pa->args[i].type))
 		helper_die("%s: str(args.%s) reads a string, but %s of probe %s:%s is %s, not a char *",
 			   where, want, want, pa->provider, pa->name, pa->args[i].type);
 	cast = signed_cast(pa->args[i].type);

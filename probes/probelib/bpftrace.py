@@ -30,6 +30,11 @@ ALIASES = {"U": "usdt", "u": "uprobe", "ur": "uretprobe",
 _ARG = re.compile(r"\barg(\d+)\b")
 ARG_EXPR = re.compile(r"arg(\d+)")     # an expression that is one argument
 _STRFN = re.compile(r"\b(str|buf)\s*\(\s*(\$\w+|arg\d+)\b")
+# args.NAME and args->NAME: a usdt argument by name (probekit-bpftrace
+# resolves it per probe from the binary's probekit note), alone or in
+# str()/buf().
+_ARGS_NAME = re.compile(r"(?<![\w$@.>])args(?:\.|->)([A-Za-z_]\w*)")
+_STRFN_NAME = re.compile(r"\b(str|buf)\s*\(\s*(args(?:\.|->)([A-Za-z_]\w*))")
 _VARSET = re.compile(r"(\$\w+)\s*=\s*arg(\d+)\s*;")
 _FMT = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.\d+)?(?:hh|h|ll|l|z|j|t)?([a-zA-Z%])")
 # A colon outside double quotes.
@@ -71,6 +76,9 @@ class Block:
     uses: int
     end: int
     reads: list = field(default_factory=list)
+    # args.NAME reads, as Read with index -1 and the name in form: (Read,
+    # name).
+    named: list = field(default_factory=list)
     printfs: list = field(default_factory=list)    # (off, conv, expr)
     retval: int = None                              # offset of retval
 
@@ -179,6 +187,17 @@ def _reads(text, masked, block):
             block.reads.append(Read(start + m.start(), int(m.group(1)),
                                     m.group(0), False))
     block.reads.sort(key=lambda r: r.off)
+    inside = set()
+    for m in _STRFN_NAME.finditer(region):
+        inside.add(m.start(2))
+        block.named.append((Read(start + m.start(), -1,
+                                 f"{m.group(1)}({m.group(2)})", True),
+                            m.group(3)))
+    for m in _ARGS_NAME.finditer(region):
+        if m.start() not in inside:
+            block.named.append((Read(start + m.start(), -1, m.group(0),
+                                     False), m.group(1)))
+    block.named.sort(key=lambda r: r[0].off)
     block.printfs = list(_printf_args(text, masked, start, block.end))
     m = re.search(r"\bretval\b", region)
     block.retval = start + m.start() if m else None

@@ -7,7 +7,7 @@ printf conversions that fit the argument; uprobe functions that are real
 and not inlined away, read within their parameters; retval only in
 uretprobes."""
 
-from . import argspec, bpftrace, features, installed
+from . import argspec, bpftrace, features, installed, words
 from .bpftrace import UPROBE_MAX_ARG, usdt_max_arg
 from .check_structs import check_struct_reads
 
@@ -154,6 +154,8 @@ def _usdt_reads(ck, path, script, block, probe):
         if r.string and r.index < len(probe.args):
             ck.string_read(path, line, probe, probe.args[r.index], r.index,
                            r.form)
+    for r, name in block.named:
+        _named_read(ck, path, script, probe, r, name)
     for off, conv, expr in block.printfs:
         m = bpftrace.ARG_EXPR.fullmatch(expr)
         if not m or int(m.group(1)) >= len(probe.args):
@@ -167,3 +169,28 @@ def _usdt_reads(ck, path, script, block, probe):
             ck.report.error(path, script.line(off), probe.full,
                             f"printf %{conv} of {expr}, which is the "
                             f"string {arg.ctype}; use %s and str({expr})")
+
+
+def _named_read(ck, path, script, probe, r, name):
+    """args.NAME in a usdt block (probekit-bpftrace reads it as the argN
+    of that name, per probe): the probe must name its arguments (in the
+    binary's probekit note, or the catalog) and have one of that name,
+    which is then checked as argN is; str(args.NAME) only of a pointer."""
+    line = script.line(r.off)
+    names = [a.name for a in probe.args]
+    if probe.args and None in names:
+        ck.report.error(path, line, probe.full, words.arg_no_names(
+            probe.path, probe.full))
+        return
+    if name not in names:
+        ck.report.error(path, line, probe.full,
+                        words.arg_unknown(probe.full, name, names))
+        return
+    i = names.index(name)
+    ck.readable(path, line, probe, probe.args[i], argspec.BPFTRACE, r.form)
+    last = usdt_max_arg()
+    if i > last:
+        ck.report.error(path, line, probe.full,
+                        f"{r.form} is arg{i}: " + arg_limit(i, last, usdt=True))
+    if r.string:
+        ck.string_read(path, line, probe, probe.args[i], i, r.form)

@@ -210,6 +210,13 @@ class ArgNames:
         return f"{self.provider}:{self.name}"
 
 
+def type_is_string(ctype):
+    """Whether an argument of C type ctype (as a probekit note gives it)
+    is a string a reader may read with str(): a char pointer
+    (usdt_notes.c's usdt_type_is_string())."""
+    return "char" in ctype and "*" in ctype
+
+
 # A bound on probekit notes (one per probe, not per site), and on an
 # argument type's length (USDT_PK_NOTES_MAX, USDT_TYPE_MAX in C).
 PK_NOTES_MAX = 4096

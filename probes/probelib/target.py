@@ -11,10 +11,13 @@ from .catalog import ctype_name
 
 class Arg:
     def __init__(self, size, signed, ctype=None, pointer=None, spec="",
-                 arch=argspec.X86_64):
+                 arch=argspec.X86_64, name=None):
         self.size = size
         self.signed = signed
+        self.name = name            # its name, from the catalog or the
+                                    # binary's probekit note (args.NAME)
         self.ctype = ctype          # catalog type, when there is a catalog
+                                    # (or the binary's probekit note)
         self.pointer = pointer      # True/False from the catalog, else None
         self.spec = spec            # e.g. "-4@%eax"
         self.operands = []          # each site's operand, once: "%eax", ...
@@ -44,10 +47,11 @@ class Arg:
 
 
 class Probe:
-    def __init__(self, provider, name, args):
+    def __init__(self, provider, name, args, path=None):
         self.provider = provider
         self.name = name
         self.args = args
+        self.path = path            # the file (or catalog) it is in
 
     @property
     def full(self):
@@ -56,7 +60,9 @@ class Probe:
 
 class Target:
     """The probes and symbols of one ELF file, merged with the catalog's
-    types when the file is the --binary and a catalog was given."""
+    types when the file is the --binary and a catalog was given, else
+    with those of the file's own probekit notes (its arguments' names and
+    C types, which probekit's header puts in the binary)."""
 
     def __init__(self, path, catalog=None):
         self.path = path
@@ -69,6 +75,15 @@ class Target:
         if catalog:
             cat = {(catalog["provider"], p["name"]): p
                    for p in catalog["probes"]}
+        try:
+            named = notes.read_arg_names(path)
+        except Exception:   # a corrupt probekit note: as for none
+            named = {}
+        for full, a in named.items():
+            prov, _, name = full.partition(":")
+            cat.setdefault((prov, name), {"args": [
+                {"type": t, "name": nm, "pointer": "*" in t}
+                for t, nm in a.args]})
         for n in self.notes:
             key = (n.provider, n.name)
             if key in self.probes:
@@ -84,9 +99,10 @@ class Target:
                 args.append(Arg(a.size, a.signed,
                                 ctype_name(ca) if ca else None,
                                 ca["pointer"] if ca else None,
-                                items[i] if i < len(items) else "", n.arch))
+                                items[i] if i < len(items) else "", n.arch,
+                                ca["name"] if ca else None))
                 args[-1].operands.append(a.operand)
-            self.probes[key] = Probe(n.provider, n.name, args)
+            self.probes[key] = Probe(n.provider, n.name, args, path)
 
     def symbols(self):
         if self._syms is None:
@@ -132,5 +148,6 @@ def catalog_target(catalog, path):
         t.probes[(catalog["provider"], p["name"])] = Probe(
             catalog["provider"], p["name"],
             [Arg(a["size"], a["type"].startswith("int"),
-                 ctype_name(a), a["pointer"]) for a in p["args"]])
+                 ctype_name(a), a["pointer"], name=a["name"])
+             for a in p["args"]])
     return t

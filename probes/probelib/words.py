@@ -44,6 +44,18 @@ def nearest_probe(name, names):
     return spec.nearest_tail(name, names)
 
 
+def arg_unknown(probe, name, names):
+    """A probe without an argument of that name: the line's words, with
+    the nearest of names (the tools' and the wrapper's words)."""
+    return spec.ARG_UNKNOWN % (probe, name) + spec.nearest_tail(name, names)
+
+
+def arg_no_names(path, probe):
+    """A name read of a probe whose file names no arguments: bpftrace's
+    argN counts from 0."""
+    return spec.ARG_NO_NAMES % (path, probe, "arg0")
+
+
 def target_missing(both_ways=True):
     return spec.TARGET_MISSING % (spec.TARGET_BOTH_WAYS if both_ways
                                   else spec.TARGET_PID)

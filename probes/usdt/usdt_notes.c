@@ -415,6 +415,11 @@ const struct usdt_probe_args *usdt_probe_args_find(const struct usdt_probe_args 
 	return NULL;
 }
 
+bool usdt_type_is_string(const char *type)
+{
+	return strstr(type, "char") && strchr(type, '*');
+}
+
 /* Append the probekit notes of one SHT_NOTE section to *out, walked as
  * read_section walks .note.stapsdt (notes.py's _walk is the twin). */
 static int read_pk_section(Elf *elf, Elf_Scn *scn, struct usdt_probe_args **out, size_t *n,

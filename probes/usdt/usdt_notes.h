@@ -143,6 +143,10 @@ int usdt_probe_args_read_elf(struct Elf *elf, unsigned long long file_size,
 const struct usdt_probe_args *usdt_probe_args_find(const struct usdt_probe_args *a, size_t n,
 						   const char *provider, const char *name);
 
+/* Whether an argument of C type type (as a probekit note gives it) is a
+ * string a reader may read with str(): a char pointer. */
+bool usdt_type_is_string(const char *type);
+
 /* Parse a spec of an ELF file for machine (its e_machine) into at most
  * max args: the count, or -1 with a reason in err.  Items are separated by
  * blanks outside brackets (aarch64's "-4@[sp, 12]" is one). */
