@@ -122,8 +122,8 @@ enum { IO_BATCH_MERGE_CUT, IO_BATCH_MERGE_OTHER, IO_BATCH_MERGES };
  * io__batch's record count, from 1 to IO_BATCH_MAX, in *n and their
  * address in *recs; -1 when an argument cannot be read or the count is out
  * of range.  With names, the bdev name table's address too (0 when it
- * cannot be read); with merges, the merge counts (all -1 unless the
- * count and records were read).
+ * cannot be read); with merges, the merge counts (each -1 unless the
+ * count was read and in range, and the site passes bdevs_merged).
  *
  * Only the arguments a program needs are read (BPF_USDT() would read all
  * four on every hit, the thread number included, which a hit pays for
