@@ -88,6 +88,15 @@ Output format (the libbpf versions of these tools print the same):
 
   The words of each such line are probekit_spec.LOSSES'.
 
+  With -B, iolatency and iosize label a record by its bdev's name in
+  io__batch's name table, where a name is cut to 31 characters and the
+  live bdevs past its 255 slots share "(other)"; the last batch says how
+  many bdevs each merges (target/io_batch.h), and each count that is not
+  0 ends the output in one line (tools/limits.toml's [message.BDEVS_*]):
+
+  N bdevs share a label with another (bdev names cut to 31 characters)
+  N bdevs labelled (other) (past 255 live bdevs in the name table)
+
 --json prints one JSON object per interval, on one line:
 
   {"tool": "iolatency", "pid": 1234,
@@ -123,6 +132,11 @@ Output format (the libbpf versions of these tools print the same):
 
    "I/Os": {"dropped": N, "busy": M, "unreadable": K},
    "batches": {"bad_count": B}
+
+  and, with -B in batch mode, once a batch has said it, how many live
+  bdevs share a label (as below):
+
+   "bdevs_merged": {"name_cut": N, "table_full": M}
 
 Behaviour shared by the tools:
 
@@ -630,14 +644,19 @@ class HistReport:
     batches that found the CPU's buffer held by a preempted run (LOSSES'
     "busy"), records that could not be read ("unreadable"), and hits whose
     count could not be read or was out of range ("bad_count", said of
-    spec.BATCH_NOUN)."""
+    spec.BATCH_NOUN).  With merges (a tool that labels io__batch's
+    records by bdev), also what its name table merges, as the last hit
+    said (IO_BATCH_BUF_C's io_batch_merged), once a hit has: each of
+    MESSAGES' BDEVS_NAME_CUT and BDEVS_OTHER when not 0, in JSON
+    "bdevs_merged": {"name_cut": N, "table_full": M}."""
 
-    def __init__(self, bpf, noun, batch=None):
+    def __init__(self, bpf, noun, batch=None, merges=False):
         self.dropped, self.noun = bpf["hist_dropped"], noun
         self.lost = bpf["io_batch_lost"] if batch else None
         self.kinds = HIST_LOSSES if batch is not None else HIST_LOSSES[:1]
         self.batch = batch is not None
         self.seen = [0] * (1 + len(BATCH_LOST))
+        self.merged = bpf["io_batch_merged"] if merges else None
 
     def __call__(self, json_out, obj_or_lines):
         totals = [self.dropped[0].value] + [
@@ -649,10 +668,32 @@ class HistReport:
         if self.batch:
             loss_report(json_out, obj_or_lines, spec.BATCH_NOUN,
                         n[len(self.kinds):], BATCH_LOSSES)
+        if self.merged is not None:
+            merges_report(json_out, obj_or_lines,
+                          [self.merged[i].value for i in range(3)])
+
+
+def merges_report(json_out, obj_or_lines, merged):
+    """HistReport's merges: merged is io_batch_merged's bdevs_cut,
+    bdevs_other and whether a hit passed them; libbpf/tool_drain.c's
+    merges_report() prints the same."""
+    cut, other, known = merged
+    if not known:
+        return
+    if json_out:
+        obj_or_lines["bdevs_merged"] = {"name_cut": cut, "table_full": other}
+        return
+    msgs, lim = spec.messages(), spec.limits()
+    if cut:
+        obj_or_lines.append(msgs["BDEVS_NAME_CUT"] % (
+            cut, lim["BDEV_NAME_LEN"] - 1))
+    if other:
+        obj_or_lines.append(msgs["BDEVS_OTHER"] % (
+            other, lim["BDEV_INDEX_MAX"] - 1))
 
 
 def run(tool, target, args, collect, what, bpf=None, out=None, ready=None,
-        pairs=None, hists=False, batch=None):
+        pairs=None, hists=False, batch=None, merges=False):
     """The tool's main loop.  Prints "Tracing ... Hit Ctrl-C to end." (the
     readiness line: the caller has loaded and attached everything; ready
     replaces its text), then every interval calls collect() (which takes
@@ -671,7 +712,9 @@ def run(tool, target, args, collect, what, bpf=None, out=None, ready=None,
     tool, whose HIST_KEYS_C drops are reported after them (HistReport) as
     values of args.hist_noun (the spec's, "I/Os"); batch, for one that
     reads io__batch (iolatency, iosize), whether this run does (not with
-    --per-io): its busy drops are reported too (0 when it does not)."""
+    --per-io): its busy drops are reported too (0 when it does not);
+    merges, whether this run labels io__batch's records by bdev (-B): what
+    the name table merges is reported too."""
     stop = []
 
     def on_signal(signum, frame):
@@ -689,7 +732,7 @@ def run(tool, target, args, collect, what, bpf=None, out=None, ready=None,
     if pairs is not None:
         trailers.append(PairReport(bpf, pairs))
     if hists:
-        trailers.append(HistReport(bpf, args.hist_noun, batch))
+        trailers.append(HistReport(bpf, args.hist_noun, batch, merges))
     if trailers:
         out.trailer = lambda j, o: [t(j, o) for t in trailers]
     msg = ready or "Tracing %s of PID %d (%s)... Hit Ctrl-C to end." % (

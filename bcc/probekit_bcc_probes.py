@@ -48,8 +48,10 @@ class UsdtProbes:
     arguments (text, to go before the tool's program) and the sites to
     attach."""
 
-    def __init__(self, pid, text, sites):
+    def __init__(self, pid, text, sites, nargs=None):
         self.pid, self.text, self.sites = pid, text, sites
+        # {probe: the fewest arguments a site of it passes}
+        self.nargs = nargs or {}
 
 
 _CTYPES = {(1, False): "u8", (2, False): "u16", (4, False): "u32",
@@ -136,7 +138,7 @@ def usdt_context(tool, target, probes):
     except Exception:   # OSError, ELFError and what a corrupt file raises
         die(tool, "cannot read the USDT probes of PID %d (%s)"
             % (target.pid, target.exe))
-    text, sites = [], []
+    text, sites, nargs = [], [], {}
     for probe, fn in probes:
         locs = found.get(probe)
         if not locs:
@@ -152,11 +154,12 @@ def usdt_context(tool, target, probes):
                 die(tool, "cannot find the sites of %s in PID %d"
                     % (probe, target.pid))
         text.append(_readarg_text(fn, probe, locs, ips))
+        nargs[probe] = min(len(s.args) for s in locs)
         for s in locs:
             sites.append(UsdtSite(probe, fn, target.exe, s.pc, s.offset,
                                   s.semaphore_offset))
     return UsdtProbes(target.pid, "#include <uapi/linux/ptrace.h>\n"
-                      + "".join(text), sites)
+                      + "".join(text), sites, nargs)
 
 
 def has_function(path, name):
@@ -194,6 +197,19 @@ def mode_text(text, per_io):
 # the record itself comes from the traced binary's DWARF (io_batch_c).
 IO_BATCH_MAX = spec.limits()["IO_BATCH_MAX"]
 BDEV_NAME_LEN = spec.limits()["BDEV_NAME_LEN"]
+BDEV_INDEX_MAX = spec.limits()["BDEV_INDEX_MAX"]
+# The arguments of an io__batch that passes the merge counts, its last,
+# bdevs_merged (target/io_batch.h); a service's site may pass only the
+# first five.
+IO_BATCH_MERGES_NARGS = 6
+
+
+def io_batch_merges_cflags(usdt, by_bdev):
+    """IO_BATCH_BUF_C's define for io_batch_merges(): on when the tool
+    labels records by bdev and every io__batch site passes the counts."""
+    on = by_bdev and usdt.nargs.get("blktgt:io__batch", 0) >= \
+        IO_BATCH_MERGES_NARGS
+    return ["-DIO_BATCH_MERGES=%d" % on]
 
 
 # io__batch's records, copied with one read into a per-CPU buffer (a batch
@@ -259,6 +275,37 @@ static __always_inline struct io_batch_buf *io_batch_take(u64 n, u64 recs)
         return 0;
     }
     return b;
+}
+
+/* What io__batch's name table merges, as the last hit that passed them
+ * said (libbpf's blktgt_io.bpf.h's hist_bdevs_merged), by slot:
+ * bdevs_cut, bdevs_other, then 1 once a hit has; HistReport says them.
+ * Read only with IO_BATCH_MERGES (io_batch_merges_cflags()). */
+enum { IO_BATCH_MERGE_CUT, IO_BATCH_MERGE_OTHER, IO_BATCH_MERGE_KNOWN,
+       IO_BATCH_MERGE_SLOTS };
+BPF_ARRAY(io_batch_merged, s64, IO_BATCH_MERGE_SLOTS);
+
+/* Keep bdevs_merged (bdevs_cut | bdevs_other << 32), which the probe's
+ * function read (under #if IO_BATCH_MERGES, in that function: BCC's
+ * rewrite of bpf_usdt_readarg() takes its name, and refuses the call
+ * inside a macro). */
+static __always_inline void io_batch_merges(u64 merged)
+{
+    u32 k;
+    s64 *v;
+
+    k = IO_BATCH_MERGE_CUT;
+    v = io_batch_merged.lookup(&k);
+    if (v)
+        *v = (u32)merged;
+    k = IO_BATCH_MERGE_OTHER;
+    v = io_batch_merged.lookup(&k);
+    if (v)
+        *v = merged >> 32;
+    k = IO_BATCH_MERGE_KNOWN;
+    v = io_batch_merged.lookup(&k);
+    if (v)
+        *v = 1;
 }
 
 /* After the run's last read of b's records. */

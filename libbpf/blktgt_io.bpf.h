@@ -56,16 +56,29 @@ static __always_inline void io_batch_key(struct pt_regs *ctx, struct io_key *key
  * unknown. */
 __u64 hist_busy, hist_unreadable, hist_bad_count;
 
+/* What io__batch's name table merges, by_bdev (-B): io_batch.bpf.h's
+ * merge counts as the last hit that passed them said (the last process's,
+ * with -b), -1 until one has; user space says them as each interval's
+ * output ends (trace_helpers.h, merges_report()). */
+__s64 hist_bdevs_merged[IO_BATCH_MERGES] = { -1, -1 };
+
 /*
  * io_batch_take() for a histogram tool: the records, or NULL when it
- * could not read them, which are then counted by reason, as above.
+ * could not read them, which are then counted by reason, as above.  With
+ * by_bdev, the merge counts are kept too.
  */
 static __always_inline struct io_rec *io_batch_hist_take(struct pt_regs *ctx,
-							 __u32 *count)
+							 __u32 *count, bool by_bdev)
 {
 	bool busy = false;
-	struct io_rec *recs = io_batch_take_why(ctx, count, NULL, &busy);
+	long m[IO_BATCH_MERGES];
+	struct io_rec *recs = io_batch_take_why(ctx, count, NULL,
+						by_bdev ? m : NULL, &busy);
 
+	if (by_bdev && m[IO_BATCH_MERGE_CUT] >= 0) {
+		hist_bdevs_merged[IO_BATCH_MERGE_CUT] = m[IO_BATCH_MERGE_CUT];
+		hist_bdevs_merged[IO_BATCH_MERGE_OTHER] = m[IO_BATCH_MERGE_OTHER];
+	}
 	if (recs)
 		return recs;
 	if (busy)

@@ -48,6 +48,8 @@ HASH_MAP(nbd_conns, struct idx_key, __u64, EXP_MAX_KEYS);
 HASH_MAP(pair_latency, struct idx_key, struct exp_hist, EXP_MAX_KEYS);
 HASH_MAP(starts, struct start_key, __u64, PAIR_INFLIGHT_DEFAULT);
 HASH_MAP(counts, struct idx_key, __u64, EXP_MAX_KEYS);
+/* probekit_exporter_bdevs_merged: idx is the reason (EXP_MERGE_*). */
+HASH_MAP(bdev_merges, struct idx_key, __u64, EXP_MAX_KEYS);
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -459,8 +461,32 @@ static long key_end_one(__u64 i, void *arg)
 	return 0;
 }
 
+_Static_assert(EXP_MERGE_REASONS == IO_BATCH_MERGES &&
+	       EXP_MERGE_NAME_CUT == IO_BATCH_MERGE_CUT &&
+	       EXP_MERGE_TABLE_FULL == IO_BATCH_MERGE_OTHER,
+	       "exporter.h's merge reasons are io_batch.bpf.h's merge counts");
+
+/* The merge counts a hit passed (io_batch.bpf.h's, by EXP_MERGE_*, the
+ * same order), each a gauge set to what the last hit of its process (of
+ * any, without --pid-label) said; written only when it changes. */
+static __always_inline void merges_set(const long *m)
+{
+	for (__u32 i = 0; i < EXP_MERGE_REASONS; i++) {
+		struct idx_key key = { .pid = key_pid(), .idx = i };
+		__u64 *v;
+
+		if (m[i] < 0)
+			return;		/* not passed: the family stays empty */
+		v = series(&bdev_merges, &key, &count_zero);
+		if (!v)
+			series_drop(EXP_DROP_BDEV_MERGES);
+		else if (*v != (__u64)m[i])
+			*v = m[i];
+	}
+}
+
 /* blktgt:io__batch(s32 thread, s32 count, struct io_rec *recs,
- *                  char *bdev_names)
+ *                  char *bdev_names, u64 flush_ns, u64 bdevs_merged)
  *
  * The batch is copied with one read (io_batch.bpf.h), and its records are
  * counted as struct key_walk says: a record costs what it takes to see
@@ -473,12 +499,14 @@ SEC("usdt")
 int io_batch(struct pt_regs *ctx)
 {
 	struct batch_ctx b = {};
+	long merges[IO_BATCH_MERGES];
 	__u32 zero = 0;
 
 	b.w = bpf_map_lookup_elem(&batch_walks, &zero);
 	if (!b.w)
 		return 0;
-	b.recs = io_batch_take(ctx, &b.count, &b.names);
+	b.recs = io_batch_take(ctx, &b.count, &b.names, merges);
+	merges_set(merges);
 	if (!b.recs) {
 		/* Unreadable, or this CPU's buffer (and walk) is another
 		 * run's, which this one preempted: its records are dropped.

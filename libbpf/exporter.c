@@ -854,6 +854,7 @@ int main(int argc, char **argv)
 	bpf_map__set_max_entries(skel->maps.nbd_conns, o.max_series);
 	bpf_map__set_max_entries(skel->maps.pair_latency, o.max_series);
 	bpf_map__set_max_entries(skel->maps.counts, o.max_series);
+	bpf_map__set_max_entries(skel->maps.bdev_merges, o.max_series);
 	err = exporter_bpf__load(skel);
 	if (err) {
 		report_load_error(&t, err);
@@ -874,6 +875,7 @@ int main(int argc, char **argv)
 	state.nbd_conns = bpf_map__fd(skel->maps.nbd_conns);
 	state.pair_latency = bpf_map__fd(skel->maps.pair_latency);
 	state.counts = bpf_map__fd(skel->maps.counts);
+	state.bdev_merges = bpf_map__fd(skel->maps.bdev_merges);
 	state.pair_counts = starts ? bpf_map__fd(skel->maps.pair_counts) : -1;
 	state.series_drops = bpf_map__fd(skel->maps.series_drops);
 

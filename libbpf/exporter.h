@@ -88,6 +88,12 @@ struct start_key {
 	__u64 key;
 };
 
+/* probekit_exporter_bdevs_merged's reasons: an idx_key's idx, in the
+ * order of io_batch.bpf.h's merge counts (target/io_batch.h's
+ * bdevs_cut, bdevs_other). */
+enum { EXP_MERGE_NAME_CUT, EXP_MERGE_TABLE_FULL, EXP_MERGE_REASONS };
+#define EXP_MERGE_NAMES "name_cut", "table_full"
+
 #define EXP_MAX_PAIRS    16
 #define EXP_MAX_COUNTS   256	/* probes matched by all --count patterns */
 #define EXP_IDX_RPC      0xffff	/* start_key.idx of an RPC */
@@ -105,6 +111,7 @@ enum {
 	EXP_DROP_NBD_CMDS,
 	EXP_DROP_NBD_CONNS,
 	EXP_DROP_IO_BATCHES,	/* hits, how many records unknown */
+	EXP_DROP_BDEV_MERGES,	/* bdev_merges: io__batch hits */
 	EXP_DROP_PAIR0,		/* + the pair's index */
 	EXP_DROP_COUNT0 = EXP_DROP_PAIR0 + EXP_MAX_PAIRS, /* + the probe's */
 	EXP_DROP_SLOTS = EXP_DROP_COUNT0 + EXP_MAX_COUNTS,
@@ -152,7 +159,7 @@ struct exp_state {
 	bool blktgt;
 	bool nbd_cmds_on;	/* --nbd-commands */
 	int io_stats, rpc_latency, nbd_commands,
-	    nbd_conns, pair_latency, counts;
+	    nbd_conns, pair_latency, counts, bdev_merges;
 	int pair_counts, series_drops;	/* per-CPU arrays */
 	int max_series;			/* each map's bound */
 	int npairs;

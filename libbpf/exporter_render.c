@@ -161,6 +161,7 @@ enum label_kind {
 				 * name; a probe of another --count leaves the
 				 * series out */
 	LBL_CONST,		/* the text value */
+	LBL_ENUM,		/* a __u32 at off: names[it], of len names */
 };
 
 /* The longest LBL_STR: RPC method names. */
@@ -173,6 +174,7 @@ struct label_spec {
 	enum label_kind kind;
 	size_t off, len;
 	const char *value;
+	const char *const *names;
 };
 
 #define NO_OFF ((size_t)-1)
@@ -213,6 +215,10 @@ struct family_spec {
 #define IDX_KEY .key_size = sizeof(struct idx_key), \
 	.pid_off = offsetof(struct idx_key, pid), .sel_off = offsetof(struct idx_key, idx)
 
+static const char *const merge_names[] = { EXP_MERGE_NAMES };
+_Static_assert(sizeof(merge_names) / sizeof(merge_names[0]) == EXP_MERGE_REASONS,
+	       "a merge reason without its name");
+
 /* blktgt's, in the order served. */
 static const struct family_spec blktgt_families[] = {
 	{ .name = "probekit_io_latency_seconds",
@@ -249,6 +255,18 @@ static const struct family_spec blktgt_families[] = {
 	  .help = "NBD connections closed.",
 	  .kind = FAM_COUNTER, .when = WHEN_BLKTGT, MAP(nbd_conns), IDX_KEY,
 	  .sel = EXP_NBD_DISCONNECT, .drop_slot = EXP_DROP_NBD_CONNS },
+	{ .name = "probekit_exporter_bdevs_merged",
+	  .help = "Live bdevs whose I/O shares its bdev label with another "
+		  "bdev's, by reason: name_cut, their names are equal as "
+		  "io__batch's name table cuts them; table_full, past the "
+		  "table's slots, labelled (other). As the last io__batch hit "
+		  "of the process said (target/io_batch.h).",
+	  .kind = FAM_GAUGE, .when = WHEN_BLKTGT, MAP(bdev_merges),
+	  .key_size = sizeof(struct idx_key),
+	  .labels = { { "reason", LBL_ENUM, offsetof(struct idx_key, idx),
+			EXP_MERGE_REASONS, .names = merge_names } },
+	  .pid_off = offsetof(struct idx_key, pid), .sel_off = NO_OFF,
+	  .drop_slot = EXP_DROP_BDEV_MERGES },
 };
 
 /* One per --pair: NAME_seconds, sel the pair's index. */
@@ -431,6 +449,10 @@ static bool series_labels(const struct exp_state *s, const struct family *f,
 		case LBL_CONST:
 			label(labels, len, l->name, l->value);
 			break;
+		case LBL_ENUM:
+			v = key_u32(key, l->off);
+			label(labels, len, l->name, v < l->len ? l->names[v] : "unknown");
+			break;
 		}
 	}
 	if (key)
@@ -571,7 +593,8 @@ static int emit_family(struct sbuf *b, const struct exp_state *s,
 	struct gathered g = {
 		.vsize = spec->source != SRC_MAP ? sizeof(__u64) :
 			 spec->val_size ? spec->val_size :
-			 spec->kind == FAM_COUNTER ? sizeof(__u64) : sizeof(struct exp_hist),
+			 spec->kind == FAM_COUNTER || spec->kind == FAM_GAUGE ?
+			 sizeof(__u64) : sizeof(struct exp_hist),
 	};
 	char labels[LABELS_LEN];
 	unsigned long long v;

@@ -2,7 +2,8 @@
 /*
  * io_batch.bpf.h: reading blktgt:io__batch's records in a BPF program.
  *
- *   io__batch(s32 thread, s32 count, struct io_rec *recs, char *bdev_names)
+ *   io__batch(s32 thread, s32 count, struct io_rec *recs, char *bdev_names,
+ *             u64 flush_ns, u64 bdevs_merged)
  *
  * The record is declared once, in target/io_batch.h, which this includes.
  * A batch (up to 12 KiB) is larger than the 512-byte BPF stack, so it is
@@ -109,21 +110,34 @@ static __always_inline int io_batch_arg(struct pt_regs *ctx,
 }
 
 /*
+ * What the name table merges, as io__batch's last argument, bdevs_merged,
+ * says (target/io_batch.h): bdevs_cut and bdevs_other, in that order; -1
+ * each when the site does not pass it (a service's io__batch of five
+ * arguments) or it cannot be read.
+ */
+enum { IO_BATCH_MERGE_CUT, IO_BATCH_MERGE_OTHER, IO_BATCH_MERGES };
+#define IO_BATCH_MERGED_ARG 5	/* bdevs_merged */
+
+/*
  * io__batch's record count, from 1 to IO_BATCH_MAX, in *n and their
  * address in *recs; -1 when an argument cannot be read or the count is out
  * of range.  With names, the bdev name table's address too (0 when it
- * cannot be read).
+ * cannot be read); with merges, the merge counts (each -1 unless the
+ * count was read and in range, and the site passes bdevs_merged).
  *
  * Only the arguments a program needs are read (BPF_USDT() would read all
  * four on every hit, the thread number included, which a hit pays for
  * every record it carries), and libbpf's spec is looked up once for all.
  */
 static __always_inline int io_batch_args(struct pt_regs *ctx, long *n, long *recs,
-					 long *names)
+					 long *names, long *merges)
 {
 	const struct __bpf_usdt_spec *spec;
 	int spec_id = __bpf_usdt_spec_id(ctx);
+	long m;
 
+	if (merges)
+		merges[IO_BATCH_MERGE_CUT] = merges[IO_BATCH_MERGE_OTHER] = -1;
 	if (spec_id < 0)
 		return -1;
 	spec = bpf_map_lookup_elem(&__bpf_usdt_specs, &spec_id);
@@ -134,6 +148,10 @@ static __always_inline int io_batch_args(struct pt_regs *ctx, long *n, long *rec
 		return -1;
 	if (names && io_batch_arg(ctx, spec, 3, names))
 		*names = 0;
+	if (merges && !io_batch_arg(ctx, spec, IO_BATCH_MERGED_ARG, &m)) {
+		merges[IO_BATCH_MERGE_CUT] = (__u32)m;
+		merges[IO_BATCH_MERGE_OTHER] = (unsigned long)m >> 32;
+	}
 	return 0;
 }
 
@@ -161,18 +179,22 @@ static __always_inline long io_batch_read(struct io_batch_buf *b, long n, long r
  * record then).  *count is 0 when the count itself is out of range or
  * unreadable (or this CPU's buffer, a one-slot array's, is not found,
  * which does not happen): the caller counts the hit, whose records it
- * cannot number.  Only a non-NULL return is released.  names, unless
- * NULL, is io_batch_args()'s.
+ * cannot number.  Only a non-NULL return is released.  names and
+ * merges, unless NULL, are io_batch_args()'s (merges read whenever
+ * *count is not 0).
  */
 static __always_inline struct io_rec *io_batch_take_why(struct pt_regs *ctx, __u32 *count,
-							long *names, bool *busy)
+							long *names, long *merges,
+							bool *busy)
 {
 	__u32 zero = 0;
 	struct io_batch_buf *b = bpf_map_lookup_elem(&io_batch_scratch, &zero);
 	long n, recs;
 
 	*count = 0;
-	if (!b || io_batch_args(ctx, &n, &recs, names))
+	if (merges)
+		merges[IO_BATCH_MERGE_CUT] = merges[IO_BATCH_MERGE_OTHER] = -1;
+	if (!b || io_batch_args(ctx, &n, &recs, names, merges))
 		return NULL;
 	*count = (__u32)n;
 	/* One instruction: a preemption falls before or after it, so of
@@ -193,9 +215,9 @@ static __always_inline struct io_rec *io_batch_take_why(struct pt_regs *ctx, __u
  * read alike, busy or unreadable (the exporter's series_dropped), and a
  * hit of *count 0 apart. */
 static __always_inline struct io_rec *io_batch_take(struct pt_regs *ctx, __u32 *count,
-						    long *names)
+						    long *names, long *merges)
 {
-	return io_batch_take_why(ctx, count, names, NULL);
+	return io_batch_take_why(ctx, count, names, merges, NULL);
 }
 
 /* Give back this CPU's scratch buffer, after a run's last read of the

@@ -247,7 +247,7 @@ static long lat_fast(__u64 step, void *arg)
 }
 
 /* blktgt:io__batch(s32 thread, s32 count, struct io_rec *recs,
- *                  char *bdev_names, u64 flush_ns)
+ *                  char *bdev_names, u64 flush_ns, u64 bdevs_merged)
  *
  * bpf_loop() rather than a bounded loop: the verifier checks the callback
  * once, where it walked a 256-record loop record by record (about 2 s of
@@ -263,7 +263,7 @@ int io_batch(struct pt_regs *ctx)
 	};
 
 	hit_count();
-	b.recs = io_batch_hist_take(ctx, &b.count);
+	b.recs = io_batch_hist_take(ctx, &b.count, per_bdev);
 	if (!b.recs)
 		return 0;	/* counted dropped, with the reason */
 	b.unit_width = b.unit * width;	/* < 2^51: -W <= INT_MAX */

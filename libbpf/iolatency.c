@@ -140,6 +140,8 @@ int main(int argc, char **argv)
 	env.c.hist_busy = &skel->bss->hist_busy;
 	env.c.hist_unreadable = &skel->bss->hist_unreadable;
 	env.c.hist_bad_count = &skel->bss->hist_bad_count;
+	if (!env.per_io && env.per_bdev)
+		env.c.hist_bdevs_merged = skel->data->hist_bdevs_merged;
 	if (env.per_io)
 		env.c.pair_counts = skel->maps.pair_counts;
 	rc = run_loop(&env.c, &t, "block I/O latency", collect, skel);

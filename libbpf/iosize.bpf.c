@@ -67,7 +67,7 @@ static long size_one(__u64 i, void *arg)
 }
 
 /* blktgt:io__batch(s32 thread, s32 count, struct io_rec *recs,
- *                  char *bdev_names, u64 flush_ns)
+ *                  char *bdev_names, u64 flush_ns, u64 bdevs_merged)
  *
  * bpf_loop(): the verifier checks the callback once, not each of 256
  * records (iolatency.bpf.c). */
@@ -77,7 +77,7 @@ int io_batch(struct pt_regs *ctx)
 	struct size_batch b = { .ctx = ctx, .w = IO_BATCH_WALK_INIT };
 
 	hit_count();
-	b.recs = io_batch_hist_take(ctx, &b.count);
+	b.recs = io_batch_hist_take(ctx, &b.count, per_bdev);
 	if (!b.recs)
 		return 0;	/* counted dropped, with the reason */
 	bpf_loop(IO_BATCH_MAX, size_one, &b, 0);

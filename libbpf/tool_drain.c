@@ -429,6 +429,34 @@ static unsigned long long take(__u64 *n)
 	return n ? __atomic_exchange_n(n, 0, __ATOMIC_SEQ_CST) : 0;
 }
 
+/* What io__batch's name table merges (blktgt_io.bpf.h's
+ * hist_bdevs_merged: bdevs_cut, bdevs_other), unless no hit passed them
+ * yet: hist_report()'s last lines. */
+static void merges_report(const struct output *o, const __s64 *m)
+{
+	__s64 cut = __atomic_load_n(&m[0], __ATOMIC_RELAXED);
+	__s64 other = __atomic_load_n(&m[1], __ATOMIC_RELAXED);
+	char n[24], bound[24];
+
+	if (cut < 0 || other < 0)
+		return;
+	if (o->json) {
+		printf(", \"bdevs_merged\": {\"name_cut\": %lld, "
+		       "\"table_full\": %lld}", (long long)cut, (long long)other);
+		return;
+	}
+	if (cut) {
+		snprintf(n, sizeof(n), "%lld", (long long)cut);
+		snprintf(bound, sizeof(bound), "%d", BDEV_NAME_LEN - 1);
+		printf(MSG_BDEVS_NAME_CUT "\n", n, bound);
+	}
+	if (other) {
+		snprintf(n, sizeof(n), "%lld", (long long)other);
+		snprintf(bound, sizeof(bound), "%d", BDEV_INDEX_MAX - 1);
+		printf(MSG_BDEVS_OTHER "\n", n, bound);
+	}
+}
+
 void hist_report(const struct output *o, const struct common_args *a)
 {
 	static const enum spec_loss kinds[] = {
@@ -445,6 +473,8 @@ void hist_report(const struct output *o, const struct common_args *a)
 		      a->hist_busy ? (int)(sizeof(n) / sizeof(n[0])) : 1);
 	if (a->hist_busy)
 		losses_report(o, SPEC_BATCH_NOUN, batch_kinds, &bad, 1);
+	if (a->hist_bdevs_merged)
+		merges_report(o, a->hist_bdevs_merged);
 }
 
 void pair_report(struct output *o, void *ctx)

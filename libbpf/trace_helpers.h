@@ -86,10 +86,12 @@ struct common_args {
 	 * hist_noun (cli->hist_noun, "I/Os"); for a tool that reads
 	 * io__batch, also blktgt_io.bpf.h's hist_busy, hist_unreadable and
 	 * hist_bad_count, what it could not read of batches, by reason
-	 * (NULL for the others). */
+	 * (NULL for the others); and, when it labels records by bdev (-B),
+	 * blktgt_io.bpf.h's hist_bdevs_merged (NULL otherwise). */
 	long max_keys;
 	__u64 *hist_dropped;
 	__u64 *hist_busy, *hist_unreadable, *hist_bad_count;
+	__s64 *hist_bdevs_merged;
 	const char *hist_noun;
 	/* The tool's empty result, from its tool_cli (struct output's). */
 	const char *empty;
@@ -433,7 +435,10 @@ void loss_report(const struct output *o, const char *noun,
  * range)", in JSON ', "I/Os": {"dropped": N, "busy": M, "unreadable": K},
  * "batches": {"bad_count": B}', every key always.  run_loop() says it
  * when a->hist_dropped is set, after the histograms are read, so a value
- * dropped meanwhile is not lost.
+ * dropped meanwhile is not lost.  With a->hist_bdevs_merged, once a hit
+ * has passed them, also what io__batch's name table merges, as the last
+ * hit said: MSG_BDEVS_NAME_CUT and MSG_BDEVS_OTHER, each when not 0, in
+ * JSON ', "bdevs_merged": {"name_cut": N, "table_full": M}'.
  */
 void hist_report(const struct output *o, const struct common_args *a);
 

@@ -80,6 +80,13 @@ static unsigned nbdevs;
 static char bdev_names[BDEV_INDEX_MAX][BDEV_NAME_LEN];
 static bool slot_used[BDEV_INDEX_MAX];
 
+/* What the table merges, as io__batch passes it (io_batch.h): the live
+ * bdevs whose cut name another live bdev with a slot of its own shares,
+ * and the live bdevs past the table, under BDEV_INDEX_OTHER.  Reactor 0
+ * writes them as bdevs come and go; batch_flush() reads them on any
+ * reactor, a gauge each, so relaxed atomics. */
+static uint32_t bdevs_cut, bdevs_other;
+
 /* A deleted bdev's slot, held until each reactor in mask has flushed
  * past its count of flushes at the deletion.  Its I/O all completed
  * before the deletion (a bdev with users cannot be deleted), and the
@@ -150,6 +157,35 @@ static void slot_holds_check(void)
 	}
 }
 
+/* The live bdevs other than b that hold a slot of their own under b's
+ * name as the table cuts it. */
+static unsigned label_peers(const struct bdev *b)
+{
+	unsigned n = 0;
+
+	for (const struct bdev *o = bdevs; o; o = o->next)
+		if (o != b && o->index != BDEV_INDEX_OTHER &&
+		    strncmp(o->name, b->name, BDEV_NAME_LEN - 1) == 0)
+			n++;
+	return n;
+}
+
+/* Count b in (add 1) or out of (add -1) what the table merges: b, of a
+ * slot of its own, and its peers share a label once there are two. */
+static void labels_count(const struct bdev *b, uint32_t add)
+{
+	uint32_t *c = &bdevs_other, v;
+
+	if (b->index != BDEV_INDEX_OTHER) {
+		unsigned peers = label_peers(b);
+
+		c = &bdevs_cut;
+		add *= peers == 0 ? 0 : peers == 1 ? 2 : 1;
+	}
+	v = __atomic_load_n(c, __ATOMIC_RELAXED) + add;
+	__atomic_store_n(c, v, __ATOMIC_RELAXED);
+}
+
 /* A name table slot for b: the lowest free one, else BDEV_INDEX_OTHER. */
 static void slot_take(struct bdev *b)
 {
@@ -164,10 +200,11 @@ static void slot_take(struct bdev *b)
 	/* Written before b can take I/O: readers see the whole name. */
 	if (i == BDEV_INDEX_OTHER) {
 		snprintf(bdev_names[i], BDEV_NAME_LEN, "(other)");
-		return;
+	} else {
+		slot_used[i] = true;
+		snprintf(bdev_names[i], BDEV_NAME_LEN, "%s", b->name);
 	}
-	slot_used[i] = true;
-	snprintf(bdev_names[i], BDEV_NAME_LEN, "%s", b->name);
+	labels_count(b, 1);
 }
 
 /* b is deleted: its slot is free once no batch can hold its records.  If
@@ -177,6 +214,7 @@ static void slot_release(const struct bdev *b)
 {
 	struct slot_hold *h;
 
+	labels_count(b, (uint32_t)-1);
 	if (b->index == BDEV_INDEX_OTHER)
 		return;
 	h = calloc(1, sizeof(*h));
@@ -411,15 +449,20 @@ static inline void batch_stamp(struct bdev_thread *t, uint64_t now)
 __attribute__((noinline))
 static void batch_flush(struct bdev_thread *t, uint64_t now)
 {
+	uint64_t merged = __atomic_load_n(&bdevs_cut, __ATOMIC_RELAXED) |
+		(uint64_t)__atomic_load_n(&bdevs_other, __ATOMIC_RELAXED) << 32;
 	int32_t n;
 
 	batch_stamp(t, now);
 	n = (int32_t)t->batch.n;
 	/* In a register, not an operand in memory (-4@88(%rdi)): a reader
 	 * then takes the count with one register read instead of also a
-	 * read of blktgt's memory, on every hit. */
-	__asm__ volatile("" : "+r"(n));
-	BLKTGT_IO_BATCH((int32_t)(t - threads), n, t->recs, bdev_names[0], now);
+	 * read of blktgt's memory, on every hit.  The merge counts too, or
+	 * they could be %rip-relative operands, which bpftrace 0.17 cannot
+	 * read. */
+	__asm__ volatile("" : "+r"(n), "+r"(merged));
+	BLKTGT_IO_BATCH((int32_t)(t - threads), n, t->recs, bdev_names[0], now,
+			merged);
 	pk_batch_clear(&t->batch);
 	/* Seen by reactor 0 only after the records are gone (slot_hold). */
 	__atomic_store_n(&t->flushes, t->flushes + 1, __ATOMIC_RELEASE);

@@ -10,7 +10,7 @@
  * a whole batch with one read.
  *
  *   io__batch(int32_t thread, int32_t count, struct io_rec *recs,
- *             char *bdev_names, uint64_t flush_ns)
+ *             char *bdev_names, uint64_t flush_ns, uint64_t bdevs_merged)
  *
  * fires on reactor thread with count (1..IO_BATCH_MAX) records of I/Os
  * that reactor completed, oldest first, at flush_ns (CLOCK_MONOTONIC).  A
@@ -29,6 +29,17 @@
  * bdev's index is reused only once every batch that held a record of it
  * has been fired.  Past BDEV_INDEX_MAX - 1 live bdevs, the rest share
  * BDEV_INDEX_OTHER, whose name is "(other)".
+ *
+ * So a reader that labels records by name merges bdevs two ways, and the
+ * last argument, bdevs_merged, counts each as they stand at the hit:
+ * bdevs_cut = bdevs_merged & 0xffffffff, the live bdevs with a slot of
+ * their own whose cut name another such bdev shares (two bdevs that share
+ * their first BDEV_NAME_LEN - 1 characters count 2, a third 3);
+ * bdevs_other = bdevs_merged >> 32, the live bdevs under
+ * BDEV_INDEX_OTHER.  One argument, in a register: bpftrace 0.17 reads
+ * arg0..arg5 only, and no %rip-relative operand.  A service that fires
+ * io__batch with only the first five arguments says nothing of merges;
+ * readers then say nothing either.
  */
 #ifndef BLKTGT_IO_BATCH_H
 #define BLKTGT_IO_BATCH_H
@@ -37,10 +48,10 @@
 #include <stdint.h>
 #endif
 
-/* IO_BATCH_MAX (records per hit) and BDEV_NAME_LEN (one slot of the bdev
- * name table): tools/limits.toml, which the bcc/ tools read too. */
+/* IO_BATCH_MAX (records per hit), BDEV_NAME_LEN (one slot of the bdev
+ * name table) and BDEV_INDEX_MAX (slots in the table): tools/limits.toml,
+ * which the bcc/ tools read too. */
 #include "probekit_limits.h"
-#define BDEV_INDEX_MAX    256   /* slots in the table */
 #define BDEV_INDEX_OTHER  (BDEV_INDEX_MAX - 1)  /* shared by bdevs past the rest */
 
 struct io_rec {

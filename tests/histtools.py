@@ -18,6 +18,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 
 import pytest
@@ -25,6 +26,9 @@ import pytest
 import allowed_skips
 import probekit
 from probekit import LineReader, PYTHON, ROOT, TIMEOUT
+
+sys.path.insert(0, os.path.join(ROOT, "bcc"))
+import probekit_spec  # noqa: E402
 
 TOOLS = ["iolatency", "iosize", "funclat", "qdepth", "rpclat"]
 READY = r"Hit Ctrl-C to end\.$"
@@ -312,6 +316,31 @@ def bdevs(target):
         target.rpc("bdev_malloc_create", name=name, size_mb=16,
                    block_size=512)
     return target
+
+
+# io__batch's name table (target/io_batch.h, tools/limits.toml): a name
+# is cut to BDEV_NAME_LEN - 1 characters, and the live bdevs past
+# BDEV_INDEX_MAX - 1 share the last slot, "(other)".
+CUT = probekit_spec.limits()["BDEV_NAME_LEN"] - 1
+SLOTS = probekit_spec.limits()["BDEV_INDEX_MAX"] - 1
+# Two names that share their first CUT characters.
+MERGED_PAIR = tuple("nb_with_a_rather_long_name_0000"[:CUT] + tail
+                    for tail in ("1", "2_and_more"))
+
+
+def merged_bdevs(target, past=0):
+    """Null bdevs on the target: MERGED_PAIR's two, which share one cut
+    name, then, with past, short-named ones up to SLOTS + past live bdevs
+    (the last past of them beyond the table, under "(other)").  Returns
+    the short names, in order."""
+    live = len(target.rpc("bdev_list"))
+    for name in MERGED_PAIR:
+        target.rpc("bdev_null_create", name=name, size_mb=1, block_size=512)
+    more = [f"x{i}" for i in range(SLOTS + past - live - len(MERGED_PAIR))] \
+        if past else []
+    for name in more:
+        target.rpc("bdev_null_create", name=name, size_mb=1, block_size=512)
+    return more
 
 
 def workload(target, bdev, pattern, io_size, qd, count):

@@ -27,6 +27,7 @@ import probekit
 from histtools import Tool, by_key, parse, total
 from probekit import ROOT, Trace
 from test_bcc import Semaphores
+from histtools import probekit_spec
 
 pytestmark = pytest.mark.needs("fio", "py:bcc")
 
@@ -164,6 +165,13 @@ IO_SEMS = ("io__batch", "io__submit", "io__done")
 
 @pytest.mark.parametrize("reader", sorted(READERS))
 def test_exact_counts(bpf, four, tmp_path, reader):
+    # Also bdevs the name table merges, so that batch mode (which labels a
+    # record from the table) says each merge in one line with its cause
+    # and count: the two of MERGED_PAIR, and the 2 of 257 live bdevs
+    # beyond the table's slots; per I/O, names are whole.
+    more = histtools.merged_bdevs(four, past=2)
+    merged = ((histtools.MERGED_PAIR[0], 7), (histtools.MERGED_PAIR[1], 11),
+              (more[-1], 13))
     r = READERS[reader]().start(four.pid)
     # A reader in batch mode raises io__batch's semaphore and no other I/O
     # probe's; one in per-I/O mode, the other way round.
@@ -173,10 +181,22 @@ def test_exact_counts(bpf, four, tmp_path, reader):
     workloads_at_once(four, [("Malloc0", "randrw", 8, N0),
                              ("Malloc1", "randwrite", 32, N1)])
     nbd = fio_writes(four, tmp_path, FIO_IOS)
+    for bdev, n in merged:
+        histtools.workload(four, bdev, "read", 4096, 2, n)
     workloads_at_once(four, [("Malloc3", "read", 1, LONE)])
     got = r.stop()
-    assert got == {"Malloc0": N0, "Malloc1": N1, "Malloc2": nbd,
-                   "Malloc3": LONE}, "\n".join(r.lines)
+    want = {"Malloc0": N0, "Malloc1": N1, "Malloc2": nbd, "Malloc3": LONE}
+    msgs = probekit_spec.messages()
+    if batch:
+        want[histtools.MERGED_PAIR[0][:histtools.CUT]] = 7 + 11
+        want["(other)"] = 13
+        said = [msgs["BDEVS_NAME_CUT"] % (2, histtools.CUT),
+                msgs["BDEVS_OTHER"] % (2, histtools.SLOTS)]
+    else:
+        want.update(merged)
+        said = []
+    assert got == want, "\n".join(r.lines)
+    assert [ln for ln in r.lines if " bdevs " in ln] == said, r.lines
     assert nbd >= FIO_IOS
 
 
@@ -289,3 +309,4 @@ def test_names_after_delete_and_reuse(bpf, target):
     histtools.workload(target, "a1", "read", 4096, 2, 11)
     histtools.workload(target, long, "read", 4096, 2, 13)
     assert t.stop() == {"b0": 7, "a1": 11, "L" * 31: 13}
+

@@ -1012,6 +1012,40 @@ def test_series_cap_drops_counted(bpf, target, exporter):
     assert "# TYPE probekit_exporter_series_dropped counter\n" in om
 
 
+def merged(body, reason):
+    return sample(body, f'probekit_exporter_bdevs_merged{{reason="{reason}"}}')
+
+
+def test_bdevs_merged_counted(bpf, target, exporter):
+    """Two bdevs whose names share their first 31 characters share one
+    label, and probekit_exporter_bdevs_merged{reason="name_cut"} says 2;
+    257 live bdevs put the 2 past the name table's 255 slots under
+    "(other)", and {reason="table_full"} says 2.  Each gauge follows a
+    deletion at the next batch."""
+    cut = histtools.MERGED_PAIR[0][:histtools.CUT]
+    e = exporter("-p", str(target.pid))
+    more = histtools.merged_bdevs(target, past=2)
+    assert len(target.rpc("bdev_list")) == 257
+    histtools.workload(target, histtools.MERGED_PAIR[0], "read", 4096, 2, 7)
+    histtools.workload(target, histtools.MERGED_PAIR[1], "read", 4096, 2, 11)
+    histtools.workload(target, more[-1], "read", 4096, 2, 13)
+    _, body = e.scrape()
+    lat = "probekit_io_latency_seconds_count"
+    assert sample(body, f'{lat}{{bdev="{cut}",type="read"}}') == 7 + 11, body
+    assert sample(body, f'{lat}{{bdev="(other)",type="read"}}') == 13, body
+    assert merged(body, "name_cut") == 2, body
+    assert merged(body, "table_full") == 2, body
+    assert sample(body, series_dropped("probekit_exporter_bdevs_merged")) == 0
+    promtool_ok(body)
+    target.rpc("bdev_delete", name=histtools.MERGED_PAIR[1])
+    target.rpc("bdev_delete", name=more[-2])
+    histtools.workload(target, more[-1], "read", 4096, 2, 3)
+    _, body = e.scrape()
+    assert merged(body, "name_cut") == 0, body
+    assert merged(body, "table_full") == 1, body
+    assert "# TYPE probekit_exporter_bdevs_merged gauge\n" in body
+
+
 @pytest.mark.needs("bpftool")
 def test_taken_scratch_drops_records(bpf, target, exporter):
     """The state a run preempted in its batch leaves (test_batch_reentry):
