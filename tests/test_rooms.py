@@ -178,6 +178,7 @@ HELPER_ROOMS = {
                       "pair_exit_detect", "pair_exit_attach",
                       "tracepoint_field_offset", "attach_warm_start",
                       "attach_warm_stop", "kernel_has_bpf_loop",
+                      "report_object_load_error",
                       "say_batch_fallback"},
     "tool_drain.c": {"hist_map_drain", "collect_by_name", "loss_report",
                      "pair_report", "hist_report", "hist_entries_drain",
