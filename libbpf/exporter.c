@@ -674,7 +674,7 @@ int main(int argc, char **argv)
 	loop = kernel_has_bpf_loop();
 	if (!loop && o.blktgt) {
 		tool_err("kernel lacks bpf_loop() (5.17), which --blktgt's "
-			 "I/O series need; --pair and --count work without it");
+			 "I/O series need; --pair and --count do not use it");
 		goto out;
 	}
 
