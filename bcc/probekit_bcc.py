@@ -91,7 +91,8 @@ Output format (the libbpf versions of these tools print the same):
 --json prints one JSON object per interval, on one line:
 
   {"tool": "iolatency", "pid": 1234,
-   "time": "HH:MM:SS",                      (only with -T)
+   "ts": "2026-11-28T21:50:02.123+00:00",   (always: when the interval
+                                            ended, local time, RFC 3339)
    "histograms": [
      {"name": "latency",                    (what is measured)
       "unit": "usecs",                      (the column header of the text)
@@ -140,6 +141,7 @@ Behaviour shared by the tools:
     Ctrl-C before tracing starts exits 130.
 """
 
+import datetime
 import errno
 import json
 import os
@@ -330,14 +332,18 @@ class DrainedHash:
         self.gen, self.tool, self.cur = bpf["drain_gen"], tool, 0
         self.pairs = [(bpf[n + "_a"], bpf[n + "_b"]) for n in (name, *also)]
 
-    def take(self):
+    def take_all(self):
+        """The old table's items of each pair (name's, then also's)."""
         old, self.cur = self.cur, 1 - self.cur
         self.gen[0] = self.gen.Leaf(self.cur)
         _wait_for_probes(self.tool)
-        items = self.pairs[0][old].items()
+        items = [pair[old].items() for pair in self.pairs]
         for pair in self.pairs:
             pair[old].clear()
         return items
+
+    def take(self):
+        return self.take_all()[0]
 
 
 def drain(table):
@@ -410,6 +416,13 @@ def keyed_hists(table, fields, labels, name, unit, scale="log2",
 
 # --- the output loop ------------------------------------------------------
 
+def iso_stamp():
+    """Now as RFC 3339 local time with milliseconds and the zone's offset,
+    "2026-11-28T21:50:02.123+00:00" (libbpf/histogram.c's iso_stamp())."""
+    return datetime.datetime.now().astimezone().isoformat(
+        timespec="milliseconds")
+
+
 class Output:
     """Prints one interval's histograms as text or JSON (see the top of
     this file for both formats)."""
@@ -428,18 +441,16 @@ class Output:
     def start(self):
         """The JSON object's leading fields, or the text's leading lines,
         of one interval."""
-        stamp = time.strftime("%H:%M:%S")
         if self.json:
             obj = {"tool": self.tool}
             obj.update(self.head)
-            if self.timestamp:
-                obj["time"] = stamp
+            obj["ts"] = iso_stamp()
             return obj
         lines = []
         if self.n:
             lines.append("")
         if self.timestamp:
-            lines.append("%-8s" % stamp)
+            lines.append("%-8s" % time.strftime("%H:%M:%S"))
         self.n += 1
         return lines
 

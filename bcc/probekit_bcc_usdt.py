@@ -20,6 +20,7 @@ of -b.
 import argparse
 import fnmatch
 import os
+import sys
 
 import probekit_bcc_target as proc
 import probekit_spec as spec
@@ -54,9 +55,27 @@ class Scope:
         self.where = "%s (every process)" % path
         self.head = {"pid": None, "binary": path}
         self.files = [(path, path)]
+        self.inode = _inode(path)
+        self.replaced = False
 
     def alive(self):
-        return self.target.alive() if self.target else True
+        """With -p, whether the process lives.  With -b, always: but a
+        file replacing PATH (a new inode there: a package upgrade's or a
+        deploy's rename) is said once, on stderr.  BCC built the argument
+        code for the old file's sites and cannot attach to another file,
+        so the old file alone stays traced.  Asked every tick of run()'s
+        loop: one stat()."""
+        if self.target:
+            return self.target.alive()
+        path = self.head["binary"]
+        if not self.replaced and _inode(path) not in (None, self.inode):
+            self.replaced = True
+            sys.stdout.flush()
+            sys.stderr.write("%s: %s\n" % (
+                command(self.tool), spec.messages()["REPLACED_NOT_FOLLOWED"]
+                % (path, command(self.tool))))
+            sys.stderr.flush()
+        return True
 
     def exited(self):
         """With -p, once the process has exited (or its PID is another
@@ -67,11 +86,22 @@ class Scope:
         return "PID %d (%s) exited while its probes were being attached" % (
             self.pid, self.comm)
 
-    def missing(self):
-        """The tail of a "no probe" error: where it was looked for."""
-        if self.target:
-            return "in %s or the files it maps" % self.where
-        return "in %s" % self.head["binary"]
+    def missing(self, name, names):
+        """The tail of a "no probe" error for name: where it was looked
+        for, and the nearest of names, the probes there, or that there
+        are none (probekit_spec.nearest_tail(): libbpf's words)."""
+        where = "in %s or the files it maps" % self.where if self.target \
+            else "in %s" % self.head["binary"]
+        return where + spec.nearest_tail(name, names)
+
+
+def _inode(path):
+    """(device, inode) of the regular file at path now, or None."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if os.path.isfile(path) else None
 
 
 def _is_elf(path):
@@ -176,7 +206,8 @@ def check_arg(tool, probe, n, string=False):
         if _read_operand(a, "v") is None:
             why = argspec.reader_problem(a.operand, command(tool),
                                          READ_KINDS, a.arch)
-            die(tool, "cannot read arg%d of %s: %s" % (n, probe.full, why))
+            die(tool, "cannot read arg%d of %s: %s; %s"
+                % (n, probe.full, why, argspec.operand_fix()))
         arg = Arg(a.size, a.signed, spec="%s%d@%s" % (
             "-" if a.signed else "", a.size, a.operand))
         if string and not arg.may_be_pointer():
@@ -234,7 +265,8 @@ def gate_sites(tool, scope, found, gates):
     for g in gates:
         probe = found.get(g)
         if probe is None:
-            die(tool, "no USDT probe %s %s" % (escaped(g), scope.missing()))
+            die(tool, "no USDT probe %s %s" % (escaped(g),
+                                               scope.missing(g, found)))
         sites += usdt_sites(scope, GATE_FN, probe.sites)
     return (GATE_TEXT if sites else ""), sites
 

@@ -192,6 +192,33 @@ def limits(spec_dir=SPEC_DIR):
     return out
 
 
+def messages(spec_dir=SPEC_DIR):
+    """tools/limits.toml's [message.NAME] tables: {NAME: text}, printf
+    style (%s), the lines the C, Python and shell tools print alike."""
+    path = os.path.join(spec_dir, "limits.toml")
+    out = {}
+    for name, m in _read(path).get("message", {}).items():
+        if not isinstance(m.get("text"), str) or "doc" not in m or \
+                '"' in m["text"] or "\\" in m["text"]:
+            raise SpecError("%s: message %s needs a text (no \" or \\) "
+                            "and a doc" % (path, name))
+        out[name] = m["text"]
+    return out
+
+
+def texts(spec_dir=SPEC_DIR):
+    """tools/limits.toml's [text.NAME] tables: {NAME: (value, doc)}, the
+    messages C and Python share."""
+    path = os.path.join(spec_dir, "limits.toml")
+    out = {}
+    for name, t in _read(path).get("text", {}).items():
+        if not isinstance(t.get("value"), str) or "doc" not in t:
+            raise SpecError("%s: text %s needs a string value and a doc"
+                            % (path, name))
+        out[name] = (t["value"], t["doc"])
+    return out
+
+
 def limit_docs(spec_dir=SPEC_DIR):
     """{NAME: (value, doc)} from tools/limits.toml, for the C header."""
     path = os.path.join(spec_dir, "limits.toml")
@@ -310,6 +337,40 @@ def empty_result(spec):
     return EMPTY % spec["counts"] if spec.get("counts") else None
 
 
+# An empty result's likely cause, where the tool can tell it: the line is
+# then the empty result, a colon and the cause, one line still.
+# GATED: probes that fire only while another probe is enabled, as
+# (probe, the probe whose semaphore gates it) (doc/tracing-your-service.md,
+# "Gated probes": CPython 3.11, gh-98894); usdtcount and usdtlat name one
+# they trace while its gate is neither traced nor given to --gate.
+GATED = (("python:function__entry", "python:line"),)
+EMPTY_GATED = "%s: %s fires only with --gate %s"
+# usdtlat -k argN read with two sizes at START and DONE (a char * and an
+# int32_t): a pointer seldom equals a 4-byte value, so the keys do not
+# meet.  ARG_TYPE says one side's operand, as its note gives it.
+EMPTY_KEYS = "%s: %s is %s at START, %s at DONE"
+ARG_TYPE = "%d bytes %s"    # size, "signed" or "unsigned"
+
+
+def gate_of(probe):
+    """The probe GATED says probe needs, or None."""
+    return dict(GATED).get(probe)
+
+
+def empty_gated(empty, probes, gates):
+    """empty ("0 pairs") with the cause when one of probes is GATED and
+    its gate is neither in probes nor in gates, else empty alone."""
+    for p in probes:
+        g = gate_of(p)
+        if g and g not in probes and g not in gates:
+            return EMPTY_GATED % (empty, p, g)
+    return empty
+
+
+def arg_type(size, signed):
+    return ARG_TYPE % (size, "signed" if signed else "unsigned")
+
+
 def hist_noun(spec):
     """What one value of a histogram tool is, plural, as its drop line
     says it ("N I/Os dropped (table full)"): the spec's "values", for a
@@ -338,6 +399,51 @@ LOSSES = (("dropped", "dropped (table full)"),
 # What "bad_count" counts: io__batch hits ("N batches dropped (...)", JSON
 # "batches": {"bad_count": N}).
 BATCH_NOUN = "batches"
+
+
+# One wording for each common mistake, across every command (C through
+# tools/gentool common's SPEC_*; the wrapper's shell says the same words).
+# A probe name that is not there: the line that says so ends with the
+# probe nearest by edit distance (nearest(): the first of equals), or
+# NO_PROBES when the file has none.
+NEAREST = "; nearest: %s"
+NO_PROBES = " (it has none)"
+# No -p PID nor -b PATH (%s: TARGET_BOTH_WAYS, or "-p PID" for a command
+# that takes only a PID), and both given.
+TARGET_MISSING = "no target: give %s"
+TARGET_BOTH_WAYS = "-p PID or -b PATH"
+TARGET_PID = "-p PID"
+TARGET_BOTH = "-p/--pid and -b/--binary exclude each other"
+
+
+def distance(a, b):
+    """Levenshtein distance, as libbpf/usdt_sites.c's distance()."""
+    row = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        diag, row[0] = row[0], i
+        for j in range(1, len(b) + 1):
+            up = row[j]
+            row[j] = min(diag + (a[i - 1] != b[j - 1]), up + 1, row[j - 1] + 1)
+            diag = up
+    return row[len(b)]
+
+
+def nearest(name, names):
+    """The first of names nearest to name by edit distance, or None."""
+    best, dmin = None, None
+    for n in names:
+        if dmin is not None and abs(len(n) - len(name)) >= dmin:
+            continue        # at least that far: the length differs so
+        d = distance(name, n)
+        if dmin is None or d < dmin:
+            best, dmin = n, d
+    return best
+
+
+def nearest_tail(name, names):
+    """NEAREST's tail naming the nearest of names, or NO_PROBES."""
+    best = nearest(name, names)
+    return NEAREST % best if best is not None else NO_PROBES
 
 
 def value(v, spec_dir=SPEC_DIR):

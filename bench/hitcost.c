@@ -9,8 +9,11 @@
  * line, then writes "go").  Then it runs PASSES passes over the probe
  * hitcost:hit and prints
  *
- *   hitcost: passes=N ns=T ns_per_pass=X trampoline=0|1
+ *   hitcost: passes=N ns=T ns_per_pass=X trampoline=0|1 cpu_ns=C
  *
+ * T is the loop's wall-clock time, C its thread's CPU time (the trap and
+ * the BPF program of a traced hit run on this thread, so C holds them,
+ * and not the time the thread waited for a CPU on a loaded machine).
  * trampoline=1 says the kernel optimized the traced site into a call
  * (a 5-byte nop site on Linux 6.18+); -errno if it could not tell.
  *
@@ -30,11 +33,11 @@
 
 #define HITCOST_MAX_PASSES 10000000000ULL
 
-static uint64_t now_ns(void)
+static uint64_t clock_ns(clockid_t clock)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(clock, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
@@ -47,7 +50,7 @@ static __attribute__((noinline)) void hitcost_loop(uint64_t passes)
 
 int main(int argc, char **argv)
 {
-	uint64_t passes = 100000000ULL, t0, t1;
+	uint64_t passes = 100000000ULL, t0, t1, c0, c1;
 	int opt, err;
 
 	while ((opt = getopt(argc, argv, "n:h")) != -1) {
@@ -78,11 +81,13 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	t0 = now_ns();
+	c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	t0 = clock_ns(CLOCK_MONOTONIC);
 	hitcost_loop(passes);
-	t1 = now_ns();
+	t1 = clock_ns(CLOCK_MONOTONIC);
+	c1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	printf("hitcost: passes=%" PRIu64 " ns=%" PRIu64 " ns_per_pass=%.3f"
-	       " trampoline=%d\n", passes, t1 - t0,
-	       (double)(t1 - t0) / (double)passes, bench_uprobe_trampoline());
+	       " trampoline=%d cpu_ns=%" PRIu64 "\n", passes, t1 - t0,
+	       (double)(t1 - t0) / (double)passes, bench_uprobe_trampoline(), c1 - c0);
 	return 0;
 }

@@ -4,7 +4,9 @@ each Debian stack's bpftrace side by side (bench/run --only stacks, make
 bench-stacks).
 
 The rows: the cost per hit of a bpftrace count() on bench/hitcost.c's
-site (section 3), bt/iolat.bt's cost per hit on blktgt's own workload_run
+site (section 3) and what the wrapper's one window adds to it (section
+9: the same count() in bench/window.bt through the stack's wrapper),
+bt/iolat.bt's cost per hit on blktgt's own workload_run
 (section 2), the time to first event of plain bpftrace and of the wrapper
 (section 4), and bt/iolat_batch.bt's and bt/iolat.bt's throughput traced /
 untraced at queue depths 1, 8 and 32 (section 7).  Each is measured by the
@@ -171,9 +173,10 @@ def measure(run, root, build, runs, tmp, stacks):
                 "workload (blktgt, bench/hitcost.c) is the host's build, run on the host")
 
         # Section 3's cost per hit: the untraced loops once per repetition
-        # (no bpftrace in them), each stack's traced ones beside them.
+        # (no bpftrace in them), each stack's traced ones beside them, and
+        # section 9's: the same count() through each stack's wrapper.
         order = [f"{v}-untraced" for v in HITCOST] + [
-            f"{v}-traced:{n}" for n in names for v in HITCOST]
+            f"{v}-{how}:{n}" for n in names for v in HITCOST for how in ("traced", "window")]
         hc = {k: [] for k in order}
         rejected = []
         for k in run.rotated(order, runs, "stacks hitcost"):
@@ -181,7 +184,8 @@ def measure(run, root, build, runs, tmp, stacks):
             n = rest.split(":")[1] if ":" in rest else None
             binary = os.path.join(build, "bench", f"hitcost-{v}")
             hc[k].append(run.hitcost_sample(binary, n is not None, tmp, rejected,
-                                            bts[n] if n else run.HOST_BPFTRACE))
+                                            bts[n] if n else run.HOST_BPFTRACE,
+                                            build if rest.startswith("window") else None))
         raw["hitcost"] = {"passes_untraced": run.HITCOST_UNTRACED,
                           "passes_traced": run.HITCOST_TRACED,
                           "samples": hc, "rejected": rejected}
@@ -232,9 +236,12 @@ def derive(raw):
     fs, ps = raw["first_event"]["samples_ms"], raw["first_event"]["pairs_ms"]
     b = raw["batch"]
 
-    def cost(v, n):
-        return [t["ns_per_pass"] - u["ns_per_pass"]
-                for t, u in zip(hc[f"{v}-traced:{n}"], hc[f"{v}-untraced"])]
+    def cost(v, n, key="ns_per_pass"):
+        return [t[key] - u[key] for t, u in zip(hc[f"{v}-traced:{n}"], hc[f"{v}-untraced"])]
+
+    def window_cost(v, n):
+        return [w["cpu_ns_per_pass"] - t["cpu_ns_per_pass"]
+                for w, t in zip(hc[f"{v}-window:{n}"], hc[f"{v}-traced:{n}"])]
 
     def to_host(xs_of, n):
         """Paired ratio of stack n to the host, per repetition."""
@@ -246,6 +253,14 @@ def derive(raw):
             n: summary(cost(v, n)) for n in names})
         rows[f"the same / bpftrace 0.17's (paired), {v}"] = (3, {
             n: to_host(lambda m, v=v: cost(v, m), n) for n in names})
+        if f"{v}-window:{names[0]}" not in hc:
+            continue            # raw data from before section 9
+        rows[f"the wrapper's one window (section 9), ns a hit, CPU time: {what}"] = (1, {
+            n: summary(window_cost(v, n)) for n in names})
+        rows[f"the same, % of a plain hit (CPU time), {v}"] = (1, {
+            n: summary([100 * x / y if y > 0 else None
+                        for x, y in zip(window_cost(v, n), cost(v, n, "cpu_ns_per_pass"))])
+            for n in names})
     rows["cost per hit under bt/iolat.bt via the wrapper, ns (workload_run qd 32, "
          f"{raw['hits_per_io']:.3f} hits per I/O)"] = (1, {
         n: summary(batch._paired(b, f"bt-per-io:{n}", 32, "ns_per_io",
@@ -286,8 +301,10 @@ def render(raw):
          "What each row is: *cost per hit of a count()*: section 3, traced minus "
          "untraced ns per pass of bench/hitcost.c's probe site under `bpftrace -e "
          "'usdt:...:hitcost:hit { @hits = count(); }'` (the count checked to equal "
-         "the passes). *Cost per hit under bt/iolat.bt*: section 2's in-process row, "
-         "workload_run's added ns per I/O with bt/iolat.bt attached through the "
+         "the passes). *The wrapper's one window*: section 9, the same count() in "
+         "bench/window.bt through that stack's probekit-bpftrace, minus the plain one, "
+         "by the loop's thread CPU time. *Cost per hit under bt/iolat.bt*: section 2's "
+         "in-process row, workload_run's added ns per I/O with bt/iolat.bt attached through the "
          "wrapper, over the hits per I/O (a host bpftrace count). *Time to first "
          "event*: section 4, from the tool's start to its line for the first "
          "`io__submit` of a blktgt under a steady 2000 IOPS fio load; the wrapper "

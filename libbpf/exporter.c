@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <bpf/libbpf.h>
@@ -26,6 +28,7 @@
 
 #include "exporter.h"
 #include "exporter.skel.h"
+#include "probekit_common.spec.h"	/* SPEC_TARGET_*: one wording */
 #include "probekit_version.h"
 #include "trace_helpers.h"
 #include "usdt_notes.h"
@@ -395,8 +398,10 @@ static void parse_args(struct options *o, int argc, char **argv)
 	if (optind < argc)
 		usage_error("unexpected argument '%s'", SHOWN(argv[optind]));
 	check_clashes();
-	if (!o->pid == !o->binary)
-		usage_error("give exactly one of -p PID and -b PATH");
+	if (o->pid && o->binary)
+		usage_error("%s", SPEC_TARGET_BOTH);
+	if (!o->pid && !o->binary)
+		usage_error(SPEC_TARGET_MISSING, SPEC_TARGET_BOTH_WAYS);
 	if (!o->npairs && !o->nspecs)
 		o->blktgt = true;
 	if (o->nbd_commands && !o->blktgt)
@@ -416,8 +421,9 @@ static int keep_link(struct bpf_link *l)
 	return 0;
 }
 
+/* blktgt's probes in the file at path (t's, or a follow's /proc/self/fd/N). */
 static int attach_blktgt(struct exporter_bpf *skel, const struct target *t,
-			 bool nbd_commands)
+			 const char *path, bool nbd_commands)
 {
 	static const struct { const char *name; int off; } probes[] = {
 		{ "io__batch", offsetof(struct exporter_bpf, progs.io_batch) },
@@ -439,7 +445,7 @@ static int attach_blktgt(struct exporter_bpf *skel, const struct target *t,
 		if (!nbd_commands && !strcmp(probes[i].name, "nbd__request"))
 			continue;
 		l = bpf_program__attach_usdt(prog, t->pid > 0 ? t->pid : -1,
-					     t->exe, "blktgt", probes[i].name,
+					     path, "blktgt", probes[i].name,
 					     NULL);
 		if (!l) {
 			err = -errno;
@@ -543,7 +549,7 @@ static int attach_pair_end(struct bpf_program *prog, const struct target *t,
 	size_t i, k;
 	int found = 0, err;
 
-	for (i = 0; i < s->nbins; i++)
+	for (i = s->first; i < s->nbins; i++)
 		for (k = 0; k < s->bins[i].n; k++) {
 			const struct usdt_note *n = &s->bins[i].notes[k];
 
@@ -580,7 +586,9 @@ static int count_index(int spec, const struct usdt_note *n)
 		return -1;
 	state.count_probes[i].spec = spec;
 	strcpy(state.count_probes[i].probe, probe);
-	state.ncounts++;
+	/* A follow adds probes while the HTTP thread renders: the entry
+	 * first, then the count that shows it. */
+	__atomic_store_n(&state.ncounts, state.ncounts + 1, __ATOMIC_RELEASE);
 	return i;
 }
 
@@ -601,7 +609,7 @@ static int attach_generic(struct exporter_bpf *skel, const struct options *o,
 	for (sp = 0; sp < o->nspecs && !ret; sp++) {
 		int found = 0;
 
-		for (i = 0; i < s->nbins && !ret; i++)
+		for (i = s->first; i < s->nbins && !ret; i++)
 			for (k = 0; k < s->bins[i].n && !ret; k++) {
 				const struct usdt_note *n = &s->bins[i].notes[k];
 
@@ -626,6 +634,138 @@ static int attach_generic(struct exporter_bpf *skel, const struct options *o,
 	return ret;
 }
 
+/* --- the target: its exit (-p), a file replacing it (-b) ------------------ */
+
+static struct usdt_watch watch = { .fd = -1 };
+static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool target_gone;	/* -p: its pidfd turned readable */
+static bool by_path;		/* -b */
+
+static bool target_up(void)
+{
+	bool up;
+
+	if (!by_path)
+		return !__atomic_load_n(&target_gone, __ATOMIC_ACQUIRE);
+	pthread_mutex_lock(&watch_lock);
+	up = usdt_watch_mapped(&watch);
+	pthread_mutex_unlock(&watch_lock);
+	return up;
+}
+
+/* Whether the file at path (a replacement of t's) has blktgt's batch
+ * probe; if not, one line, and the old file alone stays traced. */
+static bool blktgt_probes_in(const struct target *t, const char *path)
+{
+	struct usdt_note *notes;
+	char err[256];
+	bool found = false;
+	size_t n;
+
+	if (usdt_notes_read(path, &notes, &n, err, sizeof(err))) {
+		char why[300];
+
+		size_t pl = strlen(path);
+
+		/* The reader names the path it opened: the descriptor's. */
+		snprintf(why, sizeof(why), "cannot read its USDT probes: %s",
+			 !strncmp(err, path, pl) && !strncmp(err + pl, ": ", 2) ?
+			 err + pl + 2 : err);
+		tool_err(MSG_REPLACED_NO_PROBES, t->exe, why);
+		return false;
+	}
+	for (size_t i = 0; i < n && !found; i++)
+		found = !strcmp(notes[i].provider, "blktgt") &&
+			!strcmp(notes[i].name, "io__batch");
+	usdt_notes_free(notes);
+	if (!found)
+		tool_err(MSG_REPLACED_NO_PROBES, t->exe,
+			 "no USDT probe blktgt:io__batch");
+	return found;
+}
+
+/*
+ * -b PATH replaced by a new file: attach what was attached to the old
+ * one to it too, the old file's links kept (its processes, and its
+ * counts).  Attaching adds series only, so a scrape meanwhile is whole.
+ */
+static void follow_file(struct exporter_bpf *skel, const struct options *o,
+			const struct target *t, struct usdt_sites *s)
+{
+	bool generic = o->npairs || o->nspecs;
+	char path[64];
+	int fd, err = 0;
+
+	pthread_mutex_lock(&watch_lock);
+	fd = usdt_watch_replaced(&watch, t);
+	pthread_mutex_unlock(&watch_lock);
+	if (fd < 0)
+		return;
+	/* Read and attached through fd: the file that was at PATH when it
+	 * was opened, whatever lands there meanwhile. */
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	if (generic) {
+		if (usdt_sites_follow(s, t, fd))	/* s owns fd now */
+			return;
+		err = attach_generic(skel, o, t, s);
+	}
+	if (!err && o->blktgt && !blktgt_probes_in(t, path))
+		err = -ENOENT;
+	if (!err && o->blktgt)
+		err = attach_blktgt(skel, t, path, o->nbd_commands);
+	if (!generic)
+		close(fd);
+	/* A missing probe was said in its own line; the old file's links
+	 * stay either way. */
+	if (!err)
+		tool_err(MSG_REPLACED_FOLLOWED, t->exe);
+	fflush(stderr);
+}
+
+/*
+ * Serve until SIGINT or SIGTERM (0), following -b's file and noting -p's
+ * exit on the way; 1 when waiting fails.  Signals arrive on a signalfd,
+ * so one poll() waits for all three.
+ */
+static int serve(struct exporter_bpf *skel, const struct options *o,
+		 const struct target *t, struct usdt_sites *s,
+		 const sigset_t *sigs)
+{
+	struct pollfd pfd[3] = {
+		{ .fd = signalfd(-1, sigs, SFD_CLOEXEC), .events = POLLIN },
+		{ .fd = t->pidfd, .events = POLLIN },
+		{ .fd = watch.fd, .events = POLLIN },
+	};
+	int sig;
+
+	if (pfd[0].fd < 0) {
+		/* No signalfd: wait for the signal alone, as before. */
+		return sigwait(sigs, &sig) ? 1 : 0;
+	}
+	for (;;) {
+		if (poll(pfd, 3, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			tool_err("cannot wait: %s", strerror(errno));
+			break;
+		}
+		if (pfd[0].revents)
+			break;
+		if (pfd[1].revents) {
+			__atomic_store_n(&target_gone, true, __ATOMIC_RELEASE);
+			tool_err("PID %d (%s) exited; still serving its metrics, "
+				 "with probekit_exporter_target_up 0",
+				 (int)t->pid, t->comm);
+			fflush(stderr);
+			pfd[1].fd = -1;
+		}
+		if (pfd[2].revents)
+			follow_file(skel, o, t, s);
+	}
+	close(pfd[0].fd);
+	return pfd[0].revents ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	struct options o = {};
@@ -638,7 +778,7 @@ int main(int argc, char **argv)
 	bool starts, generic, loop;
 	char shown[300];
 	sigset_t sigs;
-	int fd, sig, err, i, status = 1;
+	int fd, err, i, status = 1;
 
 	parse_args(&o, argc, argv);
 	state.per_pid = o.per_pid;
@@ -663,6 +803,12 @@ int main(int argc, char **argv)
 		return fd == -2 ? 2 : 1;
 	if (o.pid ? target_open(&t, o.pid) : target_open_path(&t, o.binary))
 		goto out;
+	/* -b: a file replacing PATH is followed (follow_file()). */
+	by_path = o.binary;
+	if (usdt_watch_open(&watch, &t))
+		goto out;
+	state.target_up = target_up;
+	state.http_stats = http_stats;
 	/* The probes of the executable and of every file it maps (-p), or
 	 * of the file (-b). */
 	if (generic && usdt_sites_open(&sites, &t))
@@ -709,7 +855,7 @@ int main(int argc, char **argv)
 	 * left behind by its thread's or process's exit. */
 	if (starts && pair_exit_attach(skel->progs.start_exit, &exit_link))
 		goto out;
-	if (o.blktgt && attach_blktgt(skel, &t, o.nbd_commands))
+	if (o.blktgt && attach_blktgt(skel, &t, t.exe, o.nbd_commands))
 		goto out;
 	if (generic && attach_generic(skel, &o, &t, &sites))
 		goto out;
@@ -734,8 +880,7 @@ int main(int argc, char **argv)
 		printf("Serving metrics of every process running %s at "
 		       "http://%s/metrics... Hit Ctrl-C to end.\n", t.exe, shown);
 	fflush(stdout);
-	if (sigwait(&sigs, &sig) == 0)
-		status = 0;
+	status = serve(skel, &o, &t, &sites, &sigs);
 out:
 	http_stop(httpd);
 	close(fd);
@@ -744,6 +889,7 @@ out:
 	bpf_link__destroy(exit_link);
 	exporter_bpf__destroy(skel);
 	usdt_sites_close(&sites);
+	usdt_watch_close(&watch);
 	target_close(&t);
 	return status;
 }

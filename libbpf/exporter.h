@@ -164,7 +164,28 @@ struct exp_state {
 		int spec;		/* index in count_names */
 		char probe[EXP_PROBE_LEN];
 	} count_probes[EXP_MAX_COUNTS];
+	/* probekit_exporter_target_up: 1 while -p's process lives, or while
+	 * a process maps -b's file (one it followed); asked at each scrape,
+	 * on the HTTP thread. */
+	bool (*target_up)(void);
+	/* The HTTP side's connections now, and those it refused or closed
+	 * by reason (EXP_HTTP_*): http_stats(), asked at each scrape. */
+	void (*http_stats)(unsigned long long *open, unsigned long long *closed);
 };
+
+/* Why the HTTP side refused or closed a connection: the reason label of
+ * probekit_exporter_http_closed_total. */
+enum {
+	EXP_HTTP_ADDRESS_LIMIT,	/* refused: its address held its cap */
+	EXP_HTTP_SERVER_LIMIT,	/* refused: the table full of addresses
+				 * holding no more than its own */
+	EXP_HTTP_DISPLACED,	/* closed for a newcomer from an address
+				 * holding fewer */
+	EXP_HTTP_DEADLINE,	/* closed: past its deadline */
+	EXP_HTTP_NCLOSED,
+};
+#define EXP_HTTP_CLOSED_NAMES \
+	"address_limit", "server_limit", "displaced", "deadline"
 
 /*
  * Render every metric, in the Prometheus text format 0.0.4, or
@@ -188,6 +209,10 @@ int http_listen(const char *spec, char *shown, size_t shownlen);
  * after printing one line. */
 struct MHD_Daemon *http_start(int fd, const struct exp_state *s,
 			      bool verbose);
+
+/* Connections open now, and closed[EXP_HTTP_NCLOSED]: exp_state's
+ * http_stats. */
+void http_stats(unsigned long long *open, unsigned long long *closed);
 
 /* Stop both threads (d may be NULL). */
 void http_stop(struct MHD_Daemon *d);

@@ -21,6 +21,17 @@
  * a newcomer from an address holding fewer connections than the largest
  * holder takes the place of that holder's oldest connection, so a flood
  * from some addresses cannot keep a scrape from another one out.
+ *
+ * A burst must not keep a scrape out either, before anything is
+ * accepted: the listen backlog is as deep as the kernel allows
+ * (somaxconn), so a scrape's SYN is queued behind a burst rather than
+ * dropped and sent again a second later; and one address may hold more
+ * connections than a burst of a few hundred (HTTP_MAX_CONNS_PER_IP), so
+ * that a burst is held, each until its deadline, rather than refused in
+ * waves as its SYNs come back.  Held connections cost a descriptor and
+ * libmicrohttpd's memory pool each; the descriptors' soft limit is raised
+ * to the hard one at start.  What the table refuses or closes is counted
+ * by reason and served (probekit_exporter_http_closed_total).
  */
 #include <errno.h>
 #include <netdb.h>
@@ -29,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,8 +50,10 @@
 #include "exporter.h"
 #include "trace_helpers.h"
 
-#define HTTP_MAX_CONNS        32	/* connections at once */
-#define HTTP_MAX_CONNS_PER_IP 16
+#define HTTP_MAX_CONNS        512	/* connections at once */
+#define HTTP_MAX_CONNS_PER_IP 256
+#define HTTP_BACKLOG          4096	/* listen(); the kernel caps it at
+					 * net.core.somaxconn */
 #define HTTP_DEADLINE         10	/* seconds to send a request and
 					 * take its answer */
 #define HTTP_CONN_MEMORY      (32u << 10)	/* request line + headers */
@@ -90,7 +104,7 @@ int http_listen(const char *spec, char *shown, size_t shownlen)
 	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 ||
 	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-	    bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, 64) ||
+	    bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, HTTP_BACKLOG) ||
 	    getsockname(fd, (struct sockaddr *)&ss, &sslen)) {
 		err = errno;
 		tool_err("cannot listen on %.80s: %s%s", spec, strerror(err),
@@ -219,6 +233,7 @@ static struct {
 	pthread_t reaper;
 	bool reaper_on, stopping;
 	unsigned long long seq;
+	unsigned long long closed[EXP_HTTP_NCLOSED];	/* by reason */
 	struct conn c[HTTP_TABLE_MAX];
 } conns = { .lock = PTHREAD_MUTEX_INITIALIZER,
 	    .wake = PTHREAD_COND_INITIALIZER };
@@ -265,10 +280,11 @@ static int conns_from(const struct sockaddr_storage *addr)
 /* A shutdown() that fails (other than on a socket the client has
  * already reset) leaves the connection bounded only by libmicrohttpd's
  * idle timeout: say so once rather than hold it silently. */
-static void conn_shut(struct conn *c)
+static void conn_shut(struct conn *c, int why)
 {
 	static bool told;
 
+	conns.closed[why]++;
 	if (shutdown(c->fd, SHUT_RDWR) && errno != ENOTCONN && !told) {
 		tool_err("http: cannot close a connection past its deadline "
 			 "(fd %d): %s; it stays open until it is idle for %d s",
@@ -300,6 +316,7 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr,
 	mine = conns_from(&a);
 	if (mine >= HTTP_MAX_CONNS_PER_IP) {
 		ok = MHD_NO;
+		conns.closed[EXP_HTTP_ADDRESS_LIMIT]++;
 	} else if (conns_from(NULL) >= HTTP_MAX_CONNS) {
 		for (i = 0; i < HTTP_TABLE_MAX; i++) {
 			struct conn *c = &conns.c[i];
@@ -312,10 +329,12 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr,
 				victim = c;
 			}
 		}
-		if (victim && most > mine)
-			conn_shut(victim);
-		else
+		if (victim && most > mine) {
+			conn_shut(victim, EXP_HTTP_DISPLACED);
+		} else {
 			ok = MHD_NO;
+			conns.closed[EXP_HTTP_SERVER_LIMIT]++;
+		}
 	}
 	pthread_mutex_unlock(&conns.lock);
 	return ok;
@@ -413,7 +432,7 @@ static void *reaper(void *arg)
 			if (!c->used || c->shut)
 				continue;
 			if (c->deadline <= now)
-				conn_shut(c);
+				conn_shut(c, EXP_HTTP_DEADLINE);
 			else if (c->deadline < next)
 				next = c->deadline;
 		}
@@ -433,14 +452,29 @@ static void *reaper(void *arg)
 	return NULL;
 }
 
+void http_stats(unsigned long long *open, unsigned long long *closed)
+{
+	pthread_mutex_lock(&conns.lock);
+	*open = conns_from(NULL);
+	memcpy(closed, conns.closed, sizeof(conns.closed));
+	pthread_mutex_unlock(&conns.lock);
+}
+
 struct MHD_Daemon *http_start(int fd, const struct exp_state *s,
 			      bool verbose)
 {
 	static bool log_on;
 	struct MHD_Daemon *d;
+	struct rlimit rl;
 	int err;
 
 	log_on = verbose;
+	/* Room for the connections held besides the probes' descriptors
+	 * (a service manager's soft limit is often 1024). */
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
 	err = pthread_create(&conns.reaper, NULL, reaper, NULL);
 	if (err) {
 		tool_err("cannot start the HTTP server: %s", strerror(err));

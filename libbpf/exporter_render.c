@@ -132,6 +132,7 @@ enum fam_kind {
 	FAM_COUNTER,		/* NAME_total */
 	FAM_SECONDS,		/* a histogram of nanoseconds, le in seconds */
 	FAM_BYTES,		/* a histogram of bytes */
+	FAM_GAUGE,		/* NAME, a value now */
 };
 
 /* Where a family's series come from. */
@@ -139,6 +140,9 @@ enum fam_source {
 	SRC_MAP,		/* every key of a hash map: one series each */
 	SRC_SLOT,		/* one series: a slot of a per-CPU array, summed */
 	SRC_DROPS,		/* one series per other family: its drops */
+	SRC_TARGET_UP,		/* one series: exp_state's target_up() */
+	SRC_HTTP_OPEN,		/* one series: http_stats()'s connections */
+	SRC_HTTP_CLOSED,	/* one series per reason: http_stats()'s */
 };
 
 /* When a family is served. */
@@ -286,6 +290,22 @@ static const struct family_spec own_families[] = {
 	  .kind = FAM_COUNTER, .when = WHEN_BLKTGT, .source = SRC_SLOT,
 	  .map = offsetof(struct exp_state, series_drops), .slot = EXP_DROP_IO_BATCHES,
 	  .labels = { { "reason", LBL_CONST, .value = "bad_count" } }, .drop_slot = -2 },
+	{ .name = "probekit_exporter_target_up",
+	  .help = "1 while the traced process lives (-p) or some process maps "
+		  "the traced file (-b, a file it followed included), else 0; "
+		  "the metrics stay served.",
+	  .kind = FAM_GAUGE, .when = WHEN_ALWAYS, .source = SRC_TARGET_UP,
+	  .drop_slot = -2 },
+	{ .name = "probekit_exporter_http_connections",
+	  .help = "HTTP connections open now, this scrape's included.",
+	  .kind = FAM_GAUGE, .when = WHEN_ALWAYS, .source = SRC_HTTP_OPEN,
+	  .drop_slot = -2 },
+	{ .name = "probekit_exporter_http_closed",
+	  .help = "HTTP connections refused (their address at its cap, or "
+		  "the server full) or closed (for a newcomer from an address "
+		  "holding fewer, or past their deadline), by reason.",
+	  .kind = FAM_COUNTER, .when = WHEN_ALWAYS, .source = SRC_HTTP_CLOSED,
+	  .drop_slot = -2 },
 };
 
 #undef MAP
@@ -540,8 +560,13 @@ static int emit_family(struct sbuf *b, const struct exp_state *s,
 {
 	const struct family_spec *spec = f->spec;
 	const char *suffix = spec->kind == FAM_COUNTER && !om ? "_total" : "";
-	const char *type = spec->kind == FAM_COUNTER ? "counter" : "histogram";
-	int fd = spec->source == SRC_DROPS ? -1 :
+	const char *type = spec->kind == FAM_COUNTER ? "counter" :
+			   spec->kind == FAM_GAUGE ? "gauge" : "histogram";
+	static const char *const closed_names[] = { EXP_HTTP_CLOSED_NAMES };
+	_Static_assert(sizeof(closed_names) / sizeof(closed_names[0]) ==
+		       EXP_HTTP_NCLOSED, "a reason without its name");
+	unsigned long long open = 0, closed[EXP_HTTP_NCLOSED] = { 0 };
+	int fd = spec->source != SRC_MAP && spec->source != SRC_SLOT ? -1 :
 		 *(const int *)((const char *)s + spec->map);
 	struct gathered g = {
 		.vsize = spec->source != SRC_MAP ? sizeof(__u64) :
@@ -567,6 +592,23 @@ static int emit_family(struct sbuf *b, const struct exp_state *s,
 		if (!err)
 			err = gather_value(&g, v, labels);
 		break;
+	case SRC_TARGET_UP:
+		err = gather_value(&g, s->target_up && s->target_up(), "");
+		break;
+	case SRC_HTTP_OPEN:
+	case SRC_HTTP_CLOSED:
+		if (s->http_stats)
+			s->http_stats(&open, closed);
+		if (spec->source == SRC_HTTP_OPEN) {
+			err = gather_value(&g, open, "");
+			break;
+		}
+		for (i = 0; i < EXP_HTTP_NCLOSED && !err; i++) {
+			labels[0] = '\0';
+			label(labels, sizeof(labels), "reason", closed_names[i]);
+			err = gather_value(&g, closed[i], labels);
+		}
+		break;
 	case SRC_DROPS:
 		for (i = 0; i < (size_t)nf && !err; i++) {
 			labels[0] = '\0';
@@ -585,7 +627,11 @@ static int emit_family(struct sbuf *b, const struct exp_state *s,
 		const void *val = g.vals + g.ser[i].idx * g.vsize +
 				  (spec->source == SRC_MAP ? spec->val_off : 0);
 
-		if (spec->kind == FAM_COUNTER)
+		if (spec->kind == FAM_GAUGE)
+			sb_printf(b, "%s%s%s%s %llu\n", f->name,
+				  l[0] ? "{" : "", l, l[0] ? "}" : "",
+				  *(const unsigned long long *)val);
+		else if (spec->kind == FAM_COUNTER)
 			sb_printf(b, "%s_total%s%s%s %llu\n", f->name,
 				  l[0] ? "{" : "", l, l[0] ? "}" : "",
 				  *(const unsigned long long *)val);

@@ -8,6 +8,7 @@
  * text that of libbpf-tools' print_linear_hist().
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -245,15 +246,31 @@ static bool shown(const struct hist_entry *e, int *first, int *last)
 	return rows;
 }
 
+/* Now as RFC 3339 local time with milliseconds and the zone's offset,
+ * "2026-11-28T21:50:02.123+00:00", as Python's
+ * datetime.now().astimezone().isoformat(timespec="milliseconds") writes
+ * it (bcc/probekit_bcc.py's Output.start()). */
+static void iso_stamp(char *buf, size_t len)
+{
+	struct timespec ts;
+	struct tm tm;
+	long off;
+	size_t n;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	localtime_r(&ts.tv_sec, &tm);
+	n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
+	off = tm.tm_gmtoff / 60;
+	snprintf(buf + n, len - n, ".%03ld%c%02ld:%02ld", ts.tv_nsec / 1000000,
+		 off < 0 ? '-' : '+', labs(off) / 60, labs(off) % 60);
+}
+
 void output_begin(struct output *o)
 {
-	char stamp[16];
-	time_t t = time(NULL);
-	struct tm tm;
+	char stamp[48];
 
-	localtime_r(&t, &tm);
-	strftime(stamp, sizeof(stamp), "%H:%M:%S", &tm);
 	if (o->json) {
+		iso_stamp(stamp, sizeof(stamp));
 		printf("{\"tool\": \"%s\", ", o->tool);
 		if (o->pid > 0) {
 			printf("\"pid\": %d, ", (int)o->pid);
@@ -262,14 +279,19 @@ void output_begin(struct output *o)
 			output_json_string(o->binary ? o->binary : "");
 			fputs(", ", stdout);
 		}
-		if (o->timestamp)
-			printf("\"time\": \"%s\", ", stamp);
+		printf("\"ts\": \"%s\", ", stamp);
 	} else {
+		time_t t = time(NULL);
+		struct tm tm;
+
 		/* A blank line between intervals, then -T's time. */
 		if (o->n)
 			putchar('\n');
-		if (o->timestamp)
+		if (o->timestamp) {
+			localtime_r(&t, &tm);
+			strftime(stamp, sizeof(stamp), "%H:%M:%S", &tm);
 			printf("%-8s\n", stamp);
+		}
 	}
 	o->n++;
 }

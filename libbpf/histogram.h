@@ -71,7 +71,8 @@ void output_emit(struct output *o, const struct hist_entry *e, size_t n);
 
 /* For tools that print more than histograms: start one interval, as
  * output_emit() does.  JSON: '{"tool": T, "pid": P, ' ('"pid": null,
- * "binary": PATH, ' for -b), then '"time": "HH:MM:SS", ' with -T; text:
+ * "binary": PATH, ' for -b), then '"ts": "2026-11-28T21:50:02.123+00:00", '
+ * (always: local time, RFC 3339, milliseconds, the zone's offset); text:
  * a blank line after the first interval, then -T's time.  The caller
  * prints the rest, the closing brace and newline included. */
 void output_begin(struct output *o);

@@ -25,7 +25,8 @@
 
 
 /*
- * The wait of drained_hash_take(): membarrier(MEMBARRIER_CMD_GLOBAL) returns
+ * The wait of drained_hash_take() and of a tool's own double buffer
+ * (usdtcount's counts): membarrier(MEMBARRIER_CMD_GLOBAL) returns
  * after an RCU grace period (kernel/sched/membarrier.c), and the BPF
  * programs of uprobes and tracepoints run inside rcu_read_lock(): every
  * program that looked up the old hash has returned by then.  A kernel
@@ -35,7 +36,7 @@
  * preempted inside its hit on a preemptible-RCU kernel is not waited
  * for there.)
  */
-static void drained_hash_wait(void)
+void probes_quiesce(void)
 {
 	static bool warned;
 
@@ -262,7 +263,7 @@ int drained_hash_take(const struct bpf_map *map, size_t vsz, void **keysp,
 	if (bpf_map_update_elem(outer, &zero, &spare, BPF_ANY))
 		return -errno;
 	d->cur = !d->cur;
-	drained_hash_wait();
+	probes_quiesce();
 	/* Nothing writes cur any more. */
 	keys = calloc(max ? max : 1, ksz);
 	if (!keys)

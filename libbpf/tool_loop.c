@@ -33,17 +33,22 @@ static long long now_ns(void)
 	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-enum wake { WAKE_TIME, WAKE_SIGNAL, WAKE_EXIT };
+enum wake { WAKE_TIME, WAKE_SIGNAL, WAKE_EXIT, WAKE_FOLLOW };
 
 /*
- * Sleep until the monotonic time until_ns (< 0: no limit), a signal, or
- * the target's exit.  SIGINT and SIGTERM are blocked except inside
- * ppoll(), so one sent at any moment ends the very next wait.
+ * Sleep until the monotonic time until_ns (< 0: no limit), a signal, the
+ * target's exit, or (a->follow) an event on the file followed.  SIGINT
+ * and SIGTERM are blocked except inside ppoll(), so one sent at any
+ * moment ends the very next wait.
  */
-static enum wake wait_until(const struct target *t, const sigset_t *mask,
+static enum wake wait_until(const struct common_args *a,
+			    const struct target *t, const sigset_t *mask,
 			    long long until_ns)
 {
-	struct pollfd pfd = { .fd = t->pidfd, .events = POLLIN };
+	struct pollfd pfds[2] = {
+		{ .fd = t->pidfd, .events = POLLIN },
+		{ .fd = a->follow ? a->follow_fd : -1, .events = POLLIN },
+	};
 
 	for (;;) {
 		struct timespec ts, *tmo = NULL;
@@ -67,9 +72,12 @@ static enum wake wait_until(const struct target *t, const sigset_t *mask,
 			ts.tv_nsec = left % 1000000000LL;
 			tmo = &ts;
 		}
-		n = ppoll(t->pidfd >= 0 ? &pfd : NULL, t->pidfd >= 0, tmo, mask);
-		if (n > 0)
+		/* A negative fd is left out by ppoll(). */
+		n = ppoll(pfds, 2, tmo, mask);
+		if (n > 0 && pfds[0].revents)
 			return WAKE_EXIT;
+		if (n > 0)
+			return WAKE_FOLLOW;
 		if (n < 0 && errno != EINTR) {
 			tool_err("cannot wait: %s", strerror(errno));
 			return WAKE_SIGNAL;
@@ -230,7 +238,11 @@ int run_loop_print(const struct common_args *a, const struct target *t,
 			until = end;
 		if (check >= 0 && (until < 0 || check < until))
 			until = check;
-		why = wait_until(t, &mask, until);
+		why = wait_until(a, t, &mask, until);
+		if (why == WAKE_FOLLOW) {
+			a->follow(a->follow_ctx);
+			continue;
+		}
 		if (why != WAKE_TIME)
 			break;
 		now = now_ns();

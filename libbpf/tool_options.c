@@ -403,12 +403,10 @@ void parse_options(const struct tool_cli *cli, struct common_args *a,
 	if (optind < argc)
 		usage_error("unrecognized argument '%s'", argv[optind]);
 	if (cli->binary && a->pid && a->path)
-		usage_error("-p/--pid and -b/--binary exclude each other");
-	if (cli->binary && !a->pid && !a->path)
-		usage_error("one of the arguments -p/--pid -b/--binary is "
-			    "required");
+		usage_error("%s", SPEC_TARGET_BOTH);
 	if (!a->pid && !a->path)
-		usage_error("the following arguments are required: -p/--pid");
+		usage_error(SPEC_TARGET_MISSING, cli->binary ?
+			    SPEC_TARGET_BOTH_WAYS : SPEC_TARGET_PID);
 }
 
 static int libbpf_print_verbose(enum libbpf_print_level level,

@@ -94,6 +94,12 @@ struct common_args {
 	const char *hist_noun;
 	/* The tool's empty result, from its tool_cli (struct output's). */
 	const char *empty;
+	/* -b PATH followed (usdt_sites.h's usdt_watch), set by the tool
+	 * before run_loop(): when follow_fd polls readable, the loop calls
+	 * follow(follow_ctx) between intervals.  follow NULL: none. */
+	int follow_fd;
+	void (*follow)(void *follow_ctx);
+	void *follow_ctx;
 };
 
 /* --max-rate: the largest budget taken, and the window the rate is
@@ -279,6 +285,11 @@ int attach_usdt(struct bpf_program *prog, const struct target *t,
 int attach_uprobe(struct bpf_program *prog, const struct target *t,
 		  const char *func, bool retprobe, struct bpf_link **link);
 
+/* Return once every BPF program run that began before the call has
+ * returned, so that a buffer the programs no longer choose can be read
+ * whole (one RCU grace period; tool_drain.c says how, and what happens
+ * where the kernel refuses it). */
+void probes_quiesce(void);
 /*
  * The hits of one interval from map, a DRAINED_HASH (histogram.bpf.h):
  * swap its two hashes, wait until no program can still write the old

@@ -3,21 +3,27 @@
  * usdt_sites.c: see usdt_sites.h.
  */
 #include <ctype.h>
+#include <dirent.h>
 #include <elf.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
 
 #include <bpf/libbpf.h>
 
+#include "probekit_common.spec.h"
+#include "probekit_limits.h"
 #include "usdt_sites.h"
 
 /* A line of /proc/PID/maps: an address range, perms, offset, device,
@@ -25,8 +31,12 @@
 #define MAPS_LINE_MAX (PATH_MAX + 128)
 
 /* Add the binary shown (a path in t's mount namespace) unless present. */
-static int add_bin(struct usdt_sites *s, const struct target *t,
-		   const char *shown, bool exe)
+/* Add the binary shown (a path in t's mount namespace) unless present
+ * (again: even then, a file that replaced it).  With why, a failure to
+ * read the executable's notes is put there instead of printed. */
+static int add_bin_why(struct usdt_sites *s, const struct target *t,
+		       const char *shown, bool exe, const char *again,
+		       char *why, size_t whylen)
 {
 	struct usdt_bin *b;
 	char err[256];
@@ -34,7 +44,7 @@ static int add_bin(struct usdt_sites *s, const struct target *t,
 	size_t n;
 	int len;
 
-	for (size_t i = 0; i < s->nbins; i++)
+	for (size_t i = 0; i < s->nbins && !again; i++)
 		if (!strcmp(s->bins[i].shown, shown))
 			return 0;
 	if (s->nbins == USDT_BINS_MAX) {
@@ -45,7 +55,9 @@ static int add_bin(struct usdt_sites *s, const struct target *t,
 	}
 	b = &s->bins[s->nbins];
 	memset(b, 0, sizeof(*b));
-	if (t->pid > 0)
+	if (again)
+		len = snprintf(b->path, sizeof(b->path), "%s", again);
+	else if (t->pid > 0)
 		len = snprintf(b->path, sizeof(b->path), "/proc/%d/root%s",
 			       (int)t->pid, shown);
 	else
@@ -59,6 +71,16 @@ static int add_bin(struct usdt_sites *s, const struct target *t,
 		 * cache) has no probes to offer; the executable must. */
 		if (!exe)
 			return 0;
+		if (why) {
+			size_t pl = strlen(b->path);
+
+			/* The reader names the path it opened (a follow's
+			 * descriptor): the line names shown. */
+			snprintf(why, whylen, "cannot read its USDT probes: %s",
+				 !strncmp(err, b->path, pl) &&
+				 !strncmp(err + pl, ": ", 2) ? err + pl + 2 : err);
+			return -EINVAL;
+		}
 		if (!target_exited_during_attach(t))
 			tool_err("cannot read the USDT probes of %s: %s", shown,
 				 err);
@@ -68,6 +90,12 @@ static int add_bin(struct usdt_sites *s, const struct target *t,
 	b->n = n;
 	s->nbins++;
 	return 0;
+}
+
+static int add_bin(struct usdt_sites *s, const struct target *t,
+		   const char *shown, bool exe)
+{
+	return add_bin_why(s, t, shown, exe, NULL, NULL, 0);
 }
 
 /* The files t maps executable, in the order of their first mapping. */
@@ -146,8 +174,11 @@ void usdt_sites_close(struct usdt_sites *s)
 {
 	usdt_sites_detach(s);
 	free(s->pending);
-	for (size_t i = 0; i < s->nbins; i++)
+	for (size_t i = 0; i < s->nbins; i++) {
 		usdt_notes_free(s->bins[i].notes);
+		if (s->bins[i].fd > 0)
+			close(s->bins[i].fd);
+	}
 	free(s->bins);
 	memset(s, 0, sizeof(*s));
 }
@@ -247,9 +278,8 @@ int usdt_site_arg_why(const struct usdt_bin *b, const struct usdt_note *n,
 	/* What this tool reads is what libbpf 1.1's own reader reads. */
 	if (!usdt_arg_readable_libbpf(a)) {
 		snprintf(why, whylen, "cannot read arg%d of %s: %s cannot read "
-			 "%s: %s; pass the value through a register at the probe "
-			 "(at 0x%llx in %s)", argn, probe, command_name(), op,
-			 kind_why(a), n->pc, b->shown);
+			 "%s: %s; " OPERAND_FIX " (at 0x%llx in %s)", argn, probe,
+			 command_name(), op, kind_why(a), n->pc, b->shown);
 		return -EINVAL;
 	}
 	switch (a->kind) {
@@ -487,15 +517,22 @@ static int attach_multi(struct usdt_sites *s, const struct usdt_pending *p,
 
 int usdt_sites_commit(struct usdt_sites *s, const struct target *t)
 {
-	int err = 0;
+	struct bpf_link **links;
+	int err = 0, *fds;
+	size_t i, n;
 
-	s->links = calloc(s->npending + 1, sizeof(*s->links));
-	s->fds = calloc(s->npending + 1, sizeof(*s->fds));
-	if (!s->links || !s->fds) {
+	/* Room for every site queued, those attached before included. */
+	links = realloc(s->links, (s->npending + 1) * sizeof(*links));
+	if (links)
+		s->links = links;
+	fds = realloc(s->fds, (s->npending + 1) * sizeof(*fds));
+	if (fds)
+		s->fds = fds;
+	if (!links || !fds) {
 		tool_err("cannot attach: %s", strerror(ENOMEM));
 		return -ENOMEM;
 	}
-	for (size_t i = 0, n; !err && i < s->npending; i += n) {
+	for (i = s->ncommitted; !err && i < s->npending; i += n) {
 		const struct usdt_pending *p = &s->pending[i];
 
 		if (!s->multi) {
@@ -509,7 +546,168 @@ int usdt_sites_commit(struct usdt_sites *s, const struct target *t)
 			;
 		err = attach_multi(s, p, n, t);
 	}
+	s->ncommitted = i;
 	return err;
+}
+
+/* --- a file replaced (-b PATH followed) ------------------------------------ */
+
+int usdt_watch_open(struct usdt_watch *w, const struct target *t)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(t->exe, '/');
+	struct stat st;
+
+	memset(w, 0, sizeof(*w));
+	w->fd = -1;
+	if (t->pid > 0 || !slash)
+		return 0;
+	snprintf(dir, sizeof(dir), "%.*s", slash == t->exe ? 1 :
+		 (int)(slash - t->exe), t->exe);
+	snprintf(w->name, sizeof(w->name), "%s", slash + 1);
+	w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (w->fd < 0 || inotify_add_watch(w->fd, dir, IN_MOVED_TO |
+					   IN_CLOSE_WRITE) < 0) {
+		/* Out of inotify instances or watches (fs.inotify.max_user_*),
+		 * say: tracing goes on, without the follow. */
+		tool_err("cannot watch %s for a file replacing %s: %s; a new "
+			 "file there will not be followed", dir, t->exe,
+			 strerror(errno));
+		usdt_watch_close(w);
+	}
+	/* After the watch: a replacement from now on is an event. */
+	if (!stat(t->exe, &st)) {
+		w->files[0][0] = st.st_dev;
+		w->files[0][1] = st.st_ino;
+		w->nfiles = 1;
+	}
+	return 0;
+}
+
+void usdt_watch_close(struct usdt_watch *w)
+{
+	if (w->fd >= 0)
+		close(w->fd);
+	w->fd = -1;
+}
+
+int usdt_watch_replaced(struct usdt_watch *w, const struct target *t)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	bool named = false;
+	struct stat st;
+	ssize_t len;
+	int fd;
+
+	while ((len = read(w->fd, buf, sizeof(buf))) > 0)
+		for (char *p = buf; p < buf + len;) {
+			const struct inotify_event *e = (const void *)p;
+
+			if (e->len && !strcmp(e->name, w->name))
+				named = true;
+			/* A queue overflow may have lost its event. */
+			if (e->mask & IN_Q_OVERFLOW)
+				named = true;
+			p += sizeof(*e) + e->len;
+		}
+	if (!named)
+		return -1;
+	/* Opened once: its notes are read, and its sites attached, through
+	 * this descriptor, so a file renamed onto PATH meanwhile cannot
+	 * have the one's offsets attached in the other. */
+	fd = open(t->exe, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) ||
+	    (w->nfiles && (unsigned long long)st.st_dev == w->files[0][0] &&
+	     (unsigned long long)st.st_ino == w->files[0][1])) {
+		close(fd);
+		return -1;
+	}
+	memmove(w->files[1], w->files[0], (USDT_WATCH_FILES - 1) *
+		sizeof(w->files[0]));
+	w->files[0][0] = st.st_dev;
+	w->files[0][1] = st.st_ino;
+	if (w->nfiles < USDT_WATCH_FILES)
+		w->nfiles++;
+	return fd;
+}
+
+/* Whether a maps line names device dev (MAJ:MIN, hex) and inode ino. */
+static bool maps_line_is(const char *line, unsigned long long dev,
+			 unsigned long long ino)
+{
+	unsigned int maj, min;
+	unsigned long long i;
+
+	if (sscanf(line, "%*s %*s %*s %x:%x %llu", &maj, &min, &i) != 3)
+		return false;
+	return i == ino && makedev(maj, min) == dev;
+}
+
+bool usdt_watch_mapped(const struct usdt_watch *w)
+{
+	char path[64], line[512];
+	struct dirent *d;
+	bool found = false;
+	DIR *proc;
+
+	if (!w->nfiles)
+		return false;
+	proc = opendir("/proc");
+	if (!proc)
+		return false;
+	while (!found && (d = readdir(proc))) {
+		FILE *f;
+
+		if (d->d_name[0] < '1' || d->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%.16s/maps", d->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		/* A long line is read in pieces: only a line's start holds
+		 * its device and inode, and a piece after the first of a
+		 * line starts with no address range, so it matches nothing. */
+		while (!found && fgets(line, sizeof(line), f))
+			for (int i = 0; i < w->nfiles && !found; i++)
+				found = maps_line_is(line, w->files[i][0],
+						     w->files[i][1]);
+		fclose(f);
+	}
+	closedir(proc);
+	return found;
+}
+
+int usdt_sites_follow(struct usdt_sites *s, const struct target *t, int fd)
+{
+	char why[512], path[64];
+	size_t first = s->nbins;
+	int err;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	err = add_bin_why(s, t, t->exe, true, path, why, sizeof(why));
+	if (!err && s->nbins == first)
+		err = -E2BIG;
+	if (err) {
+		if (err != -E2BIG)
+			tool_err(MSG_REPLACED_NO_PROBES, t->exe, why);
+		close(fd);
+		return err;
+	}
+	s->bins[first].fd = fd;
+	s->first = first;
+	return 0;
+}
+
+void usdt_sites_followed(struct usdt_sites *s, const struct target *t,
+			 int err)
+{
+	if (err) {
+		s->npending = s->ncommitted;
+		return;
+	}
+	tool_err(MSG_REPLACED_FOLLOWED, t->exe);
 }
 
 /* --- a probe that is not there -------------------------------------------- */
@@ -580,6 +778,46 @@ bool usdt_gates_given(void)
 	return ngates > 0;
 }
 
+const char *usdt_empty_gated(char *buf, size_t len, const char *empty,
+			     const char (*names)[USDT_PROBE_MAX], size_t n)
+{
+	static const struct {
+		const char *probe, *gate;
+	} gated[] = { SPEC_GATED };
+
+	snprintf(buf, len, "%s", empty);
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = 0; k < sizeof(gated) / sizeof(gated[0]); k++) {
+			bool on = false;
+
+			if (strcmp(names[i], gated[k].probe))
+				continue;
+			for (size_t j = 0; j < n; j++)
+				on |= !strcmp(names[j], gated[k].gate);
+			for (int g = 0; g < ngates; g++)
+				on |= !strcmp(gates[g], gated[k].gate);
+			if (!on) {
+				snprintf(buf, len, SPEC_EMPTY_GATED, empty,
+					 names[i], gated[k].gate);
+				return buf;
+			}
+		}
+	return buf;
+}
+
+const char *usdt_empty_keys(char *buf, size_t len, const char *empty,
+			    long n, const struct usdt_site_arg types[2])
+{
+	char arg[32], t[2][32];
+
+	snprintf(arg, sizeof(arg), "arg%ld", n);
+	for (int i = 0; i < 2; i++)
+		snprintf(t[i], sizeof(t[i]), SPEC_ARG_TYPE, (int)types[i].size,
+			 types[i].is_signed ? "signed" : "unsigned");
+	snprintf(buf, len, SPEC_EMPTY_KEYS, empty, arg, t[0], t[1]);
+	return buf;
+}
+
 int usdt_sites_gates(struct usdt_sites *s, struct bpf_program *prog,
 		     const struct target *t)
 {
@@ -610,6 +848,7 @@ void usdt_sites_missing(const struct usdt_sites *s, const struct target *t,
 			const char *pattern, bool glob)
 {
 	char where[PATH_MAX + 300], probe[USDT_PROBE_MAX], best[USDT_PROBE_MAX];
+	char tail[USDT_PROBE_MAX + 32];
 	size_t dmin = SIZE_MAX;
 
 	/* A process that exited meanwhile left files unread: say so, not
@@ -623,7 +862,7 @@ void usdt_sites_missing(const struct usdt_sites *s, const struct target *t,
 	else
 		snprintf(where, sizeof(where), "%s", t->exe);
 	best[0] = '\0';
-	for (size_t i = 0; i < s->nbins; i++)
+	for (size_t i = s->first; i < s->nbins; i++)
 		for (size_t k = 0; k < s->bins[i].n; k++) {
 			size_t d;
 
@@ -635,9 +874,18 @@ void usdt_sites_missing(const struct usdt_sites *s, const struct target *t,
 				snprintf(best, sizeof(best), "%s", probe);
 			}
 		}
-	tool_err("no USDT probe %s%s in %s%s%s", glob ? "matches " : "",
-		 pattern, where, best[0] ? "; nearest: " : " (it has none)",
-		 best);
+	snprintf(tail, sizeof(tail), best[0] ? SPEC_NEAREST : "%s",
+		 best[0] ? best : SPEC_NO_PROBES);
+	if (s->first) {
+		char why[USDT_PROBE_MAX * 2 + 64];
+
+		snprintf(why, sizeof(why), "no USDT probe %s%s%s", glob ? "matches " : "", pattern,
+			 tail);
+		tool_err(MSG_REPLACED_NO_PROBES, t->exe, why);
+		return;
+	}
+	tool_err("no USDT probe %s%s in %s%s", glob ? "matches " : "",
+		 pattern, where, tail);
 }
 
 bool usdt_probe_match(const char *pattern, const struct usdt_note *n)

@@ -34,6 +34,8 @@ struct usdt_bin {
 	char shown[PATH_MAX];	/* as the target names it, for messages */
 	struct usdt_note *notes;
 	size_t n;
+	int fd;			/* > 0: a followed file, path its
+				 * /proc/self/fd/N, closed with the sites */
 };
 
 /* A site to attach at, queued until usdt_sites_commit(). */
@@ -47,6 +49,11 @@ struct usdt_pending {
 struct usdt_sites {
 	struct usdt_bin *bins;	/* the executable first, then libraries */
 	size_t nbins;
+	/* The first bin a tool's attach walks: 0, then, after a follow
+	 * (usdt_watch_replaced()), the replacement's, so that only its
+	 * sites are attached again. */
+	size_t first;
+	size_t ncommitted;	/* pending sites attached so far */
 	bool multi;		/* the kernel has multi-uprobe links */
 	struct usdt_pending *pending;
 	size_t npending;
@@ -113,9 +120,57 @@ int usdt_sites_add(struct usdt_sites *s, struct bpf_program *prog,
 		   const struct usdt_bin *b, const struct usdt_note *n,
 		   __u64 cookie);
 
-/* Attach every queued site, for t's process (every one for -b).  0, or
- * one line and -errno. */
+/* Attach every site queued since the last commit, for t's process (every
+ * one for -b).  0, or one line and -errno. */
 int usdt_sites_commit(struct usdt_sites *s, const struct target *t);
+
+/*
+ * -b PATH, followed: a package upgrade or a deploy replaces a file by
+ * renaming a new one onto its path (cp tp tp.new && mv tp.new tp), so
+ * the inode the uprobes sit on is no longer the one new processes run.
+ * An inotify watch on PATH's directory (IN_MOVED_TO, IN_CLOSE_WRITE)
+ * makes fd readable when something lands there; the tool's loop polls
+ * fd with its other waits, so nothing runs between events and the probes
+ * pay nothing.  Symbolic links in PATH are followed when it is looked at
+ * again, as an exec would.
+ */
+#define USDT_WATCH_FILES 16	/* files a follow remembers, newest first */
+struct usdt_watch {
+	int fd;			/* inotify; -1: not watching (-p, or failed) */
+	char name[256];		/* PATH's last component */
+	/* The files traced, [0] the one at PATH last: device, inode. */
+	unsigned long long files[USDT_WATCH_FILES][2];
+	int nfiles;
+};
+
+/* Watch t's file (-b; nothing for -p): 0; fd -1 and one line when
+ * inotify refuses (tracing goes on without the follow). */
+int usdt_watch_open(struct usdt_watch *w, const struct target *t);
+void usdt_watch_close(struct usdt_watch *w);
+
+/* After fd polled readable: read its events; when a file other than the
+ * one traced last is now at t's path, that file opened (its inode then
+ * becomes the one traced), else -1. */
+int usdt_watch_replaced(struct usdt_watch *w, const struct target *t);
+
+/* Whether any process maps a file w has traced (the one at PATH now or
+ * one of the USDT_WATCH_FILES - 1 before it): the exporter's target_up
+ * for -b.  It reads every process's maps: for a scrape, not a loop. */
+bool usdt_watch_mapped(const struct usdt_watch *w);
+
+/*
+ * The replacement (fd, from usdt_watch_replaced(), which s then owns)
+ * as a new bin, read and attached through fd, s->first set to it, for
+ * the tool to queue its sites from s->first on and commit: 0, or one
+ * line (MSG_REPLACED_NO_PROBES's) and -errno, s unchanged, fd closed.
+ */
+int usdt_sites_follow(struct usdt_sites *s, const struct target *t, int fd);
+
+/* After the tool's attach of a follow: on success the line that says
+ * so (MSG_REPLACED_FOLLOWED); on failure, queued sites not committed are
+ * forgotten and the old file alone stays traced. */
+void usdt_sites_followed(struct usdt_sites *s, const struct target *t,
+			 int err);
 
 /*
  * --gate PROVIDER:NAME (tools/common.toml, OPT_GATE: trace_helpers hands
@@ -149,9 +204,27 @@ int usdt_sites_gates(struct usdt_sites *s, struct bpf_program *prog,
 /* Whether any --gate was given. */
 bool usdt_gates_given(void);
 
+/*
+ * An interval's empty result, empty ("0 pairs"), into buf (len bytes),
+ * with its likely cause when one of the n probes traced, names[], fires
+ * only while another is enabled (probekit_spec.GATED) and that one is
+ * neither traced nor given to --gate: "0 pairs: P fires only with --gate
+ * G" (probekit_spec.empty_gated()).  Returns buf.
+ */
+const char *usdt_empty_gated(char *buf, size_t len, const char *empty,
+			     const char (*names)[USDT_PROBE_MAX], size_t n);
+
+/* usdtlat's empty result, empty, into buf with the cause that START's
+ * and DONE's argument n are read as types[0] and types[1]: "0 pairs:
+ * arg5 is 8 bytes unsigned at START, 4 bytes signed at DONE"
+ * (probekit_spec.EMPTY_KEYS).  Returns buf. */
+const char *usdt_empty_keys(char *buf, size_t len, const char *empty,
+			    long n, const struct usdt_site_arg types[2]);
+
 /* One line for a probe (glob: a pattern) that matched nothing: "no USDT
  * probe [matches] P in WHERE; nearest: Q", Q the probe of t nearest in
- * edit distance, the misspelling it most likely is. */
+ * edit distance, the misspelling it most likely is.  In a follow
+ * (s->first > 0), of the replacement's probes, in MSG_REPLACED_NO_PROBES. */
 void usdt_sites_missing(const struct usdt_sites *s, const struct target *t,
 			const char *pattern, bool glob);
 

@@ -296,17 +296,22 @@ static int find_probes(const struct usdt_sites *s, const struct target *t)
 	return 0;
 }
 
-/* Attach at every site of every probe counted; with -H/-S each site's
+/* The next free index of the sites map: a follow adds after the sites
+ * of the files before. */
+static __u32 next_site;
+
+/* Attach at every site of every probe counted, in the files from
+ * s->first on; with -H/-S each site's
  * operand is checked first, so that nothing is attached if one fails. */
 static int attach_all(struct usdtcount_bpf *skel, struct usdt_sites *s,
 		      const struct target *t)
 {
 	int fd = bpf_map__fd(skel->maps.sites), err;
 	char name[USDT_PROBE_MAX];
-	__u32 next = 0;
+	__u32 next = next_site;
 
 	for (int check = 1; check >= 0; check--)
-		for (size_t b = 0; b < s->nbins; b++)
+		for (size_t b = s->first; b < s->nbins; b++)
 			for (size_t k = 0; k < s->bins[b].n; k++) {
 				const struct usdt_bin *bin = &s->bins[b];
 				const struct usdt_note *n = &bin->notes[k];
@@ -347,7 +352,46 @@ static int attach_all(struct usdtcount_bpf *skel, struct usdt_sites *s,
 			}
 	if (usdt_sites_gates(s, skel->progs.gate, t))
 		return -1;
+	next_site = next;
 	return usdt_sites_commit(s, t);
+}
+
+/* -b PATH: a file replaced PATH; attach to it too (common_args.follow),
+ * at the sites of the probes counted: each PATTERN must still name one
+ * there, as at the start. */
+static struct {
+	struct usdtcount_bpf *skel;
+	struct usdt_sites *sites;
+	const struct target *t;
+	struct usdt_watch watch;
+} follow;
+
+static void follow_file(void *ctx)
+{
+	struct usdt_sites *s = follow.sites;
+	int fd = usdt_watch_replaced(&follow.watch, follow.t);
+
+	(void)ctx;
+	if (fd < 0 || usdt_sites_follow(s, follow.t, fd))
+		return;
+	for (int i = 0; i < env.npatterns; i++) {
+		bool found = false;
+
+		for (size_t k = 0; k < s->bins[s->first].n && !found; k++) {
+			const struct usdt_note *n = &s->bins[s->first].notes[k];
+			char name[USDT_PROBE_MAX];
+
+			usdt_probe_name(n, name, sizeof(name));
+			found = usdt_probe_match(env.patterns[i], n) &&
+				bsearch(name, probes, nprobes, sizeof(*probes),
+					cmp_name);
+		}
+		if (!found) {
+			usdt_sites_missing(s, follow.t, env.patterns[i], true);
+			return;
+		}
+	}
+	usdt_sites_followed(s, follow.t, attach_all(follow.skel, s, follow.t));
 }
 
 /* --- output ----------------------------------------------------------------- */
@@ -358,8 +402,9 @@ static __u64 take(__u64 *live)
 }
 
 /* The counts of one interval.  The text's header comes first even when
- * nothing fired, so that an empty result reads as one (as BCC's tools
- * print it), not as a trace that printed nothing. */
+ * nothing fired, and print() then says "0 hits", so that an empty result
+ * reads as one (as BCC's tools print it), not as a trace that printed
+ * nothing. */
 static void print_counts(struct output *o, const __u64 *counts)
 {
 	bool any = false;
@@ -581,13 +626,23 @@ static int print(void *ctx, struct output *o)
 {
 	struct usdtcount_bpf *skel = ctx;
 	__u64 *counts = calloc(USDTCOUNT_PROBES_MAX, sizeof(*counts));
+	bool none = true;
+	char empty[512];
 	int err = 0;
 
 	if (!counts)
 		return -ENOMEM;
+	/* The hits go into the other buffer from here; once no program can
+	 * still add into this one, it holds the interval whole, ended at one
+	 * instant for every probe (usdtcount.bpf.c). */
+	__u32 buf = skel->bss->count_buf & 1;
+
+	__atomic_store_n(&skel->bss->count_buf, buf ^ 1, __ATOMIC_SEQ_CST);
+	probes_quiesce();
 	for (size_t i = 0; i < nprobes; i++) {
-		counts[i] = take(&skel->bss->counts[i]);
+		counts[i] = take(&skel->bss->counts[buf][i]);
 		fired[i] |= counts[i] > 0;
+		none &= !counts[i];
 	}
 	output_begin(o);
 	if (o->json)
@@ -602,6 +657,10 @@ static int print(void *ctx, struct output *o)
 		err = print_strs(o, skel);
 	if (o->json)
 		putchar(']');
+	/* No probe fired: the spec's "0 hits", and why when it can tell. */
+	else if (none)
+		printf("%s\n", usdt_empty_gated(empty, sizeof(empty), o->empty,
+						probes, nprobes));
 	if (env.mode == USDTCOUNT_STR) {
 		/* Read after the values: a hit dropped while they were read
 		 * and cleared is in this interval's count, not lost. */
@@ -634,7 +693,9 @@ int main(int argc, char **argv)
 	if (env.c.pid ? target_open(&t, env.c.pid) :
 	    target_open_path(&t, env.c.path))
 		return 1;
-	if (usdt_sites_open(&sites, &t) || find_probes(&sites, &t))
+	follow.watch.fd = -1;
+	if (usdt_watch_open(&follow.watch, &t) ||
+	    usdt_sites_open(&sites, &t) || find_probes(&sites, &t))
 		goto out;
 
 	attach_warm_start();
@@ -669,12 +730,18 @@ int main(int argc, char **argv)
 	env.c.hits = skel->maps.hits;
 	env.c.detach = usdt_sites_detach;
 	env.c.detach_ctx = &sites;
+	if (follow.watch.fd >= 0) {
+		follow = (typeof(follow)){ skel, &sites, &t, follow.watch };
+		env.c.follow_fd = follow.watch.fd;
+		env.c.follow = follow_file;
+	}
 	rc = run_loop_print(&env.c, &t, ready, print, skel);
 	if (!rc && env.require_all && (k = never_fired())) {
 		tool_err("%zu of %zu catalog probes never fired", k, ncatalog);
 		rc = 1;
 	}
 out:
+	usdt_watch_close(&follow.watch);
 	usdt_sites_close(&sites);
 	usdtcount_bpf__destroy(skel);
 	target_close(&t);

@@ -33,6 +33,10 @@ static struct {
 	long key_arg;		/* -k argN: N; -k tid: 0 */
 } env;
 
+/* -k argN as START's and DONE's first sites read it: an empty result's
+ * cause when their sizes differ (empty_line()). */
+static struct usdt_site_arg key_type[2];
+
 static void option(int key, const char *arg)
 {
 	if (key == OPT_GATE)
@@ -109,7 +113,7 @@ static int attach_probe(struct usdtlat_bpf *skel, struct usdt_sites *s,
 					   skel->progs.lat_start;
 	int fd = bpf_map__fd(skel->maps.sites), found = 0, err;
 
-	for (size_t i = 0; i < s->nbins; i++) {
+	for (size_t i = s->first; i < s->nbins; i++) {
 		const struct usdt_bin *b = &s->bins[i];
 
 		for (size_t k = 0; k < b->n; k++) {
@@ -122,6 +126,8 @@ static int attach_probe(struct usdtlat_bpf *skel, struct usdt_sites *s,
 			    usdt_site_arg_of(b, &b->notes[k], env.key_arg,
 					     &site.arg))
 				return -EINVAL;
+			if (found == 1)
+				key_type[which] = site.arg;
 			if (check)
 				continue;
 			if (*next == USDT_SITES_MAX) {
@@ -149,18 +155,59 @@ static int attach_probe(struct usdtlat_bpf *skel, struct usdt_sites *s,
 	return 0;
 }
 
+/* The next free index of the sites map: a follow adds after the sites
+ * of the files before. */
+static __u32 next_site;
+
+/* Attach START and DONE at their sites in the files from s->first on. */
 static int attach_all(struct usdtlat_bpf *skel, struct usdt_sites *s,
 		      const struct target *t)
 {
-	__u32 next = 0;
-
 	for (int check = 1; check >= 0; check--)
 		for (int which = 0; which < 2; which++)
-			if (attach_probe(skel, s, t, which, &next, check))
+			if (attach_probe(skel, s, t, which, &next_site, check))
 				return -1;
 	if (usdt_sites_gates(s, skel->progs.gate, t))
 		return -1;
 	return usdt_sites_commit(s, t);
+}
+
+/* -b PATH: a file replaced PATH; attach to it too (common_args.follow). */
+static struct {
+	struct usdtlat_bpf *skel;
+	struct usdt_sites *sites;
+	const struct target *t;
+	struct usdt_watch watch;
+} follow;
+
+static void follow_file(void *ctx)
+{
+	int fd = usdt_watch_replaced(&follow.watch, follow.t);
+
+	(void)ctx;
+	if (fd < 0 || usdt_sites_follow(follow.sites, follow.t, fd))
+		return;
+	usdt_sites_followed(follow.sites, follow.t,
+			    attach_all(follow.skel, follow.sites, follow.t));
+}
+
+/*
+ * The line an empty interval prints, the spec's "0 pairs", with the
+ * likely cause the tool can tell: a gated probe traced without its gate,
+ * or a -k argN that START and DONE read with two sizes (a char * and an
+ * int32_t), whose values seldom meet (probekit_spec.EMPTY_KEYS).
+ */
+static const char *empty_line(char *buf, size_t len)
+{
+	char names[2][USDT_PROBE_MAX];
+
+	for (int i = 0; i < 2; i++)
+		snprintf(names[i], sizeof(names[i]), "%s", env.probes[i]);
+	usdt_empty_gated(buf, len, env.c.empty, names, 2);
+	if (!strcmp(buf, env.c.empty) && env.key_arg &&
+	    key_type[0].size != key_type[1].size)
+		usdt_empty_keys(buf, len, env.c.empty, env.key_arg, key_type);
+	return buf;
 }
 
 int main(int argc, char **argv)
@@ -169,7 +216,7 @@ int main(int argc, char **argv)
 	struct usdt_sites sites = { 0 };
 	struct pair_exit_offsets exit_offs;
 	struct bpf_link *exit_link = NULL;
-	char where[PATH_MAX + 64], ready[2 * PATH_MAX];
+	char where[PATH_MAX + 64], ready[2 * PATH_MAX], empty[512];
 	struct target t;
 	int err, rc = 1;
 
@@ -178,7 +225,9 @@ int main(int argc, char **argv)
 	if (env.c.pid ? target_open(&t, env.c.pid) :
 	    target_open_path(&t, env.c.path))
 		return 1;
-	if (usdt_sites_open(&sites, &t) || pair_exit_detect(&exit_offs))
+	follow.watch.fd = -1;
+	if (usdt_watch_open(&follow.watch, &t) ||
+	    usdt_sites_open(&sites, &t) || pair_exit_detect(&exit_offs))
 		goto out;
 
 	attach_warm_start();
@@ -215,8 +264,15 @@ int main(int argc, char **argv)
 	env.c.detach = usdt_sites_detach;
 	env.c.detach_ctx = &sites;
 	env.c.pair_counts = skel->maps.pair_counts;
+	if (follow.watch.fd >= 0) {
+		follow = (typeof(follow)){ skel, &sites, &t, follow.watch };
+		env.c.follow_fd = follow.watch.fd;
+		env.c.follow = follow_file;
+	}
+	env.c.empty = empty_line(empty, sizeof(empty));
 	rc = run_loop_print(&env.c, &t, ready, print, skel);
 out:
+	usdt_watch_close(&follow.watch);
 	usdt_sites_close(&sites);
 	bpf_link__destroy(exit_link);
 	usdtlat_bpf__destroy(skel);

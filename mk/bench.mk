@@ -26,7 +26,7 @@ BENCH_CFLAGS = -std=gnu11 -D_GNU_SOURCE -fno-omit-frame-pointer $(WARN) $(BASE_C
 # WITH the red zone, the unsafe combination, kept to show the hazard.
 bench_variant_flags = $(if $(filter %-nop5,$(1)),$(NOP5_CFLAGS),$(if $(filter %-nop5-redzone,$(1)),-Iprobes/nop5))
 
-.PHONY: bench bench-progs bench-stacks
+.PHONY: bench bench-progs bench-stacks bench-window
 bench-progs: $(BENCH_PROGS)
 
 $(BENCH_DIR):
@@ -71,3 +71,11 @@ BENCH_STACKS ?= trixie,sid
 bench-stacks: all $(BENCH_DIR)/hitcost-stock $(BENCH_DIR)/hitcost-nop5
 	$(Q)$(PYTHON) bench/run --build $(O) --only stacks --stacks '$(BENCH_STACKS)' \
 		$(if $(BENCH_RUNS),--runs $(BENCH_RUNS))
+
+# make bench-window [BENCH_RUNS=N]: section 9 of RESULTS.md alone, what the
+# wrapper's one window (@__pk_gate, wrapper/join.c) costs a hit: section
+# 3's count() on bench/hitcost.c's site under plain bpftrace beside the
+# same count() through build/bin/probekit-bpftrace (bench/window.py).
+# make bench measures it too.  About 3 minutes with the defaults.
+bench-window: all $(BENCH_DIR)/hitcost-stock $(BENCH_DIR)/hitcost-nop5
+	$(Q)$(PYTHON) bench/run --build $(O) --only window $(if $(BENCH_RUNS),--runs $(BENCH_RUNS))

@@ -28,8 +28,11 @@ $(LIBBPF_GEN)/%.spec.h: $(TOOLSPEC_DIR)/%.toml $(GENTOOL_DEPS) | $(LIBBPF_GEN)
 $(LIBBPF_GEN)/probekit_common.spec.h: $(GENTOOL_DEPS) $(TOOLSPEC_DIR)/limits.toml | $(LIBBPF_GEN)
 	$(call msg,GEN,$@)
 	$(Q)$(PYTHON) $(GENTOOL) --spec-dir $(TOOLSPEC_DIR) common -o $@
-# tool_drain.c's loss words (probekit_spec.LOSSES), in the same header.
-$(LIBBPF_OBJ)/tool_options.o $(LIBBPF_OBJ)/tool_drain.o: $(LIBBPF_GEN)/probekit_common.spec.h
+# tool_drain.c's loss words (probekit_spec.LOSSES), usdt_sites.c's empty
+# results' causes (EMPTY_GATED, EMPTY_KEYS, GATED), and the one wording of
+# a misspelt probe and a missing target (NEAREST, TARGET_*), there too.
+$(LIBBPF_OBJ)/tool_options.o $(LIBBPF_OBJ)/tool_drain.o \
+$(LIBBPF_OBJ)/usdt_sites.o $(LIBBPF_OBJ)/exporter.o: $(LIBBPF_GEN)/probekit_common.spec.h
 
 $(LIMITS_H): $(TOOLSPEC_DIR)/limits.toml $(GENTOOL) bcc/probekit_spec.py | $(O)/gen
 	$(call msg,GEN,$@)
@@ -47,9 +50,13 @@ tools-doc:
 
 # Bash completion, one file per command (bash-completion loads
 # completions/COMMAND when COMMAND is first completed): each tool's
-# options from its spec and common.toml, for both forms.
+# options from its spec and common.toml, for both forms; every other
+# command's (gentool's COMMANDS) from its own --help, read when first
+# completed, so that a cross-built command need not run here.
 COMPLETION_DIR := $(O)/share/bash-completion/completions
-COMPLETIONS    := $(foreach t,$(SPEC_TOOLS),$(COMPLETION_DIR)/probekit-$(t) $(COMPLETION_DIR)/probekit-$(t)-bcc)
+COMPLETION_COMMANDS := $(shell $(PYTHON) $(GENTOOL) commands)
+COMPLETIONS    := $(foreach t,$(SPEC_TOOLS),$(COMPLETION_DIR)/probekit-$(t) $(COMPLETION_DIR)/probekit-$(t)-bcc) \
+	$(COMPLETION_COMMANDS:%=$(COMPLETION_DIR)/%)
 
 all: $(COMPLETIONS)
 
@@ -63,3 +70,7 @@ $(COMPLETION_DIR)/probekit-%-bcc: $(TOOLSPEC_DIR)/%.toml $(GENTOOL_DEPS) | $(COM
 $(COMPLETION_DIR)/probekit-%: $(TOOLSPEC_DIR)/%.toml $(GENTOOL_DEPS) | $(COMPLETION_DIR)
 	$(call msg,GEN,$@)
 	$(Q)$(PYTHON) $(GENTOOL) --spec-dir $(TOOLSPEC_DIR) completion $* -o $@
+
+$(COMPLETION_COMMANDS:%=$(COMPLETION_DIR)/%): $(COMPLETION_DIR)/%: $(GENTOOL_DEPS) | $(COMPLETION_DIR)
+	$(call msg,GEN,$@)
+	$(Q)$(PYTHON) $(GENTOOL) command-completion $* -o $@

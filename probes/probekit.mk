@@ -22,7 +22,16 @@
 #                     probekit_batch.h (a batch probe's flush policy), for
 #                     the compiler
 # Each generated file depends on the catalog and on USDT, so switching
-# USDT remakes them.  Needs systemtap's dtrace (systemtap-sdt-dev) for
+# USDT remakes them.
+#
+# Another build system runs this file itself, so that the pipeline is
+# declared here only (probekit-config.cmake for CMake; Meson's route in
+# doc/probes-in-your-code.md):
+#   make -f probekit.mk PROBEKIT_CATALOG=... PROBEKIT_OUT=... USDT=... TARGET
+# where TARGET is probekit-outputs, at configure time: what the build
+# makes and needs, one item a line ("header PATH", "object PATH" for each
+# of PROBEKIT_OBJ, "cflag FLAG" for each of PROBEKIT_CFLAGS); or
+# probekit-generate, at build time: make the header and the objects.  Needs systemtap's dtrace (systemtap-sdt-dev) for
 # USDT=1, and python3.
 
 ifndef PROBEKIT_CATALOG
@@ -87,5 +96,12 @@ endif
 $(PROBEKIT_TABLE): $(PROBEKIT_CATALOG)
 	@mkdir -p $(@D)
 	$(PROBEKIT_GENCATALOG) --markdown $< -o $@
+
+# For another build system (above).  Phony, and never the default goal.
+.PHONY: probekit-outputs probekit-generate
+probekit-outputs:
+	@printf '%s\n' 'header $(PROBEKIT_HEADER)' $(foreach o,$(PROBEKIT_OBJ),'object $(o)') \
+		$(foreach f,$(PROBEKIT_CFLAGS),'cflag $(f)')
+probekit-generate: $(PROBEKIT_HEADER) $(PROBEKIT_OBJ)
 
 .DEFAULT_GOAL := $(probekit_goal)

@@ -25,7 +25,7 @@ libbpf-dev bpftool libelf-dev zlib1g-dev libnbd-bin qemu-utils fio nbdkit
 gnuplot-nox procps strace binutils util-linux gdb liblttng-ust-dev
 lttng-tools libbabeltrace1 linux-perf debhelper lintian dpkg-dev man-db
 libmicrohttpd-dev prometheus postgresql postgresql-client g++ debootstrap git
-cscope pkgconf systemd util-linux-extra"
+cscope pkgconf systemd util-linux-extra cmake meson ninja-build"
 # Chosen per system: clang's fuzzer runtime (-fsanitize=fuzzer) ships in
 # libclang-rt-N-dev for clang N, which Debian has no unversioned name
 # for; kernel headers for BCC's fallback come as linux-headers-ARCH.

@@ -10,7 +10,8 @@
  *
  *   /dev/shm/blktgt_trace.pid<PID>   read by target/blktgt_trace
  *
- * The tracepoints are declared in trace_defs.h; this header turns each into
+ * The tracepoints are declared in the probe catalog (probes/blktgt.d, "@ring"
+ * comments), from which gencatalog writes trace_defs.h; this header turns each into
  * a typed, inline record function:
  *
  *   trace_bdev_io_submit(owner, object, related, bdev, type, len, offset);

@@ -149,9 +149,12 @@ class Quickstart:
         self.pid = int(self.out.wait_for(r"quickstart: pid (\d+)").group(1))
 
     def run(self, n):
+        """n requests; return on this call's own "done n" (a line read
+        after the command was sent, not an earlier call's)."""
+        seen = len(self.out.lines)
         self.proc.stdin.write(b"%d\n" % n)
         self.proc.stdin.flush()
-        self.out.wait_for(rf"^done {n}$")
+        self.out.wait_until(lambda ls: f"done {n}" in ls[seen:])
 
     def stop(self):
         self.proc.stdin.close()

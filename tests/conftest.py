@@ -8,6 +8,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+import allowed_skips  # noqa: E402
 import probekit  # noqa: E402
 
 
@@ -28,7 +29,7 @@ def blktgt_bin():
 def pytest_configure(config):
     config.addinivalue_line("markers", "needs(*names): programs (or py:MODULE) "
                             "the test runs; missing ones skip it, naming their "
-                            "Debian package (fail under CI=true)")
+                            "Debian package (fail under CI=true: make check)")
 
 
 _missing_cache = {}
@@ -43,9 +44,49 @@ def pytest_runtest_setup(item):
         _missing_cache[key] = probekit.missing(key)
     why = _missing_cache[key]
     if why:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"required in CI: {why}")
-        pytest.skip(why)
+        allowed_skips.require(why)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """In a strict run (allowed_skips.STRICT), a skip of a test that
+    allowed_skips.ALLOWED does not list is a failure, whatever skipped
+    it: a marker, pytest.skip() in a test or a fixture."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.skipped and allowed_skips.STRICT and not hasattr(rep, "wasxfail") \
+            and not allowed_skips.allowed(item.nodeid):
+        rep.outcome = "failed"
+        rep.longrepr = (f"skipped under CI=true, and not on "
+                        f"tests/allowed_skips.py's list: {skip_reason(rep)}")
+
+
+def skip_reason(rep):
+    """A skipped report's reason, without pytest's "Skipped: " prefix."""
+    lr = rep.longrepr
+    why = lr[2] if isinstance(lr, tuple) and len(lr) == 3 else str(lr)
+    return why[len("Skipped: "):] if why.startswith("Skipped: ") else why
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Every run ends with its skips: how many, each reason once with its
+    count, and whether the run was strict."""
+    tr = terminalreporter
+    skipped = tr.stats.get("skipped", [])
+    by_reason = {}
+    for rep in skipped:
+        nodeid = getattr(rep, "nodeid", "")
+        why = skip_reason(rep)
+        allowed = allowed_skips.allowed(nodeid)
+        key = why + (f" [allowed: {allowed}]" if allowed else "")
+        by_reason[key] = by_reason.get(key, 0) + 1
+    mode = ("strict (CI=true): a skip not on tests/allowed_skips.py's "
+            "list fails" if allowed_skips.STRICT else
+            "not strict (CI is not true): a missing program or BPF skips "
+            "here; make check fails them")
+    tr.write_sep("=", f"{len(skipped)} skipped; {mode}")
+    for why, n in sorted(by_reason.items()):
+        tr.write_line(f"{n} skipped: {why}")
 
 
 @pytest.fixture(autouse=True)
@@ -61,13 +102,11 @@ def no_uprobe_event_left(tmp_path_factory):
 
 @pytest.fixture
 def bpf():
-    """Tests that attach probes take this: they fail under CI=true when
-    tracing is impossible, and skip with the reason elsewhere."""
+    """Tests that attach probes take this: they fail under CI=true (make
+    check) when tracing is impossible, and skip with the reason elsewhere."""
     why = probekit.bpf_unavailable()
     if why:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"BPF tracing is required in CI but unavailable: {why}")
-        pytest.skip(why)
+        allowed_skips.require(f"BPF tracing is unavailable: {why}")
 
 
 @pytest.fixture
@@ -99,3 +138,17 @@ def operands(tmp_path_factory):
                        capture_output=True, text=True, timeout=probekit.TIMEOUT)
     assert r.returncode == 0, r.stderr
     return exe
+
+
+@pytest.fixture(scope="session")
+def attach_pause(tmp_path_factory):
+    """tests/attach_pause.c built: the LD_PRELOAD library attach_hold.Hold
+    holds a tracer with at its first attach to a process."""
+    so = str(tmp_path_factory.mktemp("attach_pause") / "attach_pause.so")
+    r = subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-Wall", "-Wextra",
+                        "-Werror", "-o", so,
+                        os.path.join(probekit.ROOT, "tests", "attach_pause.c"),
+                        "-ldl"],
+                       capture_output=True, text=True, timeout=probekit.TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    return so

@@ -22,6 +22,7 @@ import tempfile
 
 import pytest
 
+import allowed_skips
 import probekit
 from probekit import LineReader, PYTHON, ROOT, TIMEOUT
 
@@ -212,8 +213,9 @@ HEADER = re.compile(r"^ +(\S+) +: count +distribution$")
 LOG2_ROW = re.compile(r"^ *(\d+) -> (\d+) +: (\d+) +\|([* ]*)\|$")
 LIN_ROW = re.compile(r"^ +(\d+) +: (\d+) +\|([* ]*)\|$")
 EXTRA = re.compile(r"^(\w+): (\d+)$")
-# Zero hits: a header, then "0 " and the spec's counts (probekit_spec.EMPTY).
-EMPTY = re.compile(r"^0 [A-Za-z/ ]+$")
+# Zero hits: a header, then "0 " and the spec's counts (probekit_spec.EMPTY),
+# and after a colon its likely cause when the tool can tell one.
+EMPTY = re.compile(r"^0 [A-Za-z/ ]+(: .*)?$")
 TIMESTAMP = re.compile(r"^\d\d:\d\d:\d\d\s*$")
 
 
@@ -270,8 +272,37 @@ def nonzero(h):
     return {(lo, hi): c for lo, hi, c in h["rows"] if c}
 
 
-def json_objects(lines):
-    return [json.loads(ln) for ln in lines if ln.startswith("{")]
+# An interval object's "ts": local time, RFC 3339, milliseconds, offset.
+ISO_TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d")
+
+
+def mask_ts(lines):
+    """lines with each JSON object's "ts" value, which must be of the
+    form ISO_TS, replaced by "TS": for comparing two runs' bytes."""
+    out = []
+    for ln in lines:
+        if ln.startswith("{"):
+            m = re.search(r'"ts": "([^"]*)"', ln)
+            assert m and ISO_TS.fullmatch(m.group(1)), ln
+            ln = ln[:m.start(1)] + "TS" + ln[m.end(1):]
+        out.append(ln)
+    return out
+
+
+def json_objects(lines, keep_ts=False):
+    """The JSON objects of a tool's output.  Each must carry "ts" in
+    the form ISO_TS, right after "pid" (and "binary"); it is taken out
+    (unless keep_ts), so that callers compare the rest exactly."""
+    objs = [json.loads(ln) for ln in lines if ln.startswith("{")]
+    for o in objs:
+        keys = list(o)
+        at = keys.index("binary" if o.get("pid") is None else "pid") + 1
+        assert keys[at:at + 1] == ["ts"], o
+        # (or "TS": checked, then masked by mask_ts())
+        assert o["ts"] == "TS" or ISO_TS.fullmatch(o["ts"]), o["ts"]
+        if not keep_ts:
+            del o["ts"]
+    return objs
 
 
 # --- the target and its workload ---------------------------------------------
@@ -332,10 +363,12 @@ def run_on_process_without_probes(run_on):
 
 
 def run_on_nousdt_target(build, tmp_path, run_on):
-    """run_on(pid) for a blktgt built with USDT=0 (skips if not built)."""
+    """run_on(pid) for a blktgt built with USDT=0 (make check builds it:
+    fails there when it is missing, skips in a plain pytest run)."""
     binary = os.path.join(build, "nousdt", "bin", "blktgt")
     if not os.access(binary, os.X_OK):
-        pytest.skip(f"{binary} not built (make test builds it)")
+        allowed_skips.require(f"{binary} is not built (make check builds it: "
+                              "make O=build/nousdt USDT=0)")
     tgt = probekit.Target(binary, tmp_path).start()
     try:
         return run_on(tgt.pid)

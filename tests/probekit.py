@@ -7,6 +7,7 @@ process prints once it is ready (blktgt's "running" line, the wrapper's
 BEGIN line), with a generous timeout that only bounds a failure.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -307,6 +308,23 @@ class Target:
             assert rc == expect_rc, (f"blktgt exited {rc}, expected {expect_rc}:\n"
                                      + "\n".join(lines[-30:]))
         return rc
+
+
+@contextlib.contextmanager
+def exported_copy(binary, tmp_path):
+    """A blktgt run from a copy of binary of the test's own (so that a
+    trace of its PATH counts no other blktgt), with a 64 MiB RAM bdev m0
+    exported as e0; yields (the Target, the copy's path), stopped after."""
+    exe = tmp_path / "blktgt"
+    shutil.copy2(binary, exe)
+    t = Target(str(exe), tmp_path)
+    t.start()
+    try:
+        t.rpc("bdev_malloc_create", name="m0", size_mb=64, block_size=4096)
+        t.rpc("export_create", name="e0", bdev="m0")
+        yield t, str(exe)
+    finally:
+        t.stop()
 
 
 def interrupt(proc, what, timeout=TIMEOUT, resend=20):

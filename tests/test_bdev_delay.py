@@ -222,8 +222,10 @@ def test_uretprobe_sees_only_submission(bpf, target):
 
 def test_delete_refused_while_in_flight_then_drains(target):
     """With I/O queued on the delay bdev, deleting it or its base is
-    refused; a shutdown then waits for the queued I/O (the target exits 0,
-    which under ASan also means no leak and no use after free)."""
+    refused; a shutdown then waits for the queued I/O: the workload's
+    reply, and the target's log of it, count the 2 writes that were in
+    flight, none lost (the target exits 0, which under ASan also means no
+    leak and no use after free)."""
     slow(target, 1000, 3000000)
     bg = Background(target, bdev="D0", pattern="write", io_size=4096,
                     queue_depth=2, count=4)
@@ -235,9 +237,12 @@ def test_delete_refused_while_in_flight_then_drains(target):
     assert sorted(b["name"] for b in target.rpc("bdev_list")) == ["D0", "M0"]
     assert target.stop() == 0
     result, error = bg.join()
-    # Stopped by the shutdown: the RPC reply says so, or the connection
-    # closed with the target; either way no I/O is lost mid-flight.
-    assert result is not None or error is not None
+    why = "workload stopped early by shutdown after 2 I/Os"
+    assert result is None and isinstance(error, probekit.RpcError), \
+        (result, error)
+    assert (error.code, error.error.get("message")) == (-125, why), error.error
+    assert f"blktgt: info: rpc workload_run: error -125: {why}" in \
+        target.out.lines, target.out.lines
 
 
 def test_delete_after_io_drains(target):

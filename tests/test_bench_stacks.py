@@ -42,7 +42,8 @@ def bench_run():
     # What bench/run imports when run as a program.
     import batch
     import stacks
-    mod.batch, mod.stacks = batch, stacks
+    import window
+    mod.batch, mod.stacks, mod.window = batch, stacks, window
     return mod
 
 
@@ -132,11 +133,12 @@ def test_host_alone_whole_run(bpf, tmp_path):
     with open("/etc/debian_version") as f:
         assert raw["debian"] == {"host": f.read().strip()}
     hc = raw["hitcost"]["samples"]
-    assert sorted(hc) == ["nop5-traced:host", "nop5-untraced",
-                          "stock-traced:host", "stock-untraced"]
+    assert sorted(hc) == ["nop5-traced:host", "nop5-untraced", "nop5-window:host",
+                          "stock-traced:host", "stock-untraced", "stock-window:host"]
     assert all(len(v) == 1 for v in hc.values())
-    assert [s["hits"] for k in ("stock-traced:host", "nop5-traced:host")
-            for s in hc[k]] == [raw["hitcost"]["passes_traced"]] * 2
+    assert [s["hits"] for k in ("stock-traced:host", "nop5-traced:host",
+                                "stock-window:host", "nop5-window:host")
+            for s in hc[k]] == [raw["hitcost"]["passes_traced"]] * 4
     fe = raw["first_event"]
     assert {k: len(v) for k, v in fe["samples_ms"].items()} == \
         {"bpftrace:host": 1, "wrapper:host": 1}
@@ -150,6 +152,7 @@ def test_host_alone_whole_run(bpf, tmp_path):
     assert text.startswith("# head\n\n<!-- section 8") and text.endswith("\n\n## tail\n")
     assert text.count("## 8. ") == 1 and "\nold\n" not in text
     assert "| bt/iolat_batch.bt throughput traced / untraced, qd 32 | **" in text
+    assert "| the same, % of a plain hit (CPU time), nop5 | **" in text
 
 
 def run_path():

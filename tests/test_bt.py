@@ -159,9 +159,12 @@ def compile_check(pid, scripts, tmp_path):
                        text=True, timeout=probekit.TIMEOUT)
     if r.returncode != 0:
         return r
+    # A hang bound: bpftrace 0.17 compiles the 15 scripts joined in 17-20
+    # s of CPU (the batch scripts' unrolled loops, most of it), which a
+    # machine at load 20 stretched past 60 s.
     return subprocess.run(["bpftrace", "-p", str(pid), *emit_only(),
                            str(tmp_path / "prog.elf"), "-e", r.stdout],
-                          capture_output=True, text=True, timeout=probekit.TIMEOUT)
+                          capture_output=True, text=True, timeout=3 * probekit.TIMEOUT)
 
 
 def test_collection_is_complete():
@@ -184,7 +187,16 @@ def test_script_compiles(bpf, target, script, tmp_path):
 
 
 def test_all_scripts_compile_as_one_program(bpf, target, tmp_path):
-    r = compile_check(target.pid, [bt(s) for s in SCRIPTS], tmp_path)
+    """Every script joins with every other: all of them in one program,
+    but iops_batch.bt, which compiles joined with the other batch
+    scripts.  All 15 in one program, bpftrace 0.27's LLVM stops with
+    'Branch target out of insn range' (checked on Debian unstable: any 14
+    of them compile, and the three batch scripts together), since
+    iops_batch.bt counts each record into one of two maps, so that no map
+    is cleared while it counts (bt/iops.bt says why)."""
+    r = compile_check(target.pid, [bt(s) for s in SCRIPTS if s != "iops_batch.bt"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    r = compile_check(target.pid, [bt(s) for s in SCRIPTS if s.endswith("_batch.bt")], tmp_path)
     assert r.returncode == 0, r.stderr
 
 
@@ -208,13 +220,14 @@ def test_compile_check_fails_on_bad_probe(bpf, target, tmp_path):
 # --- live, with exact counts ----------------------------------------------------
 
 def test_iops_counts_every_io(bpf, tgt):
-    """Per-second lines, then the exact total.  (The per-second counts are
-    printed and cleared by bpftrace in user space, the idiom of bpftrace's
-    own interval tools: an I/O that completes between the two is in the
-    total only.)  -d's timer runs from its attach, before the readiness
-    line, so the line's trip to the test and the whole workload must fit
-    in it: 4 s, not 2, leaves room for a loaded machine's wakeups (each
-    held up to 172 ms, test_bdev_delay.py)."""
+    """Per-second lines, then the exact total, and the per-second lines
+    add up to it exactly: the seconds alternate between two maps, so no
+    map is cleared while its probe counts into it (one map cleared under
+    its probe was seen 45 short and 156,270 over).  -d's timer runs from
+    its attach, before the readiness line, so the line's trip to the test
+    and the whole workload must fit in it: 4 s, not 2, leaves room for a
+    loaded machine's wakeups (each held up to 172 ms,
+    test_bdev_delay.py)."""
     t = Trace(tgt.pid, [bt("iops.bt")], wrapper_opts=["-d", "4"]).start()
     try:
         res = workload(tgt)
@@ -224,13 +237,9 @@ def test_iops_counts_every_io(bpf, tgt):
     assert rc == 0, lines
     assert keyed(lines, "iops_total") == {"m0, read": res["reads"], "m0, write": res["writes"]}, lines
     assert any(re.match(r"^\d\d:\d\d:\d\d I/O per second:$", l) for l in lines), lines
-    # bpftrace 0.17 carries out print() and clear() in user space, in turn:
-    # I/Os that land between the two are in the total only, and under load
-    # a whole workload can (seen once in 40 loaded runs).  So the
-    # per-second lines may miss I/Os, but never count more than were done.
     per_second = sum(int(m.group(1)) for m in
-                     (re.match(r"^@iops\[m0, \w+\]: (\d+)$", l) for l in lines) if m)
-    assert per_second <= N, lines
+                     (re.match(r"^@iops_[ab]\[m0, \w+\]: (\d+)$", l) for l in lines) if m)
+    assert per_second == N, lines
     assert any(re.match(r"^\d\d:\d\d:\d\d last \d+\.\d s \(partial\):$", l) for l in lines)
 
 
@@ -401,6 +410,11 @@ def test_states_pause_resume_shutdown_in_order(bpf, tgt):
     finally:
         lines = t.stop()
     assert rc == 0, lines
+    # bpftrace prints each CPU's buffer in turn: the output says so, and
+    # which column to sort on, before that column's header.
+    at = lines.index("Lines are in time order per CPU only: sort -n on "
+                     "TIME(ms) to order all.")
+    assert lines[at + 1].startswith("TIME(ms) "), lines
     rx = re.compile(r"^\s*(\d+)\.(\d{6}) (\S+)\s+(\S+)\s+(.*)$")
     events = sorted((int(m.group(1)) * 10**6 + int(m.group(2)), m.group(3), m.group(4), m.group(5))
                     for m in map(rx.match, lines) if m)

@@ -137,7 +137,7 @@ def test_list_json_holds_what_the_text_shows(blktgt_bin):
 # Each tool of both forms on an idle blktgt (no bdev, no NBD client, no
 # RPC after its start): what it prints under its readiness line, the
 # histogram tools' first header and "0 COUNTS" (tools/TOOL.toml's counts),
-# usdtcount its table's header.
+# usdtcount its table's header and "0 hits".
 
 HEAD_LOG2 = "     %-19s : count     distribution"
 HEAD_LINEAR = "     %-13s : count     distribution"
@@ -152,7 +152,8 @@ ZERO = [  # (tool, its arguments, the text after the banner)
     ("funclat", (), [HEAD_LOG2 % "arg4", "0 calls"]),
     ("usdtlat", ("-n", "blktgt:io__submit", "blktgt:io__done"),
      [HEAD_LOG2 % "nsecs", "0 pairs"]),
-    ("usdtcount", ("blktgt:io__*",), ["%-40s %12s" % ("PROBE", "COUNT")]),
+    ("usdtcount", ("blktgt:io__*",), ["%-40s %12s" % ("PROBE", "COUNT"),
+                                      "0 hits"]),
 ]
 # The tools that report lost STARTs here (iolatency does with --per-io).
 PAIR_TOOLS = {"qdepth", "rpclat", "nbdtime", "funclat", "usdtlat"}
@@ -219,3 +220,68 @@ def test_help_names_only_its_command(cmd):
     not the file it was once (probekit-check's said "probecheck")."""
     names = set(SYNOPSIS.findall(run(cmd, "--help").stdout))
     assert names <= {cmd}
+
+
+# --- one voice: one wording for each common mistake ----------------------------
+#
+# Declared once, in bcc/probekit_spec.py (NEAREST, NO_PROBES, TARGET_*),
+# which the libbpf tools get through tools/gentool's SPEC_* and probelib's
+# commands through probelib.words; the wrapper says the same words.
+
+NO_TARGET = {  # command: its line without -p/-b (or a PATH)
+    "probekit-usdtcount": "no target: give -p PID or -b PATH",
+    "probekit-usdtcount-bcc": "no target: give -p PID or -b PATH",
+    "probekit-usdtlat": "no target: give -p PID or -b PATH",
+    "probekit-exporter": "no target: give -p PID or -b PATH",
+    "probekit-list": "no target: give -p PID or -b PATH",
+    "probekit-iolatency": "no target: give -p PID",
+    "probekit-iolatency-bcc": "no target: give -p PID",
+}
+
+
+@pytest.mark.parametrize("cmd", sorted(NO_TARGET))
+def test_missing_target_is_worded_once(cmd):
+    """Without -p or -b, every command says it in the same words, then
+    -p and -b together."""
+    args = {"probekit-usdtlat": ["p:a", "p:b"]}.get(
+        cmd, ["blktgt:*"] if "usdt" in cmd else [])
+    r = run(cmd, *args)
+    assert (r.returncode, r.stdout, r.stderr) == (
+        2, "", f"{cmd}: {NO_TARGET[cmd]} (see --help)\n")
+    if NO_TARGET[cmd].endswith("-b PATH"):
+        r = run(cmd, "-p", "1", "-b", "/bin/true", *args)
+        assert (r.returncode, r.stderr) == (
+            2, f"{cmd}: -p/--pid and -b/--binary exclude each other "
+            "(see --help)\n")
+
+
+def test_misspelt_probe_is_worded_once(blktgt_bin, tmp_path):
+    """A misspelt probe, io__submt: each command names the nearest,
+    io__submit, with the same words, "; nearest: NAME"."""
+    blktgt_bin = os.path.realpath(blktgt_bin)    # as the tools show it
+    bt = tmp_path / "m.bt"
+    bt.write_text("usdt:__EXE__:blktgt:io__submt { @n = count(); }\n")
+    where = f"in {blktgt_bin}; nearest: "
+    want = {
+        ("probekit-usdtcount", "-b", blktgt_bin, "blktgt:io__submt"):
+            f"no USDT probe matches blktgt:io__submt {where}"
+            "blktgt:io__submit",
+        ("probekit-usdtcount-bcc", "-b", blktgt_bin, "blktgt:io__submt"):
+            f"no USDT probe matches blktgt:io__submt {where}"
+            "blktgt:io__submit",
+        ("probekit-usdtlat-bcc", "-b", blktgt_bin, "blktgt:io__submt",
+         "blktgt:io__done"):
+            f"no USDT probe blktgt:io__submt {where}blktgt:io__submit",
+        ("probekit-list", blktgt_bin, "blktgt:io__submt"):
+            f"no USDT probe matches blktgt:io__submt {where}"
+            "blktgt:io__submit",
+        ("probekit-check", "--binary", blktgt_bin, str(bt)):
+            f"{bt}:1: blktgt:io__submt: no such probe "
+            f"'usdt:__EXE__:blktgt:io__submt' {where}io__submit",
+    }
+    for (cmd, *args), line in want.items():
+        r = run(cmd, *args)
+        # (probekit-check prints its coverage on stdout)
+        assert r.returncode == 1, (cmd, r)
+        prefix = "" if cmd == "probekit-check" else f"{cmd}: "
+        assert r.stderr.splitlines()[0] == prefix + line, (cmd, r.stderr)

@@ -3,7 +3,9 @@
 with no error), dpkg -i installs it on this machine, every command the
 build makes is the package's and answers --version, the installed commands
 alone trace a blktgt (run from /, no checkout directory on PATH: the
-wrapper with bpftrace, a libbpf tool and its BCC twin), and dpkg --purge
+wrapper with bpftrace, a libbpf tool and its BCC twin),
+doc/probes-in-your-code.md's program of one's own builds from it with
+make, CMake and Meson word for word and counts (test_guide.py), and dpkg --purge
 leaves nothing behind.  On another Debian release (make stack) this runs
 in its chroot, so the package is built, installed and run with that
 release's tools.
@@ -20,6 +22,7 @@ import pytest
 
 import histtools
 import probekit
+import test_guide
 from test_install import check_commands
 
 pytestmark = [
@@ -27,7 +30,7 @@ pytestmark = [
                        reason="builds and installs the Debian package (minutes): "
                               "runs under CI=true, or with PROBEKIT_DEB=1"),
     pytest.mark.needs("dpkg-buildpackage", "dh", "lintian", "bpftrace", "gdb", "man",
-                      "systemd-analyze"),
+                      "systemd-analyze", "cmake", "meson", "ninja"),
 ]
 
 BUILD_TIMEOUT = 3600
@@ -59,6 +62,10 @@ def deb(tmp_path_factory):
     assert not re.search(r"^E: ", p.stdout, re.M), p.stdout
     debs = glob.glob(os.path.join(out, "deb", "probekit_*.deb"))
     assert len(debs) == 1, debs
+    # It ends naming what it built, and lintian's line about running as
+    # root, which matters nothing here, is not shown.
+    assert p.stdout.splitlines()[-1] == f"deb: built {debs[0]}", p.stdout
+    assert "root privileges" not in p.stdout + p.stderr, p.stderr
     return debs[0]
 
 
@@ -74,6 +81,10 @@ def test_package_contents(deb):
                  "./usr/share/doc/probekit/README.md.gz",
                  "./usr/share/doc/probekit/bt/README.md.gz",
                  "./usr/share/doc/probekit/examples/quickstart/Makefile",
+                 "./usr/share/doc/probekit/examples/quickstart/CMakeLists.txt",
+                 "./usr/share/doc/probekit/examples/quickstart/meson.build",
+                 "./usr/share/probekit/cmake/probekit-config.cmake",
+                 "./usr/share/probekit/cmake/probekit-config-version.cmake",
                  "./usr/share/doc/probekit/examples/quickstart/quickstart.d",
                  "./usr/share/doc/probekit/examples/quickstart/bt/requests.bt",
                  "./usr/share/doc/probekit/examples/exporter.prometheus.yml",
@@ -81,7 +92,9 @@ def test_package_contents(deb):
                  "./usr/share/doc/probekit/examples/exporter/blktgt.env",
                  "./usr/share/pkgconfig/probekit.pc",
                  "./usr/share/bash-completion/completions/probekit-iosize",
-                 "./usr/share/bash-completion/completions/probekit-iosize-bcc"):
+                 "./usr/share/bash-completion/completions/probekit-iosize-bcc",
+                 "./usr/share/bash-completion/completions/probekit-list",
+                 "./usr/share/bash-completion/completions/blktgt-trace"):
         assert re.search(rf" {re.escape(path)}( -> .*)?$", files, re.M), path
     # The exporter's unit, where debhelper puts it (/lib/systemd/system on
     # Debian 12, /usr/lib/systemd/system on 13): in a directory this
@@ -159,6 +172,18 @@ def check_installed(tmp_path, listed):
              "/usr/share/probekit/probes/blktgt.d"]
             + sorted(glob.glob("/usr/share/probekit/bt/*.bt")), cwd="/", env=env)
     assert p.returncode == 0, p.stdout + p.stderr
+
+    # doc/probes-in-your-code.md's program of one's own, word for word,
+    # from the package: make, CMake and Meson find it where it is
+    # installed, and each route's program counts its 23 jobs.
+    home = tmp_path / "home"
+    home.mkdir()
+    guide_env = dict(env, HOME=str(home))
+    test_guide.check_shown(*test_guide.run_guide(home, guide_env))
+    for build in test_guide.ROUTES:
+        prog = str(home / "mysvc" / build / "mysvc")
+        assert test_guide.count("/usr/bin/probekit-usdtcount", prog, test_guide.JOBS,
+                                guide_env) == test_guide.COUNTS, build
 
     p = run(["man", "-w", "probekit-iolatency-bcc"], env=env)
     assert p.returncode == 0 and p.stdout.startswith("/usr/share/man/man8/"), p.stderr

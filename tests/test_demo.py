@@ -91,20 +91,23 @@ def test_demo_end_to_end(bpf, blktgt_bin):
         ("change", "PAUSED -> ACTIVE"), ("change-done", "ACTIVE")], text
 
     # Steps in order: states, then IOPS, then the latency histogram.
-    order = [text.index(s) for s in ("bt/states.bt", "bt/iops.bt", "bt/iolat.bt", "== Stopping")]
+    order = [text.index(s) for s in ("bt/states.bt", "bt/iops.bt", "bt/iolat_batch.bt",
+                                     "== Stopping")]
     assert order == sorted(order), text
     iops = text[order[1]:order[2]]
-    assert re.search(r"^\d\d:\d\d:\d\d I/O per second:\n@iops\[m0, (read|write)\]: [1-9]\d*$",
+    assert re.search(r"^\d\d:\d\d:\d\d I/O per second:\n@iops_[ab]\[m0, (read|write)\]: [1-9]\d*$",
                      iops, re.M), iops
     assert re.search(r"^\d\d:\d\d:\d\d last \d+\.\d s \(partial\):$", iops, re.M), iops
     lat = text[order[2]:order[3]]
-    assert re.search(r"^@iolat_us\[m0, (read|write)\]:\s*$", lat, re.M), lat
+    assert re.search(r"^@iolat_us\[m0, BDEV_IO_(READ|WRITE)\]:\s*$", lat, re.M), lat
     assert re.search(r"^\[\d+K?, \d+K?\)\s+[1-9]\d* \|@", lat, re.M), lat
 
     # The workload's own summary, and a clean shutdown.
     assert re.search(r"^   workload stopped early by shutdown after [1-9]\d* I/Os$", text, re.M), text
     assert "blktgt shut down cleanly (exit 0)" in text
     assert not any("RLIMIT_MEMLOCK" in l for l in lines)
+    # Nothing a newcomer cannot explain: no drop, loss or warning line.
+    assert not re.search(r"dropped|lost|WARNING|ERROR", text, re.I), text
 
 
 @pytest.mark.parametrize("where", ["probekit: tracing", "I/O per second:"])

@@ -41,6 +41,7 @@ SYSTEM = {
     "pkg-config": True, "ulimit": False, "mount": True, "coredumpctl": False,
     "pgrep": True, "psql": False, "dpkg": False, "sudo": False,
     "kill": False, "python3": False, "head": False, "readelf": True,
+    "mkdir": False, "cmake": True, "meson": False, "chown": False, "su": False,
 }
 # Shell words that are never a command of their own.
 SHELL_WORDS = {"cd", "export", "for", "do", "done", "if", "then", "fi",

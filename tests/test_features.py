@@ -16,7 +16,7 @@ import probekit
 from probekit import TIMEOUT
 
 sys.path.insert(0, os.path.join(probekit.ROOT, "probes"))
-from probelib import features  # noqa: E402
+from probelib import argspec, features  # noqa: E402
 
 CHECK = os.path.join(probekit.BUILD, "bin", "probekit-check")
 LIST = os.path.join(probekit.BUILD, "bin", "probekit-list")
@@ -112,7 +112,8 @@ def test_undetected_tool_is_said(operands, tmp_path):
             "release probekit knows") in r.stdout.splitlines(), r.stdout
     assert r.stderr.splitlines() == [
         f"{bt}:1: probekit:pick: arg1: bpftrace cannot read counter(%rip): "
-        "a symbol-relative %rip operand", "probekit-check: 1 error"], r.stderr
+        "a symbol-relative %rip operand; " + argspec.operand_fix(),
+        "probekit-check: 1 error"], r.stderr
 
 
 @pytest.mark.needs("gcc")

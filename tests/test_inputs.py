@@ -109,7 +109,7 @@ SHOWN = "/nonexistent/a\\nb\\tc\\x1b[31m"
     ([LIST, ODD_NAME], f"probekit-list: {SHOWN}: No such file or directory"),
     ([LIST, "-p", str(os.getpid()), "a\nb"],
      f"probekit-list: no USDT probe matches a\\nb in PID {os.getpid()} or "
-     "the files it maps"),
+     "the files it maps; nearest: "),
     ([LIST, "--catalog", ODD_NAME, "/bin/true"],
      f"probekit-list: cannot read catalog {SHOWN}: No such file or "
      "directory"),
@@ -128,7 +128,14 @@ SHOWN = "/nonexistent/a\\nb\\tc\\x1b[31m"
      "directory"),
 ])
 def test_control_characters_escaped(argv, line):
+    """(A line that ends "nearest: " is followed by the probe nearest
+    among those of the test's own interpreter and libraries.)"""
     r = run(argv)
+    if line.endswith("; nearest: "):
+        assert (r.returncode, r.stdout, r.stderr.count("\n")) == (1, "", 1)
+        assert r.stderr.startswith(line) and ":" in r.stderr[len(line):], \
+            r.stderr
+        return
     assert (r.returncode, r.stdout, r.stderr) == (1, "", line + "\n")
 
 
@@ -145,7 +152,7 @@ def test_names_in_errors_escaped(blktgt_bin, tmp_path):
     assert (r.returncode, r.stderr) == (1, (
         f"{bt}:1: blktgt:io__\\x1bsubmit: no such probe "
         "'usdt:__EXE__:blktgt:io__\\x1bsubmit' in "
-        f"{blktgt_bin} (did you mean io__submit?)\n"
+        f"{blktgt_bin}; nearest: io__submit\n"
         "probekit-check: 1 error\n"))
     nl = tmp_path / "a\nb.bt"
     nl.write_text("usdt:__EXE__:blktgt:io__done { @m = str(arg2); }\n")

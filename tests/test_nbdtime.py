@@ -27,7 +27,7 @@ import pytest
 import histtools
 import probekit
 from probekit import wait_until
-from histtools import (KINDS, Tool, by_key, json_objects, one_error_line,
+from histtools import (KINDS, Tool, by_key, json_objects, mask_ts, one_error_line,
                        parse, run_on_nousdt_target,
                        run_on_process_without_probes, run_tool, total,
                        unused_pid)
@@ -184,13 +184,24 @@ def test_full_key_table_json(bpf, slow, kind):
 
 def strace_attach(pid, out):
     """strace -c of the socket syscalls, attached to every thread."""
-    threads = len(os.listdir(f"/proc/{pid}/task"))
+    tids = {int(t) for t in os.listdir(f"/proc/{pid}/task")}
     p = subprocess.Popen(["strace", "-f", "-c", "-o", out, "-e",
                           "trace=" + ",".join(SYSCALLS), "-p", str(pid)],
                          stderr=subprocess.PIPE, start_new_session=True)
     r = probekit.LineReader(p.stderr)
-    for _ in range(threads):
-        r.wait_for(r"^strace: Process \d+ attached")
+    # strace says "Process PID attached with N threads" once, or one
+    # "Process TID attached" a thread: wait for every thread's, not for
+    # as many matches of the first line.
+    attached = re.compile(r"^strace: Process (\d+) attached(?: with (\d+) threads)?$")
+
+    def all_attached(lines):
+        seen = set()
+        for m in filter(None, map(attached.match, lines)):
+            if m.group(2) and (int(m.group(1)), int(m.group(2))) == (pid, len(tids)):
+                return True
+            seen.add(int(m.group(1)))
+        return tids <= seen
+    r.wait_until(all_attached)
     return p
 
 
@@ -241,7 +252,7 @@ def test_matches_bcc(bpf, slow, opts):
     tools = {kind: Tool(kind, "nbdtime", slow.pid, *opts).start()
              for kind in KINDS}
     qemu_io(slow)
-    outs = {kind: t.stop() for kind, t in tools.items()}
+    outs = {kind: mask_ts(t.stop()) for kind, t in tools.items()}
     assert parse(outs["libbpf"]) or json_objects(outs["libbpf"])
     if "-n" not in opts:
         assert outs["libbpf"] == outs["bcc"]

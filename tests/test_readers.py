@@ -15,7 +15,8 @@ which for notes is also readelf's:
   - the notes and operands of tests/probelib/sites*.c and tests/operands.c
     cross-built for aarch64 by GCC and clang, at -O0 and -O2.
 
-The C reader must also refuse a corrupt or truncated ELF file in one line."""
+Both readers must also refuse a corrupt or truncated ELF file in the same
+one line, without allocating what the file claims."""
 
 import json
 import os
@@ -543,3 +544,283 @@ def test_fixture_args(sites):
 def test_bad_specs(spec, why):
     r = scan("args", spec, check=False)
     assert r.returncode == 1 and why in r.stderr.decode(), r.stderr
+
+
+# --- one line for one bad ELF file ----------------------------------------
+
+def _elf_fields(data):
+    """{field: (offset, struct format)} of a 64-bit little-endian ELF
+    header, and the values of the section-header fields."""
+    assert data[4:6] == b"\x02\x01", "the fixture is ELF64 little-endian"
+    shoff, = struct.unpack_from("<Q", data, 40)
+    shnum, shstrndx = struct.unpack_from("<HH", data, 60)
+    return shoff, shnum, shstrndx
+
+
+def _sh(data, shoff, i):
+    """(its file offset, name, type, offset, size) of section header i."""
+    at = shoff + 64 * i
+    name, typ = struct.unpack_from("<II", data, at)
+    off, size = struct.unpack_from("<QQ", data, at + 24)
+    return at, name, typ, off, size
+
+
+def _put(data, at, fmt, *values):
+    b = bytearray(data)
+    struct.pack_into(fmt, b, at, *values)
+    return bytes(b)
+
+
+def elf_mutations(path):
+    """{case: (the bytes of a broken copy of path, the cause both readers
+    must give)}: a real ELF file with one thing wrong in its headers."""
+    data = open(path, "rb").read()
+    n = len(data)
+    shoff, shnum, shstrndx = _elf_fields(data)
+    names = [_sh(data, shoff, i) for i in range(shnum)]
+    note = next(i for i, h in enumerate(names)
+                if data[names[shstrndx][3] + h[1]:].startswith(
+                    b".note.stapsdt\0"))
+    symtab = next(i for i, h in enumerate(names) if h[2] == 2)
+    sh_trunc = f"truncated: its section headers run past the end of the " \
+               f"file ({n} bytes)"
+    ph_trunc = f"truncated: its program headers run past the end of the " \
+               f"file ({n} bytes)"
+    nat = names[note][0]
+    return {
+        "class": (_put(data, 4, "B", 3), "corrupt: its ELF class is 3, "
+                  "neither 1 (32-bit) nor 2 (64-bit)"),
+        "byte_order": (_put(data, 5, "B", 0), "corrupt: its byte order is "
+                       "0, neither 1 (little-endian) nor 2 (big-endian)"),
+        "header_cut": (data[:40], "truncated: its ELF header runs past "
+                       "the end of the file (40 bytes)"),
+        "shnum_huge": (_put(data, 60, "<H", 0xfeff), sh_trunc),
+        "shoff_huge": (_put(data, 40, "<Q", 1 << 40), sh_trunc),
+        "shoff_wraps": (_put(data, 40, "<Q", (1 << 64) - 64), sh_trunc),
+        "phnum_huge": (_put(data, 56, "<H", 0xfeff), ph_trunc),
+        "phoff_huge": (_put(data, 32, "<Q", 1 << 40), ph_trunc),
+        "shentsize": (_put(data, 58, "<H", 32), "corrupt: its section "
+                      "headers are 32 bytes each, not 64"),
+        "phentsize": (_put(data, 54, "<H", 64), "corrupt: its program "
+                      "headers are 64 bytes each, not 56"),
+        # Extended numbering: the count in section 0's sh_size.
+        "shnum_extended_huge": (_put(_put(data, 60, "<H", 0), shoff + 32,
+                                     "<Q", 1 << 40), sh_trunc),
+        "no_name_table": (_put(data, 62, "<H", 0), "corrupt: its section "
+                          f"name table is section 0, not one of its {shnum} "
+                          "sections"),
+        "name_table_past": (_put(data, 62, "<H", shnum + 3), "corrupt: its "
+                            f"section name table is section {shnum + 3}, "
+                            f"not one of its {shnum} sections"),
+        "name_table_not_strtab": (_put(data, 62, "<H", symtab), "corrupt: "
+                                  f"its section name table (section "
+                                  f"{symtab}) is not a string table"),
+        "section_size_huge": (_put(data, nat + 32, "<Q", 1 << 40),
+                              f"truncated: section {note} runs past the "
+                              f"end of the file ({n} bytes)"),
+        "section_offset_past": (_put(data, nat + 24, "<Q", n + 1),
+                                f"truncated: section {note} runs past the "
+                                f"end of the file ({n} bytes)"),
+        "section_name_outside": (_put(data, nat, "<I", 0x7fffffff),
+                                 f"corrupt: the name of section {note} "
+                                 "lies outside its section name table"),
+        "cut_at_64": (data[:64], sh_trunc.replace(f"({n} ", "(64 ")),
+        "cut_at_half": (data[:n // 2], None),
+        "cut_64_short": (data[:-64], sh_trunc.replace(f"({n} ",
+                                                      f"({n - 64} ")),
+    }
+
+
+def _small_as():
+    """Run a reader with 1 GiB of address space, so that allocating what
+    a file claims (a TiB) fails instead of passing unseen."""
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+@pytest.mark.parametrize("case", ["class", "byte_order", "header_cut",
+                                  "shnum_huge", "shoff_huge", "shoff_wraps",
+                                  "phnum_huge", "phoff_huge", "shentsize",
+                                  "phentsize", "shnum_extended_huge",
+                                  "no_name_table", "name_table_past",
+                                  "name_table_not_strtab",
+                                  "section_size_huge", "section_offset_past",
+                                  "section_name_outside", "cut_at_64",
+                                  "cut_at_half", "cut_64_short"])
+def test_bad_elf_one_line(sites, tmp_path, case):
+    """A copy of a real ELF file with one header broken or cut short: the
+    C reader (probekit-scan), the Python one (notes.read_probes), and
+    probekit-list and probekit-check each give the same one line, the
+    path and the cause, and exit 1; each within 1 GiB of address space,
+    whatever size the file claims."""
+    data, cause = elf_mutations(sites)[case]
+    bad = str(tmp_path / case)
+    with open(bad, "wb") as f:
+        f.write(data)
+    with pytest.raises(notes.BadELF) as e:
+        notes.read_probes(bad)
+    if cause is not None:
+        assert str(e.value) == cause
+    line = f"{bad}: {e.value}"
+    runs = [(subprocess.Popen(cmd + [bad], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True,
+                              preexec_fn=_small_as), prog)
+            for cmd, prog in (([SCAN, "notes"], "probekit-bpftrace"),
+                              ([LIST], "probekit-list"),
+                              ([CHECK, "--binary"], "probekit-check"))]
+    for p, prog in runs:
+        out, err = p.communicate(timeout=probekit.TIMEOUT)
+        assert (p.returncode, out, err) == (1, "", f"{prog}: {line}\n")
+
+
+# --- argument names and types: probekit's own note --------------------------
+
+@pytest.fixture(scope="module")
+def argnames_dump(tmp_path_factory):
+    """tests/argnames_dump.c on the C reader (build/lib)."""
+    out = str(tmp_path_factory.mktemp("argnames") / "argnames_dump")
+    subprocess.run(["cc", "-Wall", "-Werror",
+                    "-I", os.path.join(probekit.ROOT, "probes", "usdt"),
+                    os.path.join(HERE, "argnames_dump.c"),
+                    os.path.join(probekit.BUILD, "lib",
+                                 "libprobekit_usdt.a"), "-lelf", "-o", out],
+                   check=True)
+    return out
+
+
+def c_arg_names(dump, path):
+    """{"provider:name": [(type, name)]} by the C reader, or its error."""
+    r = subprocess.run([dump, path], capture_output=True, text=True,
+                       timeout=probekit.TIMEOUT)
+    if r.returncode:
+        assert r.stdout == "" and r.stderr.count("\n") == 1, r
+        return r.stderr.removeprefix("argnames_dump: ").rstrip("\n")
+    out = {}
+    for ln in r.stdout.splitlines():
+        full, *args = ln.split("\t")
+        out[full] = [tuple(a.rsplit(" ", 1)) for a in args]
+    return out
+
+
+def py_arg_names(path):
+    try:
+        return {k: v.args for k, v in notes.read_arg_names(path).items()}
+    except notes.BadELF as e:
+        return f"{path}: {e}"
+
+
+def test_arg_names_blktgt(blktgt_bin, argnames_dump, tmp_path):
+    """blktgt carries each catalog probe's argument types and names, one
+    note per probe, and both readers read the catalog's; so does a
+    stripped copy (the note is allocated: strip keeps it)."""
+    from probelib.catalog import parse_catalog
+    cat = parse_catalog(os.path.join(probekit.ROOT, "probes", "blktgt.d"))
+    want = {f"blktgt:{p['name']}": [(a["type"], a["name"])
+                                    for a in p["args"]]
+            for p in cat["probes"]}
+    assert len(want) == 27
+    assert want["blktgt:io__submit"][0] == ("uint64_t", "id")
+    stripped = str(tmp_path / "blktgt")
+    shutil.copy(blktgt_bin, stripped)
+    subprocess.run(["strip", "--strip-all", stripped], check=True)
+    assert ".symtab" not in subprocess.run(
+        ["readelf", "-S", stripped], capture_output=True, text=True,
+        check=True).stdout
+    for path in (blktgt_bin, stripped):
+        assert c_arg_names(argnames_dump, path) == want
+        assert py_arg_names(path) == want
+
+
+def test_arg_names_none(argnames_dump, sites):
+    """A binary built without probekit's header has none: {} from both."""
+    assert c_arg_names(argnames_dump, sites) == {} == py_arg_names(sites)
+
+
+def test_list_names_without_catalog(blktgt_bin):
+    """probekit-list shows each argument's type and name from the binary
+    itself, with no catalog."""
+    r = subprocess.run([LIST, blktgt_bin, "blktgt:io__submit"],
+                       capture_output=True, text=True,
+                       timeout=probekit.TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    args = [ln for ln in r.stdout.splitlines() if ln.startswith("      arg")]
+    assert [ln.split("  ")[-1] for ln in args] == [
+        "uint64_t id", "char * bdev", "uint32_t type", "uint64_t offset",
+        "uint64_t len", "char * type_name"]
+
+
+def pk_mutations(path):
+    """{case: (bytes, cause)}: path with its first probekit note broken."""
+    data = open(path, "rb").read()
+    at = data.index(b"probekit\0\0\0\0\1\0\0\0") - 12
+    namesz, descsz, typ = struct.unpack_from("<3I", data, at)
+    assert (namesz, typ) == (9, 1)
+    desc = at + 12 + 12
+    argc, = struct.unpack_from("<I", data, desc + 4)
+    strings = data[desc + 8:desc + descsz]
+    prov_end = strings.index(b"\0")
+    # What the last argument's type and name take, with their NULs.
+    past = sum(len(x) + 1 for x in strings.split(b"\0")[-3:-1])
+
+    def put(off, fmt, *v):
+        return _put(data, off, fmt, *v)
+    return {
+        "version": (put(desc, "<I", 2), "its version is 2, not 1 (the one "
+                    "this probekit reads)"),
+        "argc_huge": (put(desc + 4, "<I", 13), "its argument count 13 is "
+                      "more than 12"),
+        "argc_more": (put(desc + 4, "<I", argc + 1),
+                      f"its argument {argc}'s type is not NUL-terminated "
+                      "inside the note"),
+        "argc_less": (put(desc + 4, "<I", argc - 1),
+                      f"its description has {past} bytes past its last "
+                      "string"),
+        "desc_short": (put(at + 4, "<I", 4), "its description of 4 bytes "
+                       "is shorter than its version and argument count"),
+        "desc_huge": (put(at + 4, "<I", 1 << 30), "its name (9 bytes) and "
+                      "description (1073741824 bytes) run past the end of "
+                      ".note.probekit"),
+        "provider_colon": (put(desc + 8 + prov_end - 1, "B", ord(":")),
+                           "its provider has a control, non-ASCII, space "
+                           "or colon byte (0x3a)"),
+    }
+
+
+@pytest.mark.parametrize("case", ["version", "argc_huge", "argc_more",
+                                  "argc_less", "desc_short", "desc_huge",
+                                  "provider_colon"])
+def test_arg_names_corrupt(blktgt_bin, argnames_dump, tmp_path, case):
+    """A copy of blktgt with its first probekit note broken: both readers
+    give the same one line, the note's file offset and the cause; so does
+    probekit-list, which reads the note."""
+    data, cause = pk_mutations(blktgt_bin)[case]
+    at = open(blktgt_bin, "rb").read().index(
+        b"probekit\0\0\0\0\1\0\0\0") - 12
+    bad = str(tmp_path / case)
+    with open(bad, "wb") as f:
+        f.write(data)
+    line = f"{bad}: the probekit note at file offset 0x{at:x} is " \
+           f"corrupt: {cause}"
+    assert py_arg_names(bad) == line
+    assert c_arg_names(argnames_dump, bad) == line
+    r = subprocess.run([LIST, bad], capture_output=True, text=True,
+                       timeout=probekit.TIMEOUT)
+    assert (r.returncode, r.stdout, r.stderr) == \
+        (1, "", f"probekit-list: {line}\n")
+
+
+def test_pk_note_format_agrees():
+    """The probekit note's section, owner, type, version and bounds are
+    the same in both readers (usdt_notes.h, notes.py)."""
+    h = open(os.path.join(probekit.ROOT, "probes", "usdt",
+                          "usdt_notes.h")).read()
+
+    def define(name):
+        return re.search(rf"#define {name} (\S+)", h).group(1).strip('"')
+    assert (define("USDT_PK_NOTE_SECTION"), define("USDT_PK_NOTE_OWNER"),
+            int(define("USDT_PK_NOTE_TYPE")),
+            int(define("USDT_PK_NOTE_VERSION")),
+            int(define("USDT_PK_NOTES_MAX")),
+            int(define("USDT_TYPE_MAX")) - 1) == \
+        (notes.PK_NOTE_SECTION, notes.PK_NOTE_OWNER, notes.PK_NOTE_TYPE,
+         notes.PK_NOTE_VERSION, notes.PK_NOTES_MAX, notes.TYPE_MAX)

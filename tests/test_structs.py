@@ -229,9 +229,9 @@ def test_no_debug_info_is_one_line(tmp_path):
 
 def test_unknown_type_is_one_line(demo):
     one_line(run([STRUCTS, str(demo), "recs"]),
-             r"no struct or union 'recs' .*did you mean rec\?")
+             r"no struct or union 'recs' .*; nearest: rec$")
     one_line(run([STRUCTS, "--enums", str(demo), "colour"]),
-             r"no enum 'colour' .*did you mean color\?")
+             r"no enum 'colour' .*; nearest: color$")
 
 
 def test_wrapper_refuses_definitions_of_another_build(demo, target, tmp_path):
@@ -274,8 +274,8 @@ def test_probecheck_checks_field_reads_against_dwarf(tmp_path):
     assert r.returncode == 1
     bt = argspec.reader_name(argspec.BPFTRACE)
     want = [
-        f"{bad}:{line}: struct pk_export: struct export has no member 'bdv' "
-        "(did you mean bdev?)",
+        f"{bad}:{line}: struct pk_export: struct export has no member 'bdv'"
+        "; nearest: bdev",
         f"{bad}:{line}: struct pk_export: str($e->name) of a char array: "
         f"{bt} refuses it; print it with printf %s as it is",
         f"{bad}:{line}: struct pk_export: '$e->name->x': $e->name is "

@@ -4,9 +4,11 @@ run on every reactor, and pause/resume under a running workload: in-flight
 I/O drains before PAUSED, nothing is submitted while paused, held I/O goes
 out at resume, and the workload's count is exact with no error."""
 
+import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -57,6 +59,42 @@ def state(target, name="e0"):
     return {e["name"]: e["state"] for e in target.rpc("export_list")}[name]
 
 
+def settled(target):
+    """Return once every reactor has run the messages sent to it before
+    this call (a new job's start among them): an export's creation walks
+    every reactor in turn, and each runs its messages in order.  The
+    scratch export and its bdev are gone again at the return."""
+    target.rpc("bdev_malloc_create", name="settle", size_mb=1, block_size=4096)
+    assert target.rpc("export_create", name="settle", bdev="settle") is True
+    assert target.rpc("export_delete", name="settle") is True
+    assert target.rpc("bdev_delete", name="settle") is True
+
+
+def shutdown_lines(lines):
+    """blktgt's lines from its SIGTERM on, a command's directory left out."""
+    lines = [re.sub(r"/\S*/(blktgt-trace )", r"\1", ln) for ln in lines]
+    return lines[lines.index("blktgt: info: Terminated: shutting down"):]
+
+
+def bdev_io_of_exited(pid):
+    """(submitted, completed with status 0, completed otherwise) of the
+    bdev group in the trace ring an exited blktgt kept, which is then
+    removed."""
+    path = f"/dev/shm/blktgt_trace.pid{pid}"
+    try:
+        p = subprocess.run([os.path.join(probekit.BUILD, "bin", "blktgt-trace"),
+                            "-p", str(pid), "--json"], capture_output=True,
+                           text=True, timeout=probekit.TIMEOUT)
+        assert p.returncode == 0, p.stderr
+        evs = json.loads(p.stdout)["events"]
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
+    done = [e["args"]["status"] for e in evs if e["tracepoint"] == "bdev_io_done"]
+    return (sum(e["tracepoint"] == "bdev_io_submit" for e in evs),
+            done.count(0), len(done) - done.count(0))
+
+
 def test_state_machine(export):
     t = export
     assert state(t) == "ACTIVE"
@@ -78,9 +116,24 @@ def test_state_machine(export):
 
 
 def test_workload_through_export(export):
-    r = export.rpc("workload_run", export="e0", pattern="randwrite", io_size=4096,
-                   queue_depth=8, count=1009)
-    assert (r["ios"], r["writes"], r["errors"]) == (1009, 1009, 0)
+    """A workload on an export goes through it: while the export is
+    paused the job's first I/Os are held there and none reaches the bdev;
+    at the resume all 1009 writes go out, each once, with no error."""
+    assert export.rpc("export_pause", name="e0") is True
+    th, res = start_workload(export, pattern="randwrite", queue_depth=8,
+                             count=1009)
+    try:
+        settled(export)
+        s = export.rpc("target_stats")
+        assert (s["io_submitted"], s["workloads"]) == (0, 1), s
+        assert th.is_alive(), res
+    finally:
+        assert export.rpc("export_resume", name="e0") is True
+        th.join(probekit.TIMEOUT)
+    r = res["r"]
+    assert (r["ios"], r["writes"], r["errors"]) == (1009, 1009, 0), r
+    s = export.rpc("target_stats")
+    assert s["io_submitted"] == s["io_completed"] == 1009, s
 
 
 def test_export_in_use_cannot_be_deleted(export):
@@ -233,21 +286,33 @@ def test_shutdown_with_io_held_by_a_paused_export(export):
     the workload ends early, and the target exits 0 instead of waiting
     forever for I/O that a pause would never let finish."""
     t = export
+    t.rpc("trace_enable_group", name="bdev")
     assert t.rpc("export_pause", name="e0") is True
     th, res = start_workload(t, pattern="write", queue_depth=16)
-    # The workload submitted its first batch, and the pause holds all of
-    # it: nothing reaches the bdev.
+    # The workload submitted its first batch (its reactor has run the
+    # job's start), and the pause holds all of it: nothing reaches the bdev.
+    settled(t)
     s = t.rpc("target_stats")
     assert s["io_submitted"] == s["io_completed"] == 0, s
     t.stop()                    # SIGTERM; asserts exit status 0
     th.join(probekit.TIMEOUT)
     assert not th.is_alive()
-    assert "r" in res or "e" in res, res
-    if "r" in res:              # the reply can lose the race with exit
-        r = res["r"]
-        assert r["errors"] == 0 and 16 <= r["ios"] < N, r
-    lines = t.out.lines
-    assert any("resuming export e0" in l for l in lines), lines
+    # The 16 held writes ran after the resume, and the job then ended:
+    # its reply, and the log, in this order.
+    e = res.get("e")
+    assert isinstance(e, probekit.RpcError) and (e.code, e.error["message"]) == (
+        -125, "workload stopped early by shutdown after 16 I/Os"), res
+    assert shutdown_lines(t.out.lines) == [
+        "blktgt: info: Terminated: shutting down",
+        "blktgt: info: shutdown: resuming export e0 to let its held I/O finish",
+        "blktgt: info: rpc workload_run: error -125: workload stopped early "
+        "by shutdown after 16 I/Os",
+        "blktgt: info: export e0 deleted",
+        "blktgt: info: bdev m0 deleted",
+        f"blktgt: info: trace ring kept: blktgt-trace -p {t.pid}",
+        "blktgt: info: exiting cleanly"], t.out.lines[-12:]
+    # They reached the bdev, and none failed.
+    assert bdev_io_of_exited(t.pid) == (16, 16, 0)
 
 
 class ThreadStop:
@@ -308,11 +373,13 @@ def test_shutdown_waits_for_a_change_without_spinning(blktgt_bin, tmp_path):
     t = probekit.Target(blktgt_bin, tmp_path, threads=3).start()
     stopper = None
     try:
+        t.rpc("trace_enable_group", name="bdev")
         for n in ("0", "1"):
             t.rpc("bdev_malloc_create", name="m" + n, size_mb=16, block_size=4096)
             assert t.rpc("export_create", name="e" + n, bdev="m" + n) is True
         assert t.rpc("export_pause", name="e1") is True
         wl, wres = start_workload(t, export="e1", pattern="write", queue_depth=16)
+        settled(t)                              # the job has started
         s = t.rpc("target_stats")
         assert s["io_submitted"] == 0, s        # all of it held by the pause
 
@@ -323,7 +390,7 @@ def test_shutdown_waits_for_a_change_without_spinning(blktgt_bin, tmp_path):
         def pause():
             try:
                 pres["r"] = t.rpc("export_pause", name="e0")
-            except Exception as e:   # the reply can lose the race with exit
+            except Exception as e:   # reported by the assertions below
                 pres["e"] = e
         pth = threading.Thread(target=pause)
         pth.start()
@@ -356,10 +423,22 @@ def test_shutdown_waits_for_a_change_without_spinning(blktgt_bin, tmp_path):
         wl.join(probekit.TIMEOUT)
         pth.join(probekit.TIMEOUT)
         assert not wl.is_alive() and not pth.is_alive()
-        if "r" in wres:
-            assert wres["r"]["errors"] == 0 and 16 <= wres["r"]["ios"] < N, wres
-        lines = t.out.drain(5)
-        assert any("resuming export e0 " in ln for ln in lines), lines
+        # The pause ended (shutdown waited for it), then e0 was resumed;
+        # e1's 16 held writes ran after its resume, and its job ended.
+        assert pres == {"r": True}, pres
+        e = wres.get("e")
+        assert isinstance(e, probekit.RpcError) and (e.code, e.error["message"]) == (
+            -125, "workload stopped early by shutdown after 16 I/Os"), wres
+        lines = shutdown_lines(t.out.drain(5))
+        assert lines[:4] == [
+            "blktgt: info: Terminated: shutting down",
+            "blktgt: info: shutdown: resuming export e1 to let its held I/O finish",
+            "blktgt: info: rpc workload_run: error -125: workload stopped early "
+            "by shutdown after 16 I/Os",
+            "blktgt: info: shutdown: resuming export e0 to let its held I/O finish",
+        ], lines
+        assert lines[-1] == "blktgt: info: exiting cleanly", lines
+        assert bdev_io_of_exited(t.pid) == (16, 16, 0)
     finally:
         if stopper:
             stopper.resume()

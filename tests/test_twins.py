@@ -8,6 +8,7 @@ Every test drives blktgt's built-in workload with prime counts, waits for
 the tool's "Hit Ctrl-C to end." line before it, and asserts exact counts.
 """
 
+import datetime
 import os
 import re
 
@@ -122,6 +123,45 @@ def test_interval_count_timestamps(bpf, target, kind):
     assert len(timestamps(lines)) == 2
 
 
+def test_usdtlat_keys_of_two_sizes_say_so(bpf, target, kind):
+    """-k arg5 pairs export__change__start's to_name (a char *) with
+    export__change__done's status (an int32_t): a pause and a resume
+    give no pair, and the empty result says why, from the notes."""
+    target.rpc("bdev_malloc_create", name="m0", size_mb=8, block_size=512)
+    target.rpc("export_create", name="e0", bdev="m0")
+    t = histtools.Tool(kind, "usdtlat", target.pid, "-k", "arg5",
+                       "blktgt:export__change__start",
+                       "blktgt:export__change__done").start()
+    assert target.rpc("export_pause", name="e0") is True
+    assert target.rpc("export_resume", name="e0") is True
+    lines = t.stop()
+    assert lines[-1] == ("0 pairs: arg5 is 8 bytes unsigned at START, "
+                         "4 bytes signed at DONE"), lines
+    assert parse(lines) == [], lines
+
+
+def test_json_ts_is_dated_and_zoned(bpf, target, kind):
+    """Every interval object carries "ts": when it ended, local time in
+    RFC 3339 with milliseconds and the zone's offset, with or without -T
+    (here under a zone 3 h 15 min west of UTC, so that the offset's sign
+    and minutes are seen), between the clock read before the tool started
+    and after it ended."""
+    tz = datetime.timezone(-datetime.timedelta(hours=3, minutes=15))
+    before = datetime.datetime.now(tz).replace(microsecond=0)
+    lines = histtools.Tool(kind, "rpclat", target.pid, "-j", "1", "2",
+                           env={"TZ": "PKX+3:15"},
+                           tidy=True).start().wait()
+    after = datetime.datetime.now(tz)
+    objs = json_objects(lines, keep_ts=True)
+    assert len(objs) == 2
+    for o in objs:
+        assert o["ts"].endswith("-03:15"), o["ts"]
+        assert before <= datetime.datetime.fromisoformat(o["ts"]) <= after
+    assert objs[0]["ts"] <= objs[1]["ts"]
+    assert [list(o) for o in objs] == [
+        ["tool", "pid", "ts", "histograms", "starts", "RPCs"]] * 2
+
+
 @pytest.mark.parametrize("tool", ["rpclat", "iolatency"])
 def test_duration_json(bpf, bdevs, kind, tool):
     """-d 1 -j with nothing to see: one object with no histograms."""
@@ -197,11 +237,11 @@ def test_arg_numbering_is_named(kind, tool, opt, rest):
 
 
 def test_usdtcount_no_hits_prints_the_header(bpf, target, kind):
-    """A probe that never fires: the header and an empty result, in the
-    text as in JSON, as BCC's own tools print one."""
+    """A probe that never fires: the header and an empty result, "0
+    hits", in the text as in JSON, as BCC's own tools print one."""
     lines = Tool(kind, "usdtcount", target.pid, "-d", "1",
                  "blktgt:bdev__create").start().wait()
-    assert lines[1:] == ["%-40s %12s" % ("PROBE", "COUNT")], lines
+    assert lines[1:] == ["%-40s %12s" % ("PROBE", "COUNT"), "0 hits"], lines
     lines = Tool(kind, "usdtcount", target.pid, "-d", "1", "-j",
                  "blktgt:bdev__create").start().wait()
     assert json_objects(lines) == [

@@ -192,7 +192,8 @@ def test_postgres_unreadable_argument(pg, kind):
     one_error_line(rc, lines, "usdtcount", re.escape(
         "cannot read arg1 of postgresql:checkpoint__done: "
         "probekit-usdtcount-bcc cannot read 40+CheckpointStats(%rip): a "
-        "symbol-relative %rip operand"), want_rc=1)
+        "symbol-relative %rip operand; pass the value through a register at "
+        "the probe: __asm__ volatile(\"\" : \"+r\"(x))"), want_rc=1)
     rc, lines = histtools.run_tool(kind, "usdtlat", "-b", pg.postgres,
                                    "-k", "arg3",
                                    "postgresql:transaction__start",
@@ -209,13 +210,13 @@ def test_postgres_misspelt_probe(pg, kind):
                                    "postgresql:query__begin",
                                    "postgresql:query__done")
     one_error_line(rc, lines, "usdtlat", re.escape(
-        "no USDT probe postgresql:query__begin in %s" % pg.postgres),
-        want_rc=1)
+        "no USDT probe postgresql:query__begin in %s; nearest: "
+        "postgresql:query__start" % pg.postgres) + "$", want_rc=1)
     rc, lines = histtools.run_tool(kind, "usdtcount", "-b", pg.postgres,
                                    "postgresql:query__begin*")
     one_error_line(rc, lines, "usdtcount", re.escape(
-        "no USDT probe matches postgresql:query__begin* in %s"
-        % pg.postgres), want_rc=1)
+        "no USDT probe matches postgresql:query__begin* in %s; nearest: "
+        "postgresql:query__done" % pg.postgres) + "$", want_rc=1)
 
 
 @PG
@@ -418,7 +419,8 @@ def test_list_errors(tmp_path):
                               "postgresql:query__begin")
     assert (rc, lines) == (1, [
         "probekit-list: no USDT probe matches postgresql:query__begin in "
-        f"{thirdparty.PG_BIN}/postgres"]), lines
+        f"{thirdparty.PG_BIN}/postgres; nearest: postgresql:query__start"]), \
+        lines
     rc, lines = probekit_list("-p", histtools.unused_pid())
     assert rc == 1 and len(lines) == 1 and \
         lines[0].startswith("probekit-list: no process with PID"), lines

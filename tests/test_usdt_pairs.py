@@ -24,6 +24,7 @@ import time
 
 import pytest
 
+import attach_hold
 import histtools
 import probekit
 import thirdparty
@@ -209,15 +210,22 @@ G = 1019
 @pytest.mark.parametrize("kind", KINDS)
 def test_gate_raises_a_semaphore_without_counting(bpf, driver, kind):
     """pairs:gstart and pairs:gdone fire only while pairs:gate's
-    semaphore is raised: without --gate nothing is timed or counted;
-    with it, G pairs and G hits of each, and pairs:gate itself is not
-    counted though a PATTERN would match it."""
+    semaphore is raised (tests/pairs_driver.c's "gated", a program of the
+    tests' own, so on every stack): without --gate nothing is timed or
+    counted; with it, G pairs and G hits of each, and pairs:gate itself
+    is not counted (a PATTERN that matches it counts it, as asked)."""
     d = Driver(driver)
     try:
         lat = Gen(kind, "usdtlat", "-p", d.pid, "pairs:gstart",
                   "pairs:gdone").start()
+        # (A PATTERN that matched pairs:gate would raise its semaphore.)
+        cnt = Gen(kind, "usdtcount", "-p", d.pid, "pairs:g[sd]*").start()
         d.do("gated %d" % G)
-        assert parse(lat.stop()) == []
+        lat_lines, cnt_lines = lat.stop(), cnt.stop()
+        assert parse(lat_lines) == [], lat_lines
+        # (an empty count says so: "0 hits", tools' EMPTY line)
+        assert [ln.split() for ln in cnt_lines[1:]] == [
+            ["PROBE", "COUNT"], ["0", "hits"]], cnt_lines
         lat = Gen(kind, "usdtlat", "-p", d.pid, "--gate", "pairs:gate",
                   "pairs:gstart", "pairs:gdone").start()
         cnt = Gen(kind, "usdtcount", "-p", d.pid, "--gate", "pairs:gate",
@@ -272,29 +280,86 @@ def test_gate_python_function_entry(bpf, kind, tmp_path):
     assert ["%d" % K, '"probekit_fn"'] in rows, lines
 
 
+@pytest.mark.skipif(PY_GATED is None, reason="no python3.X here has both "
+                    "python:line and python:function__entry (CPython 3.12 "
+                    "dropped them)")
+@pytest.mark.parametrize("kind", KINDS)
+def test_gated_probe_without_its_gate_says_so(bpf, kind, tmp_path):
+    """Without --gate python:line, CPython 3.11's function__entry does
+    not fire through the K calls: usdtcount and usdtlat each say that
+    nothing was seen and why, in one line, the same from both forms."""
+    with thirdparty.spinning_python(PY_GATED, PY_CALLS, K,
+                                    tmp_path) as (py, go):
+        cnt = Gen(kind, "usdtcount", "-p", py.pid,
+                  "python:function__entry").start()
+        lat = Gen(kind, "usdtlat", "-p", py.pid, "python:function__entry",
+                  "python:function__return").start()
+        go()
+    cause = "python:function__entry fires only with --gate python:line"
+    lines = cnt.wait()
+    assert lines[-3:] == ["%-40s %12s" % ("PROBE", "COUNT"),
+                          "0 hits: " + cause, lines[-1]], lines
+    assert lines[-1].endswith(" exited; tracing ended"), lines
+    lines = lat.wait()
+    assert "0 pairs: " + cause in lines, lines
+    assert parse(lines) == [], lines
+
+
 # --- a target that exits while the tool attaches -----------------------------
 
 EXITED = (r"^probekit-usdtlat(-bcc)?: PID (\d+) (has exited|\(pairs_driver\) "
           r"exited while its probes were being attached)$")
 
 
+def zombie(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def usdtlat(kind, pid, **popen):
+    return subprocess.Popen(
+        histtools.program(kind, "usdtlat") + [
+            "-p", str(pid), "pairs:start", "pairs:done"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **popen)
+
+
 @pytest.mark.parametrize("kind", KINDS)
-def test_target_exits_during_attach(bpf, driver, kind):
-    """The target is SIGKILLed at 13 moments spread over the tool's start
-    (and left a zombie, so its PID names no other process): every run
-    either traces and ends on the target's exit, or exits 1 with one
-    line saying the process exited, never ENOENT or "no process"."""
+def test_target_exits_during_attach(bpf, driver, attach_pause, kind):
+    """The target is SIGKILLed while the tool attaches: held at its first
+    attach to the target (attach_hold) until the target is a zombie, the
+    tool exits 1 with the one line that says the process exited while its
+    probes were being attached.
+    Then at 7 moments spread over the tool's start (and left a zombie, so
+    its PID names no other process): every run either traces and ends on
+    the target's exit, or exits 1 with one line saying the process
+    exited, never ENOENT or "no process"."""
     import re
-    for i in range(13):
+    cmd = "probekit-usdtlat" + ("-bcc" if kind == "bcc" else "")
+    d = Driver(driver)
+    try:
+        hold = attach_hold.Hold(attach_pause, d.pid)
+        tool = usdtlat(kind, d.pid, env=dict(os.environ, **hold.env),
+                       pass_fds=hold.pass_fds)
+        hold.wait()
+        # Left a zombie until the tool ends, so its PID names no other
+        # process.
+        os.kill(d.pid, signal.SIGKILL)
+        probekit.wait_until("the target a zombie", lambda: zombie(d.pid))
+        hold.release()
+        out = tool.communicate(timeout=TIMEOUT)[0].decode().splitlines()
+    finally:
+        d.proc.kill()
+        d.proc.wait()
+    assert (tool.returncode, out) == (1, [
+        f"{cmd}: PID {d.pid} (pairs_driver) exited while its probes were "
+        "being attached"]), out
+    for i in range(7):
         d = Driver(driver)
         try:
-            tool = subprocess.Popen(
-                histtools.program(kind, "usdtlat") + [
-                    "-p", str(d.pid), "pairs:start", "pairs:done"],
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            tool = usdtlat(kind, d.pid)
             # The kill's moment is what varies: 0 to 360 ms (the libbpf
             # tool attaches in tens of ms, the BCC one in about a second).
-            time.sleep(i * (0.03 if kind == "libbpf" else 0.09))
+            time.sleep(i * (0.05 if kind == "libbpf" else 0.15))
             os.kill(d.pid, signal.SIGKILL)
             out = tool.communicate(timeout=TIMEOUT)[0].decode().splitlines()
         finally:
@@ -302,8 +367,8 @@ def test_target_exits_during_attach(bpf, driver, kind):
             d.proc.wait()
         if tool.returncode == 0:
             assert out[0].endswith("Hit Ctrl-C to end.") and out[-1] == (
-                "probekit-usdtlat%s: PID %d (pairs_driver) exited; tracing "
-                "ended" % ("-bcc" if kind == "bcc" else "", d.pid)), out
+                "%s: PID %d (pairs_driver) exited; tracing ended"
+                % (cmd, d.pid)), out
             continue
         assert tool.returncode == 1 and len(out) == 1, out
         m = re.match(EXITED, out[0])

@@ -121,9 +121,14 @@ class Prog:
         self.out.wait_for(ready)
 
     def fire(self, n):
+        """Fire n rounds; return on this call's own "done n", a line read
+        after the command was sent (a repeated call would otherwise match
+        the first one's line and return before its rounds ran)."""
+        seen = len(self.out.lines)
         self.proc.stdin.write(f"{n}\n".encode())
         self.proc.stdin.flush()
-        self.out.wait_for(rf"^done {n}\b")
+        done = re.compile(rf"^done {n}\b")
+        self.out.wait_until(lambda ls: any(done.match(l) for l in ls[seen:]))
 
     def stop(self):
         if self.proc.poll() is None:
@@ -219,17 +224,23 @@ def test_dry_run_adds_begin_and_duration(prog, tmp_path):
     assert r.returncode == 0, r.stderr
     assert re.search(r"^BEGIN\n\{\n\tprintf\(\"probekit: tracing PID=%d "
                      rf"\(Ctrl-C to end\)\\n\", {prog.pid}\);\n\}}", r.stdout, re.M), r.stdout
-    assert re.search(r"^interval:s:7\n\{\n\texit\(\);\n\}", r.stdout, re.M), r.stdout
+    # -d's seconds run from the window's opening, and its exit() closes
+    # the window first (see test_window.py).
+    assert re.search(r"^interval:ms:10\n\{\n\tif \(@__pk_gate == 1 && \(uint64\)\(\(int64\)nsecs - "
+                     r"\(int64\)@__pk_opened\) >= 7000000000\) \{\n\t\t@__pk_gate = 2;\n"
+                     r"\t\texit\(\);\n\t\}\n\}", r.stdout, re.M), r.stdout
 
 
 def test_dry_run_script_without_exe(prog, tmp_path):
     """A script with no __EXE__ probe (kernel tracepoints only) is passed
-    through whole, with __PID__ substituted."""
+    through whole, with __PID__ substituted, its body inside the window
+    as every traced block's."""
     s = tmp_path / "tp.bt"
     s.write_text("tracepoint:raw_syscalls:sys_enter /pid == __PID__/ { @n = count(); }\n")
     r = wrapper("--dry-run", prog.pid, s)
     assert r.returncode == 0, r.stderr
-    assert f"tracepoint:raw_syscalls:sys_enter /pid == {prog.pid}/ {{ @n = count(); }}" in r.stdout
+    assert (f"tracepoint:raw_syscalls:sys_enter /pid == {prog.pid}/ "
+            "{ if (@__pk_gate == 1) { @n = count(); }}") in r.stdout, r.stdout
     assert "probekit: tracing PID=%d" in r.stdout
 
 
@@ -242,7 +253,8 @@ def test_dry_run_strings_and_comments_are_not_blocks(prog, tmp_path):
                  'usdt:__EXE__:pkexe:tick { if (arg0 > 1) { @n = count(); } }\n')
     r = wrapper("--dry-run", prog.pid, s)
     assert r.returncode == 0, r.stderr
-    assert re.findall(r"^(BEGIN|END)$", r.stdout, re.M) == ["BEGIN"]
+    # (the one END is the wrapper's, which clears the window's map)
+    assert re.findall(r"^(BEGIN|END)$", r.stdout, re.M) == ["BEGIN", "END"]
     assert 'printf("{ BEGIN } __EXE__ \\" }\\n");' in r.stdout
     assert "if (arg0 > 1) { @n = count(); }" in r.stdout
 
@@ -404,15 +416,22 @@ def test_begin_output_precedes_readiness(bpf, prog, tmp_path):
 
 def test_sigint_to_the_wrapper_alone_ends_trace_with_end_output(bpf, prog, count_bt):
     """A signal to the wrapper's PID (not its group) reaches bpftrace, once:
-    END runs, every map is printed, the exit code is bpftrace's."""
+    the wrapper has exec'd bpftrace, so its PID is bpftrace's and no shell
+    is left to pass the signal on (or to send it again); END runs once,
+    every map is printed once, the exit code is bpftrace's.  The second
+    trace on the same program counts its own N rounds only."""
     for sig in (signal.SIGINT, signal.SIGTERM):
         t = Trace(prog.pid, [count_bt]).start()
+        with open(f"/proc/{t.proc.pid}/comm") as f:
+            assert f.read().strip() == "bpftrace"
         prog.fire(N)
         os.kill(t.proc.pid, sig)
         rc = t.proc.wait(timeout=probekit.TIMEOUT)
         lines = t.out.drain(10)
         assert rc == 0, lines
-        assert "count end" in lines
+        assert lines.count("count end") == 1, lines
+        maps = [l.split(":")[0] for l in lines if l.startswith("@")]
+        assert sorted(maps) == ["@exe_fn", "@fire", "@lib_fn", "@tick"], lines
         assert counts(lines) == {"tick": N, "fire": N, "lib_fn": N, "exe_fn": N}, lines
 
 

@@ -230,9 +230,12 @@ class Hidden:
         assert not self.lib.exists()
 
     def run(self, n):
+        """n queries; return on this call's own "done n" (a line read
+        after the command was sent, not an earlier call's)."""
+        seen = len(self.out.lines)
         self.proc.stdin.write(f"{n}\n")
         self.proc.stdin.flush()
-        self.out.wait_for(rf"^done {n}$")
+        self.out.wait_until(lambda ls: f"done {n}" in ls[seen:])
 
     def close(self):
         self.proc.stdin.close()

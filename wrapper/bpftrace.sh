@@ -3,8 +3,50 @@
 # probekit-bpftrace: run bpftrace scripts against one running process, or
 # every process that runs a file.
 #
-# USAGE: probekit-bpftrace [--dry-run] [-o FILE] [-d SECONDS] [-f text|json | -j]
-#                          (PID | PATH | -p PID | -b PATH) SCRIPT [SCRIPT...] [-- ARG...]
+# USAGE: probekit-bpftrace [options] (PID | PATH | -p PID | -b PATH)
+#                          SCRIPT [SCRIPT...] [-- ARG...]
+#        probekit-bpftrace --list
+#
+# In each script's attach points __EXE__ becomes the traced file (the
+# executable, or the library that holds the probe) and __PID__ becomes the
+# PID.  Every probe must exist; the scripts are joined into one program;
+# every probe counts over one window, from the readiness line
+#   probekit: tracing PID=<pid> (Ctrl-C to end)
+# to the end of the trace.  A SCRIPT with no '/' that is not a file here is
+# a shipped one (probekit-bpftrace --list).
+#
+# Options:
+#   -p, --pid PID        trace this process (the same as PID first)
+#   -b, --binary PATH    trace every process running PATH, later ones too
+#       --list           list the shipped scripts, one a line, and exit
+#       --dry-run        print the final program and exit 0 (needs neither
+#                        bpftrace nor root)
+#   -o, --output FILE    write bpftrace's output to FILE (as BPF_OUTFILE=FILE)
+#   -d, --duration SECS  end the trace (running END) SECS seconds after the
+#                        readiness line
+#   -f, --format FORMAT  text (bpftrace's default) or json (one JSON object
+#                        a line)
+#   -j, --json           the same as -f json
+#       --hits           end with one line per probe, "probekit: hits
+#                        PROVIDER:NAME N": its hits in the trace's window
+#       --max-rate HITS_PER_S
+#                        detach (running END) once a second has more probe
+#                        hits than HITS_PER_S: a cost guard
+#   -h, --help           this text
+#       --version        print probekit's version and exit
+#
+# examples:
+#   probekit-bpftrace 1234 bt/iolat.bt            # one script, one process
+#   probekit-bpftrace 1234 bt/iolat.bt bt/nbd.bt  # two, joined
+#   probekit-bpftrace -d 10 -f json 1234 bt/iosize.bt  # 10 s, as JSON lines
+#   probekit-bpftrace /usr/lib/postgresql/15/bin/postgres my.bt
+#                                       # every process running that file
+#   probekit-bpftrace --dry-run 1234 bt/iolat.bt  # print the program only
+#
+# The rest (the window, __EXE__ in containers, struct definitions,
+# bpftrace's stderr, the environment): probekit-bpftrace(8).
+
+# --- what the wrapper adds to bpftrace, for its maintainers -------------------
 #
 # bpftrace -p PID for scripts written against a binary, not a path: the
 # PID (or PATH), then the scripts; BPF_OUTFILE names an output file.
@@ -57,6 +99,15 @@
 #    the script's FILE:LINE, not the joined program's "stdin:LINE".  If the
 #    process exits before every probe is attached, one line says "PID N
 #    exited while the trace was starting", with a non-zero exit.
+#  - One window: every probe but BEGIN, END and interval counts over the
+#    same interval, from the moment every probe is attached (just before
+#    the readiness line) to the end of the trace, whatever ends it: Ctrl-C
+#    or any other signal to bpftrace (SIGUSR1, which prints the maps, too:
+#    the window does not open again), -d, --max-rate, a script's own
+#    exit(), the traced process's exit.  bpftrace attaches and detaches
+#    its probes one at a time, 100 ms and more apart at full rate, so
+#    without it two probes of one I/O path counted tens of thousands
+#    apart.  The window is a map lookup at each hit (bench/RESULTS.md).
 #  - Then the wrapper execs bpftrace, so signals (Ctrl-C prints the END
 #    output and the maps) and the exit code are bpftrace's own.  Only
 #    bpftrace's harmless lines are filtered from its stderr (0.17's
@@ -67,16 +118,22 @@
 #    arrives while it is printing; a tracepoint:signal:signal_deliver
 #    probe on its own PID wakes it up so that it sees the signal.
 #
-# Options:
+# The long forms of the options:
 #   -p, --pid PID        trace this process (the same as PID first)
 #   -b, --binary PATH    trace every process running PATH (as PATH first)
 #       --dry-run        print the final program and exit 0 (bpftrace and
 #                        root are not needed; -n is nanoseconds in the tools)
 #   -o, --output FILE    write bpftrace's output to FILE (as BPF_OUTFILE=FILE)
-#   -d, --duration SECS  end the trace (running END) after SECS seconds
+#   -d, --duration SECS  end the trace (running END) SECS seconds after its
+#                        window opened, which is when the readiness line is
+#                        printed (a 10 ms tick checks the time)
 #   -f, --format FORMAT  bpftrace's output format, text (its default) or
 #                        json (one JSON object a line)
 #   -j, --json           the same as -f json
+#       --hits           end the output with one line per probe the scripts
+#                        name, "probekit: hits PROVIDER:NAME N": its hits
+#                        within the window (below), each counted once
+#                        (under -f json, one map @probekit_hits)
 #       --max-rate HITS_PER_S
 #                        a cost guard: every usdt/uprobe/uretprobe block
 #                        counts its hits (those that pass its predicate),
@@ -99,14 +156,6 @@
 # because bpftrace 0.17 resolves them by path and attaches nothing.  A
 # deleted or replaced library that holds a probe is refused, saying so.
 #
-# examples:
-#   probekit-bpftrace 1234 bt/iolat.bt            # one script, one process
-#   probekit-bpftrace 1234 bt/iolat.bt bt/nbd.bt  # two, joined
-#   probekit-bpftrace -d 10 -f json 1234 bt/iosize.bt  # 10 s, as JSON lines
-#   probekit-bpftrace /usr/lib/postgresql/15/bin/postgres my.bt
-#                                       # every process running that file
-#   probekit-bpftrace --dry-run 1234 bt/iolat.bt  # print the program only
-
 set -u
 export LC_ALL=C
 
@@ -148,6 +197,17 @@ limit() {
 	printf '%s' "$v"
 }
 
+# A shared message's printf format (tools/limits.toml's [message.NAME],
+# which the C and Python tools print too), read as limit() reads a limit.
+message() {
+	local f v
+	f=$(dirname -- "$(readlink -f -- "$0")")/../tools/limits.toml
+	v=$(awk -v n="[message.$1]" '$0 == n { f = 1; next } /^\[/ { f = 0 }
+		f && $1 == "text" { sub(/^text = "/, ""); sub(/"$/, ""); print; exit }' "$f" 2>/dev/null)
+	[ -n "$v" ] || die "cannot read the message $1 from $f"
+	printf '%s' "$v"
+}
+
 # probekit's version: VERSION at the top of the tree this script's real
 # path is in, the checkout or PREFIX/share/probekit (make install keeps the
 # checkout's tree there), as every probekit command finds it.
@@ -161,6 +221,46 @@ print_version() {
 	exit 0
 }
 
+# The shipped scripts' directory: bt/ in the tree this command's real path
+# is in (the checkout, or PREFIX/share/probekit), into shipped_bt.
+shipped_bt=
+find_shipped() {
+	[ -z "$shipped_bt" ] || return 0
+	shipped_bt=$(readlink -f -- "$0") || die "cannot find the real path of $0"
+	shipped_bt=${shipped_bt%/*/*}/bt
+}
+
+# --list: each shipped script, by the name that runs it, and the first
+# sentence of the purpose its header gives (" * NAME.bt<TAB>PURPOSE", and
+# the lines after it up to a blank " *").
+list_scripts() {
+	local f name line purpose on words w
+	find_shipped
+	for f in "$shipped_bt"/*.bt; do
+		[ -f "$f" ] || continue
+		name=${f##*/} name=${name%.bt} purpose= on=0
+		while IFS= read -r line; do
+			if [ $on = 0 ]; then
+				[[ $line == " * $name.bt"[[:space:]]* ]] || continue
+				on=1 line=${line#" * $name.bt"}
+			else
+				[[ $line =~ ^\ \*[[:space:]]*$ ]] && break
+				line=${line#" *"}
+			fi
+			purpose+=" ${line//[[:space:]]/ }"
+		done < "$f"
+		purpose=${purpose%%. *}
+		purpose=${purpose%.}
+		read -r -a words <<< "$purpose"
+		purpose=
+		for w in "${words[@]}"; do
+			if [ $((${#purpose} + ${#w})) -gt 56 ]; then purpose+=" ..."; break; fi
+			purpose+=${purpose:+ }$w
+		done
+		printf '%-14s %s\n' "$name" "$purpose"
+	done
+}
+
 # --- command line -----------------------------------------------------------
 
 dry_run=0
@@ -168,6 +268,7 @@ format=
 outfile=${BPF_OUTFILE-}
 duration=
 max_rate=
+hits=
 pid=
 scripts=()
 args=()
@@ -176,6 +277,7 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	-h|--help) usage; exit 0 ;;
 	--version) print_version ;;
+	--list) list_scripts; exit 0 ;;
 	--dry-run) dry_run=1 ;;
 	-n) usage_die "-n is not --dry-run any more: across probekit's commands -n is nanoseconds; write --dry-run" ;;
 	-j|--json) format=json ;;
@@ -202,6 +304,7 @@ while [ $# -gt 0 ]; do
 	--max-rate)
 		[ $# -ge 2 ] || usage_die "$1 needs a number of probe hits per second (see --help)"
 		max_rate=$2; shift ;;
+	--hits) hits=1 ;;
 	--) shift; args=("$@"); break ;;
 	-?*) usage_die "unknown option '$1' (see --help)" ;;
 	*)
@@ -256,8 +359,10 @@ if [ -n "$max_rate" ]; then
 		[ $((10#$max_rate)) -le $MAX_RATE_LIMIT ] ||
 		usage_die "--max-rate '$max_rate' is out of range (1..$MAX_RATE_LIMIT probe hits per second)"
 	max_rate=$((10#$max_rate))
+fi
+if [ -n "$max_rate" ] || [ -n "$hits" ]; then
 	IFS= read -r possible < /sys/devices/system/cpu/possible ||
-		die "cannot read /sys/devices/system/cpu/possible, which --max-rate needs"
+		die "cannot read /sys/devices/system/cpu/possible, which --max-rate and --hits need"
 	max_cpu=${possible##*[-,]}
 	case $max_cpu in ''|*[!0-9]*) die "cannot read the CPU count from '$possible'" ;; esac
 fi
@@ -268,15 +373,11 @@ fi
 # real path is in (the checkout, or PREFIX/share/probekit).  Found only
 # when a script needs it: readlink is a process, and every run that names
 # its scripts by path would pay for it.
-shipped_bt=
 for i in "${!scripts[@]}"; do
 	s=${scripts[$i]}
 	[ -e "$s" ] && continue
 	case $s in */*|'') die "script '$s' does not exist" ;; esac
-	if [ -z "$shipped_bt" ]; then
-		shipped_bt=$(readlink -f -- "$0") || die "cannot find the real path of $0"
-		shipped_bt=${shipped_bt%/*/*}/bt
-	fi
+	find_shipped
 	for f in "$shipped_bt/$s" "$shipped_bt/${s%.bt}.bt"; do
 		if [ -e "$f" ]; then scripts[$i]=$f; continue 2; fi
 	done
@@ -510,7 +611,43 @@ if [ -n "$target_file" ]; then
 	quote_path "$target_file" "the path"
 	READY_TEXT="probekit: tracing PATH=${target_file//\\/\\\\} (Ctrl-C to end)"
 fi
-joined=$(PROBEKIT_MAX_RATE=$max_rate PROBEKIT_MAX_CPU=$max_cpu "$scan" join "$pid" "$READY_TEXT" "$duration" "${target_file:-/proc/$pid/exe}" "${scripts[@]}") ||
+# The window opens at bpftrace's first epoll_wait (wrapper/join.c says
+# why): the syscall tracepoints this kernel has for it (arm64 has no
+# epoll_wait, only epoll_pwait).  Without any, it opens in BEGIN, and
+# each probe counts from its own attach: said once.
+gate_open=
+for t in /sys/kernel/tracing /sys/kernel/debug/tracing; do
+	[ -d "$t/events/syscalls" ] || continue
+	for s in sys_enter_epoll_wait sys_enter_epoll_pwait; do
+		[ -d "$t/events/syscalls/$s" ] && gate_open+="${gate_open:+ }$s"
+	done
+	break
+done
+[ -n "$gate_open" ] || [ $dry_run = 1 ] ||
+	printf '%s: this kernel has no epoll_wait syscall tracepoints (is tracefs mounted at /sys/kernel/tracing?); each probe counts from its own attach, so probes of one path may disagree by the hits of the first few milliseconds\n' "$PROG" >&2
+hits_form=
+[ -n "$hits" ] && hits_form=${format:-text}
+# A bpftrace whose -p also filters every probe it cannot filter at attach
+# (tracepoints) by the traced PID, as its --help says ("-p, --pid PID
+# filter actions and enable USDT probes on PID", 0.24 and later; 0.17 and
+# 0.23 say "enable USDT probes on PID"), would keep the window's own
+# probes on bpftrace from ever firing.  Such a bpftrace traces a PID
+# without -p: the probes of a file then fire in every process that maps
+# it, so its blocks keep the PID's hits to themselves (PROBEKIT_ONLY_PID,
+# joined into the window's test), and the watcher below ends the trace
+# when the process exits, as -p would.  The help's words are read from
+# the binary (a grep, about 5 ms), not by running it once more; should a
+# later bpftrace reword them, END says that the window never opened,
+# rather than printing silent zeros.  --dry-run shows the program as for
+# -p (it needs no bpftrace).
+only_pid=
+if [ -n "$pid" ] && [ $dry_run = 0 ] &&
+	grep -q -a -F -- 'filter actions and enable USDT probes on PID' "$bpftrace" 2>/dev/null; then
+	only_pid=$pid
+fi
+joined=$(PROBEKIT_GATE_PID=$$ PROBEKIT_GATE_OPEN=$gate_open PROBEKIT_HITS=$hits_form \
+	PROBEKIT_ONLY_PID=$only_pid \
+	PROBEKIT_MAX_RATE=$max_rate PROBEKIT_MAX_CPU=$max_cpu "$scan" join "$pid" "$READY_TEXT" "$duration" "${target_file:-/proc/$pid/exe}" "${scripts[@]}") ||
 	exit 1
 take_exe "$joined"
 joined=$scanned
@@ -768,19 +905,6 @@ if [[ $program == *'delete('* ]] &&
 	done
 fi
 
-# bpftrace 0.17 notices SIGINT/SIGTERM only when the signal interrupts its
-# epoll_wait() or when an event arrives after it; a signal that lands while
-# it is printing (say, the readiness line) of a trace with nothing more to
-# print is lost, and the trace runs on.  This probe makes the delivery of
-# any signal to bpftrace itself (the wrapper execs it, so it keeps this
-# PID) such an event.  It prints nothing, and it is not exit(), which would
-# drop END output.  It does not read args->sig: reading args of a
-# tracepoint makes bpftrace 0.17 build their struct with clang, which costs
-# about 200 ms before the first probe is attached; waking bpftrace for
-# another signal does no harm.
-printf -v wakeup '\ntracepoint:signal:signal_deliver /pid == %d/\n{\n\tprintf("");\n}\n' $$
-program+=$wakeup
-
 if [ $dry_run = 1 ]; then
 	printf '%s' "$program"
 	exit 0
@@ -805,6 +929,50 @@ warn_children() {
 		"$PROG" "$pid" "$n" "$shown_exe" "$pid" "$PROG" "$shown_exe" >&2
 }
 [ -z "$pid" ] || warn_children
+
+# A PATH traced is the file at that path now: bpftrace attaches to its
+# inode, and cannot follow a new file put there later, as a package
+# upgrade or a deploy does (cp new && mv new PATH): processes started from
+# the new file are not traced, and nothing would say so.  A watcher checks
+# the path's inode once a second while bpftrace runs (it is bpftrace's
+# child after the exec, and ends with it), and says it once when a new
+# file is there (tools/limits.toml's REPLACED_NOT_FOLLOWED, the words the
+# BCC tools print too), through bpftrace's own stderr (/proc/$$/fd/2, the
+# filter's pipe): it holds no descriptor of the caller's, so a caller that
+# reads the trace's output to its end is not kept waiting by it.  A file
+# only removed starts no new process, and is not said.
+watch_file() {
+	local was now fmt
+	was=$(stat -L -c %d:%i -- "$target_file" 2>/dev/null) || return 0
+	fmt=$(message REPLACED_NOT_FOLLOWED) || return 0
+	while kill -0 $$ 2>/dev/null; do
+		sleep 1
+		now=$(stat -L -c %d:%i -- "$target_file" 2>/dev/null) || continue
+		[ "$now" = "$was" ] && continue
+		kill -0 $$ 2>/dev/null || return 0
+		# shellcheck disable=SC2059
+		printf "%s: $fmt\n" "$PROG" "$shown_target" "$PROG" 2>/dev/null >"/proc/$$/fd/2"
+		return 0
+	done
+}
+if [ -n "$target_file" ]; then
+	shown_target=${target_file//[[:cntrl:]]/?}
+	(trap '' INT TERM; watch_file) </dev/null >/dev/null 2>&1 &
+fi
+# Without -p (only_pid), bpftrace does not end with the process: the
+# process's exit ends the trace here, as Ctrl-C would (END, the maps),
+# within a second; its probes fire no more meanwhile.
+watch_pid() {
+	while kill -0 $$ 2>/dev/null; do
+		sleep 1
+		target_gone || continue
+		kill -INT $$ 2>/dev/null
+		return 0
+	done
+}
+if [ -n "$only_pid" ]; then
+	(trap '' INT TERM; watch_pid) </dev/null >/dev/null 2>&1 &
+fi
 
 # bpftrace's own -o buffers the file until it exits; a redirection keeps
 # it line-buffered, so the readiness line shows as soon as it is printed.
@@ -920,7 +1088,22 @@ stderr_filter() {
 # until bpftrace closes stderr.
 
 bt_opts=()
-[ -n "$pid" ] && bt_opts+=(-p "$pid")
+[ -n "$pid" ] && [ -z "$only_pid" ] && bt_opts+=(-p "$pid")
 [ -n "$format" ] && bt_opts+=(-f "$format")
+# Under -f json, bpftrace still writes the blank lines of its text form
+# (two before the maps it prints at exit), which break a reader of JSON
+# lines, and 0.27 writes the window's wake-up printf("") as an empty
+# printf object: a grep of its own drops both, line by line as they come,
+# and ignores SIGINT/SIGTERM, so that Ctrl-C to the process group leaves
+# it to pass END's output and the maps on.  env --ignore-signal, not a
+# trap: bash 5.3 (Debian unstable) gives a command exec'd from a process
+# substitution SIGINT's default back, and bpftrace then died of SIGPIPE
+# writing END's output.
+if [ "$format" = json ]; then
+	exec "$bpftrace" "${bt_opts[@]}" -e "$program" -- "${args[@]}" \
+		2> >(trap '' INT TERM; stderr_filter >&2) \
+		> >(exec env --ignore-signal=INT --ignore-signal=TERM \
+			grep --line-buffered -v -x -e '' -e '{"type": "printf", "data": ""}')
+fi
 exec "$bpftrace" "${bt_opts[@]}" -e "$program" -- "${args[@]}" \
 	2> >(trap '' INT TERM; stderr_filter >&2)

@@ -13,6 +13,27 @@
  * --max-rate a per-CPU hit count on every usdt/uprobe/uretprobe block and
  * a once-a-second check of their sum.
  *
+ * One window.  bpftrace attaches its probes one at a time after BEGIN has
+ * run, and detaches them one at a time when the trace ends, 100 ms and
+ * more apart at full rate, so each probe would count over a window of its
+ * own: a count of io__submit beside one of io__done ended 50,000 to 80,000
+ * apart.  So every block that traces (any probe but BEGIN, END and
+ * interval) runs its body only while @__pk_gate is 1, and the gate is
+ * moved by the wrapper's own probes on bpftrace itself (gate_pid):
+ *   0 -> 1  at bpftrace's first epoll_wait (gate_open's syscalls), the
+ *           first thing bpftrace 0.17, 0.23 and 0.27 do once every probe
+ *           is attached (BEGIN runs before any is; so does the readiness
+ *           line's printf, whose output bpftrace reads in that very call);
+ *   1 -> 2  at a signal delivered to bpftrace (Ctrl-C, SIGTERM: the
+ *           tracepoint fires before its handler runs, so before any
+ *           detach), and just before every exit() of the program: the
+ *           scripts' own, -d's and --max-rate's.
+ * It never opens again.  A trace of a PID that exits ends with it, every
+ * probe at once.  --hits adds, for each distinct attach point of a
+ * traced block, a block of its own that counts its hits in the window
+ * (per CPU, so that no two CPUs race on one counter), and END prints
+ * them: "probekit: hits NAME N" a line, or one map under -f json.
+ *
  * The line map lets bpftrace's "stdin:LINE:..." errors name the script's
  * FILE:LINE.  While joining, each piece carries a mark \003F:L\003 at each
  * of its line starts (F: the script's index from 1, L: its line); a piece
@@ -63,12 +84,14 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "argnames.h"
 #include "join.h"
 #include "look.h"
 #include "usdt_notes.h"
@@ -89,7 +112,16 @@ struct joiner {
 	char name[64];
 	size_t lp;	/* line_at's last position, and its line */
 	long ll;
+	/* --hits: the distinct attach points of traced blocks, as written
+	 * (blanks trimmed), and the name each is printed under. */
+	char **hit_ap, **hit_name;
+	int nhits;
+	int ntraced;	/* traced blocks: those the window holds */
 };
+
+/* What a traced block's body runs under, and what closes the window. */
+#define GATE_OPEN_TEST "if (@__pk_gate == 1) {"
+#define GATE_CLOSE "@__pk_gate = 2; " 
 
 static const char *const KEYS[2] = {"BEGIN", "END"};
 
@@ -290,6 +322,340 @@ static bool counts_hits(const char *s, size_t a, size_t b)
 	return false;
 }
 
+/* Text put before s[pos] on out: after the mark of pos's line when pos
+ * starts one (emit() reads a line's mark only at its start).  Returns
+ * where the copy of s goes on from. */
+static size_t put_before(struct joiner *j, struct helper_buf *out, size_t pos, const char *text)
+{
+	if (pos == 0 || j->s[pos - 1] == '\n') {
+		add_mark(j, out, line_at(j, pos));
+		helper_buf_str(out, text);
+		helper_buf_add(out, j->s + pos, 1);
+		return pos + 1;
+	}
+	helper_buf_str(out, text);
+	return pos;
+}
+
+/* Whether s[i] starts a call of exit() (the caller skips strings and
+ * comments). */
+static bool is_exit_at(const char *s, size_t i, size_t n)
+{
+	size_t k = i + 4;
+
+	if (k > n || strncmp(s + i, "exit", 4))
+		return false;
+	if (i > 0 && (is_ident(s[i - 1]) || strchr("$@.", s[i - 1])))
+		return false;
+	while (k < n && (s[k] == ' ' || s[k] == '\t'))
+		k++;
+	return k < n && s[k] == '(';
+}
+
+/* Whether the args token at s[i] is str()'s argument: "str(" before it,
+ * blanks between. */
+static bool in_str(const char *s, size_t a, size_t i)
+{
+	while (i > a && strchr(" \t", s[i - 1]))
+		i--;
+	if (i <= a || s[i - 1] != '(')
+		return false;
+	i--;
+	while (i > a && strchr(" \t", s[i - 1]))
+		i--;
+	return i >= a + 3 && !strncmp(s + i - 3, "str", 3) && (i == a + 3 || !is_ident(s[i - 4]));
+}
+
+/* s[a, b) of a block's predicate or body onto out as copy() does, with
+ * the window closed just before each exit() (bpftrace detaches after
+ * exit() as it does after Ctrl-C, one probe at a time), and, for a usdt
+ * probe's block (pa), each args.NAME read as the argument of that name
+ * (argnames.c; where names the block in a message).  *reads becomes the
+ * highest argument so read. */
+static void copy_named(struct joiner *j, struct helper_buf *out, size_t a, size_t b,
+		       const struct usdt_probe_args *pa, const char *where, int *reads)
+{
+	const char *s = j->s;
+	size_t i = a, from = a, tok, name, len;
+	int n;
+
+	while (i < b) {
+		if (s[i] == '"' || is_comment(s, i, b)) {
+			i = skip(s, i, b);
+			continue;
+		}
+		if (pa && (tok = argnames_at(s, i, b, &name, &len))) {
+			copy(j, out, from, i);
+			if (i == 0 || s[i - 1] == '\n')
+				add_mark(j, out, line_at(j, i));
+			n = argnames_put(out, pa, s + name, len, in_str(s, a, i), where);
+			if (reads && n > *reads)
+				*reads = n;
+			i = from = i + tok;
+			continue;
+		}
+		if (!is_exit_at(s, i, b)) {
+			i++;
+			continue;
+		}
+		copy(j, out, from, i);
+		from = put_before(j, out, i, GATE_CLOSE);
+		i += 4;
+	}
+	copy(j, out, from, b);
+}
+
+static void copy_code(struct joiner *j, struct helper_buf *out, size_t a, size_t b)
+{
+	copy_named(j, out, a, b, NULL, NULL, NULL);
+}
+
+/* s[i..] past blanks and comments, up to b. */
+static size_t skip_blank(const char *s, size_t i, size_t b)
+{
+	while (i < b) {
+		if (strchr(" \t\r\n", s[i]))
+			i++;
+		else if (is_comment(s, i, b))
+			i = skip(s, i, b);
+		else
+			break;
+	}
+	return i;
+}
+
+/* Whether the block header s[a, b) traces, so that its body runs only
+ * inside the window: every probe but interval (BEGIN and END are merged
+ * apart), iter (run once, without the polling that opens the window) and
+ * self (bpftrace's own signal probe). */
+static bool is_traced(const char *s, size_t a, size_t b)
+{
+	static const char *const untraced[] = {"interval:", "i:", "iter:", "it:", "self:"};
+	size_t k;
+
+	a = skip_blank(s, a, b);
+	for (k = 0; k < sizeof(untraced) / sizeof(untraced[0]); k++)
+		if (b - a > strlen(untraced[k]) && !strncmp(s + a, untraced[k], strlen(untraced[k])))
+			return false;
+	return true;
+}
+
+/* The name --hits prints for the attach point ap: a USDT probe's
+ * PROVIDER:NAME (or NAME), a tracepoint's CATEGORY:NAME, and the rest as
+ * KIND:WHAT, without the path of the file; only characters that need no
+ * quoting in a bpftrace string or format. */
+static char *hit_name(const char *ap)
+{
+	static const char *const pathed[][2] = {
+		{"usdt", ""}, {"U", ""}, {"uprobe", "uprobe:"}, {"u", "uprobe:"},
+		{"uretprobe", "uretprobe:"}, {"ur", "uretprobe:"},
+		{"tracepoint", ""}, {"t", ""},
+	};
+	struct helper_buf b = {0};
+	const char *c = strchr(ap, ':'), *rest;
+	size_t k, kl = c ? (size_t)(c - ap) : 0, i;
+
+	if (!c)
+		c = ap - 1;
+	rest = c + 1;
+	for (k = 0; k < sizeof(pathed) / sizeof(pathed[0]); k++) {
+		if (strlen(pathed[k][0]) != kl || strncmp(ap, pathed[k][0], kl))
+			continue;
+		if (k < 6) {	/* a file's path, up to the next ':' */
+			if (*rest == '"')
+				rest = strchr(rest + 1, '"') ? strchr(rest + 1, '"') + 1 : rest + strlen(rest);
+			rest = strchr(rest, ':') ? strchr(rest, ':') + 1 : rest + strlen(rest);
+		}
+		helper_buf_str(&b, pathed[k][1]);
+		break;
+	}
+	if (k == sizeof(pathed) / sizeof(pathed[0]))
+		rest = ap;
+	helper_buf_str(&b, rest);
+	for (i = 0; i < b.len; i++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:.*?+-", b.p[i]))
+			b.p[i] = '?';
+	if (b.len > 128)
+		b.p[128] = '\0';
+	return b.p ? b.p : strdup("?");
+}
+
+/* The test a traced block's body runs under: the window, and, when
+ * bpftrace runs without -p (only_pid), the traced PID for the probes of
+ * a file (usdt, uprobe, uretprobe), which then fire in every process
+ * that maps it. */
+static void gate_test(struct joiner *j, struct helper_buf *out, bool of_file)
+{
+	if (of_file && j->o->only_pid[0])
+		helper_buf_printf(out, "if (pid == %s && @__pk_gate == 1) {", j->o->only_pid);
+	else
+		helper_buf_str(out, GATE_OPEN_TEST);
+}
+
+/* The most attach points one block header may list. */
+#define APS_MAX 256
+
+/* The attach points of the block header s[a, b), as [x, y) spans (blanks
+ * trimmed) into aps, at most APS_MAX; *pred is where its predicate starts
+ * (the '/' after a blank) or b.  Returns how many. */
+static int split_header(const char *s, size_t a, size_t b, size_t (*aps)[2], size_t *pred)
+{
+	size_t e, p, q, x, y;
+	int n = 0;
+
+	for (e = a; e < b; ) {	/* the predicate's '/' follows a blank */
+		if (s[e] == '"' || is_comment(s, e, b)) {
+			e = skip(s, e, b);
+			continue;
+		}
+		if (s[e] == '/' && e > a && strchr(" \t\r\n", s[e - 1]))
+			break;
+		e++;
+	}
+	*pred = e;
+	for (p = a; p < e; p = q + 1) {
+		for (q = p; q < e && s[q] != ','; )
+			q = s[q] == '"' || is_comment(s, q, e) ? skip(s, q, e) : q + 1;
+		x = skip_blank(s, p, q);
+		for (y = q; y > x && strchr(" \t\r\n", s[y - 1]); y--)
+			;
+		if (x == y)
+			continue;
+		if (n == APS_MAX)
+			helper_die("a block lists more than %d attach points", APS_MAX);
+		aps[n][0] = x;
+		aps[n][1] = y;
+		n++;
+	}
+	return n;
+}
+
+/* --hits: for each attach point of the traced block header s[a, b) (the
+ * list before its predicate) that no block before named, a block of its
+ * own onto out that counts its hits inside the window, under its own
+ * index and the CPU's (no two CPUs race on one counter).  A probe that
+ * several blocks name is counted once a hit. */
+static void add_hit_blocks(struct joiner *j, struct helper_buf *out, size_t a, size_t b)
+{
+	const char *s = j->s;
+	size_t aps[APS_MAX][2], pred, x, y;
+	char *ap;
+	int i, k, n = split_header(s, a, b, aps, &pred);
+
+	for (k = 0; k < n; k++) {
+		x = aps[k][0];
+		y = aps[k][1];
+		ap = strndup(s + x, y - x);
+		if (!ap)
+			helper_die("out of memory");
+		for (i = 0; i < j->nhits && strcmp(j->hit_ap[i], ap); i++)
+			;
+		if (i < j->nhits) {
+			free(ap);
+			continue;
+		}
+		j->hit_ap = realloc(j->hit_ap, (size_t)(j->nhits + 1) * sizeof(*j->hit_ap));
+		j->hit_name = realloc(j->hit_name, (size_t)(j->nhits + 1) * sizeof(*j->hit_name));
+		if (!j->hit_ap || !j->hit_name)
+			helper_die("out of memory");
+		j->hit_ap[j->nhits] = ap;
+		j->hit_name[j->nhits] = hit_name(ap);
+		helper_buf_str(out, "\n");
+		mark_header(j, out, x, y, -1);
+		helper_buf_str(out, "\n{\n\t");
+		gate_test(j, out, counts_hits(s, x, y));
+		helper_buf_printf(out, " @__pk_hits[%d, cpu]++; }\n}\n", j->nhits);
+		j->nhits++;
+	}
+}
+
+/* The file and the probe a usdt attach point s[x, y) names, "usdt:FILE:
+ * SPEC" or "U:FILE:SPEC", FILE __EXE__ (the traced file) or a path; the
+ * probe's argument names from it (argnames_probe: one line and exit 1 if
+ * there are none). */
+static const struct usdt_probe_args *named_probe(struct joiner *j, size_t x, size_t y,
+						 const char *where)
+{
+	char *ap = strndup(j->s + x, y - x), *file, *spec, *q;
+	const struct usdt_probe_args *pa;
+
+	if (!ap)
+		helper_die("out of memory");
+	file = strchr(ap, ':');
+	if (!file || !(strncmp(ap, "usdt:", 5) == 0 || strncmp(ap, "U:", 2) == 0))
+		helper_die("%s: args.NAME names a usdt probe's arguments, and %s is not one", where, ap);
+	file++;
+	if (*file == '"') {
+		q = strchr(file + 1, '"');
+		if (!q)
+			helper_die("%s: %s: an unclosed quote", where, ap);
+		*q = '\0';
+		file++;
+		spec = q + 1;
+	} else {
+		spec = strchr(file, ':');
+		if (!spec)
+			helper_die("%s: %s names no probe", where, ap);
+		*spec++ = '\0';
+		spec--;
+	}
+	if (*spec == ':' || *spec == '\0')
+		spec++;
+	if (!strcmp(file, "__EXE__")) {
+		if (!j->o->exe[0])
+			helper_die("%s: args.NAME needs the traced file, which the wrapper gives", where);
+		file = (char *)j->o->exe;
+	}
+	pa = argnames_probe(file, spec, where);
+	free(ap);
+	return pa;
+}
+
+/* A usdt block s[start, k] whose predicate or body names its arguments
+ * (args.NAME): one block per attach point, each reading the names of its
+ * own probe (io__submit's len is its fifth argument, io__done's its
+ * fourth), with the window's test and --hits' block as any traced block. */
+static void join_named(struct joiner *j, size_t start, size_t hb, size_t k, bool traced)
+{
+	const char *s = j->s;
+	size_t aps[APS_MAX][2], pred, from;
+	const struct usdt_probe_args *pa;
+	struct helper_buf scratch = {0};
+	char where[PATH_MAX + 32];
+	int n = split_header(s, start, hb, aps, &pred), i, reads;
+
+	snprintf(where, sizeof(where), "%s:%ld", j->path, line_at(j, start));
+	for (i = 0; i < n; i++) {
+		pa = named_probe(j, aps[i][0], aps[i][1], where);
+		/* The highest argument read, for the wrapper's check against
+		 * the probe's notes: argN written, and the names' indexes. */
+		reads = highest_arg(s, pred, k);
+		scratch.len = 0;
+		copy_named(j, &scratch, pred, k, pa, where, &reads);
+		helper_buf_str(&j->body, "\n");
+		at(j, &j->body, aps[i][0]);
+		mark_header(j, &j->body, aps[i][0], aps[i][1], reads);
+		if (pred < hb) {
+			helper_buf_str(&j->body, "\n");
+			at(j, &j->body, pred);
+			copy_named(j, &j->body, pred, hb, pa, where, NULL);
+		}
+		helper_buf_str(&j->body, "\n");
+		at(j, &j->body, hb);
+		copy(j, &j->body, hb, hb + 1);
+		if (traced) {
+			helper_buf_str(&j->body, " ");
+			gate_test(j, &j->body, true);
+		}
+		copy_named(j, &j->body, hb + 1, k, pa, where, NULL);
+		from = traced ? put_before(j, &j->body, k, "}") : k;
+		copy(j, &j->body, from, k + 1);
+		if (traced && j->o->hits[0])
+			add_hit_blocks(j, &j->body, aps[i][0], aps[i][1]);
+	}
+	free(scratch.p);
+}
+
 /* The header s[a, b) without comments and surrounding blanks, if it is at
  * most cap - 1 bytes (a BEGIN, END or struct header is short). */
 static void header_key(const char *s, size_t a, size_t b, char *key, size_t cap)
@@ -325,6 +691,71 @@ static bool is_def(const char *key)
 			return true;
 	}
 	return false;
+}
+
+/* Whether the predicate and body s[a, b) read bpftrace's probe builtin
+ * (outside strings and comments). */
+static bool uses_probe(const char *s, size_t a, size_t b)
+{
+	size_t i = a;
+
+	while (i < b) {
+		if (s[i] == '"' || is_comment(s, i, b)) {
+			i = skip(s, i, b);
+			continue;
+		}
+		if (i + 5 <= b && !strncmp(s + i, "probe", 5) &&
+		    (i == a || !(is_ident(s[i - 1]) || s[i - 1] == '$' || s[i - 1] == '@')) &&
+		    (i + 5 == b || !is_ident(s[i + 5])))
+			return true;
+		i++;
+	}
+	return false;
+}
+
+/* A block onto the body: its attach points s[hx, hy), its predicate
+ * s[pred, hb) (none when pred == hb; the list and the predicate are one
+ * span when hy == pred), its body s[hb, k], with the window's test and
+ * --hits' blocks when it is traced.  join_one() calls it once a block,
+ * or once an attach point where bpftrace 0.17 cannot load --hits' block
+ * beside the block: a block of several attach points that reads the
+ * probe builtin is made one program per attach point, each named as the
+ * attach point, and a second block of that name then fails to load
+ * ("Error loading program: tracepoint:syscalls:sys_enter_read"), or
+ * counts nothing.  Split, each is one block of one attach point, as a
+ * script may write it. */
+static void join_block(struct joiner *j, size_t hx, size_t hy, size_t pred, size_t hb,
+		       size_t k, bool traced)
+{
+	const char *s = j->s;
+	size_t from;
+
+	if (hy != hb) {
+		helper_buf_str(&j->body, "\n");
+		at(j, &j->body, hx);
+	}
+	mark_header(j, &j->body, hx, hy, highest_arg(s, hb, k));
+	if (pred < hb) {
+		helper_buf_str(&j->body, "\n");
+		at(j, &j->body, pred);
+		copy(j, &j->body, pred, hb);
+	}
+	if (hy != hb) {
+		helper_buf_str(&j->body, "\n");
+		at(j, &j->body, hb);
+	}
+	copy(j, &j->body, hb, hb + 1);
+	if (traced) {
+		helper_buf_str(&j->body, " ");
+		gate_test(j, &j->body, counts_hits(s, hx, hy));
+	}
+	if (j->o->max_rate[0] && counts_hits(s, hx, hy))
+		helper_buf_str(&j->body, " @__probekit_hits[cpu]++;");
+	copy_code(j, &j->body, hb + 1, k);
+	from = traced ? put_before(j, &j->body, k, "}") : k;
+	copy(j, &j->body, from, k + 1);
+	if (traced && j->o->hits[0])
+		add_hit_blocks(j, &j->body, hx, hy);
 }
 
 static void join_one(struct joiner *j)
@@ -393,7 +824,7 @@ static void join_one(struct joiner *j)
 			}
 			helper_buf_printf(&j->merged[key], "\t// from %s\n", j->name);
 			at(j, &j->merged[key], hb + 1);
-			copy(j, &j->merged[key], hb + 1, k);
+			copy_code(j, &j->merged[key], hb + 1, k);
 			helper_buf_str(&j->merged[key], "\n");
 		} else if (is_def(hdr)) {
 			at(j, &j->defs, start);
@@ -403,14 +834,25 @@ static void join_one(struct joiner *j)
 				k++;
 			}
 			helper_buf_str(&j->defs, "\n");
+		} else if (argnames_used(s, start, k) && counts_hits(s, start, hb)) {
+			bool traced = is_traced(s, start, hb);
+
+			if (traced)
+				j->ntraced++;
+			join_named(j, start, hb, k, traced);
 		} else {
-			mark_header(j, &j->body, start, hb, highest_arg(s, hb, k));
-			if (j->o->max_rate[0] && counts_hits(s, start, hb)) {
-				copy(j, &j->body, hb, hb + 1);
-				helper_buf_str(&j->body, " @__probekit_hits[cpu]++;");
-				copy(j, &j->body, hb + 1, k + 1);
+			bool traced = is_traced(s, start, hb);
+			size_t aps[APS_MAX][2], pred;
+			int naps = split_header(s, start, hb, aps, &pred), a;
+
+			if (traced)
+				j->ntraced++;
+			if (traced && j->o->hits[0] && naps > 1 && uses_probe(s, pred, k) &&
+			    !memchr(s + start, '*', pred - start)) {
+				for (a = 0; a < naps; a++)
+					join_block(j, aps[a][0], aps[a][1], pred, hb, k, traced);
 			} else {
-				copy(j, &j->body, hb, k + 1);
+				join_block(j, start, hb, hb, hb, k, traced);
 			}
 		}
 		i = k + 1;
@@ -518,6 +960,76 @@ static void emit(const struct helper_buf *text, struct join_result *r)
 	r->map[r->nmap++] = (struct join_span){.at = line + 1};
 }
 
+/* The window's edges (join.c's header says why) and --hits' report: the
+ * probes on bpftrace itself that open and close the window, and what END
+ * adds after the scripts' own END. */
+static void add_window(struct joiner *j, const struct join_opts *o)
+{
+	const char *p = o->gate_open, *e;
+	struct helper_buf sum = {0};
+	unsigned c;
+	int i;
+
+	while (*p) {
+		e = p + strcspn(p, " ");
+		if (e > p)
+			helper_buf_printf(&j->body, "\ntracepoint:syscalls:%.*s /pid == %s/\n{\n"
+				   "\tif (@__pk_gate == 0) {\n\t\t@__pk_gate = 1;\n"
+				   "\t\t@__pk_opened = nsecs;\n\t}\n}\n",
+				   (int)(e - p), p, o->gate_pid);
+		p = *e ? e + 1 : e;
+	}
+	/* -d's seconds run from the window's opening, not from the attach of
+	 * a timer of their own: bpftrace attaches that first, and on a loaded
+	 * machine the other probes' attach took longer than a short -d, whose
+	 * exit() then closed a window that had not yet opened.  A 10 ms tick
+	 * checks the time since the opening; it comes after the openers, where
+	 * bpftrace 0.17 has seen @__pk_opened assigned. */
+	if (o->duration[0])
+		helper_buf_printf(&j->body, "\ninterval:ms:10\n{\n"
+			   "\tif (@__pk_gate == 1 && (uint64)((int64)nsecs - (int64)@__pk_opened) >= %s000000000) {\n"
+			   "\t\t@__pk_gate = 2;\n\t\texit();\n\t}\n}\n", o->duration);
+	/* bpftrace 0.17 notices SIGINT/SIGTERM only when the signal
+	 * interrupts its epoll_wait() or when an event arrives after it; a
+	 * signal that lands while it is printing (say, the readiness line) of
+	 * a trace with nothing more to print is lost, and the trace runs on.
+	 * The printf makes the delivery of a signal to bpftrace such an event.
+	 * It does not read args->sig: reading args of a tracepoint makes
+	 * bpftrace 0.17 build their struct with clang, which costs 0.7 s and
+	 * more before the first probe is attached; so any signal delivered to
+	 * bpftrace closes the window (SIGUSR1 too, which prints the maps). */
+	helper_buf_printf(&j->body, "\ntracepoint:signal:signal_deliver /pid == %s/\n{\n"
+		   "\tif (@__pk_gate == 1) {\n\t\t@__pk_gate = 2;\n\t}\n\tprintf(\"\");\n}\n",
+		   o->gate_pid);
+	if (!j->seen[1]) {
+		j->seen[1] = true;
+		helper_buf_str(&j->body, "\n\002END\002\n");
+	}
+	for (i = 0; i < j->nhits; i++) {
+		sum.len = 0;
+		for (c = 0; c <= o->max_cpu; c++)
+			helper_buf_printf(&sum, "%s@__pk_hits[%d, %u]", c ? " + " : "", i, c);
+		if (!strcmp(o->hits, "json"))
+			helper_buf_printf(&j->merged[1], "\t@probekit_hits[\"%s\"] = %s;\n", j->hit_name[i], sum.p);
+		else
+			helper_buf_printf(&j->merged[1], "\tprintf(\"probekit: hits %s %%d\\n\", %s);\n",
+				   j->hit_name[i], sum.p);
+	}
+	if (j->nhits && !strcmp(o->hits, "json"))
+		helper_buf_str(&j->merged[1], "\tprint(@probekit_hits);\n\tclear(@probekit_hits);\n");
+	if (j->nhits)
+		helper_buf_str(&j->merged[1], "\tclear(@__pk_hits);\n");
+	/* A window that never opened (the trace ended before every probe
+	 * was attached, or bpftrace never polled) counted nothing: said, not
+	 * left as zeros that look like an idle process. */
+	if (j->ntraced)
+		helper_buf_str(&j->merged[1], "\tif (@__pk_opened == 0) {\n\t\tprintf(\"probekit-bpftrace: "
+			       "the trace ended before its window opened (before bpftrace had attached every "
+			       "probe): nothing was counted\\n\");\n\t}\n");
+	helper_buf_str(&j->merged[1], "\tclear(@__pk_gate);\n\tclear(@__pk_opened);\n");
+	free(sum.p);
+}
+
 void join_scripts(const struct join_opts *o, char *const *paths, int n, struct join_result *r)
 {
 	struct joiner j = {.o = o};
@@ -549,6 +1061,11 @@ void join_scripts(const struct join_opts *o, char *const *paths, int n, struct j
 	 * caller that saw this line can stop the trace. */
 	helper_buf_str(&begin, "BEGIN\n{\n");
 	helper_buf_cat(&begin, &j.merged[0]);
+	/* With no syscall to open the window on, it opens here: each probe
+	 * then counts from its own attach (the wrapper says so). */
+	if (!o->gate_open[0])
+		helper_buf_str(&begin, "\tif (@__pk_gate == 0) {\n\t\t@__pk_gate = 1;\n"
+			       "\t\t@__pk_opened = nsecs;\n\t}\n");
 	/* Without a PID (a trace of every process that runs a file), READY
 	 * is the whole line, %-free: it may be longer than bpftrace's 64-byte
 	 * string arguments, but not than a format. */
@@ -560,8 +1077,7 @@ void join_scripts(const struct join_opts *o, char *const *paths, int n, struct j
 		helper_buf_cat(&j.body, &begin);
 		helper_buf_str(&j.body, "\n");
 	}
-	if (o->duration[0])
-		helper_buf_printf(&j.body, "\ninterval:s:%s\n{\n\texit();\n}\n", o->duration);
+
 	if (o->max_rate[0]) {
 		/* Each CPU counts under its own key (no two race on one
 		 * counter); once a second the sum of every possible CPU's key
@@ -574,14 +1090,11 @@ void join_scripts(const struct join_opts *o, char *const *paths, int n, struct j
 			helper_buf_printf(&j.body, " + @__probekit_hits[%u]", c);
 		helper_buf_printf(&j.body, ";\n\tif ($n - @__probekit_last > %s) {\n"
 			   "\t\tprintf(\"probekit-bpftrace: %%d probe hits/s is over --max-rate %s; detaching\\n\", "
-			   "$n - @__probekit_last);\n\t\texit();\n\t}\n\t@__probekit_last = $n;\n}\n",
+			   "$n - @__probekit_last);\n\t\t@__pk_gate = 2;\n\t\texit();\n\t}\n\t@__probekit_last = $n;\n}\n",
 			   o->max_rate, o->max_rate);
-		if (!j.seen[1]) {
-			j.seen[1] = true;
-			helper_buf_str(&j.body, "\n\002END\002\n");
-		}
 		helper_buf_str(&j.merged[1], "\tclear(@__probekit_hits);\n\tdelete(@__probekit_last);\n");
 	}
+	add_window(&j, o);
 	helper_buf_cat(&out, &j.defs);
 	helper_buf_str(&out, "");
 	/* Put each merged BEGIN and END where its first block was. */
@@ -614,6 +1127,12 @@ void join_scripts(const struct join_opts *o, char *const *paths, int n, struct j
 	free(j.body.p);
 	free(j.merged[0].p);
 	free(j.merged[1].p);
+	for (i = 0; i < j.nhits; i++) {
+		free(j.hit_ap[i]);
+		free(j.hit_name[i]);
+	}
+	free(j.hit_ap);
+	free(j.hit_name);
 }
 
 void join_result_free(struct join_result *r)
@@ -634,7 +1153,7 @@ int join_command(int argc, char **argv)
 	struct join_result r;
 	struct look_want *w;
 	struct helper_buf link = {0};
-	char *exe;
+	char *exe, ppid[24];
 	int i, nw = 0;
 
 	if (argc < 5)
@@ -643,15 +1162,31 @@ int join_command(int argc, char **argv)
 	o.ready = argv[1];
 	o.duration = argv[2];
 	exe = argv[3];
+	o.exe = exe;
 	o.max_rate = getenv("PROBEKIT_MAX_RATE") ? getenv("PROBEKIT_MAX_RATE") : "";
-	if (o.max_rate[0]) {
+	/* bpftrace's PID: the wrapper's own, which execs it; the helper's
+	 * parent when not given (a direct run, as test_readers makes). */
+	snprintf(ppid, sizeof(ppid), "%ld", (long)getppid());
+	o.gate_pid = getenv("PROBEKIT_GATE_PID") ? getenv("PROBEKIT_GATE_PID") : ppid;
+	o.gate_open = getenv("PROBEKIT_GATE_OPEN") ? getenv("PROBEKIT_GATE_OPEN") : "";
+	o.hits = getenv("PROBEKIT_HITS") ? getenv("PROBEKIT_HITS") : "";
+	o.only_pid = getenv("PROBEKIT_ONLY_PID") ? getenv("PROBEKIT_ONLY_PID") : "";
+	if (strspn(o.only_pid, "0123456789") != strlen(o.only_pid) || strlen(o.only_pid) > 10)
+		helper_die("PROBEKIT_ONLY_PID wants a PID, in digits");
+	if (!o.gate_pid[0] || strspn(o.gate_pid, "0123456789") != strlen(o.gate_pid) || strlen(o.gate_pid) > 10)
+		helper_die("PROBEKIT_GATE_PID wants bpftrace's PID, in digits");
+	if (strspn(o.gate_open, "abcdefghijklmnopqrstuvwxyz0123456789_ ") != strlen(o.gate_open))
+		helper_die("PROBEKIT_GATE_OPEN wants syscall tracepoint names, blank-separated");
+	if (o.hits[0] && strcmp(o.hits, "text") && strcmp(o.hits, "json"))
+		helper_die("PROBEKIT_HITS wants text or json");
+	if (o.max_rate[0] || o.hits[0]) {
 		const char *mc = getenv("PROBEKIT_MAX_CPU");
 		char *end;
 		unsigned long v = mc ? strtoul(mc, &end, 10) : 0;
 
 		if (strspn(o.max_rate, "0123456789") != strlen(o.max_rate) || strlen(o.max_rate) > 10 ||
 		    !mc || !*mc || *end || v > 4095)
-			helper_die("PROBEKIT_MAX_RATE wants digits and PROBEKIT_MAX_CPU a CPU number 0..4095");
+			helper_die("PROBEKIT_MAX_RATE wants digits, and with it or PROBEKIT_HITS PROBEKIT_MAX_CPU a CPU number 0..4095");
 		o.max_cpu = (unsigned)v;
 	}
 	join_scripts(&o, argv + 4, argc - 4, &r);

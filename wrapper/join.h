@@ -17,7 +17,21 @@ struct join_opts {
 				 * line) */
 	const char *duration;	/* seconds until exit(), or "" */
 	const char *max_rate;	/* --max-rate's budget, or "" */
-	unsigned max_cpu;	/* the highest possible CPU, for its sum */
+	unsigned max_cpu;	/* the highest possible CPU, for the sums of
+				 * --max-rate and --hits */
+	const char *gate_pid;	/* bpftrace's own PID: the window's edges are
+				 * its syscalls and signals */
+	const char *gate_open;	/* the syscall tracepoints (sys_enter_...,
+				 * blank-separated) whose first call by
+				 * bpftrace opens the window; "" opens it in
+				 * BEGIN */
+	const char *hits;	/* --hits: "text", "json" or "" */
+	const char *exe;	/* the traced file (/proc/PID/exe or PATH), whose
+				 * probekit notes name a usdt probe's arguments
+				 * (args.NAME); "" for none */
+	const char *only_pid;	/* a PID the usdt, uprobe and uretprobe
+				 * blocks keep to themselves, when bpftrace
+				 * runs without -p; or "" */
 };
 
 /* A KIND:__EXE__:SPEC of an attach point. */

@@ -212,9 +212,7 @@ void look_find(struct look_want *w, int nw, char *const *files, int nfiles)
 	}
 }
 
-/* The edit distance (insert, delete, replace) between a and b, b at most
- * LOOK_SPEC_MAX bytes. */
-static size_t distance(const char *a, const char *b)
+size_t look_distance(const char *a, const char *b)
 {
 	size_t row[LOOK_SPEC_MAX + 1], nb = strlen(b), i, k, diag, up;
 
@@ -257,7 +255,7 @@ int look_nearest(const char *spec, char *const *files, int nfiles, char *found, 
 			helper_die("%s: %s", files[f], err);
 		for (i = 0; i < nn; i++) {
 			snprintf(full, sizeof(full), "%s:%s", notes[i].provider, notes[i].name);
-			d = distance(by_name ? notes[i].name : full, spec);
+			d = look_distance(by_name ? notes[i].name : full, spec);
 			if (d < best) {
 				best = d;
 				at = f;

@@ -32,6 +32,11 @@ struct look_want {
  * nothing; a corrupt one, or one that is not a regular file, is an error. */
 void look_find(struct look_want *w, int nw, char *const *files, int nfiles);
 
+/* The edit distance (insert, delete, replace) between a and b, b at most
+ * LOOK_SPEC_MAX bytes: what "nearest" means for a probe and for an
+ * argument's name. */
+size_t look_distance(const char *a, const char *b);
+
 /* For a usdt spec that none of files has: the index of the file with the
  * nearest probe by edit distance (the first of equals), its
  * "PROVIDER:NAME" in found; -1 when none is within a third of spec's

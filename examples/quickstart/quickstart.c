@@ -80,10 +80,7 @@ static uint64_t request_sum(const struct request *r)
 static void request_run(struct request *r)
 {
 	QUICKSTART_REQUEST_START(r->id, r->size);
-	/* The sum is paid for only while a tracer holds the semaphore.  Each
-	 * argument is a value the program computes: a constant would compile
-	 * to an immediate operand, which bpftrace 0.17 cannot read (and
-	 * probekit-check refuses). */
+	/* The sum is paid for only while a tracer holds the semaphore. */
 	if (QUICKSTART_REQUEST_DONE_ENABLED())
 		QUICKSTART_REQUEST_DONE(r->id, request_sum(r));
 	/* Records are filled only while a tool holds the semaphore. */

@@ -158,6 +158,14 @@ def _who(names):
                         len(names) > 1 else names)
 
 
+def operand_fix():
+    """What to do about an operand a reader cannot read: tools/limits.toml's
+    OPERAND_FIX, which the C tools print too (through probekit_spec, which
+    privilege.py finds beside probes/)."""
+    from .privilege import spec
+    return spec.texts()["OPERAND_FIX"][0]
+
+
 def operand_problem(op, arch=X86_64):
     """Why bpftrace, BCC or libbpf cannot read this operand, or None."""
     if arch != X86_64:
@@ -233,7 +241,7 @@ def spec_problems(spec, arch=X86_64):
             continue
         why = operand_problem(m.group(2), arch)
         if why:
-            out.append((i, why))
+            out.append((i, f"{why}; {operand_fix()}"))
     return out
 
 

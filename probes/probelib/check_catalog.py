@@ -28,7 +28,8 @@ def check_catalog(report, catalog, catalog_path, binary):
     for key, p in want.items():
         full = f"{provider}:{p['name']}"
         if key not in sites:
-            hint = near(p["name"], [n for pr, n in extra if pr == provider])
+            hint = near(p["name"], [n for pr, n in extra if pr == provider],
+                        close=True)
             sig = [a["size"] for a in p["args"]]
             same = [n for pr, n in extra if pr == provider and
                     [a.size for a in sites[(pr, n)][0].args] == sig]
@@ -77,7 +78,7 @@ def check_catalog(report, catalog, catalog_path, binary):
         full = f"{key[0]}:{key[1]}"
         missing = [p for p in catalog["probes"]
                    if (provider, p["name"]) not in sites]
-        hint = near(key[1], [p["name"] for p in missing])
+        hint = near(key[1], [p["name"] for p in missing], close=True)
         sig = [a.size for a in sites[key][0].args]
         same = [p["name"] for p in missing
                 if [a["size"] for a in p["args"]] == sig]

@@ -7,6 +7,7 @@ import fnmatch
 import os
 import re
 
+from . import argspec
 from .report import near
 from .target import Target
 
@@ -161,7 +162,8 @@ class Checker:
         that reader (a key of argspec.READERS) cannot read: it would
         read garbage or refuse the probe."""
         for why in arg.unreadable(reader):
-            self.report.error(path, line, probe.full, f"{form}: {why}")
+            self.report.error(path, line, probe.full,
+                              f"{form}: {why}; {argspec.operand_fix()}")
 
     def string_read(self, path, line, probe, arg, idx, form):
         if not arg.may_be_pointer():

@@ -5,7 +5,7 @@ each file by its kind, report errors and coverage."""
 import argparse
 import sys
 
-from . import argspec, features, notes, process
+from . import argspec, elf, features, notes, process
 from .catalog import CatalogError, parse_catalog
 from .check_bcc import check_bcc
 from .check_bt import check_bpftrace
@@ -175,7 +175,7 @@ def unreadable(path, e):
     """The one line that says why the ELF file at path cannot be read."""
     if isinstance(e, OSError):
         return f"{path}: {why(e)}"
-    if isinstance(e, notes.NoteError):
+    if isinstance(e, elf.BadELF):
         return f"{path}: {e}"
     return f"{path}: cannot read as ELF: {e}"
 
@@ -191,12 +191,9 @@ def _load(a, report):
         except OSError as e:
             _fail(f"{a.catalog}: {why(e)}")
             return None
-        except UnicodeDecodeError as e:
-            _fail(f"{a.catalog}: {e}")
-            return None
         except CatalogError as e:
-            print(one_line(f"{e}".replace(": probe ", ": ", 1)),
-                  file=sys.stderr)
+            # FILE:LINE: why, as the checker's other errors are written.
+            print(one_line(str(e)), file=sys.stderr)
             return None
     try:
         libs = _libraries(a)
@@ -220,7 +217,7 @@ def _load(a, report):
         try:
             t = Target(path)
         except Exception as e:  # OSError, ELFError and friends
-            if path in a.lib or isinstance(e, notes.NoteError):
+            if path in a.lib or isinstance(e, elf.BadELF):
                 _fail(unreadable(name, e))
                 return None
             continue
@@ -237,7 +234,8 @@ def unreadable_notices(report, binary):
             whys = [w for r in argspec.readers(arg.arch) if r != argspec.BCC
                     for w in arg.unreadable(r)]
             if whys:
-                report.notice(f"{prov}:{name}: arg{i}: " + "; ".join(whys))
+                report.notice(f"{prov}:{name}: arg{i}: " + "; ".join(whys)
+                              + f"; {argspec.operand_fix()}")
 
 
 def fallback_notices(report):

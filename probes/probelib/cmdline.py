@@ -41,8 +41,12 @@ class Parser(argparse.ArgumentParser):
         self._retired["-" + letter] = line
 
     def error(self, message):
-        # A control character in what the user typed cannot break the line.
-        self.exit(2, "%s: %s (see --help)\n" % (self.prog, one_line(message)))
+        # A missing or doubled -p/-b in the words every command uses
+        # (probelib.words); a control character in what the user typed
+        # cannot break the line.
+        from probelib.words import usage_words
+        self.exit(2, "%s: %s (see --help)\n" % (self.prog,
+                                                 one_line(usage_words(message))))
 
     def _takes_value(self, opt):
         action = self._option_string_actions.get(opt)

@@ -4,8 +4,10 @@ ELF file it maps, with what a user needs before tracing one: each
 argument's spec under bpftrace's number (arg0..) and BCC's (arg1..),
 whether the installed bpftrace and libbpf can read it (what they read is
 detected by trying them: features.py), the semaphore's value
-in the process now (nonzero: someone traces the probe), and with a
-catalog the argument names, types and the probe's documentation.
+in the process now (nonzero: someone traces the probe), and the argument
+names and types: from --catalog FILE.d when given (with the probe's
+documentation), else from the file's own probekit note (a binary built
+with probekit-gencatalog's header carries one; probelib/notes.py).
 
 Output, one block per file that has matching probes:
 
@@ -14,6 +16,7 @@ Output, one block per file that has matching probes:
                                          | yes | none (always on)
       doc: TEXT                                  (with --catalog)
       argI/argJ  SPEC  bpftrace: yes|no  libbpf: yes|no  [TYPE NAME]
+                              (TYPE NAME: from --catalog or the file's note)
         bpftrace X.Y cannot read SPEC: why        (one line per "no")
 
 I counts from 0 (bpftrace), J from 1 (BCC).  When a probe's sites differ
@@ -26,7 +29,8 @@ import fnmatch
 import json
 import sys
 
-from . import argspec, features, notes, process
+from . import argspec, elf, features, notes, process
+from . import words as voice
 from .inputs import one_line, open_regular, why
 from .catalog import CatalogError, parse_catalog
 from .cmdline import Parser
@@ -124,10 +128,11 @@ def records(files, pattern, pid=None, catalog=None):
     for name, path in files:
         try:
             found = notes.by_name(notes.read_probes(path))
-        except notes.NoteError as e:
-            # Corrupt notes in any file fail the listing: the file is ELF
-            # and has probes, and which of them are real cannot be told.
-            raise notes.NoteError(f"{name}: {e}") from None
+            named = notes.read_arg_names(path) if found else {}
+        except elf.BadELF as e:
+            # A corrupt ELF file or corrupt notes fail the listing: the
+            # file is ELF, and which of its probes are real cannot be told.
+            raise elf.BadELF(f"{name}: {e}") from None
         except Exception:   # OSError, ELFError and what a corrupt file raises
             if len(files) == 1:
                 raise
@@ -137,6 +142,11 @@ def records(files, pattern, pid=None, catalog=None):
             if not _match(pattern, full):
                 continue
             c = cat.get(full)
+            if c is None and full in named:
+                # The binary's own probekit note: names and types with no
+                # catalog at hand.
+                c = {"doc": "", "args": [{"type": t, "name": n}
+                                         for t, n in named[full].args]}
             text, value = _semaphore(pid, name, sites[0])
             rec = {"probe": full, "sites": len(sites), "semaphore": value,
                    "semaphore_text": text}
@@ -202,11 +212,11 @@ def main(argv=None):
     words = list(args.words)
     if args.binary is not None:
         if args.pid is not None:
-            p.error("-p/--pid and -b/--binary exclude each other")
+            p.error(voice.TARGET_BOTH)
         path = args.binary
     elif args.pid is None:
         if not words:
-            p.error("give -p PID or a PATH")
+            p.error(voice.target_missing())
         path = words.pop(0)
     if len(words) > 1:
         p.error("at most one PATTERN")
@@ -245,7 +255,7 @@ def main(argv=None):
         return fail(str(e))
     except OSError as e:
         return fail(f"{path}: {why(e)}")
-    except notes.NoteError as e:
+    except elf.BadELF as e:
         return fail(str(e))
     except Exception as e:  # a corrupt ELF file
         return fail(f"cannot read the USDT notes of {path}: {e}")
@@ -254,9 +264,15 @@ def main(argv=None):
             sys.stderr.write(f"probekit-list: note: {tool}: what it reads "
                              f"was not detected ({one_line(got['why'])}); "
                              "its column is the oldest release's\n")
+    if not n and pattern:
+        # A misspelt PATTERN: named with the nearest probe, as every
+        # command names it (probelib.words).
+        names = [r["probe"] for f in records(files, None, args.pid, catalog)
+                 for r in f["probes"]]
+        return fail(f"no USDT probe matches {pattern} in {where}"
+                    f"{voice.nearest_probe(pattern, names)}")
     if not n:
-        what = f"matches {pattern}" if pattern else "at all"
-        return fail(f"no USDT probe {what} in {where}")
+        return fail(f"no USDT probe at all in {where}")
     try:
         if args.json:
             sys.stdout.write(json.dumps({"files": recs}, indent=1) + "\n")

@@ -17,8 +17,7 @@ import struct
 from dataclasses import dataclass, field
 
 from .argspec import X86_64, split_spec
-from .elf import ELFFile, file_offset
-from .inputs import open_regular
+from .elf import BadELF, file_offset, open_elf
 from .registers import arch_of
 
 MAX_ARGS = 12           # sys/sdt.h's limit; bpftrace, BCC and libbpf agree
@@ -65,7 +64,7 @@ def parse_argspec(spec, arch=X86_64):
     return out
 
 
-class NoteError(Exception):
+class NoteError(BadELF):
     """A .note.stapsdt section that cannot be read as notes; the message
     is one line that names the note's file offset and the cause, and is
     word for word what the C reader (usdt_notes.c) says."""
@@ -79,6 +78,20 @@ SPEC_MAX = 511
 NOTES_MAX = 65536
 NT_STAPSDT = 3
 _OWNER = b"stapsdt\0"
+
+# probekit's own note: each probe's argument names and C types, which a
+# stapsdt note does not carry (doc/probes-in-your-code.md, "Names and
+# types in the binary").  Section .note.probekit (allocated, so strip
+# keeps it), owner "probekit", type PK_NOTE_TYPE; its description, in the
+# file's byte order: a 4-byte version (PK_NOTE_VERSION), a 4-byte argument
+# count, then NUL-terminated strings: provider, probe name, and each
+# argument's C type and name.  One note per probe, tied to its stapsdt
+# notes by provider and name.  usdt_notes.h declares the same values;
+# tests/test_readers.py holds the two to them.
+PK_NOTE_SECTION = ".note.probekit"
+PK_NOTE_OWNER = "probekit"
+PK_NOTE_TYPE = 1
+PK_NOTE_VERSION = 1
 
 
 def _bad_byte(s, spec):
@@ -142,33 +155,36 @@ def _probe(elf, desc, base_addr):
                     sem_off, file_offset(elf, pc), arch)
 
 
-def _notes(elf, sec, base_addr):
-    """The SdtProbes of one SHT_NOTE section, walked as usdt_notes.c's
-    read_section walks it: each note's header, name and description must
-    lie inside the section, and a stapsdt note must read whole."""
+def _walk(elf, sec, what, owner, ntype_want, limit, parse):
+    """parse(desc) of each note of owner and type ntype_want in one
+    SHT_NOTE section, walked as usdt_notes.c's walk_section walks it: each
+    note's header, name and description must lie inside the section, and
+    a note of ours must read whole (parse returns a cause, a str, when it
+    does not); at most limit of them."""
     data = sec.data()
     sec_off = sec["sh_offset"]
+    secname = sec.name
     align = 8 if sec["sh_addralign"] == 8 else 4
     endian = "<" if elf.little_endian else ">"
+    owner = owner.encode() + b"\0"
     out, off = [], 0
     while off < len(data):
         def bad(cause):
-            return NoteError(f"the stapsdt note at file offset "
+            return NoteError(f"the {what} note at file offset "
                              f"0x{sec_off + off:x} is corrupt: {cause}")
         if len(data) - off < 12:
-            raise bad("its 12-byte header runs past the end of "
-                      ".note.stapsdt")
+            raise bad(f"its 12-byte header runs past the end of {secname}")
         namesz, descsz, ntype = struct.unpack_from(endian + "3I", data, off)
         name_at = off + 12
         desc_at = name_at + -(-namesz // align) * align
         if desc_at > len(data) or descsz > len(data) - desc_at:
             raise bad(f"its name ({namesz} bytes) and description "
-                      f"({descsz} bytes) run past the end of .note.stapsdt")
-        if namesz == len(_OWNER) and ntype == NT_STAPSDT and \
-                data[name_at:name_at + namesz] == _OWNER:
-            if len(out) == NOTES_MAX:
-                raise NoteError(f"more than {NOTES_MAX} stapsdt notes")
-            p = _probe(elf, data[desc_at:desc_at + descsz], base_addr)
+                      f"({descsz} bytes) run past the end of {secname}")
+        if namesz == len(owner) and ntype == ntype_want and \
+                data[name_at:name_at + namesz] == owner:
+            if len(out) == limit:
+                raise NoteError(f"more than {limit} {what} notes")
+            p = parse(data[desc_at:desc_at + descsz])
             if isinstance(p, str):
                 raise bad(p)
             out.append(p)
@@ -176,12 +192,90 @@ def _notes(elf, sec, base_addr):
     return out
 
 
+def _notes(elf, sec, base_addr):
+    """The SdtProbes of one .note.stapsdt section."""
+    return _walk(elf, sec, "stapsdt", "stapsdt", NT_STAPSDT, NOTES_MAX,
+                 lambda desc: _probe(elf, desc, base_addr))
+
+
+@dataclass
+class ArgNames:
+    """One probe's argument types and names, from its probekit note."""
+    provider: str
+    name: str
+    args: list          # [(C type, name)], arg0 first
+
+    @property
+    def full(self):
+        return f"{self.provider}:{self.name}"
+
+
+# A bound on probekit notes (one per probe, not per site), and on an
+# argument type's length (USDT_PK_NOTES_MAX, USDT_TYPE_MAX in C).
+PK_NOTES_MAX = 4096
+TYPE_MAX = 63
+
+
+def _arg_names(elf, desc):
+    """An ArgNames from one probekit note's description, or the cause:
+    the same checks, in the same order, as usdt_notes.c's parse_pk_note."""
+    if len(desc) < 8:
+        return f"its description of {len(desc)} bytes is shorter than its " \
+               "version and argument count"
+    endian = "little" if elf.little_endian else "big"
+    version = int.from_bytes(desc[0:4], endian)
+    argc = int.from_bytes(desc[4:8], endian)
+    if version != PK_NOTE_VERSION:
+        return f"its version is {version}, not {PK_NOTE_VERSION} (the " \
+               "one this probekit reads)"
+    if argc > MAX_ARGS:
+        return f"its argument count {argc} is more than {MAX_ARGS}"
+    provider, at = _string(desc, 8, "provider", NAME_MAX)
+    if provider is None:
+        return at
+    name, at = _string(desc, at, "probe name", NAME_MAX)
+    if name is None:
+        return at
+    args = []
+    for i in range(argc):
+        t, at = _string(desc, at, f"argument {i}'s type", TYPE_MAX,
+                        spec=True)
+        if t is None:
+            return at
+        n, at = _string(desc, at, f"argument {i}'s name", NAME_MAX)
+        if n is None:
+            return at
+        args.append((t, n))
+    if at != len(desc):
+        return f"its description has {len(desc) - at} bytes past its " \
+               "last string"
+    return ArgNames(provider, name, args)
+
+
+def read_arg_names(path):
+    """{"provider:name": ArgNames} from the probekit notes of the ELF file
+    at path ({} when it has none: a binary built without probekit's
+    header, or with USDT=0).  Raises as read_probes does; NoteError for a
+    corrupt note, or two that disagree about one probe."""
+    with open_elf(path) as elf:
+        sec = elf.get_section_by_name(PK_NOTE_SECTION)
+        if sec is None or sec["sh_type"] != "SHT_NOTE":
+            return {}
+        out = {}
+        for a in _walk(elf, sec, "probekit", PK_NOTE_OWNER, PK_NOTE_TYPE,
+                       PK_NOTES_MAX, lambda desc: _arg_names(elf, desc)):
+            if out.setdefault(a.full, a) != a:
+                raise NoteError(f"two probekit notes of {a.full} disagree "
+                                "about its arguments")
+        return out
+
+
 def read_probes(path):
     """All stapsdt notes of the ELF file at path, in file order.  Raises
     OSError (inputs.NotRegularFile for a FIFO, a device, a directory),
-    ELFError for a file that is not ELF, NoteError for corrupt notes."""
-    with open_regular(path) as f:
-        elf = ELFFile(f)
+    ELFError for a file that is not ELF, BadELF for a corrupt one
+    (NoteError for corrupt notes)."""
+    with open_elf(path) as elf:
         sec = elf.get_section_by_name(".note.stapsdt")
         if sec is None or sec["sh_type"] != "SHT_NOTE":
             return []

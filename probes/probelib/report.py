@@ -16,7 +16,6 @@ as the text sorts them.  "coverage" is null when there was nothing to
 count against (no catalog and no binary); "info" findings are -v's notes.
 The strings are as found, not escaped into one line: JSON escapes them."""
 
-import difflib
 import json
 import sys
 
@@ -104,6 +103,8 @@ class Report:
         return 0
 
 
-def near(name, names):
-    m = difflib.get_close_matches(name, list(names), n=1, cutoff=0.75)
-    return f" (did you mean {m[0]}?)" if m else ""
+def near(name, names, close=False):
+    """"; nearest: NAME", the nearest of names by edit distance, or ""
+    (probelib.words.near(): one wording across commands)."""
+    from .words import near as words_near
+    return words_near(name, names, close)

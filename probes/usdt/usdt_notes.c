@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -57,36 +58,125 @@ int usdt_file_offset(Elf *elf, unsigned long long addr, unsigned long long *off)
 	return -1;
 }
 
+static unsigned long long read_word(const unsigned char *p, int size, bool msb);
+
+/* Section header i of a file image d: its name, type, offset, size, link. */
+struct raw_shdr {
+	unsigned long long name, type, off, size, link;
+};
+
+static void raw_shdr(const unsigned char *d, unsigned long long shoff, bool is64, bool msb,
+		     unsigned long long i, struct raw_shdr *h)
+{
+	const unsigned char *p = d + shoff + i * (is64 ? 64 : 40);
+	int w = is64 ? 8 : 4;
+
+	h->name = read_word(p, 4, msb);
+	h->type = read_word(p + 4, 4, msb);
+	h->off = read_word(p + 8 + 2 * w, w, msb);
+	h->size = read_word(p + 8 + 3 * w, w, msb);
+	h->link = read_word(p + 8 + 4 * w, 4, msb);
+}
+
+/* The checks of notes.py's twin, elf.py's check(), in the same order and
+ * words, on the file's raw bytes: no count or size the file claims is
+ * used before it is known to lie inside the file. */
+static int raw_check(const unsigned char *d, unsigned long long size, char *err, size_t errlen)
+{
+	unsigned long long phoff, shoff, phentsize, phnum, shentsize, shnum, shstrndx, i;
+	unsigned ehsize, phsize, shsize;
+	struct raw_shdr h, names;
+	bool is64, msb;
+	int w;
+
+	if (!d || size < 16 || memcmp(d, "\x7f" "ELF", 4))
+		return fail(err, errlen, "not an ELF file");
+	if (d[EI_CLASS] != ELFCLASS32 && d[EI_CLASS] != ELFCLASS64)
+		return fail(err, errlen, "corrupt: its ELF class is %u, neither 1 (32-bit) nor 2 (64-bit)",
+			    d[EI_CLASS]);
+	if (d[EI_DATA] != ELFDATA2LSB && d[EI_DATA] != ELFDATA2MSB)
+		return fail(err, errlen, "corrupt: its byte order is %u, neither 1 (little-endian) nor 2 (big-endian)",
+			    d[EI_DATA]);
+	is64 = d[EI_CLASS] == ELFCLASS64;
+	msb = d[EI_DATA] == ELFDATA2MSB;
+	ehsize = is64 ? 64 : 52;
+	phsize = is64 ? 56 : 32;
+	shsize = is64 ? 64 : 40;
+	w = is64 ? 8 : 4;
+	if (size < ehsize)
+		return fail(err, errlen, "truncated: its ELF header runs past the end of the file (%llu bytes)", size);
+	phoff = read_word(d + 24 + w, w, msb);
+	shoff = read_word(d + 24 + 2 * w, w, msb);
+	phentsize = read_word(d + ehsize - 10, 2, msb);
+	phnum = read_word(d + ehsize - 8, 2, msb);
+	shentsize = read_word(d + ehsize - 6, 2, msb);
+	shnum = read_word(d + ehsize - 4, 2, msb);
+	shstrndx = read_word(d + ehsize - 2, 2, msb);
+	if (shoff) {
+		if (shentsize != shsize)
+			return fail(err, errlen, "corrupt: its section headers are %llu bytes each, not %u",
+				    shentsize, shsize);
+		if (shoff > size || (shnum ? shnum : 1) * shsize > size - shoff)
+			return fail(err, errlen, "truncated: its section headers run past the end of the file (%llu bytes)",
+				    size);
+		if (!shnum) {	/* more than 0xff00: in section 0 */
+			raw_shdr(d, shoff, is64, msb, 0, &h);
+			shnum = h.size;
+			if (shnum > (size - shoff) / shsize)
+				return fail(err, errlen, "truncated: its section headers run past the end of the file (%llu bytes)",
+					    size);
+		}
+	} else {
+		shnum = 0;
+	}
+	if (phoff && phnum) {
+		if (phentsize != phsize)
+			return fail(err, errlen, "corrupt: its program headers are %llu bytes each, not %u",
+				    phentsize, phsize);
+		if (phoff > size || phnum * phsize > size - phoff)
+			return fail(err, errlen, "truncated: its program headers run past the end of the file (%llu bytes)",
+				    size);
+	}
+	if (!shnum)
+		return 0;
+	if (shstrndx == SHN_XINDEX) {
+		raw_shdr(d, shoff, is64, msb, 0, &h);
+		shstrndx = h.link;
+	}
+	if (!shstrndx || shstrndx >= shnum)
+		return fail(err, errlen, "corrupt: its section name table is section %llu, not one of its %llu sections",
+			    shstrndx, shnum);
+	for (i = 1; i < shnum; i++) {
+		raw_shdr(d, shoff, is64, msb, i, &h);
+		if (h.type != SHT_NOBITS && (h.off > size || h.size > size - h.off))
+			return fail(err, errlen, "truncated: section %llu runs past the end of the file (%llu bytes)",
+				    i, size);
+	}
+	raw_shdr(d, shoff, is64, msb, shstrndx, &names);
+	if (names.type != SHT_STRTAB)
+		return fail(err, errlen, "corrupt: its section name table (section %llu) is not a string table",
+			    shstrndx);
+	for (i = 1; i < shnum; i++) {
+		raw_shdr(d, shoff, is64, msb, i, &h);
+		if (h.name >= names.size)
+			return fail(err, errlen, "corrupt: the name of section %llu lies outside its section name table",
+				    i);
+	}
+	return 0;
+}
+
 int usdt_elf_check(Elf *elf, unsigned long long file_size, char *err, size_t errlen)
 {
+	size_t raw_size = 0;
+	const unsigned char *d = (const unsigned char *)elf_rawfile(elf, &raw_size);
 	GElf_Ehdr eh;
-	GElf_Shdr sh;
-	Elf_Scn *scn = NULL;
-	size_t nsec, i = 0;
+	size_t nsec;
 
-	if (elf_kind(elf) != ELF_K_ELF)
-		return fail(err, errlen, "not an ELF file");
-	if (!gelf_getehdr(elf, &eh))
-		return fail(err, errlen, "truncated or corrupt ELF header (%s)", elf_errmsg(-1));
-	if (eh.e_shoff > file_size ||
-	    (unsigned long long)eh.e_shnum * eh.e_shentsize > file_size - eh.e_shoff)
-		return fail(err, errlen, "truncated: its section headers run past the end of the file (%llu bytes)",
-			    file_size);
-	if (eh.e_phoff > file_size ||
-	    (unsigned long long)eh.e_phnum * eh.e_phentsize > file_size - eh.e_phoff)
-		return fail(err, errlen, "truncated: its program headers run past the end of the file (%llu bytes)",
-			    file_size);
-	if (elf_getshdrnum(elf, &nsec))
-		return fail(err, errlen, "corrupt section headers (%s)", elf_errmsg(-1));
-	while ((scn = elf_nextscn(elf, scn))) {
-		i++;
-		if (!gelf_getshdr(scn, &sh))
-			return fail(err, errlen, "corrupt section header %zu (%s)", i, elf_errmsg(-1));
-		if (sh.sh_type != SHT_NOBITS &&
-		    (sh.sh_offset > file_size || sh.sh_size > file_size - sh.sh_offset))
-			return fail(err, errlen, "truncated: section %zu runs past the end of the file (%llu bytes)",
-				    i, file_size);
-	}
+	if (raw_check(d, file_size < raw_size ? file_size : raw_size, err, errlen))
+		return -1;
+	/* What libelf still refuses after all that. */
+	if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) || elf_getshdrnum(elf, &nsec))
+		return fail(err, errlen, "corrupt ELF header (%s)", elf_errmsg(-1));
 	return 0;
 }
 
@@ -266,6 +356,164 @@ bad:
 		    (unsigned long long)sh.sh_offset + off, cause);
 }
 
+/* One probekit note's description into *a: NULL, or the cause in why.
+ * The checks and their order are notes.py's _arg_names. */
+static const char *parse_pk_note(Elf *elf, const unsigned char *desc, size_t size,
+				 struct usdt_probe_args *a, char *why, size_t whylen)
+{
+	bool msb = elf_getident(elf, NULL)[EI_DATA] == ELFDATA2MSB;
+	const unsigned char *p = desc + 8, *end = desc + size;
+	unsigned long long version, argc;
+	char what[32];
+	int i;
+
+	memset(a, 0, sizeof(*a));
+	if (size < 8) {
+		snprintf(why, whylen, "its description of %zu bytes is shorter than its version and argument count",
+			 size);
+		return why;
+	}
+	version = read_word(desc, 4, msb);
+	argc = read_word(desc + 4, 4, msb);
+	if (version != USDT_PK_NOTE_VERSION) {
+		snprintf(why, whylen, "its version is %llu, not %d (the one this probekit reads)", version,
+			 USDT_PK_NOTE_VERSION);
+		return why;
+	}
+	if (argc > USDT_ARGC_MAX) {
+		snprintf(why, whylen, "its argument count %llu is more than %d", argc, USDT_ARGC_MAX);
+		return why;
+	}
+	if (take_field(&p, end, "provider", a->provider, sizeof(a->provider), false, why, whylen) ||
+	    take_field(&p, end, "probe name", a->name, sizeof(a->name), false, why, whylen))
+		return why;
+	for (i = 0; i < (int)argc; i++) {
+		snprintf(what, sizeof(what), "argument %d's type", i);
+		if (take_field(&p, end, what, a->args[i].type, sizeof(a->args[i].type), true, why, whylen))
+			return why;
+		snprintf(what, sizeof(what), "argument %d's name", i);
+		if (take_field(&p, end, what, a->args[i].name, sizeof(a->args[i].name), false, why,
+			       whylen))
+			return why;
+	}
+	a->argc = (int)argc;
+	if (p != end) {
+		snprintf(why, whylen, "its description has %zu bytes past its last string", (size_t)(end - p));
+		return why;
+	}
+	return NULL;
+}
+
+const struct usdt_probe_args *usdt_probe_args_find(const struct usdt_probe_args *a, size_t n,
+						   const char *provider, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (!strcmp(a[i].provider, provider) && !strcmp(a[i].name, name))
+			return &a[i];
+	return NULL;
+}
+
+/* Append the probekit notes of one SHT_NOTE section to *out, walked as
+ * read_section walks .note.stapsdt (notes.py's _walk is the twin). */
+static int read_pk_section(Elf *elf, Elf_Scn *scn, struct usdt_probe_args **out, size_t *n,
+			   size_t *cap, char *err, size_t errlen)
+{
+	Elf_Data *data = elf_rawdata(scn, NULL);
+	bool msb = elf_getident(elf, NULL)[EI_DATA] == ELFDATA2MSB;
+	const struct usdt_probe_args *seen;
+	const unsigned char *d;
+	size_t off = 0, size, align, name_at, desc_at;
+	unsigned long long namesz, descsz, type;
+	char why[256];
+	const char *cause;
+	GElf_Shdr sh;
+
+	if (!data || !gelf_getshdr(scn, &sh))
+		return fail(err, errlen, "cannot read its %s section (%s)", USDT_PK_NOTE_SECTION,
+			    elf_errmsg(-1));
+	d = data->d_buf;
+	size = data->d_size;
+	align = sh.sh_addralign == 8 ? 8 : 4;
+	while (off < size) {
+		if (size - off < 12) {
+			cause = "its 12-byte header runs past the end of " USDT_PK_NOTE_SECTION;
+			goto bad;
+		}
+		namesz = read_word(d + off, 4, msb);
+		descsz = read_word(d + off + 4, 4, msb);
+		type = read_word(d + off + 8, 4, msb);
+		name_at = off + 12;
+		desc_at = name_at + align_up((size_t)namesz, align);
+		if (desc_at > size || descsz > size - desc_at) {
+			snprintf(why, sizeof(why), "its name (%llu bytes) and description (%llu bytes) run past the end of %s",
+				 namesz, descsz, USDT_PK_NOTE_SECTION);
+			cause = why;
+			goto bad;
+		}
+		if (type == USDT_PK_NOTE_TYPE && namesz == sizeof(USDT_PK_NOTE_OWNER) &&
+		    !memcmp(d + name_at, USDT_PK_NOTE_OWNER, sizeof(USDT_PK_NOTE_OWNER))) {
+			if (*n == USDT_PK_NOTES_MAX)
+				return fail(err, errlen, "more than %d probekit notes", USDT_PK_NOTES_MAX);
+			if (*n == *cap) {
+				size_t ncap = *cap ? *cap * 2 : 32;
+				struct usdt_probe_args *grown = realloc(*out, ncap * sizeof(**out));
+
+				if (!grown)
+					return fail(err, errlen, "out of memory");
+				*out = grown;
+				*cap = ncap;
+			}
+			cause = parse_pk_note(elf, d + desc_at, (size_t)descsz, *out + *n, why, sizeof(why));
+			if (cause)
+				goto bad;
+			seen = usdt_probe_args_find(*out, *n, (*out)[*n].provider, (*out)[*n].name);
+			if (!seen)
+				(*n)++;
+			else if (memcmp(seen, *out + *n, sizeof(*seen)))
+				return fail(err, errlen, "two probekit notes of %s:%s disagree about its arguments",
+					    seen->provider, seen->name);
+		}
+		off = desc_at + align_up((size_t)descsz, align);
+	}
+	return 0;
+bad:
+	return fail(err, errlen, "the probekit note at file offset 0x%llx is corrupt: %s",
+		    (unsigned long long)sh.sh_offset + off, cause);
+}
+
+int usdt_probe_args_read_elf(Elf *elf, unsigned long long file_size,
+			     struct usdt_probe_args **out, size_t *n, char *err, size_t errlen)
+{
+	size_t shstrndx, cap = 0;
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	const char *name;
+
+	*out = NULL;
+	*n = 0;
+	if (usdt_elf_check(elf, file_size, err, errlen))
+		return -1;
+	if (elf_getshdrstrndx(elf, &shstrndx))
+		return fail(err, errlen, "corrupt ELF header (%s)", elf_errmsg(-1));
+	while ((scn = elf_nextscn(elf, scn))) {
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
+			continue;
+		name = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (!name || strcmp(name, USDT_PK_NOTE_SECTION))
+			continue;
+		if (read_pk_section(elf, scn, out, n, &cap, err, errlen)) {
+			free(*out);
+			*out = NULL;
+			*n = 0;
+			return -1;
+		}
+		break;
+	}
+	return 0;
+}
+
 int usdt_notes_read_elf(Elf *elf, unsigned long long file_size,
 			struct usdt_note **out, size_t *n, char *err, size_t errlen)
 {
@@ -391,8 +639,27 @@ const char *usdt_escape(const char *s, char *out, size_t cap)
 	return out;
 }
 
-int usdt_notes_read(const char *path, struct usdt_note **out, size_t *n,
-		    char *err, size_t errlen)
+/* What read_path reads from an open ELF file: the stapsdt notes or the
+ * probekit notes. */
+typedef int (*elf_reader)(Elf *elf, unsigned long long file_size, void *out, size_t *n, char *err,
+			  size_t errlen);
+
+static int read_stapsdt(Elf *elf, unsigned long long file_size, void *out, size_t *n, char *err,
+			size_t errlen)
+{
+	return usdt_notes_read_elf(elf, file_size, out, n, err, errlen);
+}
+
+static int read_pk(Elf *elf, unsigned long long file_size, void *out, size_t *n, char *err,
+		   size_t errlen)
+{
+	return usdt_probe_args_read_elf(elf, file_size, out, n, err, errlen);
+}
+
+/* Open path as usdt_notes_read says and run read on it; every error is
+ * "PATH: why". */
+static int read_path(const char *path, elf_reader read, void **out, size_t *n, char *err,
+		     size_t errlen)
 {
 	Elf *elf;
 	int fd, rc;
@@ -414,15 +681,39 @@ int usdt_notes_read(const char *path, struct usdt_note **out, size_t *n,
 	}
 	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	if (!elf) {
-		rc = fail(err, errlen, "%s: not a readable ELF file (%s)", shown, elf_errmsg(-1));
+		/* libelf refuses some broken files at once: say why as elf.py
+		 * does, from the raw bytes (mapped, not read: nothing the file
+		 * claims is allocated). */
+		const char *lib = elf_errmsg(-1);
+		void *m = st.st_size > 0 ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0)
+					 : MAP_FAILED;
+
+		if (m != MAP_FAILED && raw_check(m, (unsigned long long)st.st_size, why, sizeof(why)))
+			rc = fail(err, errlen, "%s: %s", shown, why);
+		else
+			rc = fail(err, errlen, "%s: not a readable ELF file (%s)", shown, lib);
+		if (m != MAP_FAILED)
+			munmap(m, (size_t)st.st_size);
 	} else {
-		rc = usdt_notes_read_elf(elf, (unsigned long long)st.st_size, out, n, why, sizeof(why));
+		rc = read(elf, (unsigned long long)st.st_size, out, n, why, sizeof(why));
 		if (rc)
 			fail(err, errlen, "%s: %s", shown, why);
 		elf_end(elf);
 	}
 	close(fd);
 	return rc;
+}
+
+int usdt_notes_read(const char *path, struct usdt_note **out, size_t *n,
+		    char *err, size_t errlen)
+{
+	return read_path(path, read_stapsdt, (void **)out, n, err, errlen);
+}
+
+int usdt_probe_args_read(const char *path, struct usdt_probe_args **out, size_t *n,
+			 char *err, size_t errlen)
+{
+	return read_path(path, read_pk, (void **)out, n, err, errlen);
 }
 
 void usdt_notes_free(struct usdt_note *notes)

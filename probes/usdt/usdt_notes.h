@@ -101,6 +101,48 @@ struct Elf;
 int usdt_notes_read_elf(struct Elf *elf, unsigned long long file_size,
 			struct usdt_note **out, size_t *n, char *err, size_t errlen);
 
+/* probekit's own note: each probe's argument C types and names, which a
+ * stapsdt note does not carry.  probekit-gencatalog's USDT=1 header puts one
+ * note per probe in section .note.probekit (allocated: strip keeps it),
+ * owner "probekit", type USDT_PK_NOTE_TYPE; the description, in the file's
+ * byte order: a 4-byte version (USDT_PK_NOTE_VERSION), a 4-byte argument
+ * count, then NUL-terminated strings: provider, probe name, and each
+ * argument's type and name (doc/probes-in-your-code.md).  probelib's
+ * notes.py (read_arg_names) is the Python twin, held to the same answers
+ * and messages by tests/test_readers.py. */
+#define USDT_PK_NOTE_SECTION ".note.probekit"
+#define USDT_PK_NOTE_OWNER "probekit"
+#define USDT_PK_NOTE_TYPE 1
+#define USDT_PK_NOTE_VERSION 1
+/* One note per probe: more than any real binary declares. */
+#define USDT_PK_NOTES_MAX 4096
+#define USDT_TYPE_MAX 64
+
+struct usdt_arg_name {
+	char type[USDT_TYPE_MAX];	/* "uint64_t", "char *" */
+	char name[USDT_NAME_MAX];	/* "id" */
+};
+
+struct usdt_probe_args {
+	char provider[USDT_NAME_MAX];
+	char name[USDT_NAME_MAX];
+	int argc;
+	struct usdt_arg_name args[USDT_ARGC_MAX];
+};
+
+/* The probekit notes of the ELF file at path, in file order, one per
+ * probe: 0 and a malloc'd array (free with free(); NULL when *n is 0, as
+ * for a binary built without probekit's header), or -1 with a one-line
+ * reason in err (a corrupt file or note, or two notes of one probe that
+ * disagree). */
+int usdt_probe_args_read(const char *path, struct usdt_probe_args **out, size_t *n,
+			 char *err, size_t errlen);
+int usdt_probe_args_read_elf(struct Elf *elf, unsigned long long file_size,
+			     struct usdt_probe_args **out, size_t *n, char *err, size_t errlen);
+/* The entry of provider:name in what usdt_probe_args_read gave, or NULL. */
+const struct usdt_probe_args *usdt_probe_args_find(const struct usdt_probe_args *a, size_t n,
+						   const char *provider, const char *name);
+
 /* Parse a spec of an ELF file for machine (its e_machine) into at most
  * max args: the count, or -1 with a reason in err.  Items are separated by
  * blanks outside brackets (aarch64's "-4@[sp, 12]" is one). */

@@ -1,0 +1,13 @@
+# SPDX-License-Identifier: BSD-2-Clause
+# find_package(probekit VERSION): the version is probekit's VERSION file,
+# at the top of the installed tree (PREFIX/share/probekit/VERSION).
+file(READ "${CMAKE_CURRENT_LIST_DIR}/../VERSION" PACKAGE_VERSION)
+string(STRIP "${PACKAGE_VERSION}" PACKAGE_VERSION)
+if(PACKAGE_FIND_VERSION VERSION_GREATER PACKAGE_VERSION)
+  set(PACKAGE_VERSION_COMPATIBLE FALSE)
+else()
+  set(PACKAGE_VERSION_COMPATIBLE TRUE)
+  if(PACKAGE_FIND_VERSION VERSION_EQUAL PACKAGE_VERSION)
+    set(PACKAGE_VERSION_EXACT TRUE)
+  endif()
+endif()
