@@ -184,7 +184,7 @@ HELPER_ROOMS = {
                      "pair_report", "hist_report", "hist_entries_drain",
                      "hist_entries_done", "drained_hash_init",
                      "drained_hash_take", "drained_hash_arm",
-                     "drained_hash_ready"},
+                     "drained_hash_ready", "probes_quiesce"},
     "tool_loop.c": {"run_loop", "run_loop_print"},
 }
 
