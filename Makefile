@@ -23,6 +23,8 @@
 #   make ARCH=arm64 the same for arm64, cross-built into build/arm64 against
 #                   the arm64 userland of scripts/arm64.sh (its sysroot)
 #   make arm64-smoke that build, smoke-tested in an emulated arm64 machine
+#   make kernel-smoke KERNEL=bullseye|bookworm|trixie  this build on Debian
+#                   11's, 12's or 13's own kernel (5.10, 6.1, 6.12), in qemu
 #
 # Components add their own rules in mk/*.mk.
 

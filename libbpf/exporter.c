@@ -792,7 +792,7 @@ int main(int argc, char **argv)
 	struct usdt_sites sites = { 0 };
 	struct pair_exit_offsets exit_offs = { 0 };
 	struct bpf_link *exit_link = NULL;
-	bool starts, generic;
+	bool starts, generic, loop;
 	char shown[300];
 	sigset_t sigs;
 	int fd, err, i, status = 1;
@@ -833,6 +833,14 @@ int main(int argc, char **argv)
 	if (starts && pair_exit_detect(&exit_offs))
 		goto out;
 
+	/* Only io__batch's walk needs bpf_loop(). */
+	loop = kernel_has_bpf_loop();
+	if (!loop && o.blktgt) {
+		tool_err("kernel lacks bpf_loop() (5.17), which --blktgt's "
+			 "I/O series need; --pair and --count do not use it");
+		goto out;
+	}
+
 	attach_warm_start();
 	skel = exporter_bpf__open();
 	if (!skel) {
@@ -847,6 +855,7 @@ int main(int argc, char **argv)
 	skel->rodata->pair_task_signal_off = exit_offs.task_signal_off;
 	skel->rodata->pair_signal_live_off = exit_offs.signal_live_off;
 	bpf_program__set_autoload(skel->progs.start_exit, starts);
+	bpf_program__set_autoload(skel->progs.io_batch, loop);
 	bpf_map__set_max_entries(skel->maps.starts, o.max_inflight);
 	bpf_map__set_max_entries(skel->maps.io_stats, o.max_series);
 	bpf_map__set_max_entries(skel->maps.rpc_latency, o.max_series);
@@ -857,7 +866,7 @@ int main(int argc, char **argv)
 	bpf_map__set_max_entries(skel->maps.bdev_merges, o.max_series);
 	err = exporter_bpf__load(skel);
 	if (err) {
-		report_load_error(&t, err);
+		report_object_load_error(&t, skel->obj, err);
 		goto out;
 	}
 	/* Reclaim first: a START made once the probes are in is then never

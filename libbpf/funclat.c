@@ -155,7 +155,7 @@ int main(int argc, char **argv)
 	bpf_map__set_max_entries(skel->maps.start, env.c.max_inflight);
 	err = funclat_bpf__load(skel);
 	if (err) {
-		report_load_error(&t, err);
+		report_object_load_error(&t, skel->obj, err);
 		goto out;
 	}
 	/* Reclaim first: an entry made once the uprobes are in is then

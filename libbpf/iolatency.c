@@ -87,6 +87,10 @@ int main(int argc, char **argv)
 	libbpf_quiet(env.c.verbose);
 	if (target_open(&t, env.c.pid))
 		return 1;
+	if (!env.per_io && !kernel_has_bpf_loop()) {
+		say_batch_fallback();
+		env.per_io = true;
+	}
 	if (env.per_io && pair_exit_detect(&exit_offs))
 		goto out;
 
@@ -117,7 +121,7 @@ int main(int argc, char **argv)
 	DRAINED_HASH_INIT(skel->maps, hists, env.c.max_keys);
 	err = iolatency_bpf__load(skel);
 	if (err) {
-		report_load_error(&t, err);
+		report_object_load_error(&t, skel->obj, err);
 		goto out;
 	}
 	if (drained_hash_arm())

@@ -233,7 +233,7 @@ int main(int argc, char **argv)
 	DRAINED_HASH_INIT(skel->maps, hists, env.c.max_keys);
 	err = nbdtime_bpf__load(skel);
 	if (err) {
-		report_load_error(&t, err);
+		report_object_load_error(&t, skel->obj, err);
 		goto out;
 	}
 	if (drained_hash_arm())

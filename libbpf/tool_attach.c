@@ -134,6 +134,86 @@ void attach_warm_stop(void)
 	pthread_mutex_unlock(&warm.lock);
 }
 
+bool kernel_has_bpf_loop(void)
+{
+	return libbpf_probe_bpf_helper(BPF_PROG_TYPE_KPROBE, BPF_FUNC_loop,
+				       NULL) != 0;
+}
+
+void say_batch_fallback(void)
+{
+	tool_err("kernel lacks bpf_loop() (5.17): reading as --per-io does");
+}
+
+/*
+ * The helpers a tool's programs call that a kernel still in use may lack,
+ * and the release that brought each.  Without one the verifier refuses
+ * the program with a log a user cannot act on (before 5.13, a callback's
+ * function even makes it "number of funcs in func_info doesn't match").
+ */
+static const struct { int id; const char *name; } recent_helpers[] = {
+	{ BPF_FUNC_for_each_map_elem, "bpf_for_each_map_elem() (Linux 5.13)" },
+	{ BPF_FUNC_get_attach_cookie, "bpf_get_attach_cookie() (Linux 5.15)" },
+	{ BPF_FUNC_loop, "bpf_loop() (Linux 5.17)" },
+};
+
+/* Into out, the recent helpers that a program obj loads calls and this
+ * kernel refuses (asked of the kernel: a probe load each); 0 when none. */
+static size_t helpers_lacking(struct bpf_object *obj, char *out,
+			      size_t len)
+{
+	enum { N = sizeof(recent_helpers) / sizeof(recent_helpers[0]) };
+	bool used[N] = { 0 };
+	enum bpf_prog_type type[N];	/* of a program that calls it */
+	struct bpf_program *prog;
+	size_t i, j, n = 0, at = 0;
+
+	bpf_object__for_each_program(prog, obj) {
+		const struct bpf_insn *in = bpf_program__insns(prog);
+
+		/* libbpf's own USDT programs read the cookie only where
+		 * the kernel has it (LINUX_HAS_BPF_COOKIE): dead code else. */
+		bool usdt = !strncmp(bpf_program__section_name(prog), "usdt", 4);
+
+		if (!bpf_program__autoload(prog) || !in)
+			continue;
+		for (i = 0; i < bpf_program__insn_cnt(prog); i++) {
+			if (in[i].code != (BPF_JMP | BPF_CALL) || in[i].src_reg)
+				continue;
+			for (j = 0; j < N; j++) {
+				if (in[i].imm != recent_helpers[j].id ||
+				    (in[i].imm == BPF_FUNC_get_attach_cookie &&
+				     usdt))
+					continue;
+				used[j] = true;
+				type[j] = bpf_program__type(prog);
+			}
+		}
+	}
+	for (j = 0; j < N; j++) {
+		if (!used[j] || libbpf_probe_bpf_helper(type[j],
+				recent_helpers[j].id, NULL) != 0)
+			continue;
+		at += snprintf(out + at, at < len ? len - at : 0, "%s%s",
+			       n++ ? " and " : "", recent_helpers[j].name);
+	}
+	return n;
+}
+
+void report_object_load_error(const struct target *t,
+			      struct bpf_object *obj, int err)
+{
+	char lacks[200];
+
+	if (err != -EPERM && helpers_lacking(obj, lacks, sizeof(lacks))) {
+		tool_err("cannot load BPF programs: this kernel lacks %s; "
+			 "the BCC tools (-bcc) and the bt/ scripts do without",
+			 lacks);
+		return;
+	}
+	report_load_error(t, err);
+}
+
 void report_load_error(const struct target *t, int err)
 {
 	if (err == -EPERM && report_denied("cannot load BPF programs",

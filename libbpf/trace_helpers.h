@@ -25,6 +25,7 @@
 struct bpf_program;
 struct bpf_link;
 struct bpf_map;
+struct bpf_object;
 struct bpf_object_skeleton;
 
 /* The tool's name ("iolatency"), as --json names it; each tool sets it. */
@@ -257,6 +258,22 @@ bool target_exited_during_attach(const struct target *t);
 /* One line for a failed skeleton open or load of a tool tracing t (err
  * is -errno); for a lack of privilege, the capabilities missing. */
 void report_load_error(const struct target *t, int err);
+/* The same for a failed load of obj, except where its programs call a
+ * helper this kernel lacks: then one line naming it (and the release that
+ * brought it), not the verifier's refusal. */
+void report_object_load_error(const struct target *t,
+			      struct bpf_object *obj, int err);
+/* Whether this kernel has the bpf_loop() helper (Linux 5.17 and later),
+ * with which the io__batch programs and the exporter walk a batch's
+ * records: asked of the kernel (a probe load), not read from its version.
+ * Only a kernel that refuses it is "no": where the probe cannot tell (no
+ * privilege to load), the tool goes on and its load reports why. */
+bool kernel_has_bpf_loop(void);
+/* The one line iolatency and iosize print when the kernel has no
+ * bpf_loop(), before reading each I/O's io__submit and io__done instead
+ * of io__batch (as --per-io does); exact either way. */
+void say_batch_fallback(void);
+
 /* Before load, and after the tool's tracefs reads (the thread's first
  * registration holds the lock they take, through its wait): start
  * paying, in a thread, the grace period that the first uprobe attach

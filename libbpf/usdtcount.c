@@ -713,7 +713,7 @@ int main(int argc, char **argv)
 	skel->rodata->count_hits = env.c.max_rate > 0;
 	err = usdtcount_bpf__load(skel);
 	if (err) {
-		report_load_error(&t, err);
+		report_object_load_error(&t, skel->obj, err);
 		goto out;
 	}
 	if (drained_hash_arm())

@@ -250,7 +250,7 @@ int main(int argc, char **argv)
 	bpf_map__set_max_entries(skel->maps.start, env.c.max_inflight);
 	err = usdtlat_bpf__load(skel);
 	if (err) {
-		report_load_error(&t, err);
+		report_object_load_error(&t, skel->obj, err);
 		goto out;
 	}
 	/* Reclaim first: a START made once the uprobes are in is then

@@ -12,9 +12,9 @@
 # too (examples/quickstart/, through probes/probekit.mk as a project
 # would include it), for the emulated machine to trace.
 
-ifeq ($(ARCH),arm64)
 QUICKSTART := $(O)/quickstart/quickstart
 
+ifeq ($(ARCH),arm64)
 all: $(QUICKSTART)
 
 # This machine's sys/sdt.h for the cross compiler (the Makefile says why),
@@ -29,7 +29,16 @@ $(CROSS_SDT)/sys/%.h:
 	@echo "ARCH=arm64: no sys/sdt.h on this machine; apt-get install systemtap-sdt-dev" >&2; exit 1
 endif
 
-# The quickstart's Makefile finds probekit.mk installed; here it is given
+else
+.PHONY: arm64-smoke
+arm64-smoke:
+	$(Q)scripts/arm64.sh sysroot
+	$(Q)$(MAKE) --no-print-directory ARCH=arm64 O=$(O)/arm64 all
+	$(Q)scripts/arm64.sh smoke $(O)/arm64
+endif
+
+# The quickstart (make ARCH=arm64 builds it, and make kernel-smoke for
+# this machine).  Its Makefile finds probekit.mk installed; here it is given
 # the checkout's (probekit_mk and the generator, on the command line,
 # override what it would look up), and the cross compiler with the
 # sysroot (dtrace -G compiles the semaphores with the same $$CC).
@@ -42,10 +51,3 @@ $(QUICKSTART): examples/quickstart/quickstart.c examples/quickstart/quickstart.d
 		PROBEKIT_INCLUDE=$(CURDIR)/include \
 		CC='$(CC) $(SYSROOT_FLAGS)' USDT=$(USDT) O=$(abspath $(O)/quickstart) \
 		$(abspath $(QUICKSTART))
-else
-.PHONY: arm64-smoke
-arm64-smoke:
-	$(Q)scripts/arm64.sh sysroot
-	$(Q)$(MAKE) --no-print-directory ARCH=arm64 O=$(O)/arm64 all
-	$(Q)scripts/arm64.sh smoke $(O)/arm64
-endif

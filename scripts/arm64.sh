@@ -78,6 +78,7 @@ stamp() { # package list
 # kill_tree and run_bg (in the background and waited for, so that the
 # TERM trap runs at once) are the stack runner's.
 . "$SRC/scripts/chroot-lib.sh"
+. "$SRC/scripts/vm-lib.sh"
 
 # binfmt_misc's registrations are the kernel's, not the mount's: the one
 # made here outlives this namespace unless it is removed, so every way
@@ -192,14 +193,6 @@ sysroot_inner() {
 
 # --- the libraries alone ------------------------------------------------------
 
-# apt on its own files: APT_CONFIG is read before anything else, and Dir
-# moves every other path apt reads or writes (its configuration parts,
-# lists, archive cache, dpkg status and locks) under $1.
-libs_apt() { # dir, apt-get or apt-cache arguments...
-	local dir=$1; shift
-	APT_CONFIG=$dir/apt.conf "$@"
-}
-
 libs_build() {
 	local want apt=$LIBS/apt root=$LIBS/root t0=$SECONDS kpkg deb l
 	want=$(stamp "$LIBS_PACKAGES kernel")
@@ -207,33 +200,16 @@ libs_build() {
 		return 0
 	fi
 	rm -rf "$apt" "$root" "$LIBS/stamp" "$LIBS/vmlinux.btf" || die "cannot clear $LIBS"
-	mkdir -p "$apt/etc/apt/apt.conf.d" "$apt/etc/apt/preferences.d" \
-		"$apt/etc/apt/sources.list.d" "$apt/var/lib/apt/lists/partial" \
-		"$apt/var/cache/apt/archives/partial" "$apt/var/lib/dpkg" "$root" ||
+	mkdir -p "$root" &&
+	own_apt_setup "$apt" arm64 \
+		"deb [arch=arm64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR $SUITE main" ||
 		die "cannot create $apt"
-	: >"$apt/var/lib/dpkg/status"
-	echo "deb [arch=arm64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR $SUITE main" \
-		>"$apt/etc/apt/sources.list"
-	# An empty dpkg status: every dependency is downloaded, the C
-	# library's too, so the sysroot is whole.  Valid-Until as this
-	# machine's apt has it (a mirror may serve a snapshot).
-	cat >"$apt/apt.conf" <<-EOF
-	Dir "$apt/";
-	Dir::State::status "$apt/var/lib/dpkg/status";
-	APT::Architecture "arm64";
-	APT::Architectures { "arm64"; };
-	APT::Install-Recommends "false";
-	APT::Sandbox::User "root";
-	Acquire::Languages "none";
-	Acquire::Check-Valid-Until "false";
-	EOF
 	say "apt (arm64, its own lists and cache in $apt): $LIBS_PACKAGES and the kernel image"
-	{ libs_apt "$apt" apt-get update -q &&
-	  libs_apt "$apt" apt-get install -q -y --download-only $LIBS_PACKAGES &&
-	  kpkg=$(libs_apt "$apt" apt-cache depends linux-image-arm64 |
-		sed -n 's/^ *Depends: \(linux-image-.*-arm64\)$/\1/p' | head -n 1) &&
+	{ own_apt "$apt" apt-get update -q &&
+	  own_apt "$apt" apt-get install -q -y --download-only $LIBS_PACKAGES &&
+	  kpkg=$(kernel_package "$apt" linux-image-arm64) &&
 	  [ -n "$kpkg" ] &&
-	  (cd "$apt/var/cache/apt/archives" && libs_apt "$apt" apt-get download -q "$kpkg"); } \
+	  (cd "$apt/var/cache/apt/archives" && own_apt "$apt" apt-get download -q "$kpkg"); } \
 		>"$LIBS/apt.log" 2>&1 || die "apt failed; see $LIBS/apt.log"
 	# Of the kernel's package, only the image (it carries the BTF).
 	for deb in "$apt"/var/cache/apt/archives/*.deb; do
@@ -270,24 +246,12 @@ KVER_OF() { basename "$1" | sed 's/^vmlinuz-//'; }
 # /, this checkout at /srv/probekit (read-only) and the run's output
 # directory at /srv/out, then hands over to tests/arm64_init.sh.
 make_initrd() { # kver, output
-	local kver=$1 dest=$2 mods=$ROOT/lib/modules/$1 tmp m dep f
+	local kver=$1 dest=$2 tmp
 	tmp=$(mktemp -d) || return 1
 	mkdir -p "$tmp/bin" "$tmp/mod" "$tmp/proc" "$tmp/sys" "$tmp/dev" "$tmp/newroot"
 	cp "$ROOT/bin/busybox" "$tmp/bin/busybox" || return 1
-	: >"$tmp/order"
-	for m in virtio_mmio virtio_pci 9pnet_virtio 9p; do
-		dep=$(grep -E "/$m\.ko(\.xz|\.zst)?:" "$mods/modules.dep") || continue
-		for f in $(echo "${dep#*:}" | tr ' ' '\n' | tac) "${dep%%:*}"; do
-			grep -qx "$f" "$tmp/order" && continue
-			echo "$f" >>"$tmp/order"
-			case $f in
-			*.xz) xz -dc "$mods/$f" >"$tmp/mod/$(basename "${f%.xz}")" ;;
-			*.zst) zstd -qdc "$mods/$f" >"$tmp/mod/$(basename "${f%.zst}")" ;;
-			*) cp "$mods/$f" "$tmp/mod/" ;;
-			esac || return 1
-		done
-	done
-	sed -e 's|.*/||' -e 's/\.\(xz\|zst\)$//' "$tmp/order" >"$tmp/mod/order"
+	initrd_modules "$ROOT/lib/modules/$kver" "$tmp/mod" \
+		virtio_mmio virtio_pci 9pnet_virtio 9p || return 1
 	cat >"$tmp/init" <<-'INIT'
 	#!/bin/busybox sh
 	/bin/busybox mkdir -p /sbin /usr/bin /usr/sbin
@@ -302,8 +266,7 @@ make_initrd() { # kver, output
 	exec switch_root /newroot /srv/probekit/tests/arm64_init.sh
 	INIT
 	chmod +x "$tmp/init"
-	(cd "$tmp" && find . | cpio -o -H newc --quiet | gzip -1) >"$dest.tmp" &&
-		mv "$dest.tmp" "$dest"
+	initrd_pack "$tmp" "$dest"
 	rm -rf "$tmp"
 }
 

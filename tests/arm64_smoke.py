@@ -29,7 +29,7 @@ from histtools import json_objects, parse, total, workload
 BIN = os.path.join(probekit.BUILD, "bin")
 QUICKSTART = os.path.join(probekit.BUILD, "quickstart", "quickstart")
 QUICKSTART_DIR = os.path.join(probekit.ROOT, "examples", "quickstart")
-OUT = os.environ.get("PROBEKIT_ARM64_OUT", "/srv/out")
+OUT = os.environ.get("PROBEKIT_VM_OUT", "/srv/out")
 N = 23          # reads of the blktgt workload
 R = 11          # RPCs besides the workload's own
 Q = 29          # quickstart requests

@@ -188,7 +188,9 @@ def usdt_multi(blktgt_bin, tmp_path_factory):
         tool.stop()
     finally:
         t.stop()
-    assert kinds in ({"uprobe_multi"}, {"perf"}), kinds
+    # Before Linux 5.15 a perf event takes its program by ioctl, with no
+    # link to show: none at all is perf events too.
+    assert kinds in ({"uprobe_multi"}, {"perf"}, set()), kinds
     return kinds == {"uprobe_multi"}
 
 
