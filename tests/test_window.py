@@ -26,9 +26,10 @@ import probekit
 from probekit import WRAPPER, Trace
 
 QD = 8
-N = 1000003             # prime: a few seconds at full rate, several intervals
-N_PER_IO = 200003       # prime: per-I/O probes run the workload at a tenth of
-                        # its speed, so this lasts as long (seconds) traced
+N = 300007              # prime: the I/Os of one workload (whole() repeats it
+                        # until an interval line shows, on a fast machine)
+N_PER_IO = 100003       # prime: the same for per-I/O probes, which run the
+                        # workload at a fraction of its speed
 BT_DIR = os.path.join(probekit.ROOT, "bt")
 
 PAIR_BT = ("usdt:__EXE__:blktgt:io__submit { @s = count(); }\n"
