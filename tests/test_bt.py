@@ -205,7 +205,7 @@ def test_compile_check_fails_on_bad_probe(bpf, target, tmp_path):
     bad.write_text("usdt:__EXE__:blktgt:io__sumbit { @ = count(); }\n")
     r = compile_check(target.pid, [str(bad)], tmp_path)
     assert r.returncode != 0 and re.fullmatch(
-        r"probekit-bpftrace: no probe blktgt:io__sumbit in \S+/blktgt; "
+        r"probekit-bpftrace: no USDT probe blktgt:io__sumbit in \S+/blktgt; "
         r"nearest: blktgt:io__submit\n", r.stderr), r.stderr
     # An argument the probe does not have: bpftrace 0.17 refuses it, 0.27
     # reads past the probe's; the wrapper checks it against the notes.
