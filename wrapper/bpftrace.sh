@@ -292,7 +292,7 @@ while [ $# -gt 0 ]; do
 		[ $# -ge 2 ] && [ -n "$2" ] || usage_die "$1 needs a $( [ "${1#-}" = p ] || [ "$1" = --pid ] && echo PID || echo PATH) (see --help)"
 		[ -z "$pid" ] || usage_die "give one target: '$pid' was already given, then $1 $2"
 		case $1 in
-		-p|--pid) case $2 in *[!0-9]*) usage_die "$1 '$2' is not a PID; for a file give -b PATH" ;; esac ;;
+		-p|--pid) case $2 in *[!0-9]*) usage_die "$1: $(message PID_INVALID "$2"); for a file give -b PATH" ;; esac ;;
 		esac
 		pid=$2; shift ;;
 	-f|--format)
