@@ -34,13 +34,11 @@ Parser = cmdline.Parser
 
 
 def pid_type(s):
-    try:
-        pid = int(s, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError("invalid PID %r" % s)
-    if pid <= 0:
-        raise argparse.ArgumentTypeError("invalid PID %r" % s)
-    return pid
+    """A PID, or tools/limits.toml's PID_INVALID, as every command says it."""
+    if s.isdigit() and s.isascii() and int(s, 10) > 0:
+        return int(s, 10)
+    raise argparse.ArgumentTypeError(
+        probekit_spec.messages()["PID_INVALID"] % escaped(s))
 
 
 def positive_int(s):

@@ -405,6 +405,10 @@ EMPTY_GATED = "%s: %s fires only with --gate %s"
 # meet.  ARG_TYPE says one side's operand, as its note gives it.
 EMPTY_KEYS = "%s: %s is %s at START, %s at DONE"
 ARG_TYPE = "%d bytes %s"    # size, "signed" or "unsigned"
+# funclat's function ("bdev_execute()"), which is there (a name that matches
+# no symbol is refused at the start: "no function F in EXE") and was not
+# called while traced.
+EMPTY_UNCALLED = "%s: %s was not called"
 
 
 def gate_of(probe):

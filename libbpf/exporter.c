@@ -364,7 +364,7 @@ static void parse_args(struct options *o, int argc, char **argv)
 		switch (c) {
 		case 'p':
 			if (parse_long(optarg, 1, 0x7fffffff, &n))
-				usage_error("bad PID '%s'", SHOWN(optarg));
+				usage_error("-p/--pid: " MSG_PID_INVALID, SHOWN(optarg));
 			o->pid = n;
 			break;
 		case 'b':

@@ -26,6 +26,7 @@
 #include "funclat.h"
 #include "funclat.skel.h"
 #include "funclat.spec.h"
+#include "probekit_common.spec.h"	/* SPEC_EMPTY_UNCALLED */
 #include "trace_helpers.h"
 
 const char *tool_name = "funclat";
@@ -129,7 +130,7 @@ int main(int argc, char **argv)
 	struct pair_exit_offsets exit_offs;
 	struct bpf_link *exit_link = NULL;
 	struct target t;
-	char what[FUNC_MAX + 8];
+	char what[FUNC_MAX + 8], empty[FUNC_MAX + 64];
 	int err, rc = 1;
 
 	parse_args(argc, argv);
@@ -168,6 +169,10 @@ int main(int argc, char **argv)
 		goto out;
 
 	snprintf(what, sizeof(what), "%s()", env.func);
+	/* "0 calls", and why: the function is there (attach_uprobe() said
+	 * "no function F" otherwise) and was not called. */
+	snprintf(empty, sizeof(empty), SPEC_EMPTY_UNCALLED, env.c.empty, what);
+	env.c.empty = empty;
 	env.c.hits = skel->maps.hits;
 	env.c.skel = skel->skeleton;
 	env.c.pair_counts = skel->maps.pair_counts;

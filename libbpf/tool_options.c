@@ -324,7 +324,7 @@ static bool common_option(const struct tool_cli *cli, struct common_args *a,
 	switch (c) {
 	case 'p':
 		if (parse_long(arg, 1, INT_MAX, &v))
-			usage_error("-p/--pid: invalid PID '%s'", arg);
+			usage_error("-p/--pid: " MSG_PID_INVALID, arg);
 		a->pid = v;
 		return true;
 	case 'b':

@@ -29,10 +29,12 @@ $(LIBBPF_GEN)/probekit_common.spec.h: $(GENTOOL_DEPS) $(TOOLSPEC_DIR)/limits.tom
 	$(call msg,GEN,$@)
 	$(Q)$(PYTHON) $(GENTOOL) --spec-dir $(TOOLSPEC_DIR) common -o $@
 # tool_drain.c's loss words (probekit_spec.LOSSES), usdt_sites.c's empty
-# results' causes (EMPTY_GATED, EMPTY_KEYS, GATED), and the one wording of
-# a misspelt probe and a missing target (NEAREST, TARGET_*), there too.
+# results' causes (EMPTY_GATED, EMPTY_KEYS, GATED; funclat.c's
+# EMPTY_UNCALLED), and the one wording of a misspelt probe and a missing
+# target (NEAREST, TARGET_*), there too.
 $(LIBBPF_OBJ)/tool_options.o $(LIBBPF_OBJ)/tool_drain.o \
-$(LIBBPF_OBJ)/usdt_sites.o $(LIBBPF_OBJ)/exporter.o: $(LIBBPF_GEN)/probekit_common.spec.h
+$(LIBBPF_OBJ)/usdt_sites.o $(LIBBPF_OBJ)/exporter.o \
+$(LIBBPF_OBJ)/funclat.o: $(LIBBPF_GEN)/probekit_common.spec.h
 
 $(LIMITS_H): $(TOOLSPEC_DIR)/limits.toml $(GENTOOL) bcc/probekit_spec.py | $(O)/gen
 	$(call msg,GEN,$@)

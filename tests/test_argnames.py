@@ -107,3 +107,35 @@ def test_a_mistake_is_one_line(target, tmp_path, text, line):
     r = dry(target, text, tmp_path)
     assert r.returncode == 1 and r.stdout == "", r
     assert r.stderr == "probekit-bpftrace: " + line.format(s=tmp_path / "s.bt") + "\n", r.stderr
+
+
+def dry_path(path, text, tmp_path):
+    script = tmp_path / "s.bt"
+    script.write_text(text)
+    return subprocess.run([WRAPPER, "--dry-run", str(path), str(script)],
+                          capture_output=True, text=True, timeout=probekit.TIMEOUT)
+
+
+def test_a_probe_without_names_is_the_tools_line(blktgt_bin, tmp_path):
+    """args.NAME of a probe its file has without probekit's note: the
+    tools' words (probekit_spec.ARG_NO_NAMES, as usdtcount -H says them),
+    argN from 0; of a misspelt probe: the tools' "no USDT probe" line with
+    its nearest; of a probe the file lacks (a library's): what args.NAME
+    reads, and what to write instead."""
+    bare = tmp_path / "blktgt"
+    subprocess.run(["objcopy", "--remove-section=.note.probekit", blktgt_bin, bare],
+                   check=True)
+    s = tmp_path / "s.bt"
+    for path, probe, line in [
+            (bare, "blktgt:io__submit",
+             f"{s}:1: {bare} has no argument names for probe blktgt:io__submit (it was not "
+             "built with probekit's header); give the argument by number, arg0 on"),
+            (blktgt_bin, "blktgt:io__submt",
+             f"{s}:1: no USDT probe blktgt:io__submt in {blktgt_bin}; nearest: "
+             "blktgt:io__submit"),
+            (blktgt_bin, "libc:setjmp",
+             f"{s}:1: no USDT probe libc:setjmp in {blktgt_bin}, whose notes args.NAME reads; "
+             "a probe in a library: give the argument by number, arg0 on")]:
+        r = dry_path(path, f"usdt:__EXE__:{probe} {{ @x = sum(args.len); }}\n", tmp_path)
+        assert r.returncode == 1 and r.stdout == "", r
+        assert r.stderr == f"probekit-bpftrace: {line}\n", r.stderr

@@ -205,7 +205,7 @@ def test_compile_check_fails_on_bad_probe(bpf, target, tmp_path):
     bad.write_text("usdt:__EXE__:blktgt:io__sumbit { @ = count(); }\n")
     r = compile_check(target.pid, [str(bad)], tmp_path)
     assert r.returncode != 0 and re.fullmatch(
-        r"probekit-bpftrace: no probe blktgt:io__sumbit in \S+/blktgt; "
+        r"probekit-bpftrace: no USDT probe blktgt:io__sumbit in \S+/blktgt; "
         r"nearest: blktgt:io__submit\n", r.stderr), r.stderr
     # An argument the probe does not have: bpftrace 0.17 refuses it, 0.27
     # reads past the probe's; the wrapper checks it against the notes.
@@ -396,7 +396,25 @@ def test_funcs_counts_starts_a_full_table_drops(bpf, funcs_driver):
     assert keyed(lines, "starts_dropped") == {"fn_entry": n}, lines
 
 
+def pin_reactors(pid):
+    """Each reactor thread of pid on a CPU of its own, as far as there
+    are CPUs: the number pinned to distinct CPUs (with one CPU, none is
+    marked; unpinned, some may be)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    tids = {0: pid}     # reactor 0 is the main thread (target/reactor.c)
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/comm") as f:
+            comm = f.read().strip()
+        if comm.startswith("reactor_"):
+            tids[int(comm[len("reactor_"):])] = int(tid)
+    for r, tid in tids.items():
+        os.sched_setaffinity(tid, {cpus[r % len(cpus)]})
+    return min(len(tids), len(cpus))
+
+
 def test_states_pause_resume_shutdown_in_order(bpf, tgt):
+    # Reactor 1's step follows reactor 0's: on two CPUs, a marked line.
+    pinned = pin_reactors(tgt.pid)
     t = Trace(tgt.pid, [bt("states.bt")]).start()
     try:
         assert tgt.rpc("export_pause", name="e0") is True
@@ -414,10 +432,26 @@ def test_states_pause_resume_shutdown_in_order(bpf, tgt):
     # which column to sort on, before that column's header.
     at = lines.index("Lines are in time order per CPU only: sort -n on "
                      "TIME(ms) to order all.")
-    assert lines[at + 1].startswith("TIME(ms) "), lines
-    rx = re.compile(r"^\s*(\d+)\.(\d{6}) (\S+)\s+(\S+)\s+(.*)$")
-    events = sorted((int(m.group(1)) * 10**6 + int(m.group(2)), m.group(3), m.group(4), m.group(5))
-                    for m in map(rx.match, lines) if m)
+    assert lines[at + 1] == ("'*': ran on another CPU than its object's previous event: "
+                             "may print before it."), lines
+    assert lines[at + 2].startswith("TIME(ms) "), lines
+    rx = re.compile(r"^([* ])\s*(\d+)\.(\d{6}) (\S+)\s+(\S+)\s+(.*)$")
+    printed = [(int(m.group(2)) * 10**6 + int(m.group(3)), m.group(4), m.group(5), m.group(6),
+                m.group(1) == "*") for m in map(rx.match, lines) if m]
+    # The mark: a line without it ran on the CPU of its object's previous
+    # event, so it is printed after that one; each object's first is
+    # unmarked.  (A marked line may or may not be printed early: no probe
+    # sees the order of printing.)
+    for obj in {o for _, _, o, _, _ in printed}:
+        mine = [(ts, i, marked) for i, (ts, _, o, _, marked) in enumerate(printed) if o == obj]
+        by_time = sorted(mine)
+        assert not by_time[0][2], (obj, lines)
+        for (_, before, _), (_, i, marked) in zip(by_time, by_time[1:]):
+            assert marked or i > before, (obj, lines)
+    steps = [marked for _, e, _, s, marked in printed if e == "thread" and
+             s.startswith("reactor 1 ")]
+    assert len(steps) == 3 and (all(steps) or pinned < 2), (pinned, lines)
+    events = sorted(e[:4] for e in printed)
     changes = [(e, o, re.sub(r" \(status 0, \d+ us\)$", "", s)) for _, e, o, s in events
                if e in ("change", "change-done", "target")]
     assert changes == [("change", "e0", "ACTIVE -> PAUSED"), ("change-done", "e0", "PAUSED"),

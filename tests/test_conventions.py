@@ -149,7 +149,8 @@ ZERO = [  # (tool, its arguments, the text after the banner)
     ("qdepth", (), [HEAD_LINEAR % "depth", "0 I/Os"]),
     ("rpclat", ("-m",), [HEAD_LOG2 % "msecs", "0 RPCs"]),
     ("nbdtime", (), [HEAD_LOG2 % "usecs", "0 NBD requests"]),
-    ("funclat", (), [HEAD_LOG2 % "arg4", "0 calls"]),
+    ("funclat", (), [HEAD_LOG2 % "arg4",
+                     "0 calls: bdev_execute() was not called"]),
     ("usdtlat", ("-n", "blktgt:io__submit", "blktgt:io__done"),
      [HEAD_LOG2 % "nsecs", "0 pairs"]),
     ("usdtcount", ("blktgt:io__*",), ["%-40s %12s" % ("PROBE", "COUNT"),
@@ -278,6 +279,8 @@ def test_misspelt_probe_is_worded_once(blktgt_bin, tmp_path):
         ("probekit-check", "--binary", blktgt_bin, str(bt)):
             f"{bt}:1: blktgt:io__submt: no such probe "
             f"'usdt:__EXE__:blktgt:io__submt' {where}io__submit",
+        ("probekit-bpftrace", "--dry-run", blktgt_bin, str(bt)):
+            f"no USDT probe blktgt:io__submt {where}blktgt:io__submit",
     }
     for (cmd, *args), line in want.items():
         r = run(cmd, *args)
@@ -285,3 +288,24 @@ def test_misspelt_probe_is_worded_once(blktgt_bin, tmp_path):
         assert r.returncode == 1, (cmd, r)
         prefix = "" if cmd == "probekit-check" else f"{cmd}: "
         assert r.stderr.splitlines()[0] == prefix + line, (cmd, r.stderr)
+
+
+BAD_PID = {  # command: its line for -p 1x, after the option as it names it
+    "probekit-usdtcount": "-p/--pid: invalid PID '1x' (see --help)",
+    "probekit-usdtcount-bcc": "argument -p/--pid: invalid PID '1x' (see --help)",
+    "probekit-exporter": "-p/--pid: invalid PID '1x' (see --help)",
+    "probekit-list": "argument -p/--pid: invalid PID '1x' (see --help)",
+    "probekit-check": "argument --pid: invalid PID '1x' (see --help)",
+    "probekit-bpftrace": "-p: invalid PID '1x'; for a file give -b PATH",
+}
+
+
+@pytest.mark.parametrize("cmd", sorted(BAD_PID))
+def test_bad_pid_is_worded_once(cmd):
+    """-p 1x: every command says "invalid PID '1x'" (tools/limits.toml's
+    PID_INVALID), after the option as its parser names it."""
+    opt = "--pid" if cmd == "probekit-check" else "-p"
+    args = {"probekit-usdtcount": ["blktgt:*"], "probekit-usdtcount-bcc": ["blktgt:*"],
+            "probekit-bpftrace": ["x.bt"]}.get(cmd, [])
+    r = run(cmd, opt, "1x", *args)
+    assert (r.returncode, r.stdout, r.stderr) == (2, "", f"{cmd}: {BAD_PID[cmd]}\n")

@@ -693,7 +693,7 @@ def test_deleted_library(bpf, sdt_build, count_bt, tmp_path):
         s = tmp_path / "typo.bt"
         s.write_text("usdt:__EXE__:pkexe:tick { @a = count(); }\n"
                      "usdt:__EXE__:pkexe:tock { @b = count(); }\n")
-        assert_one_line_error(wrapper("--dry-run", p.pid, s), "no probe pkexe:tock in ",
+        assert_one_line_error(wrapper("--dry-run", p.pid, s), "no USDT probe pkexe:tock in ",
                               "nearest: pkexe:tick")
     finally:
         p.stop()
@@ -845,9 +845,9 @@ def test_inexpressible_paths_are_refused(sdt_build, count_bt, tmp_path, name, wh
 
 
 @pytest.mark.parametrize("probe,line", [
-    ("usdt:__EXE__:pkexe:t?ck", "no probe pkexe:t?ck in {exe}; nearest: pkexe:tick"),
-    ("usdt:__EXE__:pkexe:t[i]ck", "no probe pkexe:t[i]ck in {exe}; nearest: pkexe:tick"),
-    ("usdt:__EXE__:pk[e]xe:tick", "no probe pk[e]xe:tick in {exe}; nearest: pkexe:tick"),
+    ("usdt:__EXE__:pkexe:t?ck", "no USDT probe pkexe:t?ck in {exe}; nearest: pkexe:tick"),
+    ("usdt:__EXE__:pkexe:t[i]ck", "no USDT probe pkexe:t[i]ck in {exe}; nearest: pkexe:tick"),
+    ("usdt:__EXE__:pk[e]xe:tick", "no USDT probe pk[e]xe:tick in {exe}; nearest: pkexe:tick"),
     ("uprobe:__EXE__:pk_exe_wor?", "PID {pid} ({exe}) has no uprobe:__EXE__:pk_exe_wor?, "
      "in its executable or its libraries (bpftrace would silently attach nothing); "
      "check the name with: bpftrace -p {pid} -l 'usdt:*' or readelf -n"),
@@ -1035,7 +1035,7 @@ def test_error_one_probe_misspelt(prog, tmp_path):
     s = tmp_path / "typo.bt"
     s.write_text("usdt:__EXE__:pkexe:tick { @a = count(); }\n"
                  "usdt:__EXE__:pkexe:tock { @b = count(); }\n")
-    assert_one_line_error(wrapper("--dry-run", prog.pid, s), "no probe pkexe:tock in ",
+    assert_one_line_error(wrapper("--dry-run", prog.pid, s), "no USDT probe pkexe:tock in ",
                           "nearest: pkexe:tick")
     f = tmp_path / "fn.bt"
     f.write_text("uprobe:__EXE__:pk_no_such_fn { @a = count(); }\n")

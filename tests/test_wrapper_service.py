@@ -124,7 +124,7 @@ usdt:__EXE__:postgresql:transaction__comit
 """)
     rc, out, err = dry_run(f"{PG_BIN}/postgres", script)
     assert (rc, out, err) == (1, "", [
-        f"probekit-bpftrace: no probe postgresql:transaction__comit in "
+        f"probekit-bpftrace: no USDT probe postgresql:transaction__comit in "
         f"{PG_BIN}/postgres; nearest: postgresql:transaction__commit"])
 
 
@@ -294,7 +294,7 @@ def test_misspelt_probe_in_a_library(hidden, tmp_path):
     script = write(tmp_path / "hit.bt", HIT_BT.replace("nslib:hit", "nslib:hti"))
     rc, out, err = dry_run(hidden.pid, script)
     assert (rc, out, err) == (1, "", [
-        f"probekit-bpftrace: no probe nslib:hti in /proc/{hidden.pid}/root"
+        f"probekit-bpftrace: no USDT probe nslib:hti in /proc/{hidden.pid}/root"
         f"{hidden.lib}; nearest: nslib:hit"])
 
 

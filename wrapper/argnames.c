@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "argnames.h"
+#include "libbpf/probekit_common.spec.h"	/* SPEC_ARG_NO_NAMES: the tools' words */
 #include "look.h"
 
 static bool ident(char c)
@@ -72,6 +73,45 @@ bool argnames_used(const char *s, size_t a, size_t b)
 	return false;
 }
 
+/* Whether the stapsdt notes of file have the probe spec ("provider:name",
+ * or "name" of any provider). */
+static bool has_probe(const char *file, const char *spec)
+{
+	const char *colon = strchr(spec, ':');
+	size_t plen = colon ? (size_t)(colon - spec) : 0, n, i;
+	struct usdt_note *notes;
+	char err[512];
+	bool has = false;
+
+	if (usdt_notes_read(file, &notes, &n, err, sizeof(err)))
+		helper_die("%s: %s", file, err);
+	for (i = 0; i < n && !has; i++)
+		has = colon ? strlen(notes[i].provider) == plen &&
+			      !strncmp(notes[i].provider, spec, plen) &&
+			      !strcmp(notes[i].name, colon + 1)
+			    : !strcmp(notes[i].name, spec);
+	usdt_notes_free(notes);
+	return has;
+}
+
+/* No names for probe spec in file: it has the probe but not probekit's
+ * note of it (the tools' words, probekit_spec.ARG_NO_NAMES; bpftrace's
+ * argN counts from 0), or it has no such probe: misspelt (the tools'
+ * "no USDT probe" line and its nearest, as bpftrace.sh says it without
+ * args.NAME) or in a library, whose names args.NAME does not read. */
+static void __attribute__((noreturn)) no_names(const char *file, const char *spec, const char *where)
+{
+	char near[LOOK_SPEC_MAX];
+	char *files[] = { (char *)file };
+
+	if (has_probe(file, spec))
+		helper_die("%s: " SPEC_ARG_NO_NAMES, where, file, spec, "arg0");
+	if (look_nearest(spec, files, 1, near, sizeof(near)) == 0)
+		helper_die("%s: no USDT probe %s in %s" SPEC_NEAREST, where, spec, file, near);
+	helper_die("%s: no USDT probe %s in %s, whose notes args.NAME reads; a probe in a library: give the argument by number, arg0 on",
+		   where, spec, file);
+}
+
 /* The probekit notes of the one file a trace's usdt blocks name, read
  * once. */
 static struct {
@@ -115,8 +155,7 @@ const struct usdt_probe_args *argnames_probe(const char *file, const char *spec,
 		helper_die("%s: probe %s is in %d providers of %s; name it PROVIDER:%s", where, spec, matches,
 			   file, spec);
 	if (!hit)
-		helper_die("%s: %s has no argument names for probe %s (it was not built with probekit's header, or the probe is in a library); read its arguments by number, arg0 on",
-			   where, file, spec);
+		no_names(file, spec, where);
 	return hit;
 }
 

@@ -74,8 +74,9 @@
 #  - Every __EXE__ probe must resolve.  bpftrace 0.17 silently attaches
 #    nothing for a usdt probe or uprobe symbol that does not exist, so a
 #    misspelt probe would trace nothing without a word; here it is an error,
-#    "no probe X in FILE; nearest: Y" with Y the probe nearest by edit
-#    distance (in FILE, the file that has Y), whatever the other probes.
+#    "no USDT probe X in FILE; nearest: Y" (the tools' words) with Y the
+#    probe nearest by edit distance (in FILE, the file that has Y), whatever
+#    the other probes.
 #  - Several scripts are joined into one program.  bpftrace accepts one BEGIN
 #    and one END, so their bodies are merged in script order; C definitions
 #    (struct, #include) are moved to the top.
@@ -291,7 +292,7 @@ while [ $# -gt 0 ]; do
 		[ $# -ge 2 ] && [ -n "$2" ] || usage_die "$1 needs a $( [ "${1#-}" = p ] || [ "$1" = --pid ] && echo PID || echo PATH) (see --help)"
 		[ -z "$pid" ] || usage_die "give one target: '$pid' was already given, then $1 $2"
 		case $1 in
-		-p|--pid) case $2 in *[!0-9]*) usage_die "$1 '$2' is not a PID; for a file give -b PATH" ;; esac ;;
+		-p|--pid) case $2 in *[!0-9]*) usage_die "$1: $(message PID_INVALID "$2"); for a file give -b PATH" ;; esac ;;
 		esac
 		pid=$2; shift ;;
 	-f|--format)
@@ -848,7 +849,7 @@ if [ -n "$missing" ]; then
 			i=${near%%$'\t'*} near=${near#*$'\t'}
 			near_file=${files[i]}
 			[ "$i" = 0 ] && near_file=$shown_exe
-			die "no probe ${ref_spec[missing_n]} in $near_file; nearest: ${near%$'\n'}"
+			die "no USDT probe ${ref_spec[missing_n]} in $near_file; nearest: ${near%$'\n'}"
 		fi
 		[ -n "$pid" ] ||
 			die "$target_file has no probe ${ref_spec[missing_n]}, nor one named like it; is it the right file, built with probes? (list them: readelf -n $target_file)"

@@ -5,7 +5,7 @@ each file by its kind, report errors and coverage."""
 import argparse
 import sys
 
-from . import argspec, elf, features, notes, process
+from . import argspec, elf, features, notes, process, words
 from .catalog import CatalogError, parse_catalog
 from .check_bcc import check_bcc
 from .check_bt import check_bpftrace
@@ -135,7 +135,7 @@ def _arguments(argv):
     ap.add_argument("--lib", action="append", default=[], metavar="PATH",
                     help="a shared library where the script's __EXE__ "
                          "probes may live (repeatable)")
-    ap.add_argument("--pid", type=int, metavar="PID",
+    ap.add_argument("--pid", type=words.pid, metavar="PID",
                     help="a running process: its executable is the binary "
                          "(unless --binary), and the files it maps are "
                          "searched like --lib")
@@ -149,8 +149,6 @@ def _arguments(argv):
     a = ap.parse_args(argv)
     if not a.binary and not a.catalog and a.pid is None:
         ap.error("give --binary, --catalog or both (or --pid)")
-    if a.pid is not None and a.pid <= 0:
-        ap.error(f"invalid PID {a.pid}")
     return a
 
 

@@ -197,7 +197,7 @@ def main(argv=None):
     p = _Parser(prog="probekit-list", description=DESCRIPTION,
                 epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action=VersionAction)
-    p.add_argument("-p", "--pid", type=int, metavar="PID",
+    p.add_argument("-p", "--pid", type=voice.pid, metavar="PID",
                    help="list the probes of this process and its libraries")
     p.add_argument("-b", "--binary", metavar="PATH",
                    help="list the probes of this file (the same as PATH "
@@ -223,8 +223,6 @@ def main(argv=None):
     pattern = words[0] if words else None
     if pattern is not None and len(pattern) > MAX_PATTERN:
         p.error(f"PATTERN is longer than {MAX_PATTERN} characters")
-    if args.pid is not None and args.pid <= 0:
-        p.error(f"invalid PID {args.pid}")
 
     def fail(msg):
         sys.stderr.write(f"probekit-list: {one_line(msg)}\n")

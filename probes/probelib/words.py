@@ -7,6 +7,7 @@ this module hands them to probelib's commands: the checker, probekit-list,
 probekit-structs and the argparse base (cmdline.Parser).
 """
 
+import argparse
 import os
 import sys
 
@@ -68,6 +69,13 @@ def message(name):
     """tools/limits.toml's [message.NAME]: a printf format (%s) the C,
     Python and shell commands print alike."""
     return spec.messages()[name]
+
+
+def pid(s):
+    """An argparse type: a PID, or PID_INVALID, as every command says it."""
+    if s.isdigit() and s.isascii() and int(s, 10) > 0:
+        return int(s, 10)
+    raise argparse.ArgumentTypeError(message("PID_INVALID") % repr(s)[1:-1])
 
 
 def usage_words(message):
