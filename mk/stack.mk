@@ -36,10 +36,13 @@ STACK_LEAVE_OUT = check-asan \
 		  test_arm64.py \
 		  test_bench_stacks.py
 
-# The chroot stacks .ci/run runs beside the host's: the releases whose
-# whole suite passes: Debian 13 and unstable (doc/supported-systems.md
-# gives their last results).
-CI_STACKS = trixie sid
+# The chroot stacks .ci/run runs beside the host's: Debian 13.  Unstable's
+# whole suite passes too, but three whole suites one after another no
+# longer fit CI's 90 minutes on a 2-core machine (the last such run was
+# stopped at 90, in Debian 13's): unstable is run by hand before a
+# landing, make stack-check STACK=sid (doc/supported-systems.md, "CI,
+# each stack", gives the times and its last result).
+CI_STACKS = trixie
 # Of those, the stacks whose compiler warnings make stack-check STACK=NAME
 # (.ci/run's) reports without failing on them: unstable's compilers move.
 # Every other stack, and the host's make check, builds with WERROR=1.
