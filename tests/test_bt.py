@@ -9,6 +9,7 @@ import glob
 import os
 import re
 import subprocess
+import sys
 import threading
 import time
 
@@ -16,6 +17,10 @@ import pytest
 
 import probekit
 from probekit import ROOT, WRAPPER, Trace
+
+sys.path.insert(0, os.path.join(ROOT, "probes"))
+from probelib import bpftrace as btparse  # noqa: E402
+from probelib.catalog import parse_catalog  # noqa: E402
 
 # The programs these tests run; a missing one names its Debian package.
 pytestmark = pytest.mark.needs("qemu-io")
@@ -184,6 +189,32 @@ def test_script_compiles(bpf, target, script, tmp_path):
     assert re.search(rf"^ \* {re.escape(script)}\t\S", head, re.M), script
     assert "USAGE: probekit-bpftrace " in head and f"bt/{script}" in head
     assert "Example output" in head
+
+
+QUICKSTART_BT = os.path.join(ROOT, "examples", "quickstart", "bt")
+
+
+@pytest.mark.parametrize("catalog,scripts", [
+    (os.path.join(ROOT, "probes", "blktgt.d"), [bt(s) for s in SCRIPTS]),
+    (os.path.join(ROOT, "examples", "quickstart", "quickstart.d"),
+     sorted(glob.glob(os.path.join(QUICKSTART_BT, "*.bt")))),
+])
+def test_shipped_scripts_read_usdt_arguments_by_name(catalog, scripts):
+    """A shipped script reads a USDT probe's arguments by name
+    (args.len, not arg4): every probe its catalog declares names all its
+    arguments, so no usdt block of a shipped script reads argN.  (A
+    uprobe's argN, funcs.bt's, has no name to read.)"""
+    cat = parse_catalog(catalog)
+    assert all(a["name"] for p in cat["probes"] for a in p["args"]), catalog
+    by_number = []
+    for path in scripts:
+        with open(path) as f:
+            script = btparse.parse(f.read())
+        for block in script.blocks:
+            if any(ap.kind == "usdt" for ap in block.points):
+                by_number += [f"{os.path.relpath(path, ROOT)}:{script.line(r.off)}: {r.form}"
+                              for r in block.reads]
+    assert scripts and not by_number, by_number
 
 
 def test_all_scripts_compile_as_one_program(bpf, target, tmp_path):

@@ -624,7 +624,8 @@ def test_argument_names_and_types_from_the_binary(blktgt_bin, tmp_path):
     """With no catalog, the binary's probekit note gives each probe's
     argument names and C types: args.NAME resolves per probe (len is
     io__submit's arg4 and io__done's arg3), a misspelt one names the
-    nearest, and str() of an integer, by name or as argN, names its type.
+    nearest, and str() of an integer, by name or as argN, names its type;
+    printf's conversions are checked against a name's type as an argN's.
     A copy without the note takes argN only: a name is one line each."""
     bt = tmp_path / "names.bt"
     bt.write_text(
@@ -634,7 +635,8 @@ def test_argument_names_and_types_from_the_binary(blktgt_bin, tmp_path):
         "usdt:__EXE__:blktgt:rpc__done /args.status < 0/ { @e = count(); }\n"
         "usdt:__EXE__:blktgt:io__submit { @d = sum(args.lne); }\n"
         "usdt:__EXE__:blktgt:io__done { printf(\"%s\\n\", str(args.len)); }\n"
-        "usdt:__EXE__:blktgt:io__done { printf(\"%s\\n\", str(arg3)); }\n")
+        "usdt:__EXE__:blktgt:io__done { printf(\"%s\\n\", str(arg3)); }\n"
+        "usdt:__EXE__:blktgt:rpc__done { printf(\"%d %s\\n\", args.method, args.status); }\n")
     r, errors = run("--binary", blktgt_bin, str(bt))
     assert r.returncode == 1
     assert errors == [
@@ -643,7 +645,11 @@ def test_argument_names_and_types_from_the_binary(blktgt_bin, tmp_path):
         f"{bt}:5: blktgt:io__done: str(args.len) reads a string, but arg3 is "
         "'uint64_t len', not a pointer",
         f"{bt}:6: blktgt:io__done: str(arg3) reads a string, but arg3 is "
-        "'uint64_t len', not a pointer"], r.stderr
+        "'uint64_t len', not a pointer",
+        f"{bt}:7: blktgt:rpc__done: printf %d of args.method, which is the "
+        "string char *method; use %s and str(args.method)",
+        f"{bt}:7: blktgt:rpc__done: printf %s of args.status, which is the "
+        "integer int32_t status; use %d"], r.stderr
     bare = tmp_path / "blktgt"
     subprocess.run(["objcopy", "--remove-section=.note.probekit", blktgt_bin,
                     bare], check=True)

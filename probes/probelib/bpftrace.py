@@ -33,7 +33,7 @@ _STRFN = re.compile(r"\b(str|buf)\s*\(\s*(\$\w+|arg\d+)\b")
 # args.NAME and args->NAME: a usdt argument by name (probekit-bpftrace
 # resolves it per probe from the binary's probekit note), alone or in
 # str()/buf().
-_ARGS_NAME = re.compile(r"(?<![\w$@.>])args(?:\.|->)([A-Za-z_]\w*)")
+ARGS_NAME = re.compile(r"(?<![\w$@.>])args(?:\.|->)([A-Za-z_]\w*)")
 _STRFN_NAME = re.compile(r"\b(str|buf)\s*\(\s*(args(?:\.|->)([A-Za-z_]\w*))")
 _VARSET = re.compile(r"(\$\w+)\s*=\s*arg(\d+)\s*;")
 _FMT = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.\d+)?(?:hh|h|ll|l|z|j|t)?([a-zA-Z%])")
@@ -193,7 +193,7 @@ def _reads(text, masked, block):
         block.named.append((Read(start + m.start(), -1,
                                  f"{m.group(1)}({m.group(2)})", True),
                             m.group(3)))
-    for m in _ARGS_NAME.finditer(region):
+    for m in ARGS_NAME.finditer(region):
         if m.start() not in inside:
             block.named.append((Read(start + m.start(), -1, m.group(0),
                                      False), m.group(1)))

@@ -156,12 +156,23 @@ def _usdt_reads(ck, path, script, block, probe):
                            r.form)
     for r, name in block.named:
         _named_read(ck, path, script, probe, r, name)
+    names = [a.name for a in probe.args]
     for off, conv, expr in block.printfs:
         m = bpftrace.ARG_EXPR.fullmatch(expr)
-        if not m or int(m.group(1)) >= len(probe.args):
+        named = bpftrace.ARGS_NAME.fullmatch(expr)
+        if m and int(m.group(1)) < len(probe.args):
+            arg = probe.args[int(m.group(1))]
+        elif named and named.group(1) in names:
+            # args.NAME: the argument of that name (a name the probe
+            # lacks was reported above).
+            arg = probe.args[names.index(named.group(1))]
+        else:
             continue
-        arg = probe.args[int(m.group(1))]
-        if conv == "s":
+        if conv == "s" and arg.pointer is False:
+            ck.report.error(path, script.line(off), probe.full,
+                            f"printf %s of {expr}, which is the integer "
+                            f"{arg.ctype}; use %d")
+        elif conv == "s":
             ck.report.error(path, script.line(off), probe.full,
                             f"printf %s of {expr}, an integer to "
                             f"bpftrace; use str({expr})")
