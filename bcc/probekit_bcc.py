@@ -346,6 +346,13 @@ class DrainedHash:
         self.gen, self.tool, self.cur = bpf["drain_gen"], tool, 0
         self.pairs = [(bpf[n + "_a"], bpf[n + "_b"]) for n in (name, *also)]
 
+    def open_window(self):
+        """Once every probe is attached: what the probes added while they
+        attached, one after another (a probe attached first counting
+        alone), is emptied, so that every probe counts from one
+        instant."""
+        self.take_all()
+
     def take_all(self):
         """The old table's items of each pair (name's, then also's)."""
         old, self.cur = self.cur, 1 - self.cur

@@ -13,7 +13,9 @@
  * interval ends at one instant: a pair (io__submit, io__done) agrees
  * within what was in flight, where reading one counter after the other
  * let a reader preempted between the two reads see the second gain
- * hundreds (437 apart, measured under load).  The histograms, which
+ * hundreds (437 apart, measured under load).  The window opens the same
+ * way: the hits while the probes attach, one after another, go to
+ * counts[1], emptied once all are attached.  The histograms, which
  * pair nothing, are cleared with an atomic exchange, so no hit falls
  * between two intervals.
  */

@@ -718,8 +718,16 @@ int main(int argc, char **argv)
 	}
 	if (drained_hash_arm())
 		goto out;
+	/* The probes attach one after another, some milliseconds apart on a
+	 * loaded machine: the hits of that time go to counts[1], which is
+	 * emptied once every probe is attached, so that every probe counts
+	 * from one instant (usdtcount.bpf.c). */
+	skel->bss->count_buf = 1;
 	if (attach_all(skel, &sites, &t))
 		goto out;
+	__atomic_store_n(&skel->bss->count_buf, 0, __ATOMIC_SEQ_CST);
+	probes_quiesce();
+	memset(skel->bss->counts[1], 0, sizeof(skel->bss->counts[1]));
 
 	target_where(&t, where, sizeof(where));
 	snprintf(ready, sizeof(ready), "Tracing %zu USDT probe%s in %s",

@@ -647,6 +647,9 @@ static void join_named(struct joiner *j, size_t start, size_t hb, size_t k, bool
 			helper_buf_str(&j->body, " ");
 			gate_test(j, &j->body, true);
 		}
+		/* --max-rate counts a usdt block's hits, named or not. */
+		if (j->o->max_rate[0])
+			helper_buf_str(&j->body, " @__probekit_hits[cpu]++;");
 		copy_named(j, &j->body, hb + 1, k, pa, where, NULL);
 		from = traced ? put_before(j, &j->body, k, "}") : k;
 		copy(j, &j->body, from, k + 1);
