@@ -345,16 +345,7 @@ smoke_inner() { # build (relative to the checkout)
 		-virtfs "local,path=$OUTDIR,mount_tag=out,security_model=none" \
 		</dev/null &
 	qpid=$!
-	deadline=$(( $(date +%s) + ${PROBEKIT_ARM64_TIMEOUT:-3600} ))
-	while kill -0 "$qpid" 2>/dev/null; do
-		if [ "$(date +%s)" -ge "$deadline" ]; then
-			kill -KILL "$qpid"
-			say "the machine did not stop within ${PROBEKIT_ARM64_TIMEOUT:-3600}s; killed"
-			break
-		fi
-		sleep 2
-	done
-	wait "$qpid" 2>/dev/null
+	vm_wait "$qpid" "${PROBEKIT_ARM64_TIMEOUT:-3600}"
 	cat "$OUTDIR/smoke.log" 2>/dev/null || tail -n 40 "$OUTDIR/console.log"
 	rc=$(cat "$OUTDIR/rc" 2>/dev/null || echo 2)
 	core=$(ls "$OUTDIR"/core.* 2>/dev/null | head -n 1)

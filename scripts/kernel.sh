@@ -153,16 +153,7 @@ smoke_inner() { # release, build (absolute)
 		-virtfs "local,path=$out,mount_tag=out,security_model=none" \
 		</dev/null &
 	qpid=$!
-	deadline=$(( $(date +%s) + ${PROBEKIT_KERNEL_TIMEOUT:-3600} ))
-	while kill -0 "$qpid" 2>/dev/null; do
-		if [ "$(date +%s)" -ge "$deadline" ]; then
-			kill -KILL "$qpid"
-			say "the machine did not stop within ${PROBEKIT_KERNEL_TIMEOUT:-3600}s; killed"
-			break
-		fi
-		sleep 2
-	done
-	wait "$qpid" 2>/dev/null
+	vm_wait "$qpid" "${PROBEKIT_KERNEL_TIMEOUT:-3600}"
 	cat "$out/smoke.log" 2>/dev/null || tail -n 40 "$out/console.log"
 	rc=$(cat "$out/rc" 2>/dev/null || echo 2)
 	say "timings (s): $(tr '\n' ' ' <"$out/timings" 2>/dev/null) whole run $(( $(date +%s) - t0 ))"

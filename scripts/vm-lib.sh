@@ -73,3 +73,18 @@ initrd_pack() { # dir, dest
 	(cd "$1" && find . | cpio -o -H newc --quiet | gzip -1) >"$2.tmp" &&
 		mv "$2.tmp" "$2"
 }
+
+# Wait for the emulated machine (qemu's pid) to stop by itself, at most
+# seconds; past them kill it and say so (the caller's say()).
+vm_wait() { # pid, seconds
+	local deadline=$(( $(date +%s) + $2 ))
+	while kill -0 "$1" 2>/dev/null; do
+		if [ "$(date +%s)" -ge "$deadline" ]; then
+			kill -KILL "$1"
+			say "the machine did not stop within ${2}s; killed"
+			break
+		fi
+		sleep 2
+	done
+	wait "$1" 2>/dev/null
+}
