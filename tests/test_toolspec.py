@@ -73,6 +73,16 @@ def libbpf_helpers():
                                          var["TOOL_ROOMS"]).split()
 
 
+def remade_man(spec_dir, tool, tmp_path):
+    """A copy of tool's man page with its options region remade from the
+    specs in spec_dir: (its path, its text)."""
+    page = tmp_path / f"probekit-{tool}.8"
+    shutil.copy(os.path.join(ROOT, "man", f"probekit-{tool}.8"), page)
+    subprocess.run([GENTOOL, "--spec-dir", spec_dir, "man", tool, str(page)],
+                   check=True)
+    return page, page.read_text()
+
+
 def test_each_shared_limit_has_its_value_only_in_its_spec():
     """Before the specs, MAX_INFLIGHT, NAME_LEN and TYPE_LEN were written
     in libbpf/blktgt_io.h and bcc/probekit_bcc_load.py, IO_BATCH_MAX and
@@ -244,11 +254,7 @@ def test_scratch_option_reaches_both_parsers_help_and_man(tmp_path):
         "'0' (see --help)\n")
 
     # The man page: its options region, remade from the copy.
-    page = tmp_path / "probekit-iosize.8"
-    shutil.copy(os.path.join(ROOT, "man", "probekit-iosize.8"), page)
-    subprocess.run([GENTOOL, "--spec-dir", spec_dir, "man", "iosize",
-                    str(page)], check=True)
-    roff = page.read_text()
+    page, roff = remade_man(spec_dir, "iosize", tmp_path)
     assert ".TP\n.BI \\-\\-scratch\\-opt \" N\"\nA scratch option " \
         "(tests/test_toolspec.py).\n" in roff
     p = subprocess.run([GENTOOL, "man", "iosize", str(page), "--check"],
@@ -309,11 +315,7 @@ def test_changed_default_and_rules_reach_both_forms_help_and_man(tmp_path):
             assert (p.returncode, p.stderr) == (
                 2, f"{name}: {line} (see --help)\n"), args
 
-    page = tmp_path / "probekit-iolatency.8"
-    shutil.copy(os.path.join(ROOT, "man", "probekit-iolatency.8"), page)
-    subprocess.run([GENTOOL, "--spec-dir", spec_dir, "man", "iolatency",
-                    str(page)], check=True)
-    roff = page.read_text()
+    _, roff = remade_man(spec_dir, "iolatency", tmp_path)
     assert "With\n.BR \\-\\-per\\-io :\nthe width of a bucket, in the " \
         "unit (default 7).\n" in roff
     assert "takes one per up to 256 I/Os.\nNot with\n.BR \\-L .\n" in roff
