@@ -611,6 +611,19 @@ static const struct usdt_probe_args *named_probe(struct joiner *j, size_t x, siz
 	return pa;
 }
 
+/* What a block's body starts with, after its '{': the window's test when
+ * the block is traced, and --max-rate's count when it attaches a probe of
+ * a file (of_file), as the usdt blocks that read args.NAME all do. */
+static void body_opening(struct joiner *j, bool traced, bool of_file)
+{
+	if (traced) {
+		helper_buf_str(&j->body, " ");
+		gate_test(j, &j->body, of_file);
+	}
+	if (j->o->max_rate[0] && of_file)
+		helper_buf_str(&j->body, " @__probekit_hits[cpu]++;");
+}
+
 /* A usdt block s[start, k] whose predicate or body names its arguments
  * (args.NAME): one block per attach point, each reading the names of its
  * own probe (io__submit's len is its fifth argument, io__done's its
@@ -643,13 +656,7 @@ static void join_named(struct joiner *j, size_t start, size_t hb, size_t k, bool
 		helper_buf_str(&j->body, "\n");
 		at(j, &j->body, hb);
 		copy(j, &j->body, hb, hb + 1);
-		if (traced) {
-			helper_buf_str(&j->body, " ");
-			gate_test(j, &j->body, true);
-		}
-		/* --max-rate counts a usdt block's hits, named or not. */
-		if (j->o->max_rate[0])
-			helper_buf_str(&j->body, " @__probekit_hits[cpu]++;");
+		body_opening(j, traced, true);
 		copy_named(j, &j->body, hb + 1, k, pa, where, NULL);
 		from = traced ? put_before(j, &j->body, k, "}") : k;
 		copy(j, &j->body, from, k + 1);
@@ -748,12 +755,7 @@ static void join_block(struct joiner *j, size_t hx, size_t hy, size_t pred, size
 		at(j, &j->body, hb);
 	}
 	copy(j, &j->body, hb, hb + 1);
-	if (traced) {
-		helper_buf_str(&j->body, " ");
-		gate_test(j, &j->body, counts_hits(s, hx, hy));
-	}
-	if (j->o->max_rate[0] && counts_hits(s, hx, hy))
-		helper_buf_str(&j->body, " @__probekit_hits[cpu]++;");
+	body_opening(j, traced, counts_hits(s, hx, hy));
 	copy_code(j, &j->body, hb + 1, k);
 	from = traced ? put_before(j, &j->body, k, "}") : k;
 	copy(j, &j->body, from, k + 1);
