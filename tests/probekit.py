@@ -174,8 +174,9 @@ class LineReader:
             while not pred(self.lines):
                 left = deadline - time.monotonic()
                 if left <= 0 or self.eof:
-                    raise AssertionError("output ended or timed out before the "
-                                         "expected lines; got:\n"
+                    why = ("the output ended" if self.eof
+                           else f"{timeout} s passed with the stream still open")
+                    raise AssertionError(f"{why} before the expected lines; got:\n"
                                          + "\n".join(self.lines[-40:]))
                 self._cond.wait(left)
 
