@@ -713,34 +713,6 @@ void usdt_sites_followed(struct usdt_sites *s, const struct target *t,
 
 /* --- a probe that is not there -------------------------------------------- */
 
-/* Levenshtein distance between a and b, capped at their length bound. */
-static size_t distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	size_t row[USDT_PROBE_MAX + 1];
-
-	if (la > USDT_PROBE_MAX || lb > USDT_PROBE_MAX)
-		return SIZE_MAX;
-	for (size_t j = 0; j <= lb; j++)
-		row[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		size_t diag = row[0];
-
-		row[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-
-			if (up + 1 < best)
-				best = up + 1;
-			if (row[j - 1] + 1 < best)
-				best = row[j - 1] + 1;
-			diag = up;
-			row[j] = best;
-		}
-	}
-	return row[lb];
-}
-
 static const char *gates[USDT_GATES_MAX];
 static int ngates;
 
@@ -828,7 +800,7 @@ int usdt_arg_index(const struct usdt_bin *b, const struct usdt_note *n,
 		if (!strcmp(pa->args[i].name, name))
 			return i + 1;
 		/* The first of equals, as probekit_spec.nearest(). */
-		d = distance(name, pa->args[i].name);
+		d = usdt_distance(name, pa->args[i].name);
 		if (d < best) {
 			best = d;
 			near = pa->args[i].name;
@@ -977,7 +949,7 @@ void usdt_sites_missing(const struct usdt_sites *s, const struct target *t,
 
 			usdt_probe_name(&s->bins[i].notes[k], probe,
 					sizeof(probe));
-			d = distance(pattern, probe);
+			d = usdt_distance(pattern, probe);
 			if (d < dmin) {
 				dmin = d;
 				snprintf(best, sizeof(best), "%s", probe);

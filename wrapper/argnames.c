@@ -188,7 +188,7 @@ int argnames_put(struct helper_buf *out, const struct usdt_probe_args *pa, const
 	for (i = 0; i < pa->argc; i++) {
 		if (!strcmp(pa->args[i].name, want))
 			break;
-		d = look_distance(pa->args[i].name, want);
+		d = usdt_distance(pa->args[i].name, want);
 		if (d < best) {
 			best = d;
 			near = pa->args[i].name;

@@ -212,28 +212,6 @@ void look_find(struct look_want *w, int nw, char *const *files, int nfiles)
 	}
 }
 
-size_t look_distance(const char *a, const char *b)
-{
-	size_t row[LOOK_SPEC_MAX + 1], nb = strlen(b), i, k, diag, up;
-
-	for (k = 0; k <= nb; k++)
-		row[k] = k;
-	for (i = 1; a[i - 1]; i++) {
-		diag = row[0];
-		row[0] = i;
-		for (k = 1; k <= nb; k++) {
-			up = row[k];
-			row[k] = diag + (a[i - 1] != b[k - 1]);
-			if (up + 1 < row[k])
-				row[k] = up + 1;
-			if (row[k - 1] + 1 < row[k])
-				row[k] = row[k - 1] + 1;
-			diag = up;
-		}
-	}
-	return row[nb];
-}
-
 int look_nearest(const char *spec, char *const *files, int nfiles, char *found, size_t cap)
 {
 	struct usdt_note *notes;
@@ -255,7 +233,7 @@ int look_nearest(const char *spec, char *const *files, int nfiles, char *found, 
 			helper_die("%s: %s", files[f], err);
 		for (i = 0; i < nn; i++) {
 			snprintf(full, sizeof(full), "%s:%s", notes[i].provider, notes[i].name);
-			d = look_distance(by_name ? notes[i].name : full, spec);
+			d = usdt_distance(by_name ? notes[i].name : full, spec);
 			if (d < best) {
 				best = d;
 				at = f;

@@ -9,9 +9,11 @@
 #include <stddef.h>
 
 #include "helper.h"
+#include "usdt_notes.h"
 
-/* The longest probe or function name a script or want-list may give. */
-#define LOOK_SPEC_MAX 1024
+/* The longest probe or function name a script or want-list may give:
+ * as long as usdt_distance() measures, so that each can be suggested. */
+#define LOOK_SPEC_MAX USDT_DISTANCE_MAX
 
 /* A probe or symbol the wrapper looks for. */
 struct look_want {
@@ -31,11 +33,6 @@ struct look_want {
  * suffix.  A file that cannot be opened (it went away) or is not ELF has
  * nothing; a corrupt one, or one that is not a regular file, is an error. */
 void look_find(struct look_want *w, int nw, char *const *files, int nfiles);
-
-/* The edit distance (insert, delete, replace) between a and b, b at most
- * LOOK_SPEC_MAX bytes: what "nearest" means for a probe and for an
- * argument's name. */
-size_t look_distance(const char *a, const char *b);
 
 /* For a usdt spec that none of files has: the index of the file with the
  * nearest probe by edit distance (the first of equals), its

@@ -1017,3 +1017,27 @@ bool usdt_arg_readable_libbpf(const struct usdt_arg *a)
 	/* libbpf 1.1 reads a constant with %lld: decimal only. */
 	return decimal(op + 1, NULL);
 }
+
+size_t usdt_distance(const char *a, const char *b)
+{
+	size_t row[USDT_DISTANCE_MAX + 1], nb = strlen(b), i, k, diag, up;
+
+	if (nb > USDT_DISTANCE_MAX)
+		return SIZE_MAX;
+	for (k = 0; k <= nb; k++)
+		row[k] = k;
+	for (i = 1; a[i - 1]; i++) {
+		diag = row[0];
+		row[0] = i;
+		for (k = 1; k <= nb; k++) {
+			up = row[k];
+			row[k] = diag + (a[i - 1] != b[k - 1]);
+			if (up + 1 < row[k])
+				row[k] = up + 1;
+			if (row[k - 1] + 1 < row[k])
+				row[k] = row[k - 1] + 1;
+			diag = up;
+		}
+	}
+	return row[nb];
+}

@@ -143,6 +143,15 @@ int usdt_probe_args_read_elf(struct Elf *elf, unsigned long long file_size,
 const struct usdt_probe_args *usdt_probe_args_find(const struct usdt_probe_args *a, size_t n,
 						   const char *provider, const char *name);
 
+/* The longest name usdt_distance() measures against. */
+#define USDT_DISTANCE_MAX 1024
+
+/* The edit distance (insert, delete, replace) between a and b, or
+ * SIZE_MAX when b is longer than USDT_DISTANCE_MAX bytes: what "nearest"
+ * means for a probe and for an argument's name, in every tool that
+ * suggests one. */
+size_t usdt_distance(const char *a, const char *b);
+
 /* Whether an argument of C type type (as a probekit note gives it) is a
  * string a reader may read with str(): a char pointer. */
 bool usdt_type_is_string(const char *type);
