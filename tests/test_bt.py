@@ -8,6 +8,7 @@ import functools
 import glob
 import os
 import re
+import resource
 import subprocess
 import sys
 import threading
@@ -157,6 +158,10 @@ def emit_only():
     return _emit_only[0]
 
 
+# A compile's CPU-time bound, six times the most seen (compile_check).
+COMPILE_CPU_S = 120
+
+
 def compile_check(pid, scripts, tmp_path):
     """The wrapper resolves every probe (-n), then bpftrace compiles the
     final program to an ELF (emit_only)."""
@@ -164,12 +169,18 @@ def compile_check(pid, scripts, tmp_path):
                        text=True, timeout=probekit.TIMEOUT)
     if r.returncode != 0:
         return r
-    # A hang bound: bpftrace 0.17 compiles the 15 scripts joined in 17-20
+    # Hang bounds: bpftrace 0.17 compiles the 15 scripts joined in 17-20
     # s of CPU (the batch scripts' unrolled loops, most of it), which a
-    # machine at load 20 stretched past 60 s.
+    # machine at load 20 stretched past 60 s of wall time and one at load
+    # 11 past 180 s.  So the bound on a compile that spins is its CPU time
+    # (RLIMIT_CPU, six times the most seen), which load does not stretch;
+    # the wall-time bound is only for one that blocks.
+    def cpu_bound():
+        resource.setrlimit(resource.RLIMIT_CPU, (COMPILE_CPU_S, COMPILE_CPU_S))
     return subprocess.run(["bpftrace", "-p", str(pid), *emit_only(),
                            str(tmp_path / "prog.elf"), "-e", r.stdout],
-                          capture_output=True, text=True, timeout=3 * probekit.TIMEOUT)
+                          capture_output=True, text=True, preexec_fn=cpu_bound,
+                          timeout=10 * probekit.TIMEOUT)
 
 
 def test_collection_is_complete():
