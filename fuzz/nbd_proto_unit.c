@@ -7,6 +7,7 @@
  */
 #include <endian.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -65,10 +66,13 @@ static const struct nbd_proto_neg_ops ops = { .lookup = lookup, .list = list, .o
 
 /* --- the client's bytes -------------------------------------------------- */
 
+#define FLAGS_LEN  sizeof(struct nbd_wire_client_flags)
+#define OPTION_HDR sizeof(struct nbd_wire_option)
+
 /* Room for the longest stream below: NBD_MAX_OPTIONS + 1 empty options,
  * or the flags and an option of NBD_MAX_OPTION_LEN bytes. */
 struct wire {
-	uint8_t b[4 + 16 * (NBD_MAX_OPTIONS + 1) + NBD_MAX_OPTION_LEN];
+	uint8_t b[FLAGS_LEN + OPTION_HDR * (NBD_MAX_OPTIONS + 1) + NBD_MAX_OPTION_LEN];
 	size_t len;
 };
 
@@ -203,22 +207,22 @@ static void test_greeting_and_flags(void)
 	static struct wire w;
 
 	start(NBD_FLAG_C_FIXED_NEWSTYLE, &w);
-	CHECK_INT(out.len, 18);
+	CHECK_INT(out.len, sizeof(struct nbd_wire_greeting));
 	CHECK_U64(get64(out.data), NBD_MAGIC);
 	CHECK_U64(get64(out.data + 8), NBD_OPTS_MAGIC);
 	CHECK_INT(get16(out.data + 16), NBD_FLAG_FIXED_NEWSTYLE | NBD_FLAG_NO_ZEROES);
-	/* Three bytes of four: nothing read yet. */
-	CHECK_INT(nbd_proto_neg_input(&neg, w.b, 3, &out), 0);
+	/* Part of the flags: nothing read yet. */
+	CHECK_INT(nbd_proto_neg_input(&neg, w.b, FLAGS_LEN - 1, &out), 0);
 	CHECK_INT(neg.state, NBD_PROTO_NEG_CLIENT_FLAGS);
-	CHECK_INT(nbd_proto_neg_input(&neg, w.b, 4, &out), 4);
+	CHECK_INT(nbd_proto_neg_input(&neg, w.b, FLAGS_LEN, &out), FLAGS_LEN);
 	CHECK_INT(neg.state, NBD_PROTO_NEG_OPTIONS);
 	CHECK_INT(neg.cflags, NBD_FLAG_C_FIXED_NEWSTYLE);
 
 	start(NBD_FLAG_C_FIXED_NEWSTYLE | (1u << 2), &w);
-	CHECK_INT(nbd_proto_neg_input(&neg, w.b, w.len, &out), 4);
+	CHECK_INT(nbd_proto_neg_input(&neg, w.b, w.len, &out), FLAGS_LEN);
 	CHECK_INT(neg.state, NBD_PROTO_NEG_FAIL);
 	CHECK_STR(neg.why, "unknown client flags");
-	CHECK_INT(out.len, 18);
+	CHECK_INT(out.len, sizeof(struct nbd_wire_greeting));
 }
 
 static void test_option_header(void)
@@ -231,7 +235,7 @@ static void test_option_header(void)
 	put(&w, &bad, 8);
 	put32(&w, NBD_OPT_LIST);
 	put32(&w, 0);
-	CHECK_INT(nbd_proto_neg_input(&neg, w.b, w.len, &out), 4);
+	CHECK_INT(nbd_proto_neg_input(&neg, w.b, w.len, &out), FLAGS_LEN);
 	CHECK_INT(neg.state, NBD_PROTO_NEG_FAIL);
 	CHECK_STR(neg.why, "bad option magic");
 	CHECK_INT(reported, 0);
@@ -241,14 +245,15 @@ static void test_option_header(void)
 	put_option(&w, NBD_OPT_STRUCTURED_REPLY, NULL, 0);
 	w.len -= 4;
 	put32(&w, NBD_MAX_OPTION_LEN);
-	CHECK_INT(nbd_proto_neg_input(&neg, w.b, w.len, &out), 4);
+	CHECK_INT(nbd_proto_neg_input(&neg, w.b, w.len, &out), FLAGS_LEN);
 	CHECK_INT(neg.state, NBD_PROTO_NEG_OPTIONS);
 	{
 		static const uint8_t data[NBD_MAX_OPTION_LEN];
 
 		put(&w, data, sizeof(data));
 	}
-	CHECK_INT(nbd_proto_neg_input(&neg, w.b + 4, w.len - 4, &out), w.len - 4);
+	CHECK_INT(nbd_proto_neg_input(&neg, w.b + FLAGS_LEN, w.len - FLAGS_LEN, &out),
+		  w.len - FLAGS_LEN);
 	expect_error(NBD_OPT_STRUCTURED_REPLY, NBD_REP_ERR_UNSUP,
 		     "option not supported by blktgt");
 	CHECK_INT(last_status, -ENOTSUP);
@@ -257,7 +262,7 @@ static void test_option_header(void)
 	put_option(&w, NBD_OPT_GO, NULL, 0);
 	w.len -= 4;
 	put32(&w, NBD_MAX_OPTION_LEN + 1);
-	CHECK_INT(nbd_proto_neg_input(&neg, w.b, w.len, &out), 4);
+	CHECK_INT(nbd_proto_neg_input(&neg, w.b, w.len, &out), FLAGS_LEN);
 	CHECK_INT(neg.state, NBD_PROTO_NEG_FAIL);
 	CHECK_STR(neg.why, "option longer than NBD_MAX_OPTION_LEN");
 	CHECK_INT(last_option, NBD_OPT_GO);
@@ -275,7 +280,7 @@ static void test_option_count(void)
 	for (unsigned i = 0; i < NBD_MAX_OPTIONS + 1; i++)
 		put_option(w, NBD_OPT_STRUCTURED_REPLY, NULL, 0);
 	used = nbd_proto_neg_input(&neg, w->b, w->len, &out);
-	CHECK_INT(used, 4 + 16 * NBD_MAX_OPTIONS);
+	CHECK_INT(used, FLAGS_LEN + OPTION_HDR * NBD_MAX_OPTIONS);
 	CHECK_INT(reported, NBD_MAX_OPTIONS);
 	CHECK_INT(neg.state, NBD_PROTO_NEG_FAIL);
 	CHECK_STR(neg.why, "too many options");
@@ -398,18 +403,20 @@ static void test_export_name_and_abort(void)
 	static struct wire w;
 	uint8_t zeroes[sizeof(((struct nbd_wire_export_name_reply *)0)->zeroes)] = { 0 };
 
-	/* Without NO_ZEROES the answer carries its 124 zeroes. */
+	/* Without NO_ZEROES the answer carries its zeroes. */
 	for (int nz = 0; nz <= 1; nz++) {
 		start(nz ? NBD_FLAG_C_NO_ZEROES : 0, &w);
 		put_option(&w, NBD_OPT_EXPORT_NAME, "null", 4);
 		CHECK_INT(nbd_proto_neg_input(&neg, w.b, w.len, &out), w.len);
 		CHECK_INT(neg.state, NBD_PROTO_NEG_GO);
 		CHECK_STR(neg.chosen.name, "null");
-		CHECK_INT(out.len - at, nz ? 10 : sizeof(struct nbd_wire_export_name_reply));
+		CHECK_INT(out.len - at, sizeof(struct nbd_wire_export_name_reply) -
+			  (nz ? sizeof(zeroes) : 0));
 		CHECK_U64(get64(out.data + at), exports[1].size);
 		CHECK_INT(get16(out.data + at + 8), exports[1].tflags);
 		if (!nz)
-			CHECK_MEM(out.data + at + 10, zeroes, sizeof(zeroes));
+			CHECK_MEM(out.data + at + offsetof(struct nbd_wire_export_name_reply, zeroes),
+				  zeroes, sizeof(zeroes));
 	}
 	/* It cannot answer an error: the connection ends. */
 	start(0, &w);
@@ -428,7 +435,7 @@ static void test_export_name_and_abort(void)
 	start(0, &w);
 	put_option(&w, NBD_OPT_ABORT, "xyz", 3);
 	put_option(&w, NBD_OPT_LIST, NULL, 0);
-	CHECK_INT(nbd_proto_neg_input(&neg, w.b, w.len, &out), 4 + 16 + 3);
+	CHECK_INT(nbd_proto_neg_input(&neg, w.b, w.len, &out), FLAGS_LEN + OPTION_HDR + 3);
 	CHECK_INT(neg.state, NBD_PROTO_NEG_ABORT);
 	{
 		const uint8_t *data;

@@ -29,6 +29,7 @@ UNIT_SRCS_nbd_proto     := target/nbd_proto.c
 .PHONY: unit
 
 UNIT_HDRS := fuzz/unit.h target/json.h target/jsonrpc.h target/nbd_proto.h target/bdev.h \
+	     target/io_batch.h target/states.h \
 	     $(LIMITS_H) $(O)/.config mk/unit.mk
 $(foreach t,$(UNIT_TESTS),$(eval $(UNIT_DIR)/$(t)_unit: $(UNIT_SRCS_$(t))))
 
