@@ -12,14 +12,14 @@ import subprocess
 
 import probekit
 
-# mk/unit.mk's UNIT_TESTS, each a fuzz/NAME_unit.c.
-UNITS = sorted(os.path.basename(p)[:-len(".c")]
-               for p in os.listdir(os.path.join(probekit.ROOT, "fuzz"))
+# Every fuzz/NAME_unit.c: each must be in mk/unit.mk's UNIT_TESTS, since
+# the target must print a summary for each.
+UNITS = sorted(p[:-len(".c")] for p in os.listdir(os.path.join(probekit.ROOT, "fuzz"))
                if p.endswith("_unit.c"))
 
 
 def test_parser_unit_tests(build):
-    assert UNITS == ["json_unit", "jsonrpc_parse_unit", "nbd_proto_unit"]
+    assert UNITS, "no fuzz/NAME_unit.c"
     p = subprocess.run(["make", "-s", "--no-print-directory", "-C", probekit.ROOT,
                         f"O={build}", "WERROR=1", "unit"],
                        capture_output=True, text=True, timeout=300)
