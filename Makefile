@@ -9,6 +9,7 @@
 #   make check      build every variant, lint, run the suite (installs nothing)
 #   make demo       deps, build, then the guided tour
 #   make soak       the wrapper and tool tests 50 times under load
+#   make unit       the parsers' C unit tests (mk/unit.mk)
 #   make install    install under PREFIX (default /usr/local), or DESTDIR
 #   make uninstall  remove what make install installed
 #   make deb        the Debian package, in $(O)/deb (lintian-clean)
@@ -292,7 +293,7 @@ OUTPUT_VARS := PROBES_H TARGET TARGET_SRCS TARGET_OBJS PROBES_O \
 	GDB_SECTION_O STRUCTS_DIR STRUCTS_BT USDT_OBJ USDT_LIB USDT_REGS_H \
 	WRAPPER_OBJ WRAPPER_OBJS WRAPPER_SCAN \
 	EXPORTER EXPORTER_OBJS QUICKSTART CROSS_SDT FUZZ_NBD_DEPS FUZZ_NBD_SRCS LIMITS_H \
-	COMPLETION_DIR COMPLETIONS
+	COMPLETION_DIR COMPLETIONS UNIT_DIR UNIT_BINS UNIT_HDRS
 $(foreach v,$(OUTPUT_VARS),$(if $(findstring command line,$(origin $(v)))$(findstring environment override,$(origin $(v))),\
 	$(error $(v) names a build output and cannot be set on the command line; use O=DIR to build elsewhere)))
 

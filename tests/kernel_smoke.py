@@ -54,12 +54,17 @@ from arm64_smoke import (  # noqa: F401
 from test_exporter import exporter, test_pair_by_argument_and_count  # noqa: F401
 import test_libbpf
 from test_libbpf import (  # noqa: F401
-    test_funclat_exact, test_iosize_exact, test_qdepth_exact,
-    test_rpclat_exact)
+    test_funclat_exact, test_iosize_exact, test_rpclat_exact)
+import test_twins
 
 # A BCC tool takes a minute or more to start here (its compile, emulated):
 # BCC reads with usdtcount above and iolatency's batch below; the rest,
 # the same tests, with libbpf alone.
+
+
+def test_qdepth_exact(bpf, bdevs):  # noqa: F811
+    """test_twins.py's, with the libbpf form alone."""
+    test_twins.test_qdepth_exact(bpf, bdevs, "libbpf")
 
 
 # The privilege lines of a tool of each attach kind: USDT through libbpf

@@ -128,19 +128,6 @@ def test_with_bpftrace_on_the_same_probes(bpf, bdevs):
 
 # --- qdepth ----------------------------------------------------------------------
 
-def test_qdepth_bounded(bpf, bdevs):
-    t = Tool("qdepth", bdevs.pid).start()
-    workload(bdevs, "Malloc0", "randread", 4096, 8, 997)
-    workload(bdevs, "Malloc1", "randwrite", 4096, 1, 23)
-    hists = by_key(parse(t.stop()), "bdev")
-    assert set(hists) == {("Malloc0",), ("Malloc1",)}
-    m0 = hists["Malloc0",]
-    assert total(m0) == 997 and m0["scale"] == "linear"
-    assert 1 <= min(lo for lo, _ in nonzero(m0))
-    assert max(lo for lo, _ in nonzero(m0)) <= 8
-    assert nonzero(hists["Malloc1",]) == {(1, None): 23}
-
-
 def test_qdepth_json(bpf, bdevs):
     t = Tool("qdepth", bdevs.pid, "--json").start()
     workload(bdevs, "Malloc1", "read", 512, 4, 23)

@@ -132,20 +132,6 @@ def test_funclat_counts_the_starts_a_full_table_drops(bpf, funcs_driver, kind):
     assert not any("reclaimed" in ln for ln in lines), lines
 
 
-def test_qdepth_exact(bpf, bdevs):
-    t = Tool("libbpf", "qdepth", bdevs.pid).start()
-    workload(bdevs, "Malloc0", "randread", 4096, 8, 997)
-    workload(bdevs, "Malloc1", "randwrite", 4096, 1, 23)
-    hists = by_key(parse(t.stop()), "bdev")
-    assert set(hists) == {("Malloc0",), ("Malloc1",)}
-    m0 = hists["Malloc0",]
-    assert total(m0) == 997 and m0["scale"] == "linear"
-    assert m0["unit"] == "depth"
-    assert 1 <= min(lo for lo, _ in nonzero(m0))
-    assert max(lo for lo, _ in nonzero(m0)) <= 8
-    assert nonzero(hists["Malloc1",]) == {(1, None): 23}
-
-
 def test_rpclat_exact(bpf, bdevs):
     t = Tool("libbpf", "rpclat", bdevs.pid).start()
     js = Tool("libbpf", "rpclat", bdevs.pid, "-j", "-m").start()

@@ -110,6 +110,25 @@ def test_iolatency_unsplit_and_json(bpf, bdevs, kind):
         assert x["total"] == sum(b["count"] for b in x["buckets"])
 
 
+# --- qdepth (test_bcc.py's and test_libbpf.py's, the same counts) ------------
+
+def test_qdepth_exact(bpf, bdevs, kind):
+    """997 reads at queue depth 8 on one bdev and 23 writes at depth 1 on
+    another: every submit counted once, at a depth from 1 to 8, under
+    its own bdev."""
+    t = Tool(kind, "qdepth", bdevs.pid).start()
+    workload(bdevs, "Malloc0", "randread", 4096, 8, 997)
+    workload(bdevs, "Malloc1", "randwrite", 4096, 1, 23)
+    hists = by_key(parse(t.stop()), "bdev")
+    assert set(hists) == {("Malloc0",), ("Malloc1",)}
+    m0 = hists["Malloc0",]
+    assert total(m0) == 997 and m0["scale"] == "linear"
+    assert m0["unit"] == "depth"
+    assert 1 <= min(lo for lo, _ in nonzero(m0))
+    assert max(lo for lo, _ in nonzero(m0)) <= 8
+    assert nonzero(hists["Malloc1",]) == {(1, None): 23}
+
+
 # --- funclat -----------------------------------------------------------------
 
 def test_funclat_other_arg(bpf, bdevs, kind):
