@@ -114,8 +114,10 @@ ALL_CFLAGS = -std=gnu11 -pthread -fno-omit-frame-pointer -D_GNU_SOURCE \
 ALL_LDFLAGS = -pthread $(SAN_CFLAGS) $(BASE_LDFLAGS) $(EXTRA_LDFLAGS)
 LDLIBS  ?=
 
+# The sanitizers of SAN=1, the fuzzers' replays and the unit tests.
+SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 ifeq ($(SAN),1)
-SAN_CFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+SAN_CFLAGS := $(SANITIZE)
 endif
 
 ifeq ($(V),1)

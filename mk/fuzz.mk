@@ -13,7 +13,7 @@
 # Shared by fuzz targets (each may pick its own).
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_SAN     ?= -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_SAN     ?= $(SANITIZE)
 
 FUZZ_JSONRPC_DIR    := $(O)/fuzz/jsonrpc
 FUZZ_JSONRPC_SRCS   := fuzz/jsonrpc_fuzz.c target/json.c target/jsonrpc_parse.c

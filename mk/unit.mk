@@ -18,8 +18,7 @@
 UNIT_DIR    := $(O)/unit
 UNIT_TESTS  := json jsonrpc_parse nbd_proto
 UNIT_BINS   := $(addprefix $(UNIT_DIR)/,$(addsuffix _unit,$(UNIT_TESTS)))
-UNIT_CFLAGS  = -std=gnu11 -D_GNU_SOURCE -g -O1 -Itarget -Ifuzz -I$(O)/gen $(WARN) \
-	       -fsanitize=address,undefined -fno-sanitize-recover=undefined
+UNIT_CFLAGS  = -std=gnu11 -D_GNU_SOURCE -g -O1 -Itarget -Ifuzz -I$(O)/gen $(WARN) $(SANITIZE)
 
 # What each test links: the parser it tests and what that parser calls.
 UNIT_SRCS_json          := target/json.c
