@@ -4,7 +4,7 @@ output loop ([interval [count]], -d, Ctrl-C, target exit).  What else the
 tools share has a module each: probekit_bcc_args (options, errors,
 --version), probekit_bcc_target (the traced process), probekit_bcc_probes
 (its USDT probes and functions), probekit_bcc_load (compile, load,
-attach) and probekit_bcc_compat (BCC versions' workarounds).
+attach), with probelib.bcc_compat (BCC versions' workarounds) below.
 
 Output format (the libbpf versions of these tools print the same):
 

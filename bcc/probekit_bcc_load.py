@@ -10,9 +10,8 @@ import subprocess
 import sys
 import tempfile
 
-import probekit_bcc_compat as compat
 from probekit_bcc_args import command, die
-from probelib import toolspec as spec
+from probelib import bcc_compat as compat, toolspec as spec
 
 # In-flight requests a tool remembers (map size), name lengths (bdev
 # names and RPC methods; I/O type names): specs/limits.toml, as libbpf/'s.

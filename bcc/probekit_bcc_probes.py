@@ -20,9 +20,8 @@ site with its semaphore's offset (probekit_bcc_load.load()).
 
 import os
 
-import probekit_bcc_compat as compat
 from probekit_bcc_args import die
-from probelib import toolspec as spec
+from probelib import bcc_compat as compat, toolspec as spec
 
 
 def _probelib():
