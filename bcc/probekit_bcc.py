@@ -4,7 +4,7 @@ output loop ([interval [count]], -d, Ctrl-C, target exit).  What else the
 tools share has a module each: probekit_bcc_args (options, errors,
 --version), probekit_bcc_target (the traced process), probekit_bcc_probes
 (its USDT probes and functions), probekit_bcc_load (compile, load,
-attach) and probekit_bcc_compat (BCC versions' workarounds).
+attach), with probelib.bcc_compat (BCC versions' workarounds) below.
 
 Output format (the libbpf versions of these tools print the same):
 
@@ -45,7 +45,7 @@ Output format (the libbpf versions of these tools print the same):
 
   An interval in which every histogram is empty (zero hits) prints the
   header of the tool's first histogram, narrow form, and a line saying
-  nothing was counted, "0 " and the spec's "counts" (probekit_spec.EMPTY):
+  nothing was counted, "0 " and the spec's "counts" (toolspec.EMPTY):
 
        usecs               : count     distribution
   0 I/Os
@@ -68,7 +68,7 @@ Output format (the libbpf versions of these tools print the same):
   rpclat)
   keeps --max-keys keys per interval; a value whose key finds the map full
   is dropped, and said after the histograms (and any lost STARTs) when
-  N > 0, in the noun of the tool's spec (probekit_spec.hist_noun(); "I/Os",
+  N > 0, in the noun of the tool's spec (toolspec.hist_noun(); "I/Os",
   nbdtime's "values", rpclat's "RPCs"):
 
   N I/Os dropped (table full)
@@ -86,13 +86,13 @@ Output format (the libbpf versions of these tools print the same):
   N I/Os dropped (unreadable batch)
   N batches dropped (count unreadable or out of range)
 
-  The words of each such line are probekit_spec.LOSSES'.
+  The words of each such line are toolspec.LOSSES'.
 
   With -B, iolatency and iosize label a record by its bdev's name in
   io__batch's name table, where a name is cut to 31 characters and the
   live bdevs past its 255 slots share "(other)"; the last batch says how
   many bdevs each merges (target/io_batch.h), and each count that is not
-  0 ends the output in one line (tools/limits.toml's [message.BDEVS_*]):
+  0 ends the output in one line (specs/limits.toml's [message.BDEVS_*]):
 
   N bdevs share a label with another (bdev names cut to 31 characters)
   N bdevs labelled (other) (past 255 live bdevs in the name table)
@@ -164,8 +164,8 @@ import sys
 import time
 
 import probekit_bcc_load as loader
-import probekit_spec as spec
 from probekit_bcc_args import EARLY_SIGINT, command
+from probelib import toolspec as spec
 
 LINEAR_SLOTS = 1000     # buckets of a linear histogram; the last is open
 LOG2_SLOTS = 65         # bpf_log2l()'s values, 0 to 64

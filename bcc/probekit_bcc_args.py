@@ -23,8 +23,7 @@ PROBES_DIR = os.path.join(os.path.dirname(os.path.dirname(
 if PROBES_DIR not in sys.path:
     sys.path.insert(0, PROBES_DIR)
 
-import probekit_spec  # noqa: E402
-from probelib import cmdline  # noqa: E402
+from probelib import cmdline, toolspec  # noqa: E402
 
 UNITS = {"nsecs": 1, "usecs": 1000, "msecs": 1000000}
 
@@ -34,11 +33,11 @@ Parser = cmdline.Parser
 
 
 def pid_type(s):
-    """A PID, or tools/limits.toml's PID_INVALID, as every command says it."""
+    """A PID, or specs/limits.toml's PID_INVALID, as every command says it."""
     if s.isdigit() and s.isascii() and int(s, 10) > 0:
         return int(s, 10)
     raise argparse.ArgumentTypeError(
-        probekit_spec.messages()["PID_INVALID"] % escaped(s))
+        toolspec.messages()["PID_INVALID"] % escaped(s))
 
 
 def positive_int(s):
@@ -56,8 +55,8 @@ _VERSION_CHARS = set("0123456789abcdefghijklmnopqrstuvwxyz"
                      "ABCDEFGHIJKLMNOPQRSTUVWXYZ.+~-")
 
 
-# --max-rate's largest budget: tools/limits.toml, as libbpf/'s.
-MAX_RATE_LIMIT = probekit_spec.limits()["MAX_RATE_LIMIT"]
+# --max-rate's largest budget: specs/limits.toml, as libbpf/'s.
+MAX_RATE_LIMIT = toolspec.limits()["MAX_RATE_LIMIT"]
 
 
 def version():
@@ -114,14 +113,14 @@ def _bounded(limit):
 
 def add_spec_option(p, o, required=False, help=None, types=None, spec=None,
                     late_default=False):
-    """Add option o, as a spec declares it (tools/README.md), to p (a
+    """Add option o, as a spec declares it (specs/README.md), to p (a
     parser or a group): its names, argument, type (a tool's own from
     types, {name: function}), bound, default and whether it repeats.
     spec, the tool's, lets the help say o's rules; late_default leaves
     the default None (probekit_bcc_spec's parser sets it after its
     rules)."""
     names = (["-" + o["short"]] if "short" in o else []) + ["--" + o["long"]]
-    kw = {"help": (help or probekit_spec.help_text(o, spec=spec)).replace("\n", " "),
+    kw = {"help": (help or toolspec.help_text(o, spec=spec)).replace("\n", " "),
           "dest": o["long"].replace("-", "_")}
     if o["type"] == "flag":
         kw["action"] = "store_true"
@@ -129,9 +128,9 @@ def add_spec_option(p, o, required=False, help=None, types=None, spec=None,
         kw["metavar"] = o["arg"]
         kw["type"] = dict(_TYPES, **(types or {}))[o["type"]]
         if "max" in o:
-            kw["type"] = _bounded(probekit_spec.value(o["max"]))
+            kw["type"] = _bounded(toolspec.value(o["max"]))
         if "default" in o and not late_default:
-            kw["default"] = probekit_spec.value(o["default"])
+            kw["default"] = toolspec.value(o["default"])
     if o.get("append"):
         kw["action"], kw["default"] = "append", []
     if required:
@@ -140,12 +139,12 @@ def add_spec_option(p, o, required=False, help=None, types=None, spec=None,
 
 
 def add_common(p, name, **kw):
-    """Add the common option --name (tools/common.toml) to p."""
-    add_spec_option(p, probekit_spec.common_option(name), **kw)
+    """Add the common option --name (specs/common.toml) to p."""
+    add_spec_option(p, toolspec.common_option(name), **kw)
 
 
 def parser(prog, description, examples, target=True):
-    """The shared options (tools/common.toml).  target=False leaves out
+    """The shared options (specs/common.toml).  target=False leaves out
     -p and the positional [interval [count]], for a tool that selects its
     target itself and has positionals of its own before them
     (add_interval())."""
@@ -153,7 +152,7 @@ def parser(prog, description, examples, target=True):
                formatter_class=argparse.RawDescriptionHelpFormatter,
                epilog=examples)
     p.add_argument("--version", action=VersionAction,
-                   help=probekit_spec.common_option("version")["help"])
+                   help=toolspec.common_option("version")["help"])
     if target:
         add_common(p, "pid", required=True)
     for name in ("timestamp", "duration", "json", "max-rate"):
@@ -176,7 +175,7 @@ def add_units(p, default):
     """-m/-u (and -n) select the latency unit; default is 'usecs' etc."""
     g = p.add_mutually_exclusive_group()
     for name in ("milliseconds", "microseconds", "nanoseconds"):
-        o = probekit_spec.common_option(name)
+        o = toolspec.common_option(name)
         unit = o["short"] + "secs"
         g.add_argument("-" + o["short"], "--" + name, dest="unit",
                        action="store_const", const=unit,

@@ -10,12 +10,11 @@ import subprocess
 import sys
 import tempfile
 
-import probekit_bcc_compat as compat
-import probekit_spec as spec
 from probekit_bcc_args import command, die
+from probelib import bcc_compat as compat, toolspec as spec
 
 # In-flight requests a tool remembers (map size), name lengths (bdev
-# names and RPC methods; I/O type names): tools/limits.toml, as libbpf/'s.
+# names and RPC methods; I/O type names): specs/limits.toml, as libbpf/'s.
 _LIMITS = spec.limits()
 MAX_INFLIGHT = _LIMITS["MAX_INFLIGHT"]
 NAME_LEN = _LIMITS["NAME_LEN"]
@@ -139,7 +138,7 @@ def load(tool, text, cflags=(), usdt=None, count_hits=False):
             % (first or "see 'bcc/%s --ebpf'" % tool))
     if "permitted" in msg or "EPERM" in msg or "denied" in msg:
         # The target's check (probekit_bcc_target.check_privilege) found
-        # every capability tools/privileges.toml names.
+        # every capability specs/privileges.toml names.
         die(tool, "BCC cannot load its BPF program: %s, though this "
             "process has the capabilities tracing needs (kernel "
             "lockdown, or a security module?)" % msg)

@@ -36,12 +36,13 @@ as dead when /proc has no entry for it.
 import os
 import time
 
-import probekit_spec
+import probekit_bcc_args as cli
+from probelib import toolspec
 
 # Processes with STARTs in a table at once, and --max-inflight's largest:
-# tools/limits.toml, as libbpf/pair_state.h's.
-PAIR_TGIDS_MAX = probekit_spec.limits()["PAIR_TGIDS_MAX"]
-PAIR_INFLIGHT_LIMIT = probekit_spec.limits()["PAIR_INFLIGHT_LIMIT"]
+# specs/limits.toml, as libbpf/pair_state.h's.
+PAIR_TGIDS_MAX = toolspec.limits()["PAIR_TGIDS_MAX"]
+PAIR_INFLIGHT_LIMIT = toolspec.limits()["PAIR_INFLIGHT_LIMIT"]
 PAIR_DROPPED, PAIR_RECLAIMED = 0, 1     # enum pair_count
 EXIT_FORMATS = ("/sys/kernel/tracing/events/sched/sched_process_exit/format",
                 "/sys/kernel/debug/tracing/events/sched/sched_process_exit/"
@@ -171,8 +172,7 @@ def cflags(max_inflight):
 
 
 def add_option(p):
-    """--max-inflight, as tools/common.toml declares it."""
-    import probekit_bcc_args as cli
+    """--max-inflight, as specs/common.toml declares it."""
     cli.add_common(p, "max-inflight")
 
 

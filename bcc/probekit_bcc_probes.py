@@ -20,9 +20,8 @@ site with its semaphore's offset (probekit_bcc_load.load()).
 
 import os
 
-import probekit_bcc_compat as compat
-import probekit_spec as spec
 from probekit_bcc_args import die
+from probelib import bcc_compat as compat, toolspec as spec
 
 
 def _probelib():
@@ -193,7 +192,7 @@ def mode_text(text, per_io):
         text[:text.index("/* blktgt:io__submit")] + text[batch:]
 
 
-# io__batch's fixed sizes, from tools/limits.toml as target/io_batch.h's;
+# io__batch's fixed sizes, from specs/limits.toml as target/io_batch.h's;
 # the record itself comes from the traced binary's DWARF (io_batch_c).
 IO_BATCH_MAX = spec.limits()["IO_BATCH_MAX"]
 BDEV_NAME_LEN = spec.limits()["BDEV_NAME_LEN"]

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-2-Clause
 """probekit_bcc_spec: a bcc/ tool's command line, made at run time from
-its spec (tools/TOOL.toml, tools/common.toml) through probekit_spec, the
-same declarations tools/gentool turns into the libbpf twin's option
+its spec (specs/TOOL.toml, specs/common.toml) through toolspec, the
+same declarations specs/gentool turns into the libbpf twin's option
 table.  The usage line and the examples are rendered by the same code
 for both forms, so only the command's name differs between their --help.
 """
@@ -9,12 +9,12 @@ for both forms, so only the command's name differs between their --help.
 import argparse
 
 import probekit_bcc_args as cli
-import probekit_spec as spec_mod
+from probelib import toolspec as spec_mod
 
 
 class _Parser(cli.Parser):
     """The parser of a tool whose spec states cross-option rules
-    (probekit_spec.RULES): after parsing, an option given without the one
+    (toolspec.RULES): after parsing, an option given without the one
     it requires, or with one it conflicts with, is the rule's line, exit
     2; then the options the rules name get their defaults, which argparse
     left None so that an option given could be told from one not."""
@@ -45,7 +45,7 @@ def _dest(o):
     return o["long"].replace("-", "_")
 
 def parser(tool, types=None):
-    """The argparse parser of probekit-TOOL-bcc, from tools/TOOL.toml;
+    """The argparse parser of probekit-TOOL-bcc, from specs/TOOL.toml;
     types ({name: function}) reads the arguments of the tool's own option
     types.  A tool with operands adds them, then cli.add_interval(); for
     the others the parser ends with [interval [count]].  A spec that

@@ -8,15 +8,14 @@ import errno
 import os
 import select
 
-import probekit_spec as spec
-
 from probekit_bcc_args import die
+from probelib import toolspec as spec
 
 MAX_MAPS = 1 << 16      # lines of /proc/PID/maps read, at most
 
 
 # The capabilities that say "root" to the attach paths below (the rest
-# come from tools/privileges.toml, through probekit_spec.needs()).
+# come from specs/privileges.toml, through toolspec.needs()).
 CAPS = spec.privileges()["capability"]
 CAP_SYS_ADMIN = CAPS["CAP_SYS_ADMIN"]
 INCLUDES = spec.privileges().get("includes", {})
@@ -61,7 +60,7 @@ def holds(name):
 
 def privilege_error(pid, what=""):
     """The line for a lack of privilege to trace pid (-1: every process
-    running a file) with a BCC tool, as tools/privileges.toml states it
+    running a file) with a BCC tool, as specs/privileges.toml states it
     (what needs it, what this process lacks), or None when nothing is
     missing."""
     other = pid > 0 and pid != os.getpid() and not _same_user(pid)
@@ -76,7 +75,7 @@ def privilege_error(pid, what=""):
 
 def check_privilege(tool, pid):
     """Die in one line naming the capabilities that tracing pid needs and
-    this process lacks (tools/privileges.toml).  BCC attaches USDT probes
+    this process lacks (specs/privileges.toml).  BCC attaches USDT probes
     and uprobes as uprobe perf events (CAP_SYS_ADMIN on this kernel), and
     at exit clears what it added to tracefs's uprobe_events (mode 0700:
     CAP_DAC_READ_SEARCH), so it is refused before it attaches anything
@@ -87,7 +86,7 @@ def check_privilege(tool, pid):
 
 
 # How long a failure waits to learn whether its target is exiting
-# (tools/limits.toml).
+# (specs/limits.toml).
 EXIT_WAIT_S = spec.limits()["TARGET_EXIT_WAIT_MS"] / 1000
 
 

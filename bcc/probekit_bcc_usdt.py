@@ -23,9 +23,9 @@ import os
 import sys
 
 import probekit_bcc_target as proc
-import probekit_spec as spec
 from probekit_bcc_args import command, die, escaped
 from probekit_bcc_probes import UsdtSite, UsdtProbes, _probelib, _read_operand
+from probelib import toolspec as spec
 
 # The operand kinds probekit_bcc_probes._read_operand() reads.
 READ_KINDS = ("const", "reg", "mem", "index")
@@ -92,7 +92,7 @@ class Scope:
     def missing(self, name, names):
         """The tail of a "no probe" error for name: where it was looked
         for, and the nearest of names, the probes there, or that there
-        are none (probekit_spec.nearest_tail(): libbpf's words)."""
+        are none (toolspec.nearest_tail(): libbpf's words)."""
         where = "in %s or the files it maps" % self.where if self.target \
             else "in %s" % self.head["binary"]
         return where + spec.nearest_tail(name, names)
@@ -284,7 +284,7 @@ def functions(probe, prefix, n):
 # is raised (CPython 3.11's function__entry needs python:line's).  A gate
 # is attached with a function that counts nothing, so the kernel raises
 # its semaphore as for any site; each of its hits still costs a trap.
-GATES_MAX = spec.limits()["USDT_GATES_MAX"]     # tools/limits.toml
+GATES_MAX = spec.limits()["USDT_GATES_MAX"]     # specs/limits.toml
 GATE_FN = "gate_fn"
 GATE_TEXT = "\nint %s(struct pt_regs *ctx)\n{\n    return 0;\n}\n" % GATE_FN
 
@@ -305,7 +305,7 @@ def gate_type(s):
 
 
 def add_gate_option(p):
-    """--gate, as tools/common.toml declares it."""
+    """--gate, as specs/common.toml declares it."""
     from probekit_bcc_args import add_common
     add_common(p, "gate", types={"probe": gate_type})
 

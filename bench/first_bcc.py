@@ -5,7 +5,7 @@ event.  Attaches to blktgt:io__submit in PID, prints one line at the first
 event it receives through a perf buffer, and exits.
 
 Each site is registered with its semaphore's offset, as bcc/'s tools,
-bpftrace and libbpf register it (bcc/probekit_bcc_compat.py), not through
+bpftrace and libbpf register it (probelib.bcc_compat), not through
 BCC's USDT context: BCC 0.26's Python passes libbcc stack garbage for
 ref_ctr_offset (0x6 in dmesg's "ref_ctr_offset mismatch"), and the kernel
 refuses, with EINVAL, a registration whose offset differs from one already
@@ -23,12 +23,11 @@ if len(sys.argv) != 2 or not sys.argv[1].isdigit() or not 0 < int(sys.argv[1]) <
     sys.exit(2)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
-sys.path[:0] = [os.path.join(ROOT, "bcc"), os.path.join(ROOT, "probes")]
+sys.path.insert(0, os.path.join(ROOT, "probes"))
 
 # After the cheap argument check.
 from bcc import BPF  # noqa: E402
-import probekit_bcc_compat as compat  # noqa: E402
-from probelib import notes  # noqa: E402
+from probelib import bcc_compat as compat, notes  # noqa: E402
 
 PROGRAM = """
 BPF_PERF_OUTPUT(events);

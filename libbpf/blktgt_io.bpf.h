@@ -47,7 +47,7 @@ static __always_inline void io_batch_key(struct pt_regs *ctx, struct io_key *key
 
 /* What io__batch hits could not read, by reason, apart from hist_dropped,
  * whose reason is a full table; user space takes each every interval and
- * says why (trace_helpers.h, hist_report(); probekit_spec.LOSSES):
+ * says why (trace_helpers.h, hist_report(); toolspec.LOSSES):
  * hist_busy, the records of hits that found this CPU's batch buffer held
  * by a run they preempted (io_batch.bpf.h); hist_unreadable, the records
  * of hits whose read of them failed (the service's memory paged out or

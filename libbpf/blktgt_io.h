@@ -8,7 +8,7 @@
  *   io__done(u64 id, char *bdev, u32 type, u64 len, s32 status,
  *            char *type_name)
  *
- * Name lengths and the in-flight table come from tools/limits.toml
+ * Name lengths and the in-flight table come from specs/limits.toml
  * (NAME_LEN, TYPE_LEN, MAX_INFLIGHT), as the bcc/ tools' do, so both
  * families of tools truncate names alike.  The histogram maps are sized
  * by --max-keys (HIST_KEYS_MAX unless given) before load; the bcc/ tools
@@ -17,7 +17,7 @@
 #ifndef PROBEKIT_BLKTGT_IO_H
 #define PROBEKIT_BLKTGT_IO_H
 
-/* NAME_LEN, TYPE_LEN, MAX_INFLIGHT: tools/limits.toml, which the bcc/
+/* NAME_LEN, TYPE_LEN, MAX_INFLIGHT: specs/limits.toml, which the bcc/
  * tools read too. */
 #include "probekit_limits.h"
 #define BDEV_LEN     NAME_LEN	/* bdev names */

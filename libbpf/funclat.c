@@ -63,7 +63,7 @@ static void option(int key, const char *arg)
 	}
 }
 
-/* Options, usage and examples: tools/funclat.toml, through tools/gentool. */
+/* Options, usage and examples: specs/funclat.toml, through specs/gentool. */
 static const struct tool_cli cli = {
 	SPEC_CLI,
 	.option = option,

@@ -31,7 +31,7 @@ const char *tool_name = "iolatency";
 static struct {
 	struct common_args c;
 	bool per_bdev, per_type, linear, per_io;
-	long width;		/* -W, with -L: tools/iolatency.toml's default */
+	long width;		/* -W, with -L: specs/iolatency.toml's default */
 } env = { .width = SPEC_DEFAULT_WIDTH };
 
 static void option(int key, const char *arg)
@@ -55,7 +55,7 @@ static void option(int key, const char *arg)
 	}
 }
 
-/* Options, usage and examples: tools/iolatency.toml, through tools/gentool. */
+/* Options, usage and examples: specs/iolatency.toml, through specs/gentool. */
 static const struct tool_cli cli = {
 	SPEC_CLI,
 	.option = option,

@@ -37,7 +37,7 @@ static void option(int key, const char *arg)
 		env.per_io = true;
 }
 
-/* Options, usage and examples: tools/iosize.toml, through tools/gentool. */
+/* Options, usage and examples: specs/iosize.toml, through specs/gentool. */
 static const struct tool_cli cli = { SPEC_CLI, .option = option,
 				       .hists = true };
 

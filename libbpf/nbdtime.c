@@ -41,7 +41,7 @@ static const char *const stage_names[STAGE_COUNT] = {
 static struct {
 	struct common_args c;
 	bool per_cmd, linear;
-	long width;		/* -W, with -L: tools/nbdtime.toml's default */
+	long width;		/* -W, with -L: specs/nbdtime.toml's default */
 } env = { .width = SPEC_DEFAULT_WIDTH };
 
 static void option(int key, const char *arg)
@@ -59,7 +59,7 @@ static void option(int key, const char *arg)
 	}
 }
 
-/* Options, usage and examples: tools/nbdtime.toml, through tools/gentool. */
+/* Options, usage and examples: specs/nbdtime.toml, through specs/gentool. */
 static const struct tool_cli cli = {
 	SPEC_CLI,
 	.option = option,

@@ -19,12 +19,12 @@
  * entries is some 300 MB of kernel memory), and the processes with STARTs
  * in a table at once (PAIR_TGIDS_MAX: an exit of any other process costs
  * one hash lookup; a START of one more process is dropped, and counted as
- * the table being full): tools/limits.toml, which bcc/ reads too. */
+ * the table being full): specs/limits.toml, which bcc/ reads too. */
 #include "probekit_limits.h"
 #define PAIR_INFLIGHT_DEFAULT MAX_INFLIGHT
 
 /* The index of each count in pair_state.bpf.h's pair_counts: the first
- * kinds of loss (probekit_spec.LOSSES, enum spec_loss), whose words
+ * kinds of loss (toolspec.LOSSES, enum spec_loss), whose words
  * tool_drain.c's loss_report() prints by the same index. */
 enum pair_count {
 	PAIR_DROPPED = SPEC_LOSS_DROPPED,	/* a START found its table full */
@@ -33,7 +33,7 @@ enum pair_count {
 	PAIR_NCOUNTS,
 };
 _Static_assert(PAIR_DROPPED == 0 && PAIR_RECLAIMED == 1,
-	       "probekit_spec.LOSSES begins with enum pair_count's kinds");
+	       "toolspec.LOSSES begins with enum pair_count's kinds");
 
 /*
  * The first fields of every in-flight key that pair_state.bpf.h reclaims:

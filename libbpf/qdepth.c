@@ -21,7 +21,7 @@
 
 const char *tool_name = "qdepth";
 
-/* Usage and examples: tools/qdepth.toml, through tools/gentool. */
+/* Usage and examples: specs/qdepth.toml, through specs/gentool. */
 static const struct tool_cli cli = {
 	SPEC_CLI,
 	.pairs = true,

@@ -23,7 +23,7 @@
 
 const char *tool_name = "rpclat";
 
-/* Usage and examples: tools/rpclat.toml, through tools/gentool. */
+/* Usage and examples: specs/rpclat.toml, through specs/gentool. */
 static const struct tool_cli cli = {
 	SPEC_CLI,
 	.pairs = true,

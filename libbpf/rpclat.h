@@ -5,7 +5,7 @@
 
 #include "histogram.h"
 /* NAME_LEN (RPC method names, as bcc/rpclat truncates them) and
- * HIST_KEYS_MAX: tools/limits.toml. */
+ * HIST_KEYS_MAX: specs/limits.toml. */
 #include "probekit_limits.h"
 
 struct method_key {

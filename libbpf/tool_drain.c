@@ -387,7 +387,7 @@ static int pair_totals(const struct bpf_map *map,
 	return err < 0 ? err : -err;
 }
 
-/* What a tool lost, by kind: probekit_spec.LOSSES, whose first two are
+/* What a tool lost, by kind: toolspec.LOSSES, whose first two are
  * enum pair_count's (pair_state.h declares them from enum spec_loss). */
 static const struct {
 	const char *key, *what;

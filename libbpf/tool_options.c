@@ -22,7 +22,7 @@
 #include "probekit_common.spec.h"
 
 
-/* What the tool needs (its SPEC_CLI's, from tools/privileges.toml);
+/* What the tool needs (its SPEC_CLI's, from specs/privileges.toml);
  * a program that parses no tool command line (the exporter) keeps a
  * uprobe perf event's needs.  tool_priv.c reads them. */
 const struct tool_cap *tool_needs_own = SPEC_NEEDS_UPROBE,
@@ -121,7 +121,7 @@ long positive_arg(const char *what, const char *arg, long max)
 #define MAX_OPTIONS 32
 
 /* The options every tool takes, their help and -p's for the tools on any
- * binary: tools/common.toml, which the bcc/ tools read too. */
+ * binary: specs/common.toml, which the bcc/ tools read too. */
 static const struct tool_option common_options[] = {
 	SPEC_COMMON_OPTIONS,
 	{ 0 }

@@ -77,7 +77,7 @@ static bool usdt_multi(void)
 	return known;
 }
 
-/* names joined as "A", "A and B", "A, B and C" (bcc/probekit_spec.py's
+/* names joined as "A", "A and B", "A, B and C" (probes/probelib/toolspec.py's
  * and_list()). */
 static void and_list(char *out, size_t len, const char **names, int n)
 {
@@ -91,14 +91,14 @@ static void and_list(char *out, size_t len, const char **names, int n)
 }
 
 /*
- * What tracing needs is tools/privileges.toml's, measured on Linux 6.18
+ * What tracing needs is specs/privileges.toml's, measured on Linux 6.18
  * (doc/privileges.md): a uprobe perf event needs CAP_SYS_ADMIN again
  * since the fix for CVE-2025-38466, a multi-uprobe link CAP_BPF and
  * CAP_PERFMON (libbpf's USDT attach makes one or the other: usdt_multi()), a tracepoint found through tracefs (mode 0700)
  * CAP_DAC_READ_SEARCH too, and another user's process CAP_SYS_PTRACE.
  *
  * Print "TOOL: WHAT: permission denied: tracing WHOM needs root, or ...;
- * this process lacks ..." (bcc/probekit_spec.py's privilege_line()) and
+ * this process lacks ..." (probes/probelib/toolspec.py's privilege_line()) and
  * return true when a capability is missing; return false, printing
  * nothing, when none is, so that the caller reports the error as it is.
  */

@@ -106,7 +106,7 @@ struct common_args {
 
 /* --max-rate: the largest budget taken, and the window the rate is
  * measured over (the budget is checked at the end of every window). */
-/* MAX_RATE_LIMIT: tools/limits.toml. */
+/* MAX_RATE_LIMIT: specs/limits.toml. */
 #include "probekit_limits.h"
 #define MAX_RATE_WINDOW_NS 1000000000LL
 
@@ -153,11 +153,11 @@ struct tool_cap {
  * read by tool_priv.c's permission-denied line. */
 extern const struct tool_cap *tool_needs_own, *tool_needs_other;
 /* The same where the libbpf in use attaches USDT probes with multi-uprobe
- * links (tools/privileges.toml's libbpf_usdt); NULL: no different. */
+ * links (specs/privileges.toml's libbpf_usdt); NULL: no different. */
 extern const struct tool_cap *tool_needs_multi_own, *tool_needs_multi_other;
 
 /* What a tool's command line is. */
-/* A cross-option rule of a tool's spec (probekit_spec.RULES): key given
+/* A cross-option rule of a tool's spec (toolspec.RULES): key given
  * without other (or, for conflicts, with it) is refused with line, a
  * usage error. */
 struct tool_rule {
@@ -192,7 +192,7 @@ struct tool_cli {
 	/* Tools with a map of histograms by key: --max-keys is taken. */
 	bool hists;
 	/* What tracing a process of this user needs without root, and what
-	 * tracing another user's does (tools/privileges.toml): the
+	 * tracing another user's does (specs/privileges.toml): the
 	 * privilege errors name them. */
 	const struct tool_cap *needs, *needs_other;
 	/* What they are where the libbpf in use attaches USDT probes with
@@ -284,7 +284,7 @@ void attach_warm_start(void);
 void attach_warm_stop(void);
 
 /* When this process lacks a capability that tracing pid needs (the
- * tool's, tools/privileges.toml; pid <= 0: every process running a
+ * tool's, specs/privileges.toml; pid <= 0: every process running a
  * file), print "WHAT: permission denied: tracing ... needs root, or ...;
  * this process lacks ..." and return true; else print nothing and return
  * false, for the caller to report its error as it is. */
@@ -446,7 +446,7 @@ void loss_report(const struct output *o, const char *noun,
  * report, taken from *a->hist_dropped (histogram.bpf.h's hist_dropped)
  * as each interval's output ends: loss_report() of a->hist_noun, "N I/Os
  * dropped (table full)".  With a->hist_busy (blktgt_io.bpf.h's), also
- * what io__batch hits could not read (probekit_spec.LOSSES): "N I/Os
+ * what io__batch hits could not read (toolspec.LOSSES): "N I/Os
  * dropped (batch buffer held by a preempted run)", "N I/Os dropped
  * (unreadable batch)" and "N batches dropped (count unreadable or out of
  * range)", in JSON ', "I/Os": {"dropped": N, "busy": M, "unreadable": K},

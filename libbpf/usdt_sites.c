@@ -799,7 +799,7 @@ int usdt_arg_index(const struct usdt_bin *b, const struct usdt_note *n,
 	for (i = 0; i < pa->argc; i++) {
 		if (!strcmp(pa->args[i].name, name))
 			return i + 1;
-		/* The first of equals, as probekit_spec.nearest(). */
+		/* The first of equals, as toolspec.nearest(). */
 		d = usdt_distance(name, pa->args[i].name);
 		if (d < best) {
 			best = d;

@@ -178,7 +178,7 @@ void usdt_sites_followed(struct usdt_sites *s, const struct target *t,
 			 int err);
 
 /*
- * --gate PROVIDER:NAME (tools/common.toml, OPT_GATE: trace_helpers hands
+ * --gate PROVIDER:NAME (specs/common.toml, OPT_GATE: trace_helpers hands
  * it to the tool), for usdtlat and usdtcount: some runtimes fire a
  * probe only while another probe's semaphore is raised (CPython 3.11's
  * function__entry needs python:line's; README.md, "Tracing your own
@@ -186,7 +186,7 @@ void usdt_sites_followed(struct usdt_sites *s, const struct target *t,
  * counts nothing, so the kernel raises its semaphore as for any site;
  * each of its hits still costs a uprobe trap.
  */
-#include "probekit_limits.h"	/* USDT_GATES_MAX: tools/limits.toml */
+#include "probekit_limits.h"	/* USDT_GATES_MAX: specs/limits.toml */
 
 /* Check and remember one --gate argument: a usage error unless it is a
  * probe name and there is room. */
@@ -250,9 +250,9 @@ bool usdt_gates_given(void);
 /*
  * An interval's empty result, empty ("0 pairs"), into buf (len bytes),
  * with its likely cause when one of the n probes traced, names[], fires
- * only while another is enabled (probekit_spec.GATED) and that one is
+ * only while another is enabled (toolspec.GATED) and that one is
  * neither traced nor given to --gate: "0 pairs: P fires only with --gate
- * G" (probekit_spec.empty_gated()).  Returns buf.
+ * G" (toolspec.empty_gated()).  Returns buf.
  */
 const char *usdt_empty_gated(char *buf, size_t len, const char *empty,
 			     const char (*names)[USDT_PROBE_MAX], size_t n);
@@ -260,7 +260,7 @@ const char *usdt_empty_gated(char *buf, size_t len, const char *empty,
 /* usdtlat's empty result, empty, into buf with the cause that START's
  * and DONE's argument arg ("arg5", "len") are read as types[0] and types[1]: "0 pairs:
  * arg5 is 8 bytes unsigned at START, 4 bytes signed at DONE"
- * (probekit_spec.EMPTY_KEYS).  Returns buf. */
+ * (toolspec.EMPTY_KEYS).  Returns buf. */
 const char *usdt_empty_keys(char *buf, size_t len, const char *empty,
 			    const char *arg, const struct usdt_site_arg types[2]);
 

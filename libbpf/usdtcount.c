@@ -104,8 +104,8 @@ static bool operand(const char *arg)
 	return true;
 }
 
-/* Options, usage and examples: tools/usdtcount.toml, through
- * tools/gentool; --gate (OPT_GATE) is a common option of the tools on
+/* Options, usage and examples: specs/usdtcount.toml, through
+ * specs/gentool; --gate (OPT_GATE) is a common option of the tools on
  * any binary. */
 static const struct tool_cli cli = {
 	SPEC_CLI,

@@ -10,7 +10,7 @@
 #define USDTCOUNT_STR_LEN 64		/* -S: bytes of a string, NUL included */
 /* -S: the distinct strings kept per interval, by default
  * (USDTCOUNT_STRS_MAX; --max-strings, up to USDTCOUNT_STRS_LIMIT):
- * tools/limits.toml, which bcc/ reads too. */
+ * specs/limits.toml, which bcc/ reads too. */
 #include "probekit_limits.h"
 
 enum usdtcount_mode {

@@ -60,7 +60,7 @@ static bool operand(const char *arg)
 	return true;
 }
 
-/* Options, usage and examples: tools/usdtlat.toml, through tools/gentool;
+/* Options, usage and examples: specs/usdtlat.toml, through specs/gentool;
  * --gate (OPT_GATE) is a common option of the tools on any binary. */
 static const struct tool_cli cli = {
 	SPEC_CLI,
@@ -197,7 +197,7 @@ static void follow_file(void *ctx)
  * The line an empty interval prints, the spec's "0 pairs", with the
  * likely cause the tool can tell: a gated probe traced without its gate,
  * or a -k argument that START and DONE read with two sizes (a char * and an
- * int32_t), whose values seldom meet (probekit_spec.EMPTY_KEYS).
+ * int32_t), whose values seldom meet (toolspec.EMPTY_KEYS).
  */
 static const char *empty_line(char *buf, size_t len)
 {

@@ -15,9 +15,11 @@
 #                     in wrapper/ are not installed)
 #   $(PKGDATADIR)     the scripts in the tree they have in the checkout
 #                     (wrapper/, probes/ with probelib, bcc/ with its
-#                     modules, target/), bt/, the catalog, VERSION, the
-#                     structs made at build time, and probekit.mk and
-#                     include/probekit_batch.h for other projects
+#                     modules, target/), bt/, the catalog, the tool
+#                     specs (specs/*.toml, read by probelib.toolspec),
+#                     VERSION, the structs made at build time, and
+#                     probekit.mk and include/probekit_batch.h for other
+#                     projects
 #                     (examples/quickstart/), and cmake/, the CMake
 #                     package that runs probekit.mk (probes/cmake/), where
 #                     find_package(probekit) looks under PREFIX
@@ -51,7 +53,7 @@ BASHCOMPDIR    ?= $(PREFIX)/share/bash-completion/completions
 # modules need no list: the .py files and Python packages (directories
 # with __init__.py) beside it go with it.  probelib reads the register
 # table (probes/usdt/registers) at run time.
-INSTALL_TREE_FILES = bt/*.bt probes/*.d probes/nop5/sys/sdt.h include/*.h tools/*.toml VERSION \
+INSTALL_TREE_FILES = bt/*.bt probes/*.d probes/nop5/sys/sdt.h include/*.h specs/*.toml VERSION \
 	probes/usdt/registers
 
 .PHONY: install uninstall install-check-prefix

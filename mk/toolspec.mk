@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-2-Clause
-# The tool specs (tools/*.toml, tools/README.md): each tool's options,
+# The tool specs (specs/*.toml, specs/README.md): each tool's options,
 # usage, examples and the shared limits, declared once and turned by
-# tools/gentool into
+# specs/gentool into
 #   $(O)/gen/libbpf/TOOL.spec.h  the libbpf tool's option table and help
 #   $(O)/gen/libbpf/probekit_common.spec.h  the options every tool takes
 #   $(O)/gen/probekit_limits.h   the limits, for blktgt, the libbpf tools
@@ -10,11 +10,11 @@
 # tools read the same specs at run time (bcc/probekit_bcc_spec.py).
 # TOOLSPEC_DIR=DIR reads them elsewhere (a test builds from a copy).
 
-TOOLSPEC_DIR ?= tools
-GENTOOL      := tools/gentool
-GENTOOL_DEPS := $(GENTOOL) bcc/probekit_spec.py $(TOOLSPEC_DIR)/common.toml \
+TOOLSPEC_DIR ?= specs
+GENTOOL      := specs/gentool
+GENTOOL_DEPS := $(GENTOOL) probes/probelib/toolspec.py $(TOOLSPEC_DIR)/common.toml \
                 $(TOOLSPEC_DIR)/privileges.toml
-SPEC_TOOLS   := $(filter-out common limits privileges,$(patsubst tools/%.toml,%,$(wildcard tools/*.toml)))
+SPEC_TOOLS   := $(filter-out common limits privileges,$(patsubst specs/%.toml,%,$(wildcard specs/*.toml)))
 LIMITS_H     := $(O)/gen/probekit_limits.h
 
 .PHONY: tools-doc
@@ -23,12 +23,12 @@ $(LIBBPF_GEN)/%.spec.h: $(TOOLSPEC_DIR)/%.toml $(GENTOOL_DEPS) | $(LIBBPF_GEN)
 	$(call msg,GEN,$@)
 	$(Q)$(PYTHON) $(GENTOOL) --spec-dir $(TOOLSPEC_DIR) header $* -o $@
 
-# tool_options.c's common options (tools/common.toml), and the words of
-# what a tool lost (probekit_spec.LOSSES).
+# tool_options.c's common options (specs/common.toml), and the words of
+# what a tool lost (toolspec.LOSSES).
 $(LIBBPF_GEN)/probekit_common.spec.h: $(GENTOOL_DEPS) $(TOOLSPEC_DIR)/limits.toml | $(LIBBPF_GEN)
 	$(call msg,GEN,$@)
 	$(Q)$(PYTHON) $(GENTOOL) --spec-dir $(TOOLSPEC_DIR) common -o $@
-# tool_drain.c's loss words (probekit_spec.LOSSES), usdt_sites.c's empty
+# tool_drain.c's loss words (toolspec.LOSSES), usdt_sites.c's empty
 # results' causes (EMPTY_GATED, EMPTY_KEYS, GATED; funclat.c's
 # EMPTY_UNCALLED), and the one wording of a misspelt probe and a missing
 # target (NEAREST, TARGET_*), there too.
@@ -36,7 +36,7 @@ $(LIBBPF_OBJ)/tool_options.o $(LIBBPF_OBJ)/tool_drain.o \
 $(LIBBPF_OBJ)/usdt_sites.o $(LIBBPF_OBJ)/exporter.o \
 $(LIBBPF_OBJ)/funclat.o: $(LIBBPF_GEN)/probekit_common.spec.h
 
-$(LIMITS_H): $(TOOLSPEC_DIR)/limits.toml $(GENTOOL) bcc/probekit_spec.py | $(O)/gen
+$(LIMITS_H): $(TOOLSPEC_DIR)/limits.toml $(GENTOOL) probes/probelib/toolspec.py | $(O)/gen
 	$(call msg,GEN,$@)
 	$(Q)$(PYTHON) $(GENTOOL) --spec-dir $(TOOLSPEC_DIR) limits -o $@
 

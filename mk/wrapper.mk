@@ -30,8 +30,8 @@ $(WRAPPER_OBJ)/%.o: wrapper/%.c $(O)/.config | $(WRAPPER_OBJ)
 
 -include $(wildcard $(WRAPPER_OBJ)/*.d)
 
-# args.NAME's mistakes in the tools' words (probekit_spec.ARG_NO_NAMES, as
-# SPEC_* from tools/gentool common, mk/toolspec.mk).
+# args.NAME's mistakes in the tools' words (toolspec.ARG_NO_NAMES, as
+# SPEC_* from specs/gentool common, mk/toolspec.mk).
 $(WRAPPER_OBJ)/argnames.o: $(LIBBPF_GEN)/probekit_common.spec.h
 
 $(WRAPPER_SCAN): $(WRAPPER_OBJS) $(USDT_LIB)

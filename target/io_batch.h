@@ -49,7 +49,7 @@
 #endif
 
 /* IO_BATCH_MAX (records per hit), BDEV_NAME_LEN (one slot of the bdev
- * name table) and BDEV_INDEX_MAX (slots in the table): tools/limits.toml,
+ * name table) and BDEV_INDEX_MAX (slots in the table): specs/limits.toml,
  * which the bcc/ tools read too. */
 #include "probekit_limits.h"
 #define BDEV_INDEX_OTHER  (BDEV_INDEX_MAX - 1)  /* shared by bdevs past the rest */

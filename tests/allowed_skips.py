@@ -34,7 +34,7 @@ ALLOWED = {
     "test_usdt_pairs.py::test_gated_probe_without_its_gate_says_so":
         "needs the same CPython 3.11 probes (3.12 dropped them): the empty "
         "result's cause, a gated probe traced without its gate, is said for "
-        "any probe of probekit_spec's GATED table, which only 3.11 has here",
+        "any probe of toolspec's GATED table, which only 3.11 has here",
     "test_trace_blktgt.py::test_tsc_calibration_is_refreshed":
         "the TSC is x86-64's: skips only on another architecture",
     "test_trace_blktgt.py::test_kill9_then_dump[tsc]":

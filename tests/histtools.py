@@ -27,8 +27,8 @@ import allowed_skips
 import probekit
 from probekit import LineReader, PYTHON, ROOT, TIMEOUT
 
-sys.path.insert(0, os.path.join(ROOT, "bcc"))
-import probekit_spec  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "probes"))
+from probelib import toolspec  # noqa: E402
 
 TOOLS = ["iolatency", "iosize", "funclat", "qdepth", "rpclat"]
 READY = r"Hit Ctrl-C to end\.$"
@@ -217,7 +217,7 @@ HEADER = re.compile(r"^ +(\S+) +: count +distribution$")
 LOG2_ROW = re.compile(r"^ *(\d+) -> (\d+) +: (\d+) +\|([* ]*)\|$")
 LIN_ROW = re.compile(r"^ +(\d+) +: (\d+) +\|([* ]*)\|$")
 EXTRA = re.compile(r"^(\w+): (\d+)$")
-# Zero hits: a header, then "0 " and the spec's counts (probekit_spec.EMPTY),
+# Zero hits: a header, then "0 " and the spec's counts (toolspec.EMPTY),
 # and after a colon its likely cause when the tool can tell one.
 EMPTY = re.compile(r"^0 [A-Za-z/ ]+(: .*)?$")
 TIMESTAMP = re.compile(r"^\d\d:\d\d:\d\d\s*$")
@@ -320,11 +320,11 @@ def bdevs(target):
     return target
 
 
-# io__batch's name table (target/io_batch.h, tools/limits.toml): a name
+# io__batch's name table (target/io_batch.h, specs/limits.toml): a name
 # is cut to BDEV_NAME_LEN - 1 characters, and the live bdevs past
 # BDEV_INDEX_MAX - 1 share the last slot, "(other)".
-CUT = probekit_spec.limits()["BDEV_NAME_LEN"] - 1
-SLOTS = probekit_spec.limits()["BDEV_INDEX_MAX"] - 1
+CUT = toolspec.limits()["BDEV_NAME_LEN"] - 1
+SLOTS = toolspec.limits()["BDEV_INDEX_MAX"] - 1
 # Two names that share their first CUT characters.
 MERGED_PAIR = tuple("nb_with_a_rather_long_name_0000"[:CUT] + tail
                     for tail in ("1", "2_and_more"))

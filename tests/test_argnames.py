@@ -118,7 +118,7 @@ def dry_path(path, text, tmp_path):
 
 def test_a_probe_without_names_is_the_tools_line(blktgt_bin, tmp_path):
     """args.NAME of a probe its file has without probekit's note: the
-    tools' words (probekit_spec.ARG_NO_NAMES, as usdtcount -H says them),
+    tools' words (toolspec.ARG_NO_NAMES, as usdtcount -H says them),
     argN from 0; of a misspelt probe: the tools' "no USDT probe" line with
     its nearest; of a probe the file lacks (a library's): what args.NAME
     reads, and what to write instead."""

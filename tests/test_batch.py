@@ -27,7 +27,7 @@ import probekit
 from histtools import Tool, by_key, parse, total
 from probekit import ROOT, Trace
 from test_bcc import Semaphores
-from histtools import probekit_spec
+from histtools import toolspec
 
 pytestmark = pytest.mark.needs("fio", "py:bcc")
 
@@ -186,7 +186,7 @@ def test_exact_counts(bpf, four, tmp_path, reader):
     workloads_at_once(four, [("Malloc3", "read", 1, LONE)])
     got = r.stop()
     want = {"Malloc0": N0, "Malloc1": N1, "Malloc2": nbd, "Malloc3": LONE}
-    msgs = probekit_spec.messages()
+    msgs = toolspec.messages()
     if batch:
         want[histtools.MERGED_PAIR[0][:histtools.CUT]] = 7 + 11
         want["(other)"] = 13

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-2-Clause
 """io__batch hits a reader cannot read are counted and said, by reason
-(probekit_spec.LOSSES), for a service of the user's own that fires
+(toolspec.LOSSES), for a service of the user's own that fires
 blktgt:io__batch with target/io_batch.h's records (batch_driver.c): the
 histogram tools, both kinds of twin (histtools.KINDS), and the exporter.
 

@@ -11,7 +11,7 @@ be provoked here.  The state it would find is made instead: the tool's own
 buffer, marked taken on every CPU through the map (bpftool), while blktgt
 completes TAKEN I/Os; then marked free again for FREE more.  The tool must
 count exactly FREE and say TAKEN dropped, for their reason: the buffer was
-busy, not the table full (probekit_spec.LOSSES; before, both forms said
+busy, not the table full (toolspec.LOSSES; before, both forms said
 "1009 I/Os dropped (table full)").
 """
 

@@ -233,7 +233,7 @@ def nobodys_target(blktgt_bin):
         shutil.rmtree(d)
 
 
-# What a BCC tool needs (doc/privileges.md, tools/privileges.toml):
+# What a BCC tool needs (doc/privileges.md, specs/privileges.toml):
 # CAP_SYS_ADMIN for its uprobe perf events, and CAP_DAC_READ_SEARCH for
 # tracefs's uprobe_events, which BCC clears at exit; another user's
 # process adds CAP_SYS_PTRACE.  test_privileges.py holds the cells where
@@ -397,7 +397,7 @@ def test_version_of_an_installed_copy(tmp_path):
         shutil.copy(os.path.join(probekit.ROOT, "bcc", name), inst)
     # What else make install lays out beside bcc/: the specs the tools'
     # options and limits come from, and probelib (its argparse base).
-    shutil.copytree(os.path.join(probekit.ROOT, "tools"), data / "tools",
+    shutil.copytree(os.path.join(probekit.ROOT, "specs"), data / "specs",
                     ignore=shutil.ignore_patterns("gentool", "*.md"))
     shutil.copytree(os.path.join(probekit.ROOT, "probes", "probelib"),
                     data / "probes" / "probelib",

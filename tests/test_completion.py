@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-2-Clause
-"""Bash completion, generated from the tool specs (tools/gentool
+"""Bash completion, generated from the tool specs (specs/gentool
 completion): sourced in bash, each command's completion function offers
 exactly the options its --help lists, PIDs after -p, files after -b, and
 nothing after an option's number; a scratch option added to a copy of a
@@ -16,14 +16,14 @@ import pytest
 import histtools
 import probekit
 from test_install import inst  # noqa: F401 (a fixture)
-from test_toolspec import GENTOOL, SCRATCH, SPEC_TOOLS, TOOLS
+from test_toolspec import GENTOOL, SCRATCH, SPEC_TOOLS, SPECS
 
 pytestmark = pytest.mark.needs("bash")
 
 COMPLETIONS = os.path.join(probekit.BUILD, "share", "bash-completion",
                            "completions")
 BIN = os.path.join(probekit.BUILD, "bin")
-# The commands that have no tool spec (tools/gentool's COMMANDS).
+# The commands that have no tool spec (specs/gentool's COMMANDS).
 OTHERS = subprocess.run([GENTOOL, "commands"], capture_output=True,
                         text=True, check=True).stdout.split()
 
@@ -105,11 +105,11 @@ def test_prefix_pids_files_and_numbers(tmp_path):
 
 
 def test_scratch_option_is_offered(tmp_path):
-    """A copy of tools/ with one option more in iosize.toml: the
+    """A copy of specs/ with one option more in iosize.toml: the
     completion made from it offers --scratch-opt, and nothing after it
     (it takes a number)."""
-    tree = tmp_path / "tools"
-    shutil.copytree(TOOLS, tree)
+    tree = tmp_path / "specs"
+    shutil.copytree(SPECS, tree)
     with open(tree / "iosize.toml", "a") as f:
         f.write(SCRATCH)
     for form, cmd in (("libbpf", "probekit-iosize"),

@@ -136,7 +136,7 @@ def test_list_json_holds_what_the_text_shows(blktgt_bin):
 #
 # Each tool of both forms on an idle blktgt (no bdev, no NBD client, no
 # RPC after its start): what it prints under its readiness line, the
-# histogram tools' first header and "0 COUNTS" (tools/TOOL.toml's counts),
+# histogram tools' first header and "0 COUNTS" (specs/TOOL.toml's counts),
 # usdtcount its table's header and "0 hits".
 
 HEAD_LOG2 = "     %-19s : count     distribution"
@@ -225,8 +225,8 @@ def test_help_names_only_its_command(cmd):
 
 # --- one voice: one wording for each common mistake ----------------------------
 #
-# Declared once, in bcc/probekit_spec.py (NEAREST, NO_PROBES, TARGET_*),
-# which the libbpf tools get through tools/gentool's SPEC_* and probelib's
+# Declared once, in probes/probelib/toolspec.py (NEAREST, NO_PROBES, TARGET_*),
+# which the libbpf tools get through specs/gentool's SPEC_* and probelib's
 # commands through probelib.words; the wrapper says the same words.
 
 NO_TARGET = {  # command: its line without -p/-b (or a PATH)
@@ -302,7 +302,7 @@ BAD_PID = {  # command: its line for -p 1x, after the option as it names it
 
 @pytest.mark.parametrize("cmd", sorted(BAD_PID))
 def test_bad_pid_is_worded_once(cmd):
-    """-p 1x: every command says "invalid PID '1x'" (tools/limits.toml's
+    """-p 1x: every command says "invalid PID '1x'" (specs/limits.toml's
     PID_INVALID), after the option as its parser names it."""
     opt = "--pid" if cmd == "probekit-check" else "-p"
     args = {"probekit-usdtcount": ["blktgt:*"], "probekit-usdtcount-bcc": ["blktgt:*"],

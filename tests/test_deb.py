@@ -75,6 +75,10 @@ def test_package_contents(deb):
     files = p.stdout
     for path in ("./usr/bin/blktgt", "./usr/bin/probekit-bpftrace",
                  "./usr/share/probekit/VERSION", "./usr/share/probekit/probekit.mk",
+                 # The specs and their reader, which the BCC tools load.
+                 "./usr/share/probekit/probes/probelib/toolspec.py",
+                 "./usr/share/probekit/specs/limits.toml",
+                 "./usr/share/probekit/specs/iosize.toml",
                  "./usr/share/man/man8/probekit-iolatency.8.gz",
                  "./usr/share/gdb/auto-load/usr/bin/blktgt-gdb.py",
                  # The docs and examples a user of the package follows.

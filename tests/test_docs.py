@@ -433,7 +433,7 @@ def test_layout_names_every_folder():
     """README's layout table and ARCHITECTURE.md name every top-level
     folder of the repository, so a new one cannot go unexplained."""
     folders = top_folders()
-    assert {"probes", "target", "tests", "tools", "mk"} <= folders
+    assert {"probes", "target", "tests", "specs", "mk"} <= folders
     with open(os.path.join(ROOT, FRONT)) as f:
         readme = f.read()
     with open(os.path.join(ROOT, "ARCHITECTURE.md")) as f:

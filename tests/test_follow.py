@@ -6,7 +6,7 @@ inode at the same path), and an exporter whose target goes away.
 The workload is tests/pairs_driver.c, built as "tp": each run fires
 pairs:start and pairs:done 101 times and exits.  A file is replaced as a
 deploy does it, cp tp tp.new && mv tp.new tp.  The libbpf tools and the
-exporter follow it, and say so in one line (tools/limits.toml's
+exporter follow it, and say so in one line (specs/limits.toml's
 [message.REPLACED_FOLLOWED]): that line is the test's signal that the new
 file is attached, and the second run's 101 must add to the first's.  The
 BCC twins cannot attach again; they say so once
@@ -27,12 +27,12 @@ from histtools import json_objects, parse, total
 from probekit import TIMEOUT
 from test_exporter import Exporter, sample
 
-sys.path.insert(0, os.path.join(probekit.ROOT, "bcc"))
-import probekit_spec  # noqa: E402
+sys.path.insert(0, os.path.join(probekit.ROOT, "probes"))
+from probelib import toolspec  # noqa: E402
 
 DRIVER_SRC = os.path.join(probekit.ROOT, "tests", "pairs_driver.c")
 HITS = 101
-MSG = probekit_spec.messages()
+MSG = toolspec.messages()
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@
 
 iolatency and iosize keep a histogram per key (-B: per bdev), qdepth one
 per bdev, in a map of
---max-keys keys (tools/limits.toml's HIST_KEYS_MAX unless given).  Here
+--max-keys keys (specs/limits.toml's HIST_KEYS_MAX unless given).  Here
 the map holds 2 and the workload touches 3 bdevs one after the other, so
 the third bdev's I/Os find no room: both forms must count them, print "97
 I/Os dropped (table full)" (in JSON "I/Os": {"dropped": 97, "busy": 0,

@@ -91,6 +91,11 @@ def test_shared_files_installed(inst):
     for f in ("VERSION", "probekit.mk", "probes/gencatalog", "probes/blktgt.d",
               "probes/probelib/__init__.py", "probes/usdt/registers",
               "bcc/probekit_bcc.py",
+              # The specs, and their reader in probelib, where the bcc/
+              # tools and probelib's commands find them.
+              "probes/probelib/toolspec.py", "probes/probelib/bcc_compat.py",
+              "specs/common.toml",
+              "specs/limits.toml", "specs/privileges.toml", "specs/iosize.toml",
               "structs/blktgt.bt", "gdb/blktgt.py"):
         assert os.path.isfile(os.path.join(data, f)), f
     bts = sorted(os.listdir(os.path.join(probekit.ROOT, "bt")))

@@ -332,7 +332,7 @@ def test_funclat_unknown_function(bpf, target):
 # --- privilege -----------------------------------------------------------------
 #
 # What each reader needs is measured and tabled in doc/privileges.md, and
-# declared once in tools/privileges.toml, which the tools' lines come
+# declared once in specs/privileges.toml, which the tools' lines come
 # from.  On this kernel (6.18) a uprobe perf event needs CAP_SYS_ADMIN:
 # the fix for CVE-2025-38466 took it back from CAP_PERFMON, in every
 # stable series.  The blktgt tools attach their USDT probes through

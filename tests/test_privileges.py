@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-2-Clause
 """What each reader needs, per way of attaching (doc/privileges.md's
-table, declared once in tools/privileges.toml), held to what the tools
+table, declared once in specs/privileges.toml), held to what the tools
 say and do: each runs as user 65534 with exactly the table's
 capabilities (setpriv, ambient, as systemd's AmbientCapabilities= would
 give them) and either works, with exact counts, or prints one line that

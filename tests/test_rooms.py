@@ -253,3 +253,86 @@ def test_helper_rooms_call_down(helpers):
     bad = [e for e in calls if e[3] not in HELPER_CALLS[e[0]]]
     assert not bad, "calls between the helpers' rooms that HELPER_CALLS does " \
         "not allow (libbpf/README.md):\n" + show(bad)
+
+
+# --- bcc/ is the BCC tools' own room (ARCHITECTURE.md, "The folders") -------
+
+BCC = os.path.join(probekit.ROOT, "bcc")
+
+
+def python_files(top, skip=()):
+    """Every Python file under top (a .py, or a script whose first line
+    names python), but those in the directories of skip, the build
+    directory and hidden ones."""
+    skip = {os.path.realpath(d) for d in (*skip, probekit.BUILD)}
+    for d, subdirs, files in os.walk(top):
+        subdirs[:] = sorted(s for s in subdirs if not s.startswith(".")
+                            and s != "__pycache__"
+                            and os.path.realpath(os.path.join(d, s)) not in skip)
+        for f in sorted(files):
+            path = os.path.join(d, f)
+            if f.endswith(".py"):
+                yield path
+            elif "." not in f and os.path.isfile(path):
+                with open(path, "rb") as fh:
+                    if re.match(rb"#!.*python", fh.readline()):
+                        yield path
+
+
+def reaches_into_bcc(path, modules):
+    """(line, what) for each import of a bcc/ module (modules: their
+    names) in path, and each change of sys.path that names bcc/ (through a
+    module-level name too, as ROOT/"bcc" held in a variable)."""
+    import ast
+    with open(path) as f:
+        tree = ast.parse(f.read(), path)
+    names = {t.id: n.value for n in tree.body if isinstance(n, ast.Assign)
+             for t in n.targets if isinstance(t, ast.Name)}
+
+    def strings(node, seen=()):
+        for n in ast.walk(node):
+            if isinstance(n, ast.Constant) and isinstance(n.value, str):
+                yield n.value
+            elif isinstance(n, ast.Name) and n.id in names and n.id not in seen:
+                yield from strings(names[n.id], (*seen, n.id))
+
+    def is_sys_path(n):
+        return (isinstance(n, ast.Attribute) and n.attr == "path"
+                and isinstance(n.value, ast.Name) and n.value.id == "sys")
+
+    out = []
+    for n in ast.walk(tree):
+        mods = ([a.name for a in n.names] if isinstance(n, ast.Import) else
+                [n.module] if isinstance(n, ast.ImportFrom) and n.module else [])
+        out += [(n.lineno, f"imports {m}") for m in mods
+                if m.split(".")[0] in modules]
+        edit = None
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                and is_sys_path(n.func.value):
+            edit = n
+        elif isinstance(n, (ast.Assign, ast.AugAssign)) and any(
+                is_sys_path(t) or isinstance(t, ast.Subscript) and is_sys_path(t.value)
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target])):
+            edit = n.value
+        if edit is not None and any(re.search(r"(^|/)bcc(/|$)", s)
+                                    for s in strings(edit)):
+            out.append((n.lineno, "puts bcc/ on sys.path"))
+    return out
+
+
+def test_nothing_reaches_into_bcc():
+    """No Python file outside bcc/ imports one of bcc/'s modules or puts
+    bcc/ on sys.path: what a BCC tool shares with anything else (the spec
+    reader, probelib.toolspec) sits in probelib, below both.  The reader
+    is real: it finds the bcc/ tools' own imports of their modules."""
+    modules = {f[:-3] for f in os.listdir(BCC) if f.endswith(".py")}
+    assert {"probekit_bcc", "probekit_bcc_args"} <= modules, sorted(modules)
+    own = reaches_into_bcc(os.path.join(BCC, "iolatency"), modules)
+    assert "imports probekit_bcc" in {what for _, what in own}, own
+    files = list(python_files(probekit.ROOT, skip=[BCC]))
+    assert len(files) > 50 and os.path.join(probekit.ROOT, "specs", "gentool") \
+        in files, files
+    bad = [f"  {os.path.relpath(p, probekit.ROOT)}:{ln}: {what}"
+           for p in files for ln, what in reaches_into_bcc(p, modules)]
+    assert not bad, "reaches into bcc/ from outside it (move what is shared " \
+        "into probes/probelib/):\n" + "\n".join(bad)

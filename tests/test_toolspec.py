@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: BSD-2-Clause
-"""The tool specs (tools/*.toml): each tool's options, help and examples,
+"""The tool specs (specs/*.toml): each tool's options, help and examples,
 and the limits both languages share, declared once.  A scratch option
 added to a copy of a spec reaches the libbpf tool's parser and --help,
 the BCC tool's, and the man page; so does a scratch retired short
 option, which both forms refuse with the same line; each shared limit is
-spelled with its value only in tools/limits.toml; the man pages'
+spelled with its value only in specs/limits.toml; the man pages'
 generated regions are current."""
 
 import os
@@ -19,12 +19,12 @@ import histtools
 import probekit
 
 ROOT = probekit.ROOT
-TOOLS = os.path.join(ROOT, "tools")
-GENTOOL = os.path.join(TOOLS, "gentool")
-sys.path.insert(0, os.path.join(ROOT, "bcc"))
-import probekit_spec  # noqa: E402
+SPECS = os.path.join(ROOT, "specs")
+GENTOOL = os.path.join(SPECS, "gentool")
+sys.path.insert(0, os.path.join(ROOT, "probes"))
+from probelib import toolspec  # noqa: E402
 
-SPEC_TOOLS = sorted(f[:-5] for f in os.listdir(TOOLS)
+SPEC_TOOLS = sorted(f[:-5] for f in os.listdir(SPECS)
                     if f.endswith(".toml") and f not in
                     ("common.toml", "limits.toml", "privileges.toml"))
 
@@ -42,16 +42,16 @@ def tracked_files(root):
 
 
 def limit_definitions(root):
-    """{(file, line): text} of every line outside tools/limits.toml that
+    """{(file, line): text} of every line outside specs/limits.toml that
     gives a shared limit (or a name it went by) a literal value: a C
     #define, a Python assignment, a -DNAME=N flag."""
-    limits = probekit_spec.limits()
+    limits = toolspec.limits()
     names = [n for name in limits for n in [name] + OLD_NAMES.get(name, [])]
     pat = re.compile(r"(#\s*define\s+(%s)\s+\(?\d)|(^[ \t]*(%s)[ \t]*=[ \t]*\d)|"
                      r"(-D(%s)=\d)" % (("|".join(names),) * 3), re.M)
     found = {}
     for f in tracked_files(root):
-        if f == "tools/limits.toml" or f.startswith(("tests/", "debian/")):
+        if f == "specs/limits.toml" or f.startswith(("tests/", "debian/")):
             continue
         try:
             with open(os.path.join(root, f), encoding="utf-8") as fh:
@@ -90,7 +90,7 @@ def test_each_shared_limit_has_its_value_only_in_its_spec():
     MAX_RATE_LIMIT in libbpf/trace_helpers.h and bcc/probekit_bcc_args.py
     and wrapper/bpftrace.sh; this test names those 14 lines on the starting
     commit)."""
-    limits = probekit_spec.limits()
+    limits = toolspec.limits()
     assert set(limits) >= {"NAME_LEN", "TYPE_LEN", "MAX_INFLIGHT",
                            "MAX_RATE_LIMIT", "IO_BATCH_MAX", "BDEV_NAME_LEN",
                            "PAIR_INFLIGHT_LIMIT", "PAIR_TGIDS_MAX"}
@@ -101,7 +101,7 @@ def test_the_limits_reach_both_languages():
     """The generated header and the bcc/ modules hold the same values."""
     hdr = open(os.path.join(probekit.BUILD, "gen", "probekit_limits.h")).read()
     c = {m[0]: int(m[1]) for m in re.findall(r"#define (\w+) (\d+)", hdr)}
-    assert c == probekit_spec.limits()
+    assert c == toolspec.limits()
     py = subprocess.run(
         [probekit.PYTHON, "-c",
          "import probekit_bcc_load as l, probekit_bcc_probes as p, "
@@ -130,20 +130,20 @@ def help_of(cmd):
 
 
 def not_in_help(text, spec, form):
-    """What the spec (and tools/common.toml) declare for this form that
+    """What the spec (and specs/common.toml) declare for this form that
     its --help text lacks: each option's flags with its argument and its
     help (argp and argparse lay them out apart: "-d, --duration SECS",
     "-d SECS, --duration SECS"), each example's arguments and comment."""
     flat = " ".join(text.replace("\\\n", " ").split())
     gone = []
-    for o in probekit_spec.common_options(spec, form) + spec["option"]:
+    for o in toolspec.common_options(spec, form) + spec["option"]:
         long = "--" + o["long"] + (" " + o["arg"] if o.get("arg") else "")
         flags = (rf"(?m)^ +-{o['short']}\b[^\n]*{re.escape(long)}(\s|$)"
                  if o.get("short") else rf"(?m)^ +{re.escape(long)}(\s|$)")
         if not re.search(flags, text):
             gone.append(long)
         h = (o["help_binary"] if spec.get("binary") and "help_binary" in o
-             else probekit_spec.help_text(o))
+             else toolspec.help_text(o))
         if " ".join(h.split()) not in flat:
             gone.append(h)
     for e in spec["example"]:
@@ -155,14 +155,14 @@ def not_in_help(text, spec, form):
 
 @pytest.mark.parametrize("tool", SPEC_TOOLS)
 def test_twins_print_the_same_usage_and_examples(tool):
-    """Each form's --help has every option its spec and tools/common.toml
+    """Each form's --help has every option its spec and specs/common.toml
     declare for it (flags, argument, help: argp and argparse render them,
     each its own way) and every example of the spec; and apart from the
     command's name, -v (libbpf only) and the engine named in the
     description, both forms' usage and examples are the same."""
     c = help_of([os.path.join(probekit.BUILD, "bin", f"probekit-{tool}")])
     b = help_of([os.path.join(probekit.BUILD, "bin", f"probekit-{tool}-bcc")])
-    spec = probekit_spec.load(tool)
+    spec = toolspec.load(tool)
     assert not_in_help(c, spec, "libbpf") == [], c
     assert not_in_help(b, spec, "bcc") == [], b
 
@@ -189,22 +189,22 @@ help = "a scratch option (tests/test_toolspec.py)"
 
 
 def scratch_tools(tmp_path, tool, addition):
-    """A copy of tools/ (with bcc/, probes/probelib and VERSION beside
-    it) whose tools/TOOL.toml ends with addition (or, a function, is
+    """A copy of specs/ (with bcc/, probes/probelib and VERSION beside
+    it) whose specs/TOOL.toml ends with addition (or, a function, is
     addition(its text)); the libbpf tool built from it and the BCC tool's
     argv run from it: (spec_dir, exe, bcc)."""
     tree = tmp_path / "tree"
-    shutil.copytree(TOOLS, tree / "tools")
+    shutil.copytree(SPECS, tree / "specs")
     shutil.copytree(os.path.join(ROOT, "bcc"), tree / "bcc", symlinks=True,
                     ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(os.path.join(ROOT, "VERSION"), tree / "VERSION")
     shutil.copytree(os.path.join(ROOT, "probes", "probelib"),
                     tree / "probes" / "probelib",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    path = tree / "tools" / f"{tool}.toml"
+    path = tree / "specs" / f"{tool}.toml"
     path.write_text(addition(path.read_text()) if callable(addition)
                     else path.read_text() + addition)
-    spec_dir = str(tree / "tools")
+    spec_dir = str(tree / "specs")
 
     # libbpf: the spec header from the copy, then TOOL.c built on it.
     gen = tmp_path / "gen"
@@ -227,7 +227,7 @@ def scratch_tools(tmp_path, tool, addition):
 
 
 def test_scratch_option_reaches_both_parsers_help_and_man(tmp_path):
-    """A copy of tools/ with one option more in iosize.toml: the libbpf
+    """A copy of specs/ with one option more in iosize.toml: the libbpf
     tool built from it and the BCC tool run from a tree holding it both
     take the option and show it in --help, and the man page made from it
     lists it."""
@@ -273,7 +273,7 @@ def changed_rules(text):
 
 
 def test_changed_default_and_rules_reach_both_forms_help_and_man(tmp_path):
-    """A copy of tools/ whose iolatency.toml gives -W another default and
+    """A copy of specs/ whose iolatency.toml gives -W another default and
     another rule, and --per-io a conflict: the generated C, the Python
     reading, both forms' --help and usage errors, and the man page all
     follow, with no other copy to change."""
@@ -284,9 +284,9 @@ def test_changed_default_and_rules_reach_both_forms_help_and_man(tmp_path):
     assert "{ OPT_PER_IO, 'L', true,\n\t  \"--per-io cannot go with -L/--linear\" }" \
         in header
 
-    spec = probekit_spec.load("iolatency", spec_dir)
-    assert probekit_spec.option_named(spec, "width")["default"] == 7
-    assert [line for _, _, _, line in probekit_spec.rules(spec)] == [
+    spec = toolspec.load("iolatency", spec_dir)
+    assert toolspec.option_named(spec, "width")["default"] == 7
+    assert [line for _, _, _, line in toolspec.rules(spec)] == [
         "-W/--width needs --per-io", "--per-io cannot go with -L/--linear"]
     # The BCC form's parser, from the copy: the default once no -W is
     # given, the value given otherwise.
@@ -325,8 +325,8 @@ def test_changed_default_and_rules_reach_both_forms_help_and_man(tmp_path):
                                         ("conflicts", "width")])
 def test_a_rule_must_name_another_option(tmp_path, rule, other):
     """A rule that names no other option of the tool is one line, exit 1."""
-    spec_dir = tmp_path / "tools"
-    shutil.copytree(TOOLS, spec_dir)
+    spec_dir = tmp_path / "specs"
+    shutil.copytree(SPECS, spec_dir)
     path = spec_dir / "iolatency.toml"
     path.write_text(path.read_text().replace(
         'requires = "linear"', f'{rule} = "{other}"'))
@@ -347,9 +347,9 @@ RETIRED_LINES = {
 
 
 def test_retired_lines_are_the_specs():
-    assert {(t, r["short"]): probekit_spec.retired_line(r)
+    assert {(t, r["short"]): toolspec.retired_line(r)
             for t in SPEC_TOOLS
-            for r in probekit_spec.load(t)["retired"]} == RETIRED_LINES
+            for r in toolspec.load(t)["retired"]} == RETIRED_LINES
 
 
 @pytest.mark.parametrize("kind", histtools.KINDS)
@@ -381,10 +381,10 @@ why = "a scratch (tests/test_toolspec.py)"
 
 
 def test_scratch_retired_option_reaches_both_parsers_and_man(tmp_path):
-    """A copy of tools/ whose iosize.toml retires -Q: the libbpf tool
+    """A copy of specs/ whose iosize.toml retires -Q: the libbpf tool
     built from it and the BCC tool run from it both refuse -Q with the
     same line, exit 2, and the man page made from it says so under
-    --per-io; the tools built from tools/ itself only call -Q unknown."""
+    --per-io; the tools built from specs/ itself only call -Q unknown."""
     spec_dir, exe, bcc = scratch_tools(tmp_path, "iosize", SCRATCH_RETIRED)
     line = "-Q is not --per-io any more: a scratch (tests/test_toolspec.py);" \
         " write --per-io\n"
@@ -425,14 +425,14 @@ def test_a_retired_letter_must_be_free_and_name_an_option(tmp_path, entry,
                                                           why):
     """gentool refuses, in one line, a [[retired]] letter the tool still
     takes (its own -a, the common -j), or one whose "now" is no option."""
-    shutil.copytree(TOOLS, tmp_path / "tools")
-    with open(tmp_path / "tools" / "funclat.toml", "a") as f:
+    shutil.copytree(SPECS, tmp_path / "specs")
+    with open(tmp_path / "specs" / "funclat.toml", "a") as f:
         f.write("\n[[retired]]\n" + entry + "\n")
-    p = subprocess.run([GENTOOL, "--spec-dir", str(tmp_path / "tools"),
+    p = subprocess.run([GENTOOL, "--spec-dir", str(tmp_path / "specs"),
                         "header", "funclat"], capture_output=True, text=True)
     assert (p.returncode, p.stdout) == (1, "")
     assert p.stderr == "gentool: %s: retired 2%s %s\n" % (
-        tmp_path / "tools" / "funclat.toml",
+        tmp_path / "specs" / "funclat.toml",
         ":" if "needs" not in why else "", why)
 
 
@@ -450,12 +450,12 @@ def test_an_unknown_letter_bundled_after_a_flag_is_named(kind):
 
 def test_the_wrappers_retired_n_has_the_tools_wording():
     """The wrapper's -n (now --dry-run only) is refused in the words of
-    probekit_spec.RETIRED, which the tools' lines are made from; a shell
+    toolspec.RETIRED, which the tools' lines are made from; a shell
     script cannot import it, so this holds the two together."""
     wrapper = os.path.join(probekit.BUILD, "bin", "probekit-bpftrace")
     p = subprocess.run([wrapper, "-n", "x"], capture_output=True, text=True,
                        timeout=probekit.TIMEOUT)
     assert p.returncode == 2 and p.stdout == ""
-    assert p.stderr == "probekit-bpftrace: %s\n" % probekit_spec.RETIRED % (
+    assert p.stderr == "probekit-bpftrace: %s\n" % toolspec.RETIRED % (
         "n", "--dry-run", "across probekit's commands -n is nanoseconds",
         "--dry-run")

@@ -24,8 +24,8 @@ from histtools import (KINDS, TOOLS, by_key, json_objects, nonzero,
                        run_on_process_without_probes, timestamps, total,
                        trace_until_target_exits, workload)
 
-sys.path.insert(0, os.path.join(probekit.ROOT, "bcc"))
-import probekit_spec  # noqa: E402
+sys.path.insert(0, os.path.join(probekit.ROOT, "probes"))
+from probelib import toolspec  # noqa: E402
 
 # The programs these tests run; a missing one names its Debian package.
 pytestmark = pytest.mark.needs("py:bcc")
@@ -81,7 +81,7 @@ def test_iolatency_sums(bpf, bdevs, kind, opts, unit, scale):
         assert h["unit"] == unit and h["scale"] == scale
         if scale == "linear":
             width = int(opts[opts.index("-W") + 1]) if "-W" in opts else \
-                probekit_spec.option_named(probekit_spec.load("iolatency"),
+                toolspec.option_named(toolspec.load("iolatency"),
                                            "width")["default"]
             assert all(lo % width == 0 for lo, _, _ in h["rows"])
 

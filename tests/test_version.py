@@ -125,12 +125,10 @@ def with_probelib(script):
     shutil.copytree(os.path.join(ROOT, "probes", "probelib"),
                     os.path.join(home, "probelib"),
                     ignore=shutil.ignore_patterns("__pycache__"))
-    # probelib.privilege reads tools/privileges.toml through
-    # bcc/probekit_spec.py, both beside probes/ as make install lays them.
+    # probelib.privilege reads specs/privileges.toml through
+    # probelib.toolspec: specs/ beside probes/, as make install lays it.
     top = os.path.dirname(home)
-    os.makedirs(os.path.join(top, "bcc"), exist_ok=True)
-    shutil.copy(os.path.join(ROOT, "bcc", "probekit_spec.py"), os.path.join(top, "bcc"))
-    shutil.copytree(os.path.join(ROOT, "tools"), os.path.join(top, "tools"),
+    shutil.copytree(os.path.join(ROOT, "specs"), os.path.join(top, "specs"),
                     ignore=lambda d, names: [n for n in names
                                              if not n.endswith(".toml")],
                     dirs_exist_ok=True)

@@ -13,9 +13,9 @@ import probekit
 from probekit import WRAPPER
 
 def replaced_line():
-    """The line, as tools/limits.toml's REPLACED_NOT_FOLLOWED words it for
+    """The line, as specs/limits.toml's REPLACED_NOT_FOLLOWED words it for
     every tool that cannot follow a file (one declaration)."""
-    text = open(os.path.join(probekit.ROOT, "tools", "limits.toml")).read()
+    text = open(os.path.join(probekit.ROOT, "specs", "limits.toml")).read()
     fmt = re.search(r'^\[message\.REPLACED_NOT_FOLLOWED\]\ntext = "(.*)"$', text, re.M).group(1)
     return re.compile("^probekit-bpftrace: " + re.escape(fmt).replace("%s", "(.+)") + "$")
 

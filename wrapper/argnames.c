@@ -95,7 +95,7 @@ static bool has_probe(const char *file, const char *spec)
 }
 
 /* No names for probe spec in file: it has the probe but not probekit's
- * note of it (the tools' words, probekit_spec.ARG_NO_NAMES; bpftrace's
+ * note of it (the tools' words, toolspec.ARG_NO_NAMES; bpftrace's
  * argN counts from 0), or it has no such probe: misspelt (the tools'
  * "no USDT probe" line and its nearest, as bpftrace.sh says it without
  * args.NAME) or in a library, whose names args.NAME does not read. */

@@ -187,28 +187,28 @@ usage() {
 	sed -n '3,/^$/{s/^# \{0,1\}//;p}' "$0"
 }
 
-# A shared limit (tools/limits.toml, where the C and Python tools get it
+# A shared limit (specs/limits.toml, where the C and Python tools get it
 # too), read from the tree this script's real path is in, as VERSION is.
 limit() {
 	local f v
-	f=$(dirname -- "$(readlink -f -- "$0")")/../tools/limits.toml
+	f=$(dirname -- "$(readlink -f -- "$0")")/../specs/limits.toml
 	v=$(awk -v n="[limit.$1]" '$0 == n { f = 1; next } /^\[/ { f = 0 }
 		f && $1 == "value" { print $3; exit }' "$f" 2>/dev/null)
 	[[ $v =~ ^[0-9]{1,18}$ ]] || die "cannot read the limit $1 from $f"
 	printf '%s' "$v"
 }
 
-# A shared message's printf format (tools/limits.toml's [message.NAME],
+# A shared message's printf format (specs/limits.toml's [message.NAME],
 # which the C and Python tools print too), read as limit() reads a limit;
 # with arguments after NAME, the message they fill in.
 message() {
 	local f v
-	f=$(dirname -- "$(readlink -f -- "$0")")/../tools/limits.toml
+	f=$(dirname -- "$(readlink -f -- "$0")")/../specs/limits.toml
 	v=$(awk -v n="[message.$1]" '$0 == n { f = 1; next } /^\[/ { f = 0 }
 		f && $1 == "text" { sub(/^text = "/, ""); sub(/"$/, ""); print; exit }' "$f" 2>/dev/null)
 	[ -n "$v" ] || die "cannot read the message $1 from $f"
 	if [ $# -gt 1 ]; then
-		# shellcheck disable=SC2059  # the format is tools/limits.toml's
+		# shellcheck disable=SC2059  # the format is specs/limits.toml's
 		printf -- "$v" "${@:2}"
 	else
 		printf '%s' "$v"
@@ -949,7 +949,7 @@ warn_children() {
 # the new file are not traced, and nothing would say so.  A watcher checks
 # the path's inode once a second while bpftrace runs (it is bpftrace's
 # child after the exec, and ends with it), and says it once when a new
-# file is there (tools/limits.toml's REPLACED_NOT_FOLLOWED, the words the
+# file is there (specs/limits.toml's REPLACED_NOT_FOLLOWED, the words the
 # BCC tools print too), through bpftrace's own stderr (/proc/$$/fd/2, the
 # filter's pipe): it holds no descriptor of the caller's, so a caller that
 # reads the trace's output to its end is not kept waiting by it.  A file

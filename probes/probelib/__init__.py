@@ -13,6 +13,14 @@ Readers (used by probekit-check, the bcc/ tools and the tests):
   dwarf     functions' parameters and inlined copies, from DWARF
   catalog   the probe catalog (a DTrace provider file)
   bpftrace  bpftrace scripts: probe blocks, attach points, argument reads
+  toolspec  the tool specs (specs/*.toml): options, limits, messages,
+            privileges; for specs/gentool, the bcc/ tools and the words
+            and privilege lines of probelib's own commands
+
+Shared with the bcc/ tools (nothing outside bcc/ imports from bcc/):
+  bcc_compat  uprobes registered as bpftrace and libbpf do, on a BCC
+            whose Python cannot (BCC 0.26); for the tools and
+            bench/first_bcc.py
 
 The checker (probekit-check, through cli.main):
   installed (how a message names the installed bpftrace and libbpf),

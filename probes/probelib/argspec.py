@@ -159,8 +159,8 @@ def _who(names):
 
 
 def operand_fix():
-    """What to do about an operand a reader cannot read: tools/limits.toml's
-    OPERAND_FIX, which the C tools print too (through probekit_spec, which
+    """What to do about an operand a reader cannot read: specs/limits.toml's
+    OPERAND_FIX, which the C tools print too (through toolspec, which
     privilege.py finds beside probes/)."""
     from .privilege import spec
     return spec.texts()["OPERAND_FIX"][0]

@@ -35,7 +35,7 @@ class Parser(argparse.ArgumentParser):
     def retire(self, letter, line):
         """Refuse -LETTER, which this command no longer takes, with
         "PROG: LINE" (a line that says what to write instead), exit 2.
-        The BCC tools take LINE from their spec (probekit_spec.RETIRED)."""
+        The BCC tools take LINE from their spec (toolspec.RETIRED)."""
         if not hasattr(self, "_retired"):
             self._retired = {}
         self._retired["-" + letter] = line

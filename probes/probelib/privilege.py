@@ -1,18 +1,13 @@
 # SPDX-License-Identifier: BSD-2-Clause
 """probelib.privilege: the one line that says what a refused read of
 another user's process needs and this process lacks, as
-tools/privileges.toml states it (through bcc/probekit_spec.py, which
-the libbpf and BCC tools' lines come from too).  probekit-list,
+specs/privileges.toml states it (through probelib.toolspec, which the
+libbpf and BCC tools' lines come from too).  probekit-list,
 blktgt-trace and blktgt-rpc use it."""
 
 import errno
-import os
-import sys
 
-# bcc/ sits beside probes/ in the checkout and under PREFIX/share/probekit.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
-    os.path.dirname(os.path.realpath(__file__)))), "bcc"))
-import probekit_spec as spec  # noqa: E402
+from . import toolspec as spec
 
 DENIED = (errno.EACCES, errno.EPERM)
 

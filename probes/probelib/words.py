@@ -1,20 +1,15 @@
 # SPDX-License-Identifier: BSD-2-Clause
 """words: one wording for each common mistake, across every command.
 
-The words are declared once, in bcc/probekit_spec.py (NEAREST, NO_PROBES,
-TARGET_*), which the libbpf tools get through tools/gentool's SPEC_*;
+The words are declared once, in probelib.toolspec (NEAREST, NO_PROBES,
+TARGET_*), which the libbpf tools get through specs/gentool's SPEC_*;
 this module hands them to probelib's commands: the checker, probekit-list,
 probekit-structs and the argparse base (cmdline.Parser).
 """
 
 import argparse
-import os
-import sys
 
-# bcc/ sits beside probes/ in the checkout and under PREFIX/share/probekit.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
-    os.path.dirname(os.path.realpath(__file__)))), "bcc"))
-import probekit_spec as spec  # noqa: E402
+from . import toolspec as spec
 
 # argparse's own words for a missing or doubled target, and ours.
 _ARGPARSE_TARGET = {
@@ -66,7 +61,7 @@ TARGET_BOTH = spec.TARGET_BOTH
 
 
 def message(name):
-    """tools/limits.toml's [message.NAME]: a printf format (%s) the C,
+    """specs/limits.toml's [message.NAME]: a printf format (%s) the C,
     Python and shell commands print alike."""
     return spec.messages()[name]
 

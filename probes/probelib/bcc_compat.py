@@ -1,6 +1,9 @@
 # SPDX-License-Identifier: BSD-2-Clause
-"""probekit_bcc_compat: register uprobes the way bpftrace and libbpf do, on
-a BCC whose Python cannot.
+"""probelib.bcc_compat: register uprobes the way bpftrace and libbpf do,
+on a BCC whose Python cannot.  The bcc/ tools attach through it
+(probekit_bcc_load, probekit_bcc_probes), and so does bench/first_bcc.py,
+the smallest BCC USDT program, so that the bench times the same attach:
+it sits in probelib, below both, and imports BCC only when called.
 
 The kernel keeps one uprobe per file and offset, and refuses a second
 registration there whose ref_ctr_offset (the semaphore's file offset)

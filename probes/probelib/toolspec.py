@@ -1,21 +1,25 @@
 # SPDX-License-Identifier: BSD-2-Clause
-"""probekit_spec: read a tool's spec, tools/TOOL.toml, and render the
-parts of its command line that both forms and the man page show.
+"""probelib.toolspec: read a tool's spec, specs/TOOL.toml, and render
+the parts of its command line that both forms and the man page show.
 
-A tool is declared once, in tools/TOOL.toml: its summary and description,
+A tool is declared once, in specs/TOOL.toml: its summary and description,
 its own options (short, long, argument, help, default, how the usage line
 shows it), its examples, its unit, the probes it reads and the keys of
-its output.  tools/common.toml declares the options every tool takes and
-tools/limits.toml the limits both languages share.  From them come:
+its output.  specs/common.toml declares the options every tool takes and
+specs/limits.toml the limits both languages share.  From them come:
   - the libbpf tool's option table, usage, examples and limits
-    (tools/gentool writes them into $(O)/gen at build time);
+    (specs/gentool writes them into $(O)/gen at build time);
   - the BCC tool's parser (probekit_bcc_spec.py reads the spec at run
     time, through this module);
-  - the man page's tool options and examples (tools/gentool --man).
+  - the man page's tool options and examples (specs/gentool --man).
 
 This module reads and renders only; it imports nothing of BCC, so the
-generator runs where BCC is not installed.  The specs sit in tools/
-beside bcc/, in the checkout and under PREFIX/share/probekit alike.
+generator runs where BCC is not installed.  It sits in probelib, below
+both of its users: specs/gentool (the C side, the man pages, the
+completions), the bcc/ tools and probelib's own commands (their words
+and privilege lines) import it from here, so none of them reaches into
+another's folder for it.  The specs sit in specs/ beside probes/, in the
+checkout and under PREFIX/share/probekit alike.
 """
 
 import os
@@ -27,8 +31,8 @@ try:
 except ImportError:     # Python < 3.11: none here; Debian 12 has 3.11
     tomllib = None
 
-SPEC_DIR = os.path.join(os.path.dirname(os.path.dirname(
-    os.path.realpath(__file__))), "tools")
+SPEC_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.realpath(__file__)))), "specs")
 
 # The width --help is wrapped to, and the column option help starts at
 # (libbpf/tool_options.c prints the option list with the same column).
@@ -93,7 +97,7 @@ def _check_option(path, o, where):
 
 
 def common(spec_dir=SPEC_DIR):
-    """tools/common.toml: the options every tool takes, in --help order."""
+    """specs/common.toml: the options every tool takes, in --help order."""
     path = os.path.join(spec_dir, "common.toml")
     spec = _read(path)
     for i, o in enumerate(spec.get("option", [])):
@@ -102,7 +106,7 @@ def common(spec_dir=SPEC_DIR):
 
 
 def load(tool, spec_dir=SPEC_DIR):
-    """tools/TOOL.toml, checked: SpecError says what is wrong."""
+    """specs/TOOL.toml, checked: SpecError says what is wrong."""
     path = os.path.join(spec_dir, tool + ".toml")
     spec = _read(path)
     extra = set(spec) - _SPEC_KEYS
@@ -225,7 +229,7 @@ def _check_retired(path, r, where, taken, spec):
 # What a tool says, after "COMMAND: ", to a short option it no longer
 # takes (a spec's [[retired]], ARCHITECTURE.md, "Conventions"): the old
 # letter, the option that took its place, why, and what to write.  The
-# libbpf form gets the line in its spec header (tools/gentool), the BCC
+# libbpf form gets the line in its spec header (specs/gentool), the BCC
 # form from probekit_bcc_spec.parser(); both exit 2.
 RETIRED = "-%s is not %s any more: %s; write %s"
 
@@ -236,7 +240,7 @@ def retired_line(r):
 
 
 def limits(spec_dir=SPEC_DIR):
-    """tools/limits.toml: {NAME: value} for every shared limit."""
+    """specs/limits.toml: {NAME: value} for every shared limit."""
     path = os.path.join(spec_dir, "limits.toml")
     out = {}
     for name, lim in _read(path).get("limit", {}).items():
@@ -248,7 +252,7 @@ def limits(spec_dir=SPEC_DIR):
 
 
 def messages(spec_dir=SPEC_DIR):
-    """tools/limits.toml's [message.NAME] tables: {NAME: text}, printf
+    """specs/limits.toml's [message.NAME] tables: {NAME: text}, printf
     style (%s), the lines the C, Python and shell tools print alike."""
     path = os.path.join(spec_dir, "limits.toml")
     out = {}
@@ -262,7 +266,7 @@ def messages(spec_dir=SPEC_DIR):
 
 
 def texts(spec_dir=SPEC_DIR):
-    """tools/limits.toml's [text.NAME] tables: {NAME: (value, doc)}, the
+    """specs/limits.toml's [text.NAME] tables: {NAME: (value, doc)}, the
     messages C and Python share."""
     path = os.path.join(spec_dir, "limits.toml")
     out = {}
@@ -275,14 +279,14 @@ def texts(spec_dir=SPEC_DIR):
 
 
 def limit_docs(spec_dir=SPEC_DIR):
-    """{NAME: (value, doc)} from tools/limits.toml, for the C header."""
+    """{NAME: (value, doc)} from specs/limits.toml, for the C header."""
     path = os.path.join(spec_dir, "limits.toml")
     return {n: (lim["value"], lim["doc"])
             for n, lim in _read(path).get("limit", {}).items()}
 
 
 def privileges(spec_dir=SPEC_DIR):
-    """tools/privileges.toml, checked: every reader's ways of attaching
+    """specs/privileges.toml, checked: every reader's ways of attaching
     are declared, and every capability they name is numbered."""
     path = os.path.join(spec_dir, "privileges.toml")
     p = _read(path)
@@ -439,7 +443,7 @@ def hist_noun(spec):
 
 # What a tool lost, by kind: the JSON key and the text's words ("N NOUN
 # WORDS"), declared here for both forms: bcc/probekit_bcc.py's
-# loss_report() and libbpf/tool_drain.c's, through SPEC_LOSSES (tools/
+# loss_report() and libbpf/tool_drain.c's, through SPEC_LOSSES (specs/
 # gentool common).  The first two are libbpf/pair_state.h's enum
 # pair_count: STARTs the in-flight table had no room for, or whose thread
 # or process exited.  "dropped" is also what a histogram tool's full map
@@ -461,7 +465,7 @@ BATCH_NOUN = "batches"
 
 
 # One wording for each common mistake, across every command (C through
-# tools/gentool common's SPEC_*; the wrapper's shell says the same words).
+# specs/gentool common's SPEC_*; the wrapper's shell says the same words).
 # A probe name that is not there: the line that says so ends with the
 # probe nearest by edit distance (nearest(): the first of equals), or
 # NO_PROBES when the file has none.
@@ -693,7 +697,7 @@ def man_examples(spec):
     return "".join(out)
 
 
-MAN_BEGIN = '.\\" toolspec %s: from tools/%s.toml (make tools-doc)\n'
+MAN_BEGIN = '.\\" toolspec %s: from specs/%s.toml (make tools-doc)\n'
 MAN_END = '.\\" toolspec %s end\n'
 
 
