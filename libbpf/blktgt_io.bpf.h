@@ -2,7 +2,7 @@
 /*
  * blktgt_io.bpf.h: the histogram tools' keys for blktgt:io__batch's
  * records (io_batch.bpf.h reads them): the bdev name from the batch's
- * name table, the I/O type's name from target/states.h's IO_TYPE_LIST, as
+ * name table, the I/O type's name from include/blktgt_states.h's IO_TYPE_LIST, as
  * blktgt's own names are.
  */
 #ifndef PROBEKIT_BLKTGT_IO_BPF_H
@@ -10,7 +10,7 @@
 
 #include "io_batch.bpf.h"
 #include "histogram.bpf.h"
-#include "../target/states.h"
+#include "blktgt_states.h"
 #include "blktgt_io.h"
 
 #define IO_TYPE_NAME(e, name) name,

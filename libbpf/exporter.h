@@ -89,7 +89,7 @@ struct start_key {
 };
 
 /* probekit_exporter_bdevs_merged's reasons: an idx_key's idx, in the
- * order of io_batch.bpf.h's merge counts (target/io_batch.h's
+ * order of io_batch.bpf.h's merge counts (include/io_batch.h's
  * bdevs_cut, bdevs_other). */
 enum { EXP_MERGE_NAME_CUT, EXP_MERGE_TABLE_FULL, EXP_MERGE_REASONS };
 #define EXP_MERGE_NAMES "name_cut", "table_full"

@@ -13,7 +13,10 @@ concern's functions and calling only the rooms below it.
 
 The call graph is cscope's, which parses C (comments and strings are not
 calls), over every target/nbd*.[ch] and libbpf/tool_*.c: a new file there
-is checked too."""
+is checked too.
+
+Last, the includes: no C file reaches a header through "../" (a header two
+rooms share lives in include/)."""
 
 import glob
 import os
@@ -253,3 +256,55 @@ def test_helper_rooms_call_down(helpers):
     bad = [e for e in calls if e[3] not in HELPER_CALLS[e[0]]]
     assert not bad, "calls between the helpers' rooms that HELPER_CALLS does " \
         "not allow (libbpf/README.md):\n" + show(bad)
+
+
+# --- includes: a header two rooms share lives in include/ --------------------
+
+# An #include's path, quoted or bracketed; it climbs out of the including
+# file's folder when one of its components is "..".
+INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^">\n]*)[">]', re.M)
+
+
+def c_sources(root=probekit.ROOT):
+    """Every C source and header of the tree (not the build's output)."""
+    out = []
+    for d, dirs, files in os.walk(root):
+        dirs[:] = sorted(x for x in dirs if x not in (".git", "build")
+                         and not x.startswith("build"))
+        out += [os.path.join(d, f) for f in sorted(files) if f.endswith((".c", ".h"))]
+    return out
+
+
+def climbing_includes(paths):
+    """[(path, line, included path)] for each #include through "../"."""
+    out = []
+    for p in paths:
+        text = open(p, errors="replace").read()
+        for m in INCLUDE.finditer(text):
+            if ".." not in m.group(1).split("/"):
+                continue
+            out.append((os.path.relpath(p, probekit.ROOT),
+                        text.count("\n", 0, m.start()) + 1, m.group(1)))
+    return out
+
+
+def test_no_include_reaches_into_another_room(tmp_path):
+    """No C file includes a header through "../" (libbpf/ once reached
+    ../target/io_batch.h): a header two rooms share lives in include/ and
+    is included by its name alone, on -Iinclude (ARCHITECTURE.md, "The
+    folders")."""
+    paths = c_sources()
+    # The walk is real: it reaches the rooms that share include/'s headers.
+    rel = {os.path.relpath(p, probekit.ROOT) for p in paths}
+    assert {"target/bdev.c", "libbpf/io_batch.bpf.h", "libbpf/exporter_render.c",
+            "include/io_batch.h"} <= rel, sorted(rel)[:20]
+    bad = climbing_includes(paths)
+    assert not bad, "includes through ../ (move the header to include/ and " \
+        "include it by name):\n" + "\n".join(f"  {p}:{ln}: {h}" for p, ln, h in bad)
+    # The check can fail: each spelling of a climb is found, a name is not.
+    f = tmp_path / "x.c"
+    f.write_text('#include "../target/io_batch.h"\n# include <../include/a.h>\n'
+                 '#include "sub/../b.h"\n#include "io_batch.h"\n#include "..x.h"\n')
+    assert [(ln, h) for _, ln, h in climbing_includes([str(f)])] == \
+        [(1, "../target/io_batch.h"), (2, "../include/a.h"), (3, "sub/../b.h")]
+
