@@ -20,8 +20,9 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "exporter.h"
 #include "blktgt_states.h"
+#include "exporter.h"
+#include "exporter_render.h"
 
 /* enum bdev_io_type's names, from the one list blktgt_states.h keeps. */
 #define IO_TYPE_NAME(e, name) [e] = name,

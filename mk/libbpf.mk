@@ -15,7 +15,7 @@
 # the tools do not even need BTF at run time).
 
 LIBBPF_TOOLS := iolatency iosize funclat qdepth rpclat nbdtime usdtlat usdtcount
-# trace_helpers.h's rooms, one concern each (libbpf/README.md).
+# The helpers' rooms, one concern each, each with its own header (libbpf/README.md).
 TOOL_ROOMS := tool_options tool_priv tool_target tool_attach tool_drain tool_loop
 LIBBPF_HELPERS := histogram $(TOOL_ROOMS) blktgt_io
 

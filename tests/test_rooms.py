@@ -112,7 +112,7 @@ class CallGraph:
             n = q[1:]
             for f, fn, ln, _ in rows:
                 # cscope also reads the headers a file includes from its
-                # directory (trace_helpers.h); only the files asked for
+                # directory (tool_*.h); only the files asked for
                 # are callers here.
                 if f not in defs:
                     continue
@@ -308,3 +308,121 @@ def test_no_include_reaches_into_another_room(tmp_path):
     assert [(ln, h) for _, ln, h in climbing_includes([str(f)])] == \
         [(1, "../target/io_batch.h"), (2, "../include/a.h"), (3, "sub/../b.h")]
 
+
+# --- a header per C file ----------------------------------------------------
+
+# The rooms whose C files each have their own header: blktgt, and the
+# libbpf tools with the exporter.  A BPF program (*.bpf.c, *.bpf.h) is
+# not one: its header is the one it shares with its tool (TOOL.h).
+HEADER_ROOMS = [TARGET, LIBBPF]
+
+
+def strip_c(text):
+    """text without comments, string and character literals, and
+    preprocessor lines (a line kept for each line removed)."""
+    blank = lambda m: re.sub(r"[^\n]", " ", m.group(0))
+    text = re.sub(r"/\*.*?\*/", blank, text, flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
+    text = re.sub(r'"(?:\\.|[^"\\\n])*"', '""', text)
+    text = re.sub(r"'(?:\\.|[^'\\\n])*'", "''", text)
+    return re.sub(r"^[ \t]*#(?:[^\n]*\\\n)*[^\n]*", "", text, flags=re.M)
+
+
+# A function's name: the first identifier followed by "(" that is not an
+# attribute or operator (__attribute__((format(...))) names no function).
+FUNC_NAME = re.compile(r"\b(?!__attribute__\b|sizeof\b|__typeof__\b)([A-Za-z_]\w*)\s*\(")
+ATTRIBUTE = re.compile(r"__attribute__\s*\(\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)\)")
+
+
+def file_scope(text):
+    """(declared, defined): the functions text declares (prototypes) and
+    defines at file scope, by name.  A prototype is a statement at brace
+    depth 0 that is not a typedef or an initialised variable and whose
+    first name is followed by "(" (not "(*": a pointer to a function); a
+    definition is the same head followed by a body.  Upper-case names are
+    macros (X-macro lists, SEC()), not functions."""
+    declared, defined = [], []
+    depth, head, body_of_fn = 0, [], False
+    for ch in strip_c(text):
+        if depth:
+            depth += {"{": 1, "}": -1}.get(ch, 0)
+            if not depth and body_of_fn:
+                head = []
+            continue
+        if ch in "{;":
+            h = ATTRIBUTE.sub(" ", " ".join("".join(head).split()))
+            m = FUNC_NAME.search(h)
+            fn = m and not m.group(1).isupper() and not h.startswith("typedef") \
+                and "=" not in h and not re.match(r"\(\s*\*", h[m.end() - 1:])
+            if ch == "{":
+                body_of_fn = bool(fn) and h.endswith(")")
+                if body_of_fn:
+                    defined.append(m.group(1))
+                depth = 1
+            else:
+                head = []
+                if fn:
+                    declared.append(m.group(1))
+            continue
+        head.append(ch)
+    return declared, defined
+
+
+def header_faults(directory):
+    """[(file, fault)] for directory's C files: a C file other than a
+    main() without its own same-named header, or one that does not
+    include it; a header declaring a function its own C file does not
+    define (or declaring one with no C file of its own)."""
+    faults = []
+    names = sorted(os.listdir(directory))
+    for f in names:
+        if f.endswith(".bpf.c") or f.endswith(".bpf.h") or not f.endswith((".c", ".h")):
+            continue
+        text = open(os.path.join(directory, f)).read()
+        stem = f[:-2]
+        if f.endswith(".c"):
+            if "main" in file_scope(text)[1]:
+                continue
+            if stem + ".h" not in names:
+                faults.append((f, f"has no header {stem}.h"))
+            elif not re.search(r'^\s*#\s*include\s*"%s\.h"' % re.escape(stem), text, re.M):
+                faults.append((f, f'does not include "{stem}.h"'))
+            continue
+        declared, inline = file_scope(text)
+        own = os.path.join(directory, stem + ".c")
+        defined = file_scope(open(own).read())[1] if os.path.exists(own) else []
+        for n in declared:
+            if n not in defined and n not in inline:
+                faults.append((f, f"declares {n}(), which {stem}.c does not define"))
+    return faults
+
+
+def test_a_header_per_c_file(tmp_path):
+    """Each C file of target/ and libbpf/ (the exporter's too) but a
+    main() has its own header, which it includes, and a header declares
+    only the functions its own C file defines: one 420-line header over
+    six files (libbpf/trace_helpers.h once), or a parser's functions
+    declared by the server above it (target/jsonrpc.h once), is gone."""
+    faults = [(os.path.relpath(d, probekit.ROOT), f, why)
+              for d in HEADER_ROOMS for f, why in header_faults(d)]
+    assert not faults, "C files and headers out of step (give the C file " \
+        "its own header; declare a function in its own file's header):\n" + \
+        "\n".join(f"  {d}/{f} {why}" for d, f, why in faults)
+    # The parser is real: it reads the prototypes of a room's header.
+    declared, _ = file_scope(open(os.path.join(LIBBPF, "tool_priv.h")).read())
+    assert declared == ["report_denied"], declared
+    # The check can fail: a prototype moved to another room's header, and
+    # a C file whose header is gone.
+    for f in ("tool_options.c", "tool_options.h", "tool_priv.c", "tool_priv.h"):
+        with open(os.path.join(LIBBPF, f)) as src:
+            (tmp_path / f).write_text(src.read())
+    priv = (tmp_path / "tool_priv.h").read_text()
+    proto = re.search(r"^bool report_denied\(.*?\);\n", priv, re.M | re.S).group(0)
+    (tmp_path / "tool_priv.h").write_text(priv.replace(proto, ""))
+    opts = (tmp_path / "tool_options.h").read_text()
+    end = opts.rindex("#endif")
+    (tmp_path / "tool_options.h").write_text(opts[:end] + proto + opts[end:])
+    assert header_faults(str(tmp_path)) == \
+        [("tool_options.h", "declares report_denied(), which tool_options.c does not define")]
+    (tmp_path / "tool_priv.h").unlink()
+    assert ("tool_priv.c", "has no header tool_priv.h") in header_faults(str(tmp_path))
