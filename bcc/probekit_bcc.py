@@ -91,7 +91,7 @@ Output format (the libbpf versions of these tools print the same):
   With -B, iolatency and iosize label a record by its bdev's name in
   io__batch's name table, where a name is cut to 31 characters and the
   live bdevs past its 255 slots share "(other)"; the last batch says how
-  many bdevs each merges (target/io_batch.h), and each count that is not
+  many bdevs each merges (include/io_batch.h), and each count that is not
   0 ends the output in one line (specs/limits.toml's [message.BDEVS_*]):
 
   N bdevs share a label with another (bdev names cut to 31 characters)

@@ -192,13 +192,13 @@ def mode_text(text, per_io):
         text[:text.index("/* blktgt:io__submit")] + text[batch:]
 
 
-# io__batch's fixed sizes, from specs/limits.toml as target/io_batch.h's;
+# io__batch's fixed sizes, from specs/limits.toml as include/io_batch.h's;
 # the record itself comes from the traced binary's DWARF (io_batch_c).
 IO_BATCH_MAX = spec.limits()["IO_BATCH_MAX"]
 BDEV_NAME_LEN = spec.limits()["BDEV_NAME_LEN"]
 BDEV_INDEX_MAX = spec.limits()["BDEV_INDEX_MAX"]
 # The arguments of an io__batch that passes the merge counts, its last,
-# bdevs_merged (target/io_batch.h); a service's site may pass only the
+# bdevs_merged (include/io_batch.h); a service's site may pass only the
 # first five.
 IO_BATCH_MERGES_NARGS = 6
 
@@ -322,7 +322,7 @@ def io_batch_c(tool, target):
     and io_type_name(dst, type), which writes an I/O type's name as
     io__submit's type_name would give it.  Those names are enum
     bdev_io_type's, lowercased without their common prefix, as
-    target/states.h spells them (BDEV_IO_READ, "read")."""
+    include/blktgt_states.h spells them (BDEV_IO_READ, "read")."""
     from probelib import cdefs, dwarf
     try:
         types = dwarf.Types(target.exe)

@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "jsonrpc.h"
+#include "jsonrpc_parse.h"
 #include "unit.h"
 
 static struct json_val vals[JSON_MAX_VALUES];

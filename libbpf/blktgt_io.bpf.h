@@ -2,7 +2,7 @@
 /*
  * blktgt_io.bpf.h: the histogram tools' keys for blktgt:io__batch's
  * records (io_batch.bpf.h reads them): the bdev name from the batch's
- * name table, the I/O type's name from target/states.h's IO_TYPE_LIST, as
+ * name table, the I/O type's name from include/blktgt_states.h's IO_TYPE_LIST, as
  * blktgt's own names are.
  */
 #ifndef PROBEKIT_BLKTGT_IO_BPF_H
@@ -10,7 +10,7 @@
 
 #include "io_batch.bpf.h"
 #include "histogram.bpf.h"
-#include "../target/states.h"
+#include "blktgt_states.h"
 #include "blktgt_io.h"
 
 #define IO_TYPE_NAME(e, name) name,
@@ -47,7 +47,7 @@ static __always_inline void io_batch_key(struct pt_regs *ctx, struct io_key *key
 
 /* What io__batch hits could not read, by reason, apart from hist_dropped,
  * whose reason is a full table; user space takes each every interval and
- * says why (trace_helpers.h, hist_report(); toolspec.LOSSES):
+ * says why (tool_drain.h, hist_report(); toolspec.LOSSES):
  * hist_busy, the records of hits that found this CPU's batch buffer held
  * by a run they preempted (io_batch.bpf.h); hist_unreadable, the records
  * of hits whose read of them failed (the service's memory paged out or
@@ -59,7 +59,7 @@ __u64 hist_busy, hist_unreadable, hist_bad_count;
 /* What io__batch's name table merges, by_bdev (-B): io_batch.bpf.h's
  * merge counts as the last hit that passed them said (the last process's,
  * with -b), -1 until one has; user space says them as each interval's
- * output ends (trace_helpers.h, merges_report()). */
+ * output ends (tool_drain.c, merges_report()). */
 __s64 hist_bdevs_merged[IO_BATCH_MERGES] = { -1, -1 };
 
 /*

@@ -9,7 +9,7 @@
 #include <linux/types.h>
 
 #include "blktgt_io.h"
-#include "trace_helpers.h"
+#include "tool_drain.h"
 
 int io_collect(const struct bpf_map *map, bool per_bdev, bool per_type,
 	       const struct hist_entry *proto, struct hist_entry **out)

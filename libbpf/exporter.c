@@ -28,9 +28,12 @@
 
 #include "exporter.h"
 #include "exporter.skel.h"
+#include "exporter_http.h"
 #include "probekit_common.spec.h"	/* SPEC_TARGET_*: one wording */
 #include "probekit_version.h"
-#include "trace_helpers.h"
+#include "tool_attach.h"
+#include "tool_options.h"
+#include "tool_target.h"
 #include "usdt_notes.h"
 #include "usdt_sites.h"
 

@@ -89,7 +89,7 @@ struct start_key {
 };
 
 /* probekit_exporter_bdevs_merged's reasons: an idx_key's idx, in the
- * order of io_batch.bpf.h's merge counts (target/io_batch.h's
+ * order of io_batch.bpf.h's merge counts (include/io_batch.h's
  * bdevs_cut, bdevs_other). */
 enum { EXP_MERGE_NAME_CUT, EXP_MERGE_TABLE_FULL, EXP_MERGE_REASONS };
 #define EXP_MERGE_NAMES "name_cut", "table_full"
@@ -193,36 +193,6 @@ enum {
 };
 #define EXP_HTTP_CLOSED_NAMES \
 	"address_limit", "server_limit", "displaced", "deadline"
-
-/*
- * Render every metric, in the Prometheus text format 0.0.4, or
- * OpenMetrics 1.0.0 when openmetrics is set, into a malloc'd buffer.
- * Returns its length, or -errno (nothing allocated).
- */
-long exp_render(const struct exp_state *s, bool openmetrics, char **out);
-
-struct MHD_Daemon;
-
-/*
- * Bind and listen on spec, "HOST:PORT" ("[ADDR]:PORT" for IPv6; port 0
- * picks a free one).  Returns the socket, with "HOST:PORT" as bound in
- * shown; after printing one line saying what is wrong, -2 for a spec
- * that is not HOST:PORT, -1 when the socket fails (a port in use).
- */
-int http_listen(const char *spec, char *shown, size_t shownlen);
-
-/* Serve GET /metrics from s on fd, on a thread of libmicrohttpd's, with
- * a thread of ours that closes connections past their deadline.  NULL
- * after printing one line. */
-struct MHD_Daemon *http_start(int fd, const struct exp_state *s,
-			      bool verbose);
-
-/* Connections open now, and closed[EXP_HTTP_NCLOSED]: exp_state's
- * http_stats. */
-void http_stats(unsigned long long *open, unsigned long long *closed);
-
-/* Stop both threads (d may be NULL). */
-void http_stop(struct MHD_Daemon *d);
 #endif
 
 #endif

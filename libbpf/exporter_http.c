@@ -47,8 +47,10 @@
 
 #include <microhttpd.h>
 
+#include "exporter_http.h"
 #include "exporter.h"
-#include "trace_helpers.h"
+#include "exporter_render.h"
+#include "tool_options.h"
 
 #define HTTP_MAX_CONNS        512	/* connections at once */
 #define HTTP_MAX_CONNS_PER_IP 256

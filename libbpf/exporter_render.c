@@ -20,10 +20,11 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "blktgt_states.h"
 #include "exporter.h"
-#include "states.h"
+#include "exporter_render.h"
 
-/* enum bdev_io_type's names, from the one list states.h keeps. */
+/* enum bdev_io_type's names, from the one list blktgt_states.h keeps. */
 #define IO_TYPE_NAME(e, name) [e] = name,
 static const char *const io_type_names[] = { IO_TYPE_LIST(IO_TYPE_NAME) };
 
@@ -260,7 +261,7 @@ static const struct family_spec blktgt_families[] = {
 		  "bdev's, by reason: name_cut, their names are equal as "
 		  "io__batch's name table cuts them; table_full, past the "
 		  "table's slots, labelled (other). As the last io__batch hit "
-		  "of the process said (target/io_batch.h).",
+		  "of the process said (include/io_batch.h).",
 	  .kind = FAM_GAUGE, .when = WHEN_BLKTGT, MAP(bdev_merges),
 	  .key_size = sizeof(struct idx_key),
 	  .labels = { { "reason", LBL_ENUM, offsetof(struct idx_key, idx),

@@ -27,7 +27,10 @@
 #include "funclat.skel.h"
 #include "funclat.spec.h"
 #include "probekit_common.spec.h"	/* SPEC_EMPTY_UNCALLED */
-#include "trace_helpers.h"
+#include "tool_attach.h"
+#include "tool_loop.h"
+#include "tool_options.h"
+#include "tool_target.h"
 
 const char *tool_name = "funclat";
 

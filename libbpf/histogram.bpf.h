@@ -55,7 +55,7 @@ static __always_inline __u32 hist_slot(__u64 v, bool linear, __u64 width)
 /*
  * --max-rate: with count_hits set before load, every program calls
  * hit_count() first, so hits[0] holds, per CPU, how many times the tool's
- * probes fired.  User space sums the CPUs' slots (trace_helpers.h,
+ * probes fired.  User space sums the CPUs' slots (tool_loop.h,
  * run_loop()).  Without --max-rate the branch is all a hit pays.
  */
 const volatile bool count_hits = false;
@@ -179,7 +179,7 @@ static const struct hist hist_zero;
 
 /* Values hist_get() found no room for: the histogram map was full (its
  * --max-keys keys this interval).  User space takes it each interval and
- * says "N I/Os dropped (table full)" (trace_helpers.h, hist_report()). */
+ * says "N I/Os dropped (table full)" (tool_drain.h, hist_report()). */
 __u64 hist_dropped;
 
 /* n values dropped, which user space says (bcc/probekit_bcc.py's

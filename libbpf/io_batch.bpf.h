@@ -5,7 +5,7 @@
  *   io__batch(s32 thread, s32 count, struct io_rec *recs, char *bdev_names,
  *             u64 flush_ns, u64 bdevs_merged)
  *
- * The record is declared once, in target/io_batch.h, which this includes.
+ * The record is declared once, in include/io_batch.h, which this includes.
  * A batch (up to 12 KiB) is larger than the 512-byte BPF stack, so it is
  * copied with one read into a per-CPU scratch map, then walked with a
  * loop bounded by IO_BATCH_MAX.  Used by the histogram tools (through
@@ -28,7 +28,7 @@
 #ifndef PROBEKIT_IO_BATCH_BPF_H
 #define PROBEKIT_IO_BATCH_BPF_H
 
-#include "../target/io_batch.h"
+#include "io_batch.h"
 
 struct io_batch_buf {
 	struct io_rec recs[IO_BATCH_MAX];
@@ -111,7 +111,7 @@ static __always_inline int io_batch_arg(struct pt_regs *ctx,
 
 /*
  * What the name table merges, as io__batch's last argument, bdevs_merged,
- * says (target/io_batch.h): bdevs_cut and bdevs_other, in that order; -1
+ * says (include/io_batch.h): bdevs_cut and bdevs_other, in that order; -1
  * each when the site does not pass it (a service's io__batch of five
  * arguments) or it cannot be read.
  */

@@ -24,7 +24,11 @@
 #include "iolatency.h"
 #include "iolatency.skel.h"
 #include "iolatency.spec.h"
-#include "trace_helpers.h"
+#include "tool_attach.h"
+#include "tool_drain.h"
+#include "tool_loop.h"
+#include "tool_options.h"
+#include "tool_target.h"
 
 const char *tool_name = "iolatency";
 

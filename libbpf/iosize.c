@@ -18,7 +18,11 @@
 #include "iosize.h"
 #include "iosize.skel.h"
 #include "iosize.spec.h"
-#include "trace_helpers.h"
+#include "tool_attach.h"
+#include "tool_drain.h"
+#include "tool_loop.h"
+#include "tool_options.h"
+#include "tool_target.h"
 
 const char *tool_name = "iosize";
 

@@ -25,7 +25,12 @@
 #include "nbdtime.h"
 #include "nbdtime.skel.h"
 #include "nbdtime.spec.h"
-#include "trace_helpers.h"
+#include "tool_attach.h"
+#include "tool_drain.h"
+#include "tool_loop.h"
+#include "tool_options.h"
+#include "tool_priv.h"
+#include "tool_target.h"
 
 const char *tool_name = "nbdtime";
 

@@ -12,7 +12,7 @@
  *     by something else (an argument, a request id);
  *   - in user space, fills pair_group_dead_off (or the task offsets) with
  *     pair_exit_detect() and attaches that program before the uprobes
- *     (trace_helpers.h).
+ *     (tool_attach.h).
  * Its keys start with struct pair_key_head: the tgid, then the tid (or 0).
  *
  * Why sched_process_exit: it fires in the exiting thread (so the current

@@ -2,7 +2,7 @@
 /*
  * pair_state.h: what a tool that keeps a START until its DONE shares
  * between its BPF programs (pair_state.bpf.h) and user space
- * (trace_helpers.h's pair report): the counts of STARTs lost, and the
+ * (tool_drain.h's pair report): the counts of STARTs lost, and the
  * bounds of the tables that hold them.
  *
  * A START can be lost two ways, and both are counted: the in-flight

@@ -17,7 +17,11 @@
 #include "qdepth.h"
 #include "qdepth.skel.h"
 #include "qdepth.spec.h"
-#include "trace_helpers.h"
+#include "tool_attach.h"
+#include "tool_drain.h"
+#include "tool_loop.h"
+#include "tool_options.h"
+#include "tool_target.h"
 
 const char *tool_name = "qdepth";
 

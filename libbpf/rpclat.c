@@ -19,7 +19,11 @@
 #include "rpclat.h"
 #include "rpclat.skel.h"
 #include "rpclat.spec.h"
-#include "trace_helpers.h"
+#include "tool_attach.h"
+#include "tool_drain.h"
+#include "tool_loop.h"
+#include "tool_options.h"
+#include "tool_target.h"
 
 const char *tool_name = "rpclat";
 

@@ -2,7 +2,7 @@
 /*
  * tool_attach.c: loading and attaching a tool's BPF programs (USDT, uprobe,
  * sched_process_exit), each failure one line that names the fix.
- * (declared in trace_helpers.h; libbpf/README.md lists the rooms and
+ * (declared in tool_attach.h; libbpf/README.md lists the rooms and
  * which may call which).
  */
 #ifndef _GNU_SOURCE
@@ -24,7 +24,10 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
-#include "trace_helpers.h"
+#include "tool_attach.h"
+#include "tool_options.h"
+#include "tool_priv.h"
+#include "tool_target.h"
 
 
 /*

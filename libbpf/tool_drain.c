@@ -3,7 +3,7 @@
  * tool_drain.c: reading the maps: DRAINED_HASHes (histograms, usdtcount
  * -S's strings) swapped and drained, and the pair tools' counts of lost
  * STARTs.
- * (declared in trace_helpers.h; libbpf/README.md lists the rooms and
+ * (declared in tool_drain.h; libbpf/README.md lists the rooms and
  * which may call which).
  */
 #include <errno.h>
@@ -20,8 +20,9 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "trace_helpers.h"
 #include "probekit_common.spec.h"
+#include "tool_drain.h"
+#include "tool_options.h"
 
 
 /*

@@ -2,7 +2,7 @@
 /*
  * tool_loop.c: the output loop: the ready line, intervals, -d, --max-rate,
  * SIGINT/SIGTERM and the target's exit, and each interval's output.
- * (declared in trace_helpers.h; libbpf/README.md lists the rooms and
+ * (declared in tool_loop.h; libbpf/README.md lists the rooms and
  * which may call which).
  */
 #include <errno.h>
@@ -15,7 +15,11 @@
 
 #include <bpf/libbpf.h>
 
-#include "trace_helpers.h"
+#include "tool_attach.h"
+#include "tool_drain.h"
+#include "tool_loop.h"
+#include "tool_options.h"
+#include "tool_target.h"
 
 
 static volatile sig_atomic_t got_signal;

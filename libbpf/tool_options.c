@@ -3,7 +3,7 @@
  * tool_options.c: a tool's command line: its name, errors, strict numbers,
  * --help and getopt_long()'s tables made from its one option table, and
  * libbpf's log.
- * (declared in trace_helpers.h; libbpf/README.md lists the rooms and
+ * (declared in tool_options.h; libbpf/README.md lists the rooms and
  * which may call which).
  */
 #include <ctype.h>
@@ -17,9 +17,10 @@
 
 #include <bpf/libbpf.h>
 
-#include "probekit_version.h"
-#include "trace_helpers.h"
+#include "pair_state.h"
 #include "probekit_common.spec.h"
+#include "probekit_version.h"
+#include "tool_options.h"
 
 
 /* What the tool needs (its SPEC_CLI's, from specs/privileges.toml);

@@ -2,7 +2,7 @@
 /*
  * tool_priv.c: whether this process may trace, and the one line that says
  * which capabilities it lacks when it may not.
- * (declared in trace_helpers.h; libbpf/README.md lists the rooms and
+ * (declared in tool_priv.h; libbpf/README.md lists the rooms and
  * which may call which).
  */
 #include <dlfcn.h>
@@ -16,7 +16,8 @@
 
 #include <bpf/btf.h>
 
-#include "trace_helpers.h"
+#include "tool_options.h"
+#include "tool_priv.h"
 
 #ifndef CAP_PERFMON
 #define CAP_PERFMON 38

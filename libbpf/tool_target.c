@@ -2,7 +2,7 @@
 /*
  * tool_target.c: the traced process (-p PID) or file (-b PATH): opened,
  * checked, watched for its exit through a pidfd, and named.
- * (declared in trace_helpers.h; libbpf/README.md lists the rooms and
+ * (declared in tool_target.h; libbpf/README.md lists the rooms and
  * which may call which).
  */
 #include <errno.h>
@@ -16,7 +16,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "trace_helpers.h"
+#include "tool_options.h"
+#include "tool_priv.h"
+#include "tool_target.h"
 
 
 /* True when /proc/PID/stat says the process is a zombie or dead. */

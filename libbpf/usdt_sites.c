@@ -24,6 +24,8 @@
 
 #include "probekit_common.spec.h"
 #include "probekit_limits.h"
+#include "tool_options.h"
+#include "tool_priv.h"
 #include "usdt_sites.h"
 
 /* A line of /proc/PID/maps: an address range, perms, offset, device,

@@ -24,7 +24,7 @@
 
 #include "usdt_notes.h"
 #include "usdt_site.h"
-#include "trace_helpers.h"
+#include "tool_target.h"
 
 #define USDT_BINS_MAX 1024	/* binaries of one target: exe and libraries */
 #define USDT_PROBE_MAX (2 * USDT_NAME_MAX + 2)	/* "provider:name" */
@@ -178,7 +178,7 @@ void usdt_sites_followed(struct usdt_sites *s, const struct target *t,
 			 int err);
 
 /*
- * --gate PROVIDER:NAME (specs/common.toml, OPT_GATE: trace_helpers hands
+ * --gate PROVIDER:NAME (specs/common.toml, OPT_GATE: tool_options.c hands
  * it to the tool), for usdtlat and usdtcount: some runtimes fire a
  * probe only while another probe's semaphore is raised (CPython 3.11's
  * function__entry needs python:line's; README.md, "Tracing your own

@@ -22,11 +22,15 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "tool_attach.h"
+#include "tool_drain.h"
+#include "tool_loop.h"
+#include "tool_options.h"
+#include "tool_target.h"
+#include "usdt_sites.h"
 #include "usdtcount.h"
 #include "usdtcount.skel.h"
 #include "usdtcount.spec.h"
-#include "trace_helpers.h"
-#include "usdt_sites.h"
 
 const char *tool_name = "usdtcount";
 

@@ -19,11 +19,14 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "tool_attach.h"
+#include "tool_loop.h"
+#include "tool_options.h"
+#include "tool_target.h"
+#include "usdt_sites.h"
 #include "usdtlat.h"
 #include "usdtlat.skel.h"
 #include "usdtlat.spec.h"
-#include "trace_helpers.h"
-#include "usdt_sites.h"
 
 const char *tool_name = "usdtlat";
 

@@ -17,7 +17,7 @@ FUZZ_SAN     ?= $(SANITIZE)
 
 FUZZ_JSONRPC_DIR    := $(O)/fuzz/jsonrpc
 FUZZ_JSONRPC_SRCS   := fuzz/jsonrpc_fuzz.c target/json.c target/jsonrpc_parse.c
-FUZZ_JSONRPC_DEPS   := $(FUZZ_JSONRPC_SRCS) target/json.h target/jsonrpc.h mk/fuzz.mk
+FUZZ_JSONRPC_DEPS   := $(FUZZ_JSONRPC_SRCS) target/json.h target/jsonrpc.h target/jsonrpc_parse.h mk/fuzz.mk
 FUZZ_JSONRPC_CFLAGS  = -std=gnu11 -D_GNU_SOURCE -g -O1 -Itarget $(WARN) $(FUZZ_SAN)
 
 .PHONY: fuzz-jsonrpc fuzz-jsonrpc-replay

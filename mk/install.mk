@@ -53,7 +53,7 @@ BASHCOMPDIR    ?= $(PREFIX)/share/bash-completion/completions
 # modules need no list: the .py files and Python packages (directories
 # with __init__.py) beside it go with it.  probelib reads the register
 # table (probes/usdt/registers) at run time.
-INSTALL_TREE_FILES = bt/*.bt probes/*.d probes/nop5/sys/sdt.h include/*.h specs/*.toml VERSION \
+INSTALL_TREE_FILES = bt/*.bt probes/*.d probes/nop5/sys/sdt.h include/probekit_batch.h specs/*.toml VERSION \
 	probes/usdt/registers
 
 .PHONY: install uninstall install-check-prefix

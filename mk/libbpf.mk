@@ -15,7 +15,7 @@
 # the tools do not even need BTF at run time).
 
 LIBBPF_TOOLS := iolatency iosize funclat qdepth rpclat nbdtime usdtlat usdtcount
-# trace_helpers.h's rooms, one concern each (libbpf/README.md).
+# The helpers' rooms, one concern each, each with its own header (libbpf/README.md).
 TOOL_ROOMS := tool_options tool_priv tool_target tool_attach tool_drain tool_loop
 LIBBPF_HELPERS := histogram $(TOOL_ROOMS) blktgt_io
 
@@ -51,9 +51,9 @@ BPF_SYS_INCLUDES = $(shell $(BPF_CLANG) -v -E - </dev/null 2>&1 | \
 	sed -n '/<...> search starts here:/,/End of search list./s|^ \(/.*\)|-idirafter \1|p')
 endif
 BPF_CFLAGS = -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -Wall $(WERROR_FLAGS) $(PREFIX_MAP) \
-	-I$(LIBBPF_GEN) -I$(O)/gen -Ilibbpf $(BPF_SYS_INCLUDES)
+	-I$(LIBBPF_GEN) -I$(O)/gen -Ilibbpf -Iinclude $(BPF_SYS_INCLUDES)
 LIBBPF_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(WARN) $(BASE_CFLAGS) -I$(LIBBPF_GEN) \
-	-I$(O)/gen -Ilibbpf $(SAN_CFLAGS) $(EXTRA_CFLAGS)
+	-I$(O)/gen -Ilibbpf -Iinclude $(SAN_CFLAGS) $(EXTRA_CFLAGS)
 LIBBPF_LDLIBS := -lbpf -lelf -lz
 
 .PHONY: libbpf
@@ -113,12 +113,11 @@ $(LIBBPF_OBJ)/usdt_sites.o $(LIBBPF_USDT_TOOLS:%=$(LIBBPF_OBJ)/%.o): \
 # scrape's text, HTTP), linked with libmicrohttpd, the generic tools' site
 # finder (usdt_sites.o: a process's libraries) and the USDT note reader
 # (mk/usdt.mk's archive, named here in full: that file is read after
-# this one).  It reads target/io_batch.h (the io__batch
-# record) and target/states.h (the I/O type names).
+# this one).  It reads include/io_batch.h (the io__batch
+# record) and include/blktgt_states.h (the I/O type names).
 EXPORTER_OBJS := $(addprefix $(LIBBPF_OBJ)/,exporter.o exporter_render.o \
 	exporter_http.o)
-$(EXPORTER_OBJS): LIBBPF_CFLAGS += -Itarget -Iprobes/usdt
-$(LIBBPF_OBJ)/exporter.bpf.o: BPF_CFLAGS += -Itarget
+$(EXPORTER_OBJS): LIBBPF_CFLAGS += -Iprobes/usdt
 $(LIBBPF_OBJ)/exporter.o: $(LIBBPF_GEN)/exporter.skel.h
 $(EXPORTER): $(EXPORTER_OBJS) $(LIBBPF_OBJ)/usdt_sites.o $(addprefix $(LIBBPF_OBJ)/,$(addsuffix .o,$(LIBBPF_HELPERS))) \
 		$(O)/lib/libprobekit_usdt.a | $(O)/bin

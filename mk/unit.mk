@@ -18,7 +18,7 @@
 UNIT_DIR    := $(O)/unit
 UNIT_TESTS  := json jsonrpc_parse nbd_proto
 UNIT_BINS   := $(addprefix $(UNIT_DIR)/,$(addsuffix _unit,$(UNIT_TESTS)))
-UNIT_CFLAGS  = -std=gnu11 -D_GNU_SOURCE -g -O1 -Itarget -Ifuzz -I$(O)/gen $(WARN) $(SANITIZE)
+UNIT_CFLAGS  = -std=gnu11 -D_GNU_SOURCE -g -O1 -Itarget -Iinclude -Ifuzz -I$(O)/gen $(WARN) $(SANITIZE)
 
 # What each test links: the parser it tests and what that parser calls.
 UNIT_SRCS_json          := target/json.c
@@ -27,8 +27,8 @@ UNIT_SRCS_nbd_proto     := target/nbd_proto.c
 
 .PHONY: unit
 
-UNIT_HDRS := fuzz/unit.h target/json.h target/jsonrpc.h target/nbd_proto.h target/bdev.h \
-	     target/io_batch.h target/states.h \
+UNIT_HDRS := fuzz/unit.h target/json.h target/jsonrpc_parse.h target/nbd_proto.h target/bdev.h \
+	     include/io_batch.h include/blktgt_states.h target/states.h \
 	     $(LIMITS_H) $(O)/.config mk/unit.mk
 $(foreach t,$(UNIT_TESTS),$(eval $(UNIT_DIR)/$(t)_unit: $(UNIT_SRCS_$(t))))
 

@@ -27,4 +27,4 @@ $(PROBEKIT_VERSION_SHARE): VERSION
 
 # The objects that print it; -MMD records the header for the next build,
 # this makes sure the first build has it.
-$(O)/obj/target/main.o $(O)/obj/libbpf/tool_options.o: $(PROBEKIT_VERSION_H)
+$(O)/obj/target/target.o $(O)/obj/libbpf/tool_options.o: $(PROBEKIT_VERSION_H)

@@ -132,7 +132,7 @@ provider blktgt {
 	/* @ring event bdev_io_done bdev 1 thread bdev_io(id)
 	 * "an I/O completed; status is 0 or a negative errno" INT32 status, INT32 len */
 
-	/* Up to 256 I/Os one reactor completed, oldest first: count struct io_rec (target/io_batch.h) at recs, bdev names at bdev_names + index * 32; fired at flush_ns when full, 1 ms after its oldest record's done_ns (checked once per loop pass), and before the reactor sleeps; bdevs_merged is bdevs_cut | bdevs_other << 32: bdevs_cut live bdevs share their label with another (names cut to 31 characters), bdevs_other are labelled (other) (past 255 live bdevs). */
+	/* Up to 256 I/Os one reactor completed, oldest first: count struct io_rec (include/io_batch.h) at recs, bdev names at bdev_names + index * 32; fired at flush_ns when full, 1 ms after its oldest record's done_ns (checked once per loop pass), and before the reactor sleeps; bdevs_merged is bdevs_cut | bdevs_other << 32: bdevs_cut live bdevs share their label with another (names cut to 31 characters), bdevs_other are labelled (other) (past 255 live bdevs). */
 	probe io__batch(int32_t thread, int32_t count, void *recs, char *bdev_names, uint64_t flush_ns, uint64_t bdevs_merged);
 
 	/* --- NBD server --------------------------------------------------- */

@@ -163,7 +163,7 @@ trace_pid=
 exec 4<&-
 [ $rc = 0 ] || die "states.bt ended with status $rc"
 note "Each line is one probe firing in blktgt; the state names come from the"
-note "probes' own arguments, made from target/states.h."
+note "probes' own arguments, made from include/blktgt_states.h."
 
 # --- 3. I/O per second --------------------------------------------------------------
 

@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../include/probekit_batch.h"
+#include "probekit_batch.h"
 #include "bdev.h"
 #include "blktgt_probes.h"
 #include "log.h"

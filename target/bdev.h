@@ -89,24 +89,14 @@ struct bdev {
 	struct bdev *next;
 };
 
-/* Registry (reactor 0 only).  Creation: 0 or -EEXIST/-EINVAL/-ENOMEM/-errno. */
-int bdev_null_create(const char *name, uint64_t size_mb, uint32_t block_size, struct bdev **out);
-int bdev_malloc_create(const char *name, uint64_t size_mb, uint32_t block_size, struct bdev **out);
-int bdev_file_create(const char *name, const char *path, uint32_t block_size, struct bdev **out);
-/* A bdev over base whose reads and writes complete read_us / write_us
- * after submission (flush and trim are not delayed); base cannot be
- * deleted while it exists (base->stacked).  0 or -EEXIST, -EINVAL,
- * -ENODEV (no base), -ENOSPC, -ENOMEM. */
-#define BDEV_DELAY_MAX_US 10000000ull   /* 10 s */
-int bdev_delay_create(const char *name, const char *base, uint64_t read_us, uint64_t write_us,
-		      struct bdev **out);
+/* Registry (reactor 0 only).  Each backend's create is its own header's
+ * (bdev_null.h, bdev_malloc.h, bdev_file.h, bdev_delay.h). */
 int bdev_delete(const char *name);      /* -ENOENT, -EBUSY */
 struct bdev *bdev_lookup(const char *name);
 struct bdev *bdev_first(void);
 void bdev_delete_all(void);
 
 uint64_t bdev_size(const struct bdev *b);
-const char *bdev_io_type_name(enum bdev_io_type t);
 
 /* Submit io (fields bdev, type, offset, len, buf, fua, cb, cb_ctx set).
  * Returns 0 when accepted; the callback then always runs.  A negative

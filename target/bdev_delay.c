@@ -20,7 +20,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "bdev.h"
+#include "bdev_delay.h"
 #include "reactor.h"
 
 struct delay_disk {

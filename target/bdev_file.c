@@ -17,7 +17,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "bdev.h"
+#include "bdev_file.h"
 #include "log.h"
 
 struct file_disk {

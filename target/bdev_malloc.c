@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "bdev.h"
+#include "bdev_malloc.h"
 
 struct malloc_disk {
 	unsigned char *mem;

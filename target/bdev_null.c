@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "bdev.h"
+#include "bdev_null.h"
 
 static int64_t null_execute(struct bdev *b, enum bdev_io_type type, uint64_t offset,
 			    uint64_t len, void *buf, bool fua)

@@ -42,7 +42,6 @@ struct export *export_next(struct export *e);
 const char *export_name(const struct export *e);
 struct bdev *export_bdev(const struct export *e);
 enum export_state export_state(const struct export *e);
-const char *export_state_name(enum export_state s);
 
 /* Shutdown has begun (reactor 0): refuse pauses from now on and resume
  * every paused export, so that the I/O it holds completes. */

@@ -39,6 +39,12 @@
 #include "jsonrpc.h"
 #include "log.h"
 #include "reactor.h"
+#include "rpc_bdev.h"
+#include "rpc_debug.h"
+#include "rpc_export.h"
+#include "rpc_target.h"
+#include "rpc_trace.h"
+#include "rpc_workload.h"
 #include "trace.h"
 
 /* Symbols uprobe tools attach to: never inlined, never cloned. */

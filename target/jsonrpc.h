@@ -22,64 +22,12 @@
 #include <stdint.h>
 
 #include "json.h"
-
-#define JSONRPC_PARSE_ERROR      -32700
-#define JSONRPC_INVALID_REQUEST  -32600
-#define JSONRPC_METHOD_NOT_FOUND -32601
-#define JSONRPC_INVALID_PARAMS   -32602
-#define JSONRPC_INTERNAL_ERROR   -32603
+#include "jsonrpc_parse.h"     /* the error codes, struct rpc_param */
 
 /* The method name the rpc probes and the trace ring give a request for a
  * method blktgt does not have (the client's text comes from outside and
  * would make the keys of per-method tools unbounded). */
 #define JSONRPC_UNKNOWN_METHOD "unknown"
-
-/* --- parsing (pure functions: no I/O, no globals; fuzzed) --------------- */
-
-#define JSONRPC_MORE 1          /* jsonrpc_parse_request: read more input */
-
-struct jsonrpc_msg {
-	const struct json_val *method;  /* a string */
-	const struct json_val *params;  /* NULL when absent */
-	bool has_id;                    /* false: a notification */
-	char id[JSONRPC_MAX_ID_LEN + 1];/* the id as JSON text ("null" if none) */
-	size_t id_len;
-};
-
-/* Parse one request from buf[0..len) into vals/scratch (scratch holds at
- * least len + 1 bytes).  Returns 0 (request in *msg, *consumed bytes
- * used), JSONRPC_MORE, or a negative JSON-RPC error code with a message in
- * err; for -32600 the id is in *msg when it could be read, and *consumed
- * is set so the next request can be read. */
-int jsonrpc_parse_request(const char *buf, size_t len, struct json_val *vals, size_t max_vals,
-			  char *scratch, struct jsonrpc_msg *msg, size_t *consumed,
-			  char *err, size_t errlen);
-
-/* Table-driven params: each entry names a member of params and where its
- * decoded value goes in the caller's struct. */
-enum rpc_param_type {
-	RPC_PARAM_STRING,       /* char[size], no NUL inside, 1..size-1 bytes */
-	RPC_PARAM_U64,          /* uint64_t in [min, max] */
-	RPC_PARAM_BOOL,         /* bool */
-};
-
-struct rpc_param {
-	const char *name;
-	enum rpc_param_type type;
-	bool required;
-	size_t offset;          /* offsetof(struct ..., field) */
-	size_t size;            /* STRING: sizeof the char array */
-	uint64_t min, max;      /* U64 */
-};
-
-#define RPC_PARAMS_MAX 16       /* entries in one spec (the presence mask) */
-
-/* Decode params (an object, or NULL when absent) by spec.  Unknown and
- * duplicate members, a missing required member, a wrong type or a value
- * out of range fail with -32602 and a message naming the param.  *present
- * gets bit i set when spec[i] was given.  Returns 0 or -32602. */
-int jsonrpc_decode_params(const struct json_val *params, const struct rpc_param *spec,
-			  size_t n, void *out, uint32_t *present, char *err, size_t errlen);
 
 /* --- the server (reactor 0) --------------------------------------------- */
 
@@ -90,15 +38,6 @@ struct rpc_method {
 	const char *name;
 	rpc_handler_fn handler;
 };
-
-/* The method tables, each ending with { NULL, NULL } (rpc_*.c). */
-extern const struct rpc_method rpc_bdev_methods[];
-extern const struct rpc_method rpc_export_methods[];
-extern const struct rpc_method rpc_workload_methods[];
-extern const struct rpc_method rpc_target_methods[];
-extern const struct rpc_method rpc_trace_methods[];
-/* Test-only methods (rpc_debug.c), found only with BLKTGT_DEBUG_RPC=1. */
-extern const struct rpc_method rpc_debug_methods[];
 
 /* Close a client that has sent part of a request and not the rest, or
  * that was sent its last reply and has neither read it nor left, this

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "jsonrpc.h"
+#include "jsonrpc_parse.h"
 
 __attribute__((format(printf, 3, 4)))
 static void set_err(char *err, size_t errlen, const char *fmt, ...)

@@ -29,6 +29,9 @@
 #include "log.h"
 #include "nbd.h"
 #include "nbd_conn.h"
+#include "nbd_listen.h"
+#include "nbd_neg.h"
+#include "nbd_tx.h"
 #include "reactor.h"
 
 #define NBD_WARN_NS         10000000000ull  /* between two refusal warnings */

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
  * nbd.h: the NBD server front end (fixed newstyle negotiation, then
- * transmission), as main.c and the RPC layer see it.  The wire format is in
+ * transmission), as target.c and the RPC layer see it.  The wire format is in
  * nbd_proto.h; everything here runs on reactor threads.
  *
  * Listeners and negotiation live on reactor 0, which owns the export

@@ -15,10 +15,12 @@
  *                 I/O, replies
  *   nbd_proto.c   the wire protocol, on byte buffers (all of them use it)
  *
- * A room below reports back up in three ways only: a return value, the
- * state it leaves in the connection (nbd_conn_fail() below), and the
- * callbacks nbd.c hands it (struct nbd_listen_ops, struct nbd_conn_ops).
- * tests/test_rooms.py reads the call graph and holds them to it.
+ * Each room below has its own header (nbd_listen.h, nbd_neg.h, nbd_tx.h),
+ * which nbd.c includes.  A room below reports back up in three ways only:
+ * a return value, the state it leaves in the connection (nbd_conn_fail()
+ * below), and the callbacks nbd.c hands it (struct nbd_listen_ops in
+ * nbd_listen.h, struct nbd_conn_ops).  tests/test_rooms.py reads the call
+ * graph and holds them to it.
  */
 #ifndef BLKTGT_NBD_CONN_H
 #define BLKTGT_NBD_CONN_H
@@ -175,58 +177,5 @@ static inline void nbd_conn_update_events(struct nbd_conn *c)
 	if (reactor_fd_modify(c->w, ev) == 0)
 		c->events = ev;
 }
-
-/* --- nbd_listen.c ------------------------------------------------------ */
-
-/* What nbd.c hands a listener. */
-struct nbd_listen_ops {
-	/* A client connected: fd is its socket (non-blocking, close-on-exec),
-	 * now the callee's; peer ("host:port", "unix:PATH") is copied. */
-	void (*accepted)(int fd, const char *peer);
-	/* Connections open now, for the warning when accept() rests. */
-	unsigned (*open_connections)(void);
-};
-
-/* Listen on TCP host:port (port 0 picks one; *bound gets it) or on a unix
- * socket at path (an old socket file is replaced), handing clients to ops.
- * Reactor 0 only.  0 or -errno. */
-int nbd_listen_tcp(const char *host, uint16_t port, uint16_t *bound,
-		   const struct nbd_listen_ops *ops);
-int nbd_listen_unix(const char *path, const struct nbd_listen_ops *ops);
-/* A descriptor was closed (any reactor): listeners resting for want of
- * one try again. */
-void nbd_listen_fd_freed(void);
-/* Stop listening and accepting (reactor 0). */
-void nbd_listen_close_all(void);
-
-/* --- nbd_neg.c --------------------------------------------------------- */
-
-/* Greet c, just accepted on reactor 0 with its socket watched for input,
- * and negotiate with it. */
-void nbd_neg_start(struct nbd_conn *c);
-/*
- * Socket events on c while it negotiates (reactor 0).  True when c is
- * ready to be handed to its reactor: an export is chosen, c holds a
- * reference to it and its limits, and the last reply is sent.  Otherwise
- * it goes on negotiating, or failed (nbd_conn_fail).
- */
-bool nbd_neg_events(struct nbd_conn *c, uint32_t events);
-
-/* --- nbd_tx.c ---------------------------------------------------------- */
-
-/* c was handed to the calling reactor and watched for input: serve what
- * the client sent behind its last option. */
-void nbd_tx_start(struct nbd_conn *c);
-/* Socket events on c while it transmits. */
-void nbd_tx_events(struct nbd_conn *c, uint32_t events);
-/* Reading paused for too much in flight: resume it when the load fell. */
-void nbd_tx_unblock(struct nbd_conn *c);
-/* A closed connection: drop queued replies and a half-received write. */
-void nbd_tx_drop(struct nbd_conn *c);
-/* Free the idle requests (the connection is being freed). */
-void nbd_tx_free(struct nbd_conn *c);
-/* Transmission requests received, summed over every reactor
- * (approximate while I/O runs). */
-uint64_t nbd_tx_requests(void);
 
 #endif

@@ -22,7 +22,7 @@
 
 #include "fd_backoff.h"
 #include "log.h"
-#include "nbd_conn.h"
+#include "nbd_listen.h"
 #include "reactor.h"
 
 #define NBD_MAX_LISTENERS   8    /* -L and -U, with room to spare */

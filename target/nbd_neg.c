@@ -16,7 +16,7 @@
 #include "blktgt_probes.h"
 #include "export.h"
 #include "log.h"
-#include "nbd_conn.h"
+#include "nbd_neg.h"
 #include "reactor.h"
 
 /* What the server offers on every export: no cache (null, malloc) or one

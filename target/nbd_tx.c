@@ -31,7 +31,7 @@
 #include "blktgt_probes.h"
 #include "export.h"
 #include "log.h"
-#include "nbd_conn.h"
+#include "nbd_tx.h"
 #include "reactor.h"
 #include "trace.h"
 

@@ -9,7 +9,11 @@
 #include <string.h>
 
 #include "bdev.h"
-#include "jsonrpc.h"
+#include "bdev_delay.h"
+#include "bdev_file.h"
+#include "bdev_malloc.h"
+#include "bdev_null.h"
+#include "rpc_bdev.h"
 #include "reactor.h"
 
 #define NAME_PARAM(req_, st) \

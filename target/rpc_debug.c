@@ -15,7 +15,7 @@
 #include <sys/eventfd.h>
 
 #include "export.h"
-#include "jsonrpc.h"
+#include "rpc_debug.h"
 #include "reactor.h"
 
 /* --- debug_pass_hook ------------------------------------------------------ */

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "export.h"
-#include "jsonrpc.h"
+#include "rpc_export.h"
 
 struct export_params {
 	char name[BDEV_NAME_MAX + 1];

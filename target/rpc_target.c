@@ -6,7 +6,7 @@
 
 #include "bdev.h"
 #include "export.h"
-#include "jsonrpc.h"
+#include "rpc_target.h"
 #include "nbd.h"
 #include "reactor.h"
 #include "target.h"

@@ -11,7 +11,7 @@
 #include <errno.h>
 #include <stddef.h>
 
-#include "jsonrpc.h"
+#include "rpc_trace.h"
 #include "trace.h"
 
 #define TRACE_GROUP_NAME_MAX 31

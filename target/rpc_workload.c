@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "jsonrpc.h"
+#include "rpc_workload.h"
 #include "workload.h"
 
 struct run_params {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * target.h: the target's own lifecycle, as main.c runs it (states.h has
+ * target.h: the target's own lifecycle, as target.c runs it (states.h has
  * the states).  Reactor 0 only.
  */
 #ifndef BLKTGT_TARGET_H

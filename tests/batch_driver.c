@@ -2,7 +2,7 @@
 // batch_driver: fires blktgt:io__batch as a service of the user's own
 // might, with the batches blktgt never makes, for test_batch_loss.py:
 // records the tool cannot read, and counts out of range.  The record and
-// the name table are target/io_batch.h's (the BCC tools read the record
+// the name table are include/io_batch.h's (the BCC tools read the record
 // from this program's DWARF, so build it with -g).  Commands, one a line
 // on stdin, each answered with "ok" once done:
 //   good N        N records (batches of at most IO_BATCH_MAX), each a
@@ -19,7 +19,7 @@
 #include <sys/sdt.h>
 
 #include "io_batch.h"
-#include "states.h"
+#include "blktgt_states.h"
 
 // Semaphores, as blktgt's probes have.
 #define SEM(name) \

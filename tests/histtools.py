@@ -320,7 +320,7 @@ def bdevs(target):
     return target
 
 
-# io__batch's name table (target/io_batch.h, specs/limits.toml): a name
+# io__batch's name table (include/io_batch.h, specs/limits.toml): a name
 # is cut to BDEV_NAME_LEN - 1 characters, and the live bdevs past
 # BDEV_INDEX_MAX - 1 share the last slot, "(other)".
 CUT = toolspec.limits()["BDEV_NAME_LEN"] - 1

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-2-Clause
 """io__batch hits a reader cannot read are counted and said, by reason
 (toolspec.LOSSES), for a service of the user's own that fires
-blktgt:io__batch with target/io_batch.h's records (batch_driver.c): the
+blktgt:io__batch with include/io_batch.h's records (batch_driver.c): the
 histogram tools, both kinds of twin (histtools.KINDS), and the exporter.
 
 - Records whose address the tool cannot read (a PROT_NONE mapping: as a
@@ -44,7 +44,7 @@ def driver(tmp_path_factory):
     """batch_driver, built with DWARF (the BCC tools read its record)."""
     exe = str(tmp_path_factory.mktemp("batch") / "batch_driver")
     r = subprocess.run(["gcc", "-O2", "-g", "-Wall", "-Werror",
-                        "-I", os.path.join(probekit.ROOT, "target"),
+                        "-I", os.path.join(probekit.ROOT, "include"),
                         "-I", os.path.join(probekit.BUILD, "gen"),
                         "-o", exe, DRIVER_SRC],
                        capture_output=True, text=True)

@@ -6,7 +6,7 @@ callback resubmits stamps its records with that submission's clock read.
 
 A batch is fired when full (256), when its oldest record has waited 1 ms
 (checked once per pass), before its reactor sleeps, at a job's end and at
-stop (include/probekit_batch.h, target/io_batch.h).  A workload job's end
+stop (include/probekit_batch.h, include/io_batch.h).  A workload job's end
 flushes its reactor, so workload_run's answer follows its records; after
 fio over NBD the test waits for blktgt's own count of records held
 (target_stats io_batch_held) to reach 0, a signal, not a sleep.

@@ -36,7 +36,7 @@ pytestmark = pytest.mark.needs("py:bcc")
 
 N = 100003              # prime: the I/Os of the whole workload
 MID = 30000             # I/Os completed in a mid-workload trace, at least
-IO_BATCH_MAX = 256      # records one reactor may hold (target/io_batch.h)
+IO_BATCH_MAX = 256      # records one reactor may hold (include/io_batch.h)
 REACTORS = 2            # probekit.Target's default -R
 
 IO = "blktgt:io__submit", "blktgt:io__done"

@@ -13,7 +13,10 @@ concern's functions and calling only the rooms below it.
 
 The call graph is cscope's, which parses C (comments and strings are not
 calls), over every target/nbd*.[ch] and libbpf/tool_*.c: a new file there
-is checked too."""
+is checked too.
+
+Last, the includes: no C file reaches a header through "../" (a header two
+rooms share lives in include/)."""
 
 import glob
 import os
@@ -109,7 +112,7 @@ class CallGraph:
             n = q[1:]
             for f, fn, ln, _ in rows:
                 # cscope also reads the headers a file includes from its
-                # directory (trace_helpers.h); only the files asked for
+                # directory (tool_*.h); only the files asked for
                 # are callers here.
                 if f not in defs:
                     continue
@@ -213,11 +216,11 @@ def helpers(tmp_path_factory):
 
 
 def test_helper_rooms_are_the_ones_named(helpers):
-    """libbpf/tool_*.c are exactly the rooms above, and trace_helpers.c,
-    which held all six concerns, is gone."""
+    """libbpf/tool_*.c are exactly the rooms above, and trace_helpers.c
+    and .h, which held and declared all six concerns, are gone."""
     defs, _ = helpers
     assert set(defs) == set(HELPER_ROOMS), sorted(defs)
-    assert not os.path.exists(os.path.join(LIBBPF, "trace_helpers.c"))
+    assert not any(os.path.exists(os.path.join(LIBBPF, "trace_helpers" + e)) for e in (".c", ".h"))
 
 
 def test_each_concern_in_its_own_room(helpers):
@@ -336,3 +339,173 @@ def test_nothing_reaches_into_bcc():
            for p in files for ln, what in reaches_into_bcc(p, modules)]
     assert not bad, "reaches into bcc/ from outside it (move what is shared " \
         "into probes/probelib/):\n" + "\n".join(bad)
+
+
+# --- includes: a header two rooms share lives in include/ --------------------
+
+# An #include's path, quoted or bracketed; it climbs out of the including
+# file's folder when one of its components is "..".
+INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^">\n]*)[">]', re.M)
+
+
+def c_sources(root=probekit.ROOT):
+    """Every C source and header of the tree (not the build's output)."""
+    out = []
+    for d, dirs, files in os.walk(root):
+        dirs[:] = sorted(x for x in dirs if x not in (".git", "build")
+                         and not x.startswith("build"))
+        out += [os.path.join(d, f) for f in sorted(files) if f.endswith((".c", ".h"))]
+    return out
+
+
+def climbing_includes(paths):
+    """[(path, line, included path)] for each #include through "../"."""
+    out = []
+    for p in paths:
+        text = open(p, errors="replace").read()
+        for m in INCLUDE.finditer(text):
+            if ".." not in m.group(1).split("/"):
+                continue
+            out.append((os.path.relpath(p, probekit.ROOT),
+                        text.count("\n", 0, m.start()) + 1, m.group(1)))
+    return out
+
+
+def test_no_include_reaches_into_another_room(tmp_path):
+    """No C file includes a header through "../" (libbpf/ once reached
+    ../target/io_batch.h): a header two rooms share lives in include/ and
+    is included by its name alone, on -Iinclude (ARCHITECTURE.md, "The
+    folders")."""
+    paths = c_sources()
+    # The walk is real: it reaches the rooms that share include/'s headers.
+    rel = {os.path.relpath(p, probekit.ROOT) for p in paths}
+    assert {"target/bdev.c", "libbpf/io_batch.bpf.h", "libbpf/exporter_render.c",
+            "include/io_batch.h"} <= rel, sorted(rel)[:20]
+    bad = climbing_includes(paths)
+    assert not bad, "includes through ../ (move the header to include/ and " \
+        "include it by name):\n" + "\n".join(f"  {p}:{ln}: {h}" for p, ln, h in bad)
+    # The check can fail: each spelling of a climb is found, a name is not.
+    f = tmp_path / "x.c"
+    f.write_text('#include "../target/io_batch.h"\n# include <../include/a.h>\n'
+                 '#include "sub/../b.h"\n#include "io_batch.h"\n#include "..x.h"\n')
+    assert [(ln, h) for _, ln, h in climbing_includes([str(f)])] == \
+        [(1, "../target/io_batch.h"), (2, "../include/a.h"), (3, "sub/../b.h")]
+
+
+# --- a header per C file ----------------------------------------------------
+
+# The rooms whose C files each have their own header: blktgt, and the
+# libbpf tools with the exporter.  A BPF program (*.bpf.c, *.bpf.h) is
+# not one: its header is the one it shares with its tool (TOOL.h).
+HEADER_ROOMS = [TARGET, LIBBPF]
+
+
+def strip_c(text):
+    """text without comments, string and character literals, and
+    preprocessor lines (a line kept for each line removed)."""
+    blank = lambda m: re.sub(r"[^\n]", " ", m.group(0))
+    text = re.sub(r"/\*.*?\*/", blank, text, flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
+    text = re.sub(r'"(?:\\.|[^"\\\n])*"', '""', text)
+    text = re.sub(r"'(?:\\.|[^'\\\n])*'", "''", text)
+    return re.sub(r"^[ \t]*#(?:[^\n]*\\\n)*[^\n]*", "", text, flags=re.M)
+
+
+# A function's name: the first identifier followed by "(" that is not an
+# attribute or operator (__attribute__((format(...))) names no function).
+FUNC_NAME = re.compile(r"\b(?!__attribute__\b|sizeof\b|__typeof__\b)([A-Za-z_]\w*)\s*\(")
+ATTRIBUTE = re.compile(r"__attribute__\s*\(\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)\)")
+
+
+def file_scope(text):
+    """(declared, defined): the functions text declares (prototypes) and
+    defines at file scope, by name.  A prototype is a statement at brace
+    depth 0 that is not a typedef or an initialised variable and whose
+    first name is followed by "(" (not "(*": a pointer to a function); a
+    definition is the same head followed by a body.  Upper-case names are
+    macros (X-macro lists, SEC()), not functions."""
+    declared, defined = [], []
+    depth, head, body_of_fn = 0, [], False
+    for ch in strip_c(text):
+        if depth:
+            depth += {"{": 1, "}": -1}.get(ch, 0)
+            if not depth and body_of_fn:
+                head = []
+            continue
+        if ch in "{;":
+            h = ATTRIBUTE.sub(" ", " ".join("".join(head).split()))
+            m = FUNC_NAME.search(h)
+            fn = m and not m.group(1).isupper() and not h.startswith("typedef") \
+                and "=" not in h and not re.match(r"\(\s*\*", h[m.end() - 1:])
+            if ch == "{":
+                body_of_fn = bool(fn) and h.endswith(")")
+                if body_of_fn:
+                    defined.append(m.group(1))
+                depth = 1
+            else:
+                head = []
+                if fn:
+                    declared.append(m.group(1))
+            continue
+        head.append(ch)
+    return declared, defined
+
+
+def header_faults(directory):
+    """[(file, fault)] for directory's C files: a C file other than a
+    main() without its own same-named header, or one that does not
+    include it; a header declaring a function its own C file does not
+    define (or declaring one with no C file of its own)."""
+    faults = []
+    names = sorted(os.listdir(directory))
+    for f in names:
+        if f.endswith(".bpf.c") or f.endswith(".bpf.h") or not f.endswith((".c", ".h")):
+            continue
+        text = open(os.path.join(directory, f)).read()
+        stem = f[:-2]
+        if f.endswith(".c"):
+            if "main" in file_scope(text)[1]:
+                continue
+            if stem + ".h" not in names:
+                faults.append((f, f"has no header {stem}.h"))
+            elif not re.search(r'^\s*#\s*include\s*"%s\.h"' % re.escape(stem), text, re.M):
+                faults.append((f, f'does not include "{stem}.h"'))
+            continue
+        declared, inline = file_scope(text)
+        own = os.path.join(directory, stem + ".c")
+        defined = file_scope(open(own).read())[1] if os.path.exists(own) else []
+        for n in declared:
+            if n not in defined and n not in inline:
+                faults.append((f, f"declares {n}(), which {stem}.c does not define"))
+    return faults
+
+
+def test_a_header_per_c_file(tmp_path):
+    """Each C file of target/ and libbpf/ (the exporter's too) but a
+    main() has its own header, which it includes, and a header declares
+    only the functions its own C file defines: one 420-line header over
+    six files (libbpf/trace_helpers.h once), or a parser's functions
+    declared by the server above it (target/jsonrpc.h once), is gone."""
+    faults = [(os.path.relpath(d, probekit.ROOT), f, why)
+              for d in HEADER_ROOMS for f, why in header_faults(d)]
+    assert not faults, "C files and headers out of step (give the C file " \
+        "its own header; declare a function in its own file's header):\n" + \
+        "\n".join(f"  {d}/{f} {why}" for d, f, why in faults)
+    # The parser is real: it reads the prototypes of a room's header.
+    declared, _ = file_scope(open(os.path.join(LIBBPF, "tool_priv.h")).read())
+    assert declared == ["report_denied"], declared
+    # The check can fail: a prototype moved to another room's header, and
+    # a C file whose header is gone.
+    for f in ("tool_options.c", "tool_options.h", "tool_priv.c", "tool_priv.h"):
+        with open(os.path.join(LIBBPF, f)) as src:
+            (tmp_path / f).write_text(src.read())
+    priv = (tmp_path / "tool_priv.h").read_text()
+    proto = re.search(r"^bool report_denied\(.*?\);\n", priv, re.M | re.S).group(0)
+    (tmp_path / "tool_priv.h").write_text(priv.replace(proto, ""))
+    opts = (tmp_path / "tool_options.h").read_text()
+    end = opts.rindex("#endif")
+    (tmp_path / "tool_options.h").write_text(opts[:end] + proto + opts[end:])
+    assert header_faults(str(tmp_path)) == \
+        [("tool_options.h", "declares report_denied(), which tool_options.c does not define")]
+    (tmp_path / "tool_priv.h").unlink()
+    assert ("tool_priv.c", "has no header tool_priv.h") in header_faults(str(tmp_path))

@@ -17,8 +17,8 @@ STATES = ["NONE", "INIT", "THREADS", "RPC", "LISTEN", "CONFIG", "RUNNING", "SHUT
 
 
 def states_h_order():
-    """The states as states.h lists them: the one home of the enum."""
-    with open(os.path.join(probekit.ROOT, "target", "states.h")) as f:
+    """The states as include/blktgt_states.h lists them: the one home of the enum."""
+    with open(os.path.join(probekit.ROOT, "include", "blktgt_states.h")) as f:
         text = f.read()
     block = text[text.index("#define TARGET_STATE_LIST"):]
     block = block[:block.index("\n\n")]

@@ -86,8 +86,8 @@ def remade_man(spec_dir, tool, tmp_path):
 def test_each_shared_limit_has_its_value_only_in_its_spec():
     """Before the specs, MAX_INFLIGHT, NAME_LEN and TYPE_LEN were written
     in libbpf/blktgt_io.h and bcc/probekit_bcc_load.py, IO_BATCH_MAX and
-    BDEV_NAME_LEN in target/io_batch.h and bcc/probekit_bcc_probes.py,
-    MAX_RATE_LIMIT in libbpf/trace_helpers.h and bcc/probekit_bcc_args.py
+    BDEV_NAME_LEN in include/io_batch.h and bcc/probekit_bcc_probes.py,
+    MAX_RATE_LIMIT in libbpf/tool_options.h and bcc/probekit_bcc_args.py
     and wrapper/bpftrace.sh; this test names those 14 lines on the starting
     commit)."""
     limits = toolspec.limits()

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
- * main.c: blktgt's command line and lifecycle.
+ * target.c: blktgt's command line and lifecycle (its main()).
  *
  *   NONE -> INIT -> THREADS -> RPC -> LISTEN -> CONFIG -> RUNNING -> SHUTDOWN
  *
