@@ -313,10 +313,10 @@ static __always_inline void io_batch_merges(u64 merged)
  * The empty asm makes i opaque to clang, so that it cannot count the
  * loop down from n in a register of its own with a pointer stepping
  * through the records, as LLVM 14 (BCC 0.26's) does.  A verifier that
- * learns nothing from the "not zero" side of "count == 0" when the count
- * is [0, 255] (6.1's; 6.18's narrows it to [1, 255]) never sees that
- * count end, walks the pointer past the buffer and refuses the program
- * ("invalid access to map value", Permission denied).  Counted up and
+ * keeps the count at [0, 255] on the "not zero" side of "count == 0"
+ * (6.1's; 6.18 loaded that loop) never sees the count end, walks the
+ * pointer past the buffer and refuses the program ("invalid access to
+ * map value", Permission denied).  Counted up and
  * compared with n, i is a constant in each pass the verifier walks, and
  * n's bound (1..IO_BATCH_MAX) ends the walk. */
 static __always_inline u64 io_batch_next(u64 i)
