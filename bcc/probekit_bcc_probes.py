@@ -307,6 +307,24 @@ static __always_inline void io_batch_merges(u64 merged)
         *v = 1;
 }
 
+/* The index after i in a walk of a batch's n records:
+ *     for (u64 i = 0; i < n; i = io_batch_next(i))
+ * The empty asm makes i opaque to clang, so that it cannot count the
+ * loop down from n in a register of its own with a pointer stepping
+ * through the records, as LLVM 14 (BCC 0.26's) does.  A verifier that
+ * keeps the count at [0, 255] on the "not zero" side of "count == 0"
+ * (6.1's; 6.18 loaded that loop) never sees the count end, walks the
+ * pointer past the buffer and refuses the program ("invalid access to
+ * map value", Permission denied).  Counted up and
+ * compared with n, i is a constant in each pass the verifier walks, and
+ * n's bound (1..IO_BATCH_MAX) ends the walk. */
+static __always_inline u64 io_batch_next(u64 i)
+{
+    i++;
+    __asm__ __volatile__("" : "+r"(i));
+    return i;
+}
+
 /* After the run's last read of b's records. */
 static __always_inline void io_batch_release(struct io_batch_buf *b)
 {
