@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nbd_exports.h"
 #include "nbd_proto.h"
 
 static const struct nbd_export_info fake_exports[] = {
@@ -40,27 +41,12 @@ static const struct nbd_export_info fake_exports[] = {
 
 static int fake_lookup(void *ctx, const char *name, struct nbd_export_info *out)
 {
-	if (!*name) {
-		*out = fake_exports[0];
-		return 0;
-	}
-	for (size_t i = 0; i < NFAKE; i++) {
-		if (!strcmp(name, fake_exports[i].name)) {
-			*out = fake_exports[i];
-			return 0;
-		}
-	}
-	return -ENOENT;
+	return nbd_exports_lookup(fake_exports, NFAKE, name, out);
 }
 
 static int fake_list(void *ctx, nbd_list_fn fn, void *fctx)
 {
-	for (size_t i = 0; i < NFAKE; i++) {
-		int rc = fn(fctx, &fake_exports[i]);
-		if (rc)
-			return rc;
-	}
-	return 0;
+	return nbd_exports_list(fake_exports, NFAKE, fn, fctx);
 }
 
 static void fake_option(void *ctx, uint32_t option, int status)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "nbd_exports.h"
 #include "nbd_proto.h"
 #include "unit.h"
 
@@ -28,26 +29,12 @@ static const struct nbd_export_info exports[] = {
 
 static int lookup(void *ctx, const char *name, struct nbd_export_info *out)
 {
-	if (!*name)
-		name = exports[0].name;         /* the default export */
-	for (size_t i = 0; i < NEXPORTS; i++) {
-		if (!strcmp(name, exports[i].name)) {
-			*out = exports[i];
-			return 0;
-		}
-	}
-	return -ENOENT;
+	return nbd_exports_lookup(exports, NEXPORTS, name, out);
 }
 
 static int list(void *ctx, nbd_list_fn fn, void *fctx)
 {
-	for (size_t i = 0; i < NEXPORTS; i++) {
-		int rc = fn(fctx, &exports[i]);
-
-		if (rc)
-			return rc;
-	}
-	return 0;
+	return nbd_exports_list(exports, NEXPORTS, fn, fctx);
 }
 
 /* The options the engine reported: how many, and the last one. */

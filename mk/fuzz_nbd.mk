@@ -13,7 +13,7 @@ FUZZ_CC          ?= clang
 FUZZ_NBD_SECONDS ?= $(if $(FUZZ_SECONDS),$(FUZZ_SECONDS),60)
 FUZZ_NBD_DIR     := $(O)/fuzz/nbd
 FUZZ_NBD_SRCS    := fuzz/nbd_fuzz.c target/nbd_proto.c
-FUZZ_NBD_DEPS    := $(FUZZ_NBD_SRCS) target/nbd_proto.h target/bdev.h include/io_batch.h \
+FUZZ_NBD_DEPS    := $(FUZZ_NBD_SRCS) fuzz/nbd_exports.h target/nbd_proto.h target/bdev.h include/io_batch.h \
 		    include/blktgt_states.h mk/fuzz_nbd.mk \
 		    $(O)/gen/probekit_limits.h
 FUZZ_NBD_CFLAGS   = -std=gnu11 -D_GNU_SOURCE -g -O1 -Itarget -Iinclude -I$(O)/gen $(WARN) $(FUZZ_SAN)

@@ -27,7 +27,7 @@ UNIT_SRCS_nbd_proto     := target/nbd_proto.c
 
 .PHONY: unit
 
-UNIT_HDRS := fuzz/unit.h target/json.h target/jsonrpc_parse.h target/nbd_proto.h target/bdev.h \
+UNIT_HDRS := fuzz/unit.h fuzz/nbd_exports.h target/json.h target/jsonrpc_parse.h target/nbd_proto.h target/bdev.h \
 	     include/io_batch.h include/blktgt_states.h target/states.h \
 	     $(LIMITS_H) $(O)/.config mk/unit.mk
 $(foreach t,$(UNIT_TESTS),$(eval $(UNIT_DIR)/$(t)_unit: $(UNIT_SRCS_$(t))))
