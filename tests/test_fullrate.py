@@ -207,6 +207,9 @@ WHOLE_SCRIPTS = ["iosize_batch.bt", "iolat_batch.bt"]
 MID_SCRIPTS = ["iosize.bt", "iolat_batch.bt"]
 PATH_SCRIPTS = ["iosize.bt"]
 SYS_ENTER = "raw_syscalls:sys_enter"
+EDGES = 2               # the window's opening and its close: a thread's one
+                        # event under way at each may be counted by one
+                        # block of two (check_syscalls)
 
 
 def hist_totals(lines):
@@ -241,10 +244,18 @@ def syscall_numbers():
 def check_syscalls(lines, h):
     """syscalls.bt's two blocks, raw_syscalls:sys_enter and the syscalls:
     sys_enter_NAME tracepoints, count over one window: each (thread, name)
-    of the second is exactly the (thread, number) of the first.  Without
+    of the second is the (thread, number) of the first, to a call an edge.  Without
     the window the probes detach one at a time and each counts over its
     own interval.  --hits counts every process (its tracepoints are not
-    filtered by PID), the script blktgt's: at least as many."""
+    filtered by PID), the script blktgt's: at least as many.
+
+    The window's edges are instants, and one system call fires the two
+    tracepoints one after the other: a call under way on a thread when the
+    gate moves is counted by one block and not the other.  A thread makes
+    one call at a time, so each thread's counts differ by at most one call
+    an edge (bt/README.md, "One window"); CI's run of 6.18 saw a thread's
+    epoll_wait 4,598 by name and 4,597 by number.  Without the window they
+    differ by hundreds."""
     by_nr = {(m.group(1), int(m.group(2))): int(m.group(3)) for m in
              (re.match(r"^@sys_by_nr\[(\w+), (\d+)\]: (\d+)$", ln) for ln in lines) if m}
     by_name = {(m.group(1), m.group(2)): int(m.group(3)) for m in
@@ -252,11 +263,15 @@ def check_syscalls(lines, h):
                 for ln in lines) if m}
     nr = syscall_numbers()
     assert by_name and sum(by_name.values()) > 1000, lines
-    assert {k: by_nr.get((k[0], nr[k[1]])) for k in by_name} == by_name, lines
+    apart = {}
+    for (thread, name), c in by_name.items():
+        apart[thread] = apart.get(thread, 0) + abs(c - by_nr.get((thread, nr[name]), 0))
+    assert all(d <= EDGES for d in apart.values()), (apart, lines)
     assert map_sum(lines, "sys_by_thread") == sum(by_nr.values()), lines
-    assert h[SYS_ENTER] >= sum(by_nr.values()), lines
-    for (_, name), c in by_name.items():
-        assert h["syscalls:sys_enter_" + name] >= c, (name, lines)
+    threads = len({t for t, _ in by_nr})
+    assert h[SYS_ENTER] >= sum(by_nr.values()) - EDGES * threads, lines
+    for (thread, name), c in by_name.items():
+        assert h["syscalls:sys_enter_" + name] >= c - EDGES, (name, lines)
 
 
 def bt_run(t, what, scripts, during):
