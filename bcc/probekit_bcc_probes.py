@@ -16,20 +16,15 @@ enabled, and its guarded argument work paid on every call, until the
 target restarts.  So the tools use no BCC USDT context: they read the
 notes here, generate the argument readers themselves, and attach each
 site with its semaphore's offset (probekit_bcc_load.load()).
+
+probelib's ELF and note readers are imported by name where they are used,
+so that --version and a usage error load none of them.
 """
 
 import os
 
 from probekit_bcc_args import die
 from probelib import bcc_compat as compat, toolspec as spec
-
-
-def _probelib():
-    """probelib's modules (found through probekit_bcc_args.PROBES_DIR),
-    imported on first use, so that --version and a usage error load no
-    ELF reader."""
-    from probelib import argspec, elf, notes
-    return argspec, elf, notes
 
 
 class UsdtSite:
@@ -66,7 +61,7 @@ def _read_operand(arg, dest):
     """C that stores USDT argument arg (a probelib SdtArg) in dest, or None
     when its operand form cannot be read here: a symbol-relative or
     %rip-relative operand, or a register pt_regs does not hold."""
-    argspec = _probelib()[0]
+    from probelib import argspec
     op = argspec.parse_operand(arg.operand, arg.arch)
     ctype = _CTYPES[arg.size, arg.signed]
     if op.kind == "const":
@@ -131,7 +126,7 @@ def usdt_context(tool, target, probes):
     provider:name (blktgt:io__submit), read from the target's executable.
     Nothing is attached yet: load() attaches the sites once the program is
     loaded."""
-    notes = _probelib()[2]
+    from probelib import notes
     try:
         found = notes.by_name(notes.read_probes(target.exe))
     except Exception:   # OSError, ELFError and what a corrupt file raises
@@ -163,7 +158,7 @@ def usdt_context(tool, target, probes):
 
 def has_function(path, name):
     """Whether the ELF file at path has a function called name."""
-    elf = _probelib()[1]
+    from probelib import elf
     try:
         return elf.function_offset(path, name) is not None
     except Exception:   # OSError, ELFError and what a corrupt file raises
@@ -173,7 +168,7 @@ def has_function(path, name):
 def uprobe(bpf, fn_name, path, sym, pid, ret=False):
     """A uprobe (ret=False) or uretprobe on function sym of the ELF file at
     path, for process pid, registered as bpftrace and libbpf register it."""
-    elf = _probelib()[1]
+    from probelib import elf
     offset = elf.function_offset(path, sym)
     if offset is None:
         raise OSError(0, "no function %s in %s" % (sym, path))

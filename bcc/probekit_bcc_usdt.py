@@ -24,7 +24,7 @@ import sys
 
 import probekit_bcc_target as proc
 from probekit_bcc_args import command, die, escaped
-from probekit_bcc_probes import UsdtSite, UsdtProbes, _probelib, _read_operand
+from probekit_bcc_probes import UsdtSite, UsdtProbes, _read_operand
 from probelib import toolspec as spec
 
 # The operand kinds probekit_bcc_probes._read_operand() reads.
@@ -108,7 +108,6 @@ def _inode(path):
 
 
 def _is_elf(path):
-    _probelib()
     from probelib import process
     return process.is_elf(path)
 
@@ -116,7 +115,6 @@ def _is_elf(path):
 def _process_files(tool, pid, scope):
     """[(name, openable path)] of the executable, then each other
     file-backed ELF mapping of process pid, as /proc/PID/root/NAME."""
-    _probelib()
     from probelib import process
     try:
         return process.files(pid)
@@ -137,7 +135,7 @@ class Probe:
 
 def find_probes(tool, scope):
     """{provider:name: Probe} of every file of the scope, in file order."""
-    notes = _probelib()[2]
+    from probelib import notes
     found = {}
     for name, path in scope.files:
         try:
@@ -172,13 +170,13 @@ def arg_index(s):
     if not s.startswith("arg") or not s[3:].isdigit() or s[3:4] == "0":
         return None
     n = int(s[3:])
-    notes = _probelib()[2]
+    from probelib import notes
     return n if n <= notes.MAX_ARGS else None
 
 
 def _is_name(s):
     """Whether s may name an argument: a C identifier, not argN."""
-    notes = _probelib()[2]
+    from probelib import notes
     return bool(s) and len(s) <= notes.NAME_MAX and s.isascii() and \
         not s[0].isdigit() and all(c.isalnum() or c == "_" for c in s) \
         and not (s.startswith("arg") and s[3:4].isdigit())
@@ -193,8 +191,9 @@ def arg_type(tid):
     def parse(s):
         if (tid and s == "tid") or arg_index(s) or _is_name(s):
             return s
+        from probelib import notes
         choose = "(choose %san argument's name, or arg1 to arg%d)" % (
-            "tid, " if tid else "", _probelib()[2].MAX_ARGS)
+            "tid, " if tid else "", notes.MAX_ARGS)
         if s == "arg0":
             raise argparse.ArgumentTypeError(
                 "'arg0': arguments count from 1 here, as in BCC: bpftrace's "
@@ -211,8 +210,9 @@ def _names_of(path):
     """The probekit notes of the file at path, read once ({} when it has
     none, or they cannot be read: as libbpf's usdt_sites.c)."""
     if path not in _arg_names:
+        from probelib import notes
         try:
-            _arg_names[path] = _probelib()[2].read_arg_names(path)
+            _arg_names[path] = notes.read_arg_names(path)
         except Exception:   # OSError, ELFError, NoteError
             _arg_names[path] = {}
     return _arg_names[path]
@@ -238,8 +238,8 @@ def resolve(tool, scope, probe, arg, opt, string=False):
                 spec.nearest_tail(arg, names))
         n = names.index(arg) + 1
     typed = a is not None and n <= len(a.args)
-    if string and typed and not _probelib()[2].type_is_string(
-            a.args[n - 1][0]):
+    from probelib import notes
+    if string and typed and not notes.type_is_string(a.args[n - 1][0]):
         die(tool, spec.ARG_NOT_STRING % (len(opt.split("/")[0]), opt, arg,
                                          arg, probe.full, a.args[n - 1][0]))
     check_arg(tool, probe, n, string=string and not typed)
@@ -250,7 +250,7 @@ def check_arg(tool, probe, n, string=False):
     """Die in one line unless every site of probe has an argument n that
     the generated reader can read, and, for string (-S), that may be a
     pointer by probekit-check's rule (probelib.target.Arg)."""
-    argspec = _probelib()[0]
+    from probelib import argspec
     from probelib.target import Arg
     if probe.nargs() < n:
         die(tool, "%s has no argument %d (it has %d)"

@@ -182,7 +182,7 @@ static const struct hist hist_zero;
  * says "N I/Os dropped (table full)" (tool_drain.h, hist_report()). */
 __u64 hist_dropped;
 
-/* n values dropped, which user space says (bcc/probekit_bcc.py's
+/* n values dropped, which user space says (bcc/probekit_bcc_drain.py's
  * hist_drop(), its twin). */
 static __always_inline void hist_drop(__u64 n)
 {

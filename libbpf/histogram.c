@@ -2,7 +2,7 @@
 /*
  * histogram.c: print histograms as the bcc/ tools do.
  *
- * bcc/probekit_bcc.py documents the text and JSON formats; this file
+ * doc/output.md documents the text and JSON formats; this file
  * reproduces them to the byte, so tests can compare a libbpf tool with its
  * bcc/ twin.  The log2 text is BCC's print_log2_hist() layout, the linear
  * text that of libbpf-tools' print_linear_hist().
@@ -249,7 +249,7 @@ static bool shown(const struct hist_entry *e, int *first, int *last)
 /* Now as RFC 3339 local time with milliseconds and the zone's offset,
  * "2026-11-28T21:50:02.123+00:00", as Python's
  * datetime.now().astimezone().isoformat(timespec="milliseconds") writes
- * it (bcc/probekit_bcc.py's Output.start()). */
+ * it (bcc/probekit_bcc_hist.py's Output.start()). */
 static void iso_stamp(char *buf, size_t len)
 {
 	struct timespec ts;

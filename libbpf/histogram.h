@@ -5,7 +5,7 @@
  *
  * A histogram is an array of counters indexed by slot; histogram.bpf.h
  * says how a value picks its slot.  Slots, text and JSON are those of the
- * bcc/ tools (bcc/probekit_bcc.py documents them), so a libbpf tool and
+ * bcc/ tools (doc/output.md documents them), so a libbpf tool and
  * its bcc/ twin print the same bytes for the same events.
  */
 #ifndef PROBEKIT_HISTOGRAM_H

@@ -77,7 +77,7 @@ int collect_by_name(const struct bpf_map *map, const char *key_name,
  * (output.trailer; run_loop() installs it when a->pair_counts is set):
  * in text "N starts dropped (table full)" and "N starts reclaimed
  * (thread or process exited)", each only when N > 0; in JSON, always,
- * '"starts": {"dropped": N, "reclaimed": M}'.  bcc/probekit_bcc.py's
+ * '"starts": {"dropped": N, "reclaimed": M}'.  bcc/probekit_bcc_drain.py's
  * PairReport prints the same.
  */
 struct pair_report {
@@ -92,7 +92,7 @@ void pair_report(struct output *o, void *report);
  * "N NOUN dropped (table full)" and "N NOUN reclaimed (thread or process
  * exited)", each only when N > 0; in JSON, always, ', "NOUN":
  * {"dropped": N[, "reclaimed": M]}'.  pair_report() says it of "starts",
- * usdtcount -S of "strings"; bcc/probekit_bcc.py's loss_report() the same.
+ * usdtcount -S of "strings"; bcc/probekit_bcc_drain.py's loss_report() the same.
  */
 void loss_report(const struct output *o, const char *noun,
 		 const unsigned long long *n, int nkinds);

@@ -4,7 +4,7 @@
  * (tool_options.c): the common options, a tool's own options and rules
  * as its spec declares them, strict number parsing, and the one-line
  * usage and error messages.  Options and messages follow
- * bcc/probekit_bcc.py, so that a libbpf tool is a drop-in for its bcc/
+ * doc/output.md, so that a libbpf tool is a drop-in for its bcc/
  * twin.
  */
 #ifndef PROBEKIT_TOOL_OPTIONS_H

@@ -6,7 +6,7 @@
 # probekit-structs, and blktgt, blktgt-rpc and blktgt-trace for the demo
 # target.  The scripts are linked,
 # not copied, so an edit in the checkout shows at once; each finds what it
-# shares (bcc/probekit_bcc.py, VERSION) through its real path.
+# shares (bcc/probekit_bcc_*.py, VERSION) through its real path.
 
 BCC_TOOLS := $(patsubst bcc/%,%,$(BCC_TOOL_FILES))
 SCRIPT_LINKS := $(O)/bin/probekit-bpftrace:wrapper/bpftrace.sh \

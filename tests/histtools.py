@@ -4,7 +4,7 @@
 The bcc/ tools and their libbpf/ twins take the same options and print the
 same output.  Here: where each kind of tool lives and how it is run
 (start it on a PID, wait for its "Hit Ctrl-C to end." line, SIGINT it,
-check it exits 0), the reader of the text format that bcc/probekit_bcc.py
+check it exits 0), the reader of the text format that doc/output.md
 documents, the two-bdev target with its workload, and the shapes of the
 error and target-exit cases both suites run.
 """
@@ -206,9 +206,9 @@ def nobody_target(blktgt_bin, tmp_path):
         t.stop()
 
 
-# --- reading the text format (bcc/probekit_bcc.py documents it) ----------
+# --- reading the text format (doc/output.md documents it) ----------
 #
-# Both printers draw bars of '*' only (bcc/probekit_bcc.py's _stars,
+# Both printers draw bars of '*' only (bcc/probekit_bcc_hist.py's _stars,
 # libbpf/histogram.c's print_stars), so a row with anything else is not a
 # row.
 

@@ -13,12 +13,12 @@ and a 4 s run left a tool printing late under load about 1 s to print its
 third), so the drains race them however fast the machine; the old code
 lost 128 to 650 of
 funclat's 1,000,003 in each of three runs, and usdtlat and usdtcount
-likewise (bcc/probekit_bcc.py's Delta, for arrays and usdtcount -H's
+likewise (bcc/probekit_bcc_drain.py's Delta, for arrays and usdtcount -H's
 hash, now; draining -H's hash instead still lost 1 of 1,000,003 in
 one of 5 runs under load: a probe adds into an entry just deleted).
 The histogram tools that key their histograms in a hash (iosize and the
 rest) now swap two hashes and drain the one no probe writes any more
-(histogram.bpf.h's DRAINED_HASH, probekit_bcc.py's DrainedHash).
+(histogram.bpf.h's DRAINED_HASH, probekit_bcc_drain.py's DrainedHash).
 """
 
 import re

@@ -90,7 +90,7 @@ def test_shared_files_installed(inst):
     data = os.path.join(inst, "share", "probekit")
     for f in ("VERSION", "probekit.mk", "probes/gencatalog", "probes/blktgt.d",
               "probes/probelib/__init__.py", "probes/usdt/registers",
-              "bcc/probekit_bcc.py",
+              "bcc/probekit_bcc_hist.py",
               # The specs, and their reader in probelib, where the bcc/
               # tools and probelib's commands find them.
               "probes/probelib/toolspec.py", "probes/probelib/bcc_compat.py",

@@ -12,7 +12,7 @@ same target, each over the same deterministic workload (fixed types and
 sizes, prime counts).  Both at once would work too: the kernel refuses a
 second uprobe on one address with another ref_ctr_offset, and bcc/
 attaches each note location with the semaphore's offset as libbpf does
-(see bcc/probekit_bcc.py).  Latencies are compared in buckets far wider
+(see doc/output.md).  Latencies are compared in buckets far wider
 than any latency here (linear buckets of 1000 ms); funclat has no linear
 mode, so its latency histogram is compared by unit and count, its other
 two byte for byte.

@@ -244,7 +244,7 @@ def test_syscalls_match_strace(bpf, slow, kind, tmp_path):
 def test_matches_bcc(bpf, slow, opts):
     """The bcc/ tool and the libbpf one, attached together to one run,
     print the same bytes.  Together, because how many recvs a run takes
-    depends on how the client's bytes arrive; probekit_bcc registers its
+    depends on how the client's bytes arrive; probekit_bcc_loop registers its
     uprobes with the semaphore offset libbpf uses, so the two can share
     the probes.  Times are compared in one 1000 ms bucket, except with
     -n, where each side's histogram must merely have the same rows and

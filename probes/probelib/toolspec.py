@@ -442,7 +442,7 @@ def hist_noun(spec):
 
 
 # What a tool lost, by kind: the JSON key and the text's words ("N NOUN
-# WORDS"), declared here for both forms: bcc/probekit_bcc.py's
+# WORDS"), declared here for both forms: bcc/probekit_bcc_drain.py's
 # loss_report() and libbpf/tool_drain.c's, through SPEC_LOSSES (specs/
 # gentool common).  The first two are libbpf/pair_state.h's enum
 # pair_count: STARTs the in-flight table had no room for, or whose thread
