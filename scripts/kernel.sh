@@ -155,6 +155,10 @@ smoke_inner() { # release, build (absolute)
 	qpid=$!
 	vm_wait "$qpid" "${PROBEKIT_KERNEL_TIMEOUT:-3600}"
 	cat "$out/smoke.log" 2>/dev/null || tail -n 40 "$out/console.log"
+	if [ -s "$out/stalled.txt" ]; then
+		say "the suite's log stood still (a slow item, or a stall): every task's kernel stack then:"
+		cat "$out/stalled.txt"
+	fi
 	rc=$(cat "$out/rc" 2>/dev/null || echo 2)
 	say "timings (s): $(tr '\n' ' ' <"$out/timings" 2>/dev/null) whole run $(( $(date +%s) - t0 ))"
 	if [ -n "${PROBEKIT_KERNEL_KEEP:-}" ]; then

@@ -27,8 +27,40 @@ build=$(sed -n 's/.*probekit\.build=\([^ ]*\).*/\1/p' /proc/cmdline)
 	finish 2
 }
 
+# A run that stalls says where: when the suite's log has not grown for
+# STALL_S seconds, every task's state, wait channel and kernel stack go
+# to $out/stalled.txt (once a stall; scripts/kernel.sh shows it).  Two
+# runs of 6.1 stalled in a libbpf tool over the quickstart with the
+# machine idle and left nothing to read.
+STALL_S=120
+watchdog() {
+	local size last=-1 still=0 p t
+	while sleep 10; do
+		size=$(stat -c %s "$out/smoke.log" 2>/dev/null || echo 0)
+		if [ "$size" != "$last" ]; then
+			last=$size still=0
+			continue
+		fi
+		still=$((still + 10))
+		[ "$still" = "$STALL_S" ] || continue
+		{
+			echo "=== $(now) s after boot: the suite's log still for $STALL_S s"
+			for p in /proc/[0-9]*; do
+				[ -r "$p/cmdline" ] && [ -s "$p/cmdline" ] || continue
+				echo "--- pid ${p#/proc/} $(tr '\0' ' ' <"$p/cmdline" | cut -c1-200)"
+				for t in "$p"/task/*; do
+					echo "task ${t##*/} $(cat "$t/comm") state $(awk '/^State/{print $2}' "$t/status") wchan $(cat "$t/wchan")"
+					cat "$t/stack" 2>/dev/null
+				done
+			done
+		} >>"$out/stalled.txt" 2>&1
+	done
+}
+
 cd "$src/tests" || finish 2
 echo "kernel $kver: $(cat /proc/version)" >"$out/smoke.log"
+watchdog &
+wd=$!
 t0=$(now)
 if [ -e "$out/run.sh" ]; then
 	(cd "$src" && env BUILD="$build" bash "$out/run.sh") >>"$out/smoke.log" 2>&1
@@ -40,5 +72,6 @@ else
 		kernel_smoke.py ${k:+-k "$k"} >>"$out/smoke.log" 2>&1
 fi
 rc=$?
+kill "$wd" 2>/dev/null
 echo "suite $(awk -v a="$t0" -v b="$(now)" "BEGIN{print b-a}")" >>"$out/timings"
 finish $rc
