@@ -21,9 +21,11 @@ probelib's ELF and note readers are imported by name where they are used,
 so that --version and a usage error load none of them.
 """
 
+import errno
 import os
+import sys
 
-from probekit_bcc_args import die
+from probekit_bcc_args import command, die
 from probelib import bcc_compat as compat, toolspec as spec
 
 
@@ -185,6 +187,67 @@ def mode_text(text, per_io):
     batch = text.index("/* blktgt:io__batch")
     return text[:batch] if per_io else \
         text[:text.index("/* blktgt:io__submit")] + text[batch:]
+
+
+# bpf(2)'s number, which Python has no name for; on an architecture not
+# here the probe below is not made, and a kernel without the exchange
+# refuses the batch program in one line instead (probekit_bcc_load).
+_NR_BPF = {"x86_64": 321, "aarch64": 280, "riscv64": 280, "loongarch64": 280,
+           "ppc64le": 361, "s390x": 351, "i686": 357, "armv7l": 386}
+_BPF_PROG_LOAD = 5
+_BPF_PROG_TYPE_SOCKET_FILTER = 1
+# r1 = 0; *(u64 *)(r10 - 8) = r1; r1 = 1;
+# r1 = atomic_xchg((u64 *)(r10 - 8), r1); r0 = 0; exit
+_XCHG_PROG = ((0xb7, 0x01, 0, 0), (0x7b, 0x1a, -8, 0), (0xb7, 0x01, 0, 1),
+              (0xdb, 0x1a, -8, 0xe1), (0xb7, 0x00, 0, 0), (0x95, 0x00, 0, 0))
+
+
+def kernel_has_atomic_xchg():
+    """Whether this kernel's verifier takes BPF's atomic exchange
+    (BPF_XCHG, Linux 5.12), which IO_BATCH_BUF_C claims a CPU's batch
+    buffer with (__sync_lock_test_and_set): a six-instruction program is
+    loaded and closed, as bpftool feature probe does.  5.10 refuses such
+    an instruction with EINVAL; any other failure (no privilege, an
+    architecture not in _NR_BPF) answers yes, and the tool's own load
+    then says what is wrong."""
+    import ctypes as ct
+    import platform
+    import struct
+    nr = _NR_BPF.get(platform.machine())
+    if nr is None:
+        return True
+    insns = b"".join(struct.pack("<BBhi", *i) for i in _XCHG_PROG)
+    code = ct.create_string_buffer(insns, len(insns))
+    lic = ct.create_string_buffer(b"GPL")
+    # union bpf_attr's prog-load fields: prog_type, insn_cnt, insns,
+    # license; the rest zero.
+    attr = ct.create_string_buffer(128)
+    struct.pack_into("<IIQQ", attr, 0, _BPF_PROG_TYPE_SOCKET_FILTER,
+                     len(_XCHG_PROG), ct.addressof(code), ct.addressof(lic))
+    libc = ct.CDLL(None, use_errno=True)
+    libc.syscall.restype = ct.c_long
+    fd = libc.syscall(ct.c_long(nr), ct.c_long(_BPF_PROG_LOAD), attr,
+                      ct.c_uint(len(attr)))
+    if fd >= 0:
+        os.close(fd)
+        return True
+    return ct.get_errno() != errno.EINVAL
+
+
+# Said when an io__batch tool reads per I/O because of the kernel, as
+# libbpf/tool_attach.c's say_batch_fallback() says it of bpf_loop().
+BATCH_FALLBACK = "kernel lacks BPF atomic exchange (Linux 5.12): reading as --per-io does"
+
+
+def batch_or_per_io(tool, args):
+    """An io__batch tool's mode: args.per_io set, and said in one line on
+    stderr, when this kernel cannot load the batch reader
+    (kernel_has_atomic_xchg)."""
+    if args.per_io or getattr(args, "ebpf", False) or kernel_has_atomic_xchg():
+        return
+    sys.stdout.flush()
+    sys.stderr.write("%s: %s\n" % (command(tool), BATCH_FALLBACK))
+    args.per_io = True
 
 
 # io__batch's fixed sizes, from specs/limits.toml as include/io_batch.h's;
