@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -78,6 +79,39 @@ static bool usdt_multi(void)
 	return known;
 }
 
+/*
+ * Whether this kernel charges BPF memory to RLIMIT_MEMLOCK, as Linux did
+ * before 5.11 (which charges the memory cgroup instead), so that a
+ * process needs CAP_SYS_RESOURCE, or a limit of its own large enough,
+ * to load the tools' maps: libbpf raises the limit to infinity first,
+ * which only CAP_SYS_RESOURCE may.  Its BTF then still has struct
+ * bpf_map_memory, where each map kept what it charged (5.11 took it
+ * out).  Read without privilege, as usdt_multi(); measured on Debian
+ * 11's 5.10, where CAP_SYS_ADMIN alone was refused
+ * (doc/supported-systems.md).  Its limit in KiB, or 0 when it does not
+ * apply (another kernel, or no limit).
+ */
+static unsigned long long memlock_limit_kib(void)
+{
+	static int charged = -1;
+	struct rlimit rl;
+	struct btf *btf;
+
+	if (charged < 0) {
+		charged = 0;
+		btf = btf__load_vmlinux_btf();
+		if (btf) {
+			charged = btf__find_by_name_kind(btf, "bpf_map_memory",
+							 BTF_KIND_STRUCT) > 0;
+			btf__free(btf);
+		}
+	}
+	if (!charged || getrlimit(RLIMIT_MEMLOCK, &rl) ||
+	    rl.rlim_cur == RLIM_INFINITY)
+		return 0;
+	return rl.rlim_cur / 1024;
+}
+
 /* names joined as "A", "A and B", "A, B and C" (probes/probelib/toolspec.py's
  * and_list()). */
 static void and_list(char *out, size_t len, const char **names, int n)
@@ -97,6 +131,8 @@ static void and_list(char *out, size_t len, const char **names, int n)
  * since the fix for CVE-2025-38466, a multi-uprobe link CAP_BPF and
  * CAP_PERFMON (libbpf's USDT attach makes one or the other: usdt_multi()), a tracepoint found through tracefs (mode 0700)
  * CAP_DAC_READ_SEARCH too, and another user's process CAP_SYS_PTRACE.
+ * A kernel that charges BPF memory to RLIMIT_MEMLOCK adds CAP_SYS_RESOURCE,
+ * and the line ends saying why (memlock_limit_kib()).
  *
  * Print "TOOL: WHAT: permission denied: tracing WHOM needs root, or ...;
  * this process lacks ..." (probes/probelib/toolspec.py's privilege_line()) and
@@ -107,7 +143,8 @@ static bool privilege_error(const char *what, pid_t pid)
 {
 	const char *need[8], *lack[8];
 	const struct tool_cap *c;
-	char whom[64], path[32], needs[160], lacks[160];
+	char whom[64], path[32], needs[160], lacks[160], memlock[160] = "";
+	unsigned long long kib = memlock_limit_kib();
 	int nneed = 0, nlack = 0;
 	bool other = false;
 	struct stat st;
@@ -119,10 +156,18 @@ static bool privilege_error(const char *what, pid_t pid)
 		c = other ? tool_needs_multi_other : tool_needs_multi_own;
 	else
 		c = other ? tool_needs_other : tool_needs_own;
-	for (; c->name && nneed < 8; c++) {
+	for (; c->name && nneed < 7; c++) {
 		need[nneed++] = c->name;
 		if (!holds(c->cap))
 			lack[nlack++] = c->name;
+	}
+	if (kib) {
+		need[nneed++] = "CAP_SYS_RESOURCE";
+		if (!has_cap(CAP_SYS_RESOURCE))
+			lack[nlack++] = "CAP_SYS_RESOURCE";
+		snprintf(memlock, sizeof(memlock), " (this kernel charges BPF "
+			 "memory to RLIMIT_MEMLOCK, %llu KiB here, which "
+			 "CAP_SYS_RESOURCE lifts)", kib);
 	}
 	if (!nlack)
 		return false;
@@ -135,7 +180,7 @@ static bool privilege_error(const char *what, pid_t pid)
 	and_list(needs, sizeof(needs), need, nneed);
 	and_list(lacks, sizeof(lacks), lack, nlack);
 	tool_err("%s: permission denied: tracing %s needs root, or %s; "
-		 "this process lacks %s", what, whom, needs, lacks);
+		 "this process lacks %s%s", what, whom, needs, lacks, memlock);
 	return true;
 }
 
