@@ -854,9 +854,7 @@ int main(int argc, char **argv)
 	for (i = 0; i < o.npairs; i++)
 		if (!o.pairs[i].arg)
 			skel->rodata->tid_pairs |= 1u << i;
-	skel->rodata->pair_group_dead_off = exit_offs.group_dead_off;
-	skel->rodata->pair_task_signal_off = exit_offs.task_signal_off;
-	skel->rodata->pair_signal_live_off = exit_offs.signal_live_off;
+	PAIR_EXIT_RODATA(skel->rodata, &exit_offs);
 	bpf_program__set_autoload(skel->progs.start_exit, starts);
 	bpf_program__set_autoload(skel->progs.io_batch, loop);
 	bpf_map__set_max_entries(skel->maps.starts, o.max_inflight);

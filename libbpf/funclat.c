@@ -29,6 +29,7 @@
 #include "probekit_common.spec.h"	/* SPEC_EMPTY_UNCALLED */
 #include "tool_attach.h"
 #include "tool_loop.h"
+#include "tool_main.h"
 #include "tool_options.h"
 #include "tool_target.h"
 
@@ -129,60 +130,36 @@ static int collect(void *ctx, struct hist_entry **entries)
 
 int main(int argc, char **argv)
 {
-	struct funclat_bpf *skel = NULL;
-	struct pair_exit_offsets exit_offs;
-	struct bpf_link *exit_link = NULL;
-	struct target t;
+	struct funclat_bpf *skel;
+	struct tool_main m;
 	char what[FUNC_MAX + 8], empty[FUNC_MAX + 64];
-	int err, rc = 1;
 
 	parse_args(argc, argv);
-	libbpf_quiet(env.c.verbose);
-	if (target_open(&t, env.c.pid))
+	if (tool_start(&m, &env.c, true))
 		return 1;
-	if (pair_exit_detect(&exit_offs))
-		goto out;
-
-	attach_warm_start();
-	skel = funclat_bpf__open();
-	if (!skel) {
-		report_load_error(&t, -errno);
-		goto out;
-	}
+	skel = tool_opened(&m, funclat_bpf__open());
+	if (!skel)
+		return tool_end(&m, 1);
 	skel->rodata->arg_index = env.arg;
 	skel->rodata->arg_mask = env.arg_bits == 32 ? 0xffffffffULL : ~0ULL;
 	skel->rodata->unit_ns = env.c.unit_ns;
 	skel->rodata->count_hits = env.c.max_rate > 0;
-	skel->rodata->pair_group_dead_off = exit_offs.group_dead_off;
-	skel->rodata->pair_task_signal_off = exit_offs.task_signal_off;
-	skel->rodata->pair_signal_live_off = exit_offs.signal_live_off;
+	PAIR_EXIT_RODATA(skel->rodata, &m.exit);
 	bpf_map__set_max_entries(skel->maps.start, env.c.max_inflight);
-	err = funclat_bpf__load(skel);
-	if (err) {
-		report_object_load_error(&t, skel->obj, err);
-		goto out;
-	}
 	/* Reclaim first: an entry made once the uprobes are in is then
 	 * never left behind by its thread's exit. */
-	if (pair_exit_attach(skel->progs.func_exit, &exit_link) ||
-	    attach_uprobe(skel->progs.func_entry, &t, env.func, false,
+	if (tool_load(&m, false) ||
+	    tool_attach_exit(&m, skel->progs.func_exit) ||
+	    attach_uprobe(skel->progs.func_entry, &m.t, env.func, false,
 			  &skel->links.func_entry) ||
-	    attach_uprobe(skel->progs.func_return, &t, env.func, true,
+	    attach_uprobe(skel->progs.func_return, &m.t, env.func, true,
 			  &skel->links.func_return))
-		goto out;
+		return tool_end(&m, 1);
 
 	snprintf(what, sizeof(what), "%s()", env.func);
 	/* "0 calls", and why: the function is there (attach_uprobe() said
 	 * "no function F" otherwise) and was not called. */
 	snprintf(empty, sizeof(empty), SPEC_EMPTY_UNCALLED, env.c.empty, what);
 	env.c.empty = empty;
-	env.c.hits = skel->maps.hits;
-	env.c.skel = skel->skeleton;
-	env.c.pair_counts = skel->maps.pair_counts;
-	rc = run_loop(&env.c, &t, what, collect, skel);
-out:
-	bpf_link__destroy(exit_link);
-	funclat_bpf__destroy(skel);
-	target_close(&t);
-	return rc;
+	return tool_run(&m, what, collect, skel);
 }

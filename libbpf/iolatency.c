@@ -27,6 +27,7 @@
 #include "tool_attach.h"
 #include "tool_drain.h"
 #include "tool_loop.h"
+#include "tool_main.h"
 #include "tool_options.h"
 #include "tool_target.h"
 
@@ -81,29 +82,19 @@ static int collect(void *ctx, struct hist_entry **entries)
 
 int main(int argc, char **argv)
 {
-	struct iolatency_bpf *skel = NULL;
-	struct pair_exit_offsets exit_offs;
-	struct bpf_link *exit_link = NULL;
-	struct target t;
-	int err, rc = 1;
+	struct iolatency_bpf *skel;
+	struct tool_main m;
 
 	parse_options(&cli, &env.c, argc, argv);
-	libbpf_quiet(env.c.verbose);
-	if (target_open(&t, env.c.pid))
-		return 1;
 	if (!env.per_io && !kernel_has_bpf_loop()) {
 		say_batch_fallback();
 		env.per_io = true;
 	}
-	if (env.per_io && pair_exit_detect(&exit_offs))
-		goto out;
-
-	attach_warm_start();
-	skel = iolatency_bpf__open();
-	if (!skel) {
-		report_load_error(&t, -errno);
-		goto out;
-	}
+	if (tool_start(&m, &env.c, env.per_io))
+		return 1;
+	skel = tool_opened(&m, iolatency_bpf__open());
+	if (!skel)
+		return tool_end(&m, 1);
 	skel->rodata->per_bdev = env.per_bdev;
 	skel->rodata->per_type = env.per_type;
 	skel->rodata->linear = env.linear;
@@ -115,47 +106,31 @@ int main(int argc, char **argv)
 	bpf_program__set_autoload(skel->progs.io_done, env.per_io);
 	bpf_program__set_autoload(skel->progs.io_exit, env.per_io);
 	if (env.per_io) {
-		skel->rodata->pair_group_dead_off = exit_offs.group_dead_off;
-		skel->rodata->pair_task_signal_off = exit_offs.task_signal_off;
-		skel->rodata->pair_signal_live_off = exit_offs.signal_live_off;
+		PAIR_EXIT_RODATA(skel->rodata, &m.exit);
 		bpf_map__set_max_entries(skel->maps.start, env.c.max_inflight);
 	} else {
 		bpf_map__set_max_entries(skel->maps.start, 1);	/* unused */
 	}
 	DRAINED_HASH_INIT(skel->maps, hists, env.c.max_keys);
-	err = iolatency_bpf__load(skel);
-	if (err) {
-		report_object_load_error(&t, skel->obj, err);
-		goto out;
-	}
-	if (drained_hash_arm())
-		goto out;
+	if (tool_load(&m, true))
+		return tool_end(&m, 1);
 	if (!env.per_io) {
-		if (attach_usdt(skel->progs.io_batch, &t, "blktgt", "io__batch",
+		if (attach_usdt(skel->progs.io_batch, &m.t, "blktgt", "io__batch",
 				&skel->links.io_batch))
-			goto out;
-	} else if (pair_exit_attach(skel->progs.io_exit, &exit_link) ||
-		   attach_usdt(skel->progs.io_submit, &t, "blktgt", "io__submit",
+			return tool_end(&m, 1);
+	} else if (tool_attach_exit(&m, skel->progs.io_exit) ||
+		   attach_usdt(skel->progs.io_submit, &m.t, "blktgt", "io__submit",
 			       &skel->links.io_submit) ||
-		   attach_usdt(skel->progs.io_done, &t, "blktgt", "io__done",
+		   attach_usdt(skel->progs.io_done, &m.t, "blktgt", "io__done",
 			       &skel->links.io_done)) {
-		goto out;
+		return tool_end(&m, 1);
 	}
 
-	env.c.hits = skel->maps.hits;
-	env.c.skel = skel->skeleton;
 	env.c.hist_dropped = &skel->bss->hist_dropped;
 	env.c.hist_busy = &skel->bss->hist_busy;
 	env.c.hist_unreadable = &skel->bss->hist_unreadable;
 	env.c.hist_bad_count = &skel->bss->hist_bad_count;
 	if (!env.per_io && env.per_bdev)
 		env.c.hist_bdevs_merged = skel->data->hist_bdevs_merged;
-	if (env.per_io)
-		env.c.pair_counts = skel->maps.pair_counts;
-	rc = run_loop(&env.c, &t, "block I/O latency", collect, skel);
-out:
-	bpf_link__destroy(exit_link);
-	iolatency_bpf__destroy(skel);
-	target_close(&t);
-	return rc;
+	return tool_run(&m, "block I/O latency", collect, skel);
 }

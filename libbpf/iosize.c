@@ -21,6 +21,7 @@
 #include "tool_attach.h"
 #include "tool_drain.h"
 #include "tool_loop.h"
+#include "tool_main.h"
 #include "tool_options.h"
 #include "tool_target.h"
 
@@ -56,55 +57,37 @@ static int collect(void *ctx, struct hist_entry **entries)
 
 int main(int argc, char **argv)
 {
-	struct iosize_bpf *skel = NULL;
-	struct target t;
-	int err, rc = 1;
+	struct iosize_bpf *skel;
+	struct tool_main m;
 
 	parse_options(&cli, &env.c, argc, argv);
-	libbpf_quiet(env.c.verbose);
-	if (target_open(&t, env.c.pid))
+	if (tool_start(&m, &env.c, false))
 		return 1;
 	if (!env.per_io && !kernel_has_bpf_loop()) {
 		say_batch_fallback();
 		env.per_io = true;
 	}
-
-	attach_warm_start();
-	skel = iosize_bpf__open();
-	if (!skel) {
-		report_load_error(&t, -errno);
-		goto out;
-	}
+	skel = tool_opened(&m, iosize_bpf__open());
+	if (!skel)
+		return tool_end(&m, 1);
 	skel->rodata->per_bdev = env.per_bdev;
 	skel->rodata->per_type = env.per_type;
 	skel->rodata->count_hits = env.c.max_rate > 0;
 	bpf_program__set_autoload(skel->progs.io_batch, !env.per_io);
 	bpf_program__set_autoload(skel->progs.io_submit, env.per_io);
 	DRAINED_HASH_INIT(skel->maps, hists, env.c.max_keys);
-	err = iosize_bpf__load(skel);
-	if (err) {
-		report_object_load_error(&t, skel->obj, err);
-		goto out;
-	}
-	if (drained_hash_arm())
-		goto out;
-	if (env.per_io ? attach_usdt(skel->progs.io_submit, &t, "blktgt", "io__submit",
-				     &skel->links.io_submit)
-		       : attach_usdt(skel->progs.io_batch, &t, "blktgt", "io__batch",
-				     &skel->links.io_batch))
-		goto out;
+	if (tool_load(&m, true) ||
+	    (env.per_io ? attach_usdt(skel->progs.io_submit, &m.t, "blktgt", "io__submit",
+				      &skel->links.io_submit)
+			: attach_usdt(skel->progs.io_batch, &m.t, "blktgt", "io__batch",
+				      &skel->links.io_batch)))
+		return tool_end(&m, 1);
 
-	env.c.hits = skel->maps.hits;
 	env.c.hist_dropped = &skel->bss->hist_dropped;
 	env.c.hist_busy = &skel->bss->hist_busy;
 	env.c.hist_unreadable = &skel->bss->hist_unreadable;
 	env.c.hist_bad_count = &skel->bss->hist_bad_count;
 	if (!env.per_io && env.per_bdev)
 		env.c.hist_bdevs_merged = skel->data->hist_bdevs_merged;
-	env.c.skel = skel->skeleton;
-	rc = run_loop(&env.c, &t, "block I/O size", collect, skel);
-out:
-	iosize_bpf__destroy(skel);
-	target_close(&t);
-	return rc;
+	return tool_run(&m, "block I/O size", collect, skel);
 }

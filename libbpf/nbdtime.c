@@ -28,6 +28,7 @@
 #include "tool_attach.h"
 #include "tool_drain.h"
 #include "tool_loop.h"
+#include "tool_main.h"
 #include "tool_options.h"
 #include "tool_priv.h"
 #include "tool_target.h"
@@ -196,33 +197,23 @@ static int attach_tracepoints(struct nbdtime_bpf *skel, pid_t pid)
 
 int main(int argc, char **argv)
 {
-	struct nbdtime_bpf *skel = NULL;
-	struct pair_exit_offsets exit_offs;
-	struct bpf_link *exit_link = NULL;
-	struct target t;
+	struct nbdtime_bpf *skel;
+	struct tool_main m;
 	long arg0_off, ret_off;
-	int err, rc = 1;
 
 	parse_options(&cli, &env.c, argc, argv);
-	libbpf_quiet(env.c.verbose);
-	if (target_open(&t, env.c.pid))
+	if (tool_start(&m, &env.c, true))
 		return 1;
-	if (pair_exit_detect(&exit_offs))
-		goto out;
 	arg0_off = tracepoint_field_offset("syscalls/sys_enter_sendto", "fd",
 					   "trace_event_raw_sys_enter", "args");
 	ret_off = tracepoint_field_offset("syscalls/sys_exit_sendto", "ret",
 					  "trace_event_raw_sys_exit", "ret");
 	if (arg0_off < 0 || ret_off < 0)
-		goto out;
-
-	attach_warm_start();
-	skel = nbdtime_bpf__open();
-	if (!skel) {
-		report_load_error(&t, -errno);
-		goto out;
-	}
-	skel->rodata->tgid = (__u32)t.pid;
+		return tool_end(&m, 1);
+	skel = tool_opened(&m, nbdtime_bpf__open());
+	if (!skel)
+		return tool_end(&m, 1);
+	skel->rodata->tgid = (__u32)m.t.pid;
 	skel->rodata->per_cmd = env.per_cmd;
 	skel->rodata->linear = env.linear;
 	skel->rodata->width = env.width;
@@ -230,46 +221,29 @@ int main(int argc, char **argv)
 	skel->rodata->count_hits = env.c.max_rate > 0;
 	skel->rodata->sys_arg0_off = arg0_off;
 	skel->rodata->sys_ret_off = ret_off;
-	skel->rodata->pair_group_dead_off = exit_offs.group_dead_off;
-	skel->rodata->pair_task_signal_off = exit_offs.task_signal_off;
-	skel->rodata->pair_signal_live_off = exit_offs.signal_live_off;
+	PAIR_EXIT_RODATA(skel->rodata, &m.exit);
 	bpf_map__set_max_entries(skel->maps.reqs, env.c.max_inflight);
 	bpf_map__set_max_entries(skel->maps.ios, env.c.max_inflight);
 	DRAINED_HASH_INIT(skel->maps, hists, env.c.max_keys);
-	err = nbdtime_bpf__load(skel);
-	if (err) {
-		report_object_load_error(&t, skel->obj, err);
-		goto out;
-	}
-	if (drained_hash_arm())
-		goto out;
 	/* Reclaim first: what is kept once the probes are in is then never
 	 * left behind by its thread's or process's exit. */
-	if (pair_exit_attach(skel->progs.nt_exit, &exit_link) ||
-	    attach_usdt(skel->progs.io_submit, &t, "blktgt", "io__submit",
+	if (tool_load(&m, true) ||
+	    tool_attach_exit(&m, skel->progs.nt_exit) ||
+	    attach_usdt(skel->progs.io_submit, &m.t, "blktgt", "io__submit",
 			&skel->links.io_submit) ||
-	    attach_usdt(skel->progs.io_done, &t, "blktgt", "io__done",
+	    attach_usdt(skel->progs.io_done, &m.t, "blktgt", "io__done",
 			&skel->links.io_done) ||
-	    attach_usdt(skel->progs.nbd_request, &t, "blktgt", "nbd__request",
+	    attach_usdt(skel->progs.nbd_request, &m.t, "blktgt", "nbd__request",
 			&skel->links.nbd_request) ||
-	    attach_usdt(skel->progs.nbd_reply, &t, "blktgt", "nbd__reply",
+	    attach_usdt(skel->progs.nbd_reply, &m.t, "blktgt", "nbd__reply",
 			&skel->links.nbd_reply) ||
-	    attach_usdt(skel->progs.nbd_transmit, &t, "blktgt", "nbd__transmit",
+	    attach_usdt(skel->progs.nbd_transmit, &m.t, "blktgt", "nbd__transmit",
 			&skel->links.nbd_transmit) ||
-	    attach_usdt(skel->progs.nbd_disconnect, &t, "blktgt", "nbd__disconnect",
+	    attach_usdt(skel->progs.nbd_disconnect, &m.t, "blktgt", "nbd__disconnect",
 			&skel->links.nbd_disconnect) ||
-	    attach_tracepoints(skel, t.pid))
-		goto out;
+	    attach_tracepoints(skel, m.t.pid))
+		return tool_end(&m, 1);
 
-	env.c.hits = skel->maps.hits;
-	env.c.skel = skel->skeleton;
-	env.c.pair_counts = skel->maps.pair_counts;
 	env.c.hist_dropped = &skel->bss->hist_dropped;
-	rc = run_loop(&env.c, &t, "NBD request time",
-		      collect, skel);
-out:
-	bpf_link__destroy(exit_link);
-	nbdtime_bpf__destroy(skel);
-	target_close(&t);
-	return rc;
+	return tool_run(&m, "NBD request time", collect, skel);
 }

@@ -22,6 +22,7 @@
 #include "tool_attach.h"
 #include "tool_drain.h"
 #include "tool_loop.h"
+#include "tool_main.h"
 #include "tool_options.h"
 #include "tool_target.h"
 
@@ -46,56 +47,30 @@ static int collect(void *ctx, struct hist_entry **entries)
 
 int main(int argc, char **argv)
 {
-	struct rpclat_bpf *skel = NULL;
-	struct pair_exit_offsets exit_offs;
-	struct bpf_link *exit_link = NULL;
-	struct target t;
-	int err, rc = 1;
+	struct rpclat_bpf *skel;
+	struct tool_main m;
 
 	parse_options(&cli, &env, argc, argv);
-	libbpf_quiet(env.verbose);
-	if (target_open(&t, env.pid))
+	if (tool_start(&m, &env, true))
 		return 1;
-	if (pair_exit_detect(&exit_offs))
-		goto out;
-
-	attach_warm_start();
-	skel = rpclat_bpf__open();
-	if (!skel) {
-		report_load_error(&t, -errno);
-		goto out;
-	}
+	skel = tool_opened(&m, rpclat_bpf__open());
+	if (!skel)
+		return tool_end(&m, 1);
 	skel->rodata->unit_ns = env.unit_ns;
 	skel->rodata->count_hits = env.max_rate > 0;
-	skel->rodata->pair_group_dead_off = exit_offs.group_dead_off;
-	skel->rodata->pair_task_signal_off = exit_offs.task_signal_off;
-	skel->rodata->pair_signal_live_off = exit_offs.signal_live_off;
+	PAIR_EXIT_RODATA(skel->rodata, &m.exit);
 	bpf_map__set_max_entries(skel->maps.start, env.max_inflight);
 	DRAINED_HASH_INIT(skel->maps, hists, env.max_keys);
-	err = rpclat_bpf__load(skel);
-	if (err) {
-		report_object_load_error(&t, skel->obj, err);
-		goto out;
-	}
-	if (drained_hash_arm())
-		goto out;
 	/* Reclaim first: a request made once the probes are in is then
 	 * never left behind by its process's exit. */
-	if (pair_exit_attach(skel->progs.rpc_exit, &exit_link) ||
-	    attach_usdt(skel->progs.rpc_request, &t, "blktgt", "rpc__request",
+	if (tool_load(&m, true) ||
+	    tool_attach_exit(&m, skel->progs.rpc_exit) ||
+	    attach_usdt(skel->progs.rpc_request, &m.t, "blktgt", "rpc__request",
 			&skel->links.rpc_request) ||
-	    attach_usdt(skel->progs.rpc_done, &t, "blktgt", "rpc__done",
+	    attach_usdt(skel->progs.rpc_done, &m.t, "blktgt", "rpc__done",
 			&skel->links.rpc_done))
-		goto out;
+		return tool_end(&m, 1);
 
-	env.hits = skel->maps.hits;
-	env.skel = skel->skeleton;
-	env.pair_counts = skel->maps.pair_counts;
 	env.hist_dropped = &skel->bss->hist_dropped;
-	rc = run_loop(&env, &t, "JSON-RPC latency", collect, skel);
-out:
-	bpf_link__destroy(exit_link);
-	rpclat_bpf__destroy(skel);
-	target_close(&t);
-	return rc;
+	return tool_run(&m, "JSON-RPC latency", collect, skel);
 }

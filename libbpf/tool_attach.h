@@ -79,6 +79,15 @@ struct pair_exit_offsets {
  */
 int pair_exit_detect(struct pair_exit_offsets *o);
 
+/* Into a pair tool's skeleton's rodata, the offsets o that
+ * pair_state.bpf.h reads a process's last thread at sched_process_exit
+ * with. */
+#define PAIR_EXIT_RODATA(rodata, o) do {				\
+	(rodata)->pair_group_dead_off = (o)->group_dead_off;		\
+	(rodata)->pair_task_signal_off = (o)->task_signal_off;		\
+	(rodata)->pair_signal_live_off = (o)->signal_live_off;		\
+} while (0)
+
 /* Attach a tool's sched_process_exit program, a raw tracepoint (no
  * tracefs needed): 0, or one line and -errno. */
 int pair_exit_attach(struct bpf_program *prog, struct bpf_link **link);

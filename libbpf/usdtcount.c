@@ -25,6 +25,7 @@
 #include "tool_attach.h"
 #include "tool_drain.h"
 #include "tool_loop.h"
+#include "tool_main.h"
 #include "tool_options.h"
 #include "tool_target.h"
 #include "usdt_sites.h"
@@ -680,71 +681,62 @@ static int print(void *ctx, struct output *o)
 
 int main(int argc, char **argv)
 {
-	struct usdtcount_bpf *skel = NULL;
+	struct usdtcount_bpf *skel;
 	struct usdt_sites sites = { 0 };
 	char where[PATH_MAX + 64], ready[PATH_MAX + 128];
-	struct target t;
+	struct tool_main m;
 	size_t k;
 	int err, rc = 1;
 
 	parse_args(argc, argv);
-	libbpf_quiet(env.c.verbose);
 	if (env.catalog && read_catalog(env.catalog))
 		return 1;
-	if (env.c.pid ? target_open(&t, env.c.pid) :
-	    target_open_path(&t, env.c.path))
+	if (tool_start(&m, &env.c, false))
 		return 1;
 	follow.watch.fd = -1;
-	if (usdt_watch_open(&follow.watch, &t) ||
-	    usdt_sites_open(&sites, &t) || find_probes(&sites, &t))
+	if (usdt_watch_open(&follow.watch, &m.t) ||
+	    usdt_sites_open(&sites, &m.t) || find_probes(&sites, &m.t))
 		goto out;
-
-	attach_warm_start();
-	skel = usdtcount_bpf__open();
-	if (!skel) {
-		report_load_error(&t, -errno);
+	skel = tool_opened(&m, usdtcount_bpf__open());
+	if (!skel)
 		goto out;
-	}
 	usdt_sites_prepare(&sites, skel->progs.hit);
 	usdt_sites_prepare(&sites, skel->progs.gate);
 	skel->rodata->mode = env.mode;
 	err = DRAINED_HASH_INIT(skel->maps, strs, env.mode ==
 				   USDTCOUNT_STR ? env.max_strings : 1);
 	if (err) {
-		report_load_error(&t, err);
+		report_load_error(&m.t, err);
 		goto out;
 	}
 	skel->rodata->count_hits = env.c.max_rate > 0;
-	err = usdtcount_bpf__load(skel);
-	if (err) {
-		report_object_load_error(&t, skel->obj, err);
-		goto out;
-	}
-	if (drained_hash_arm())
+	if (tool_load(&m, true))
 		goto out;
 	/* The probes attach one after another, some milliseconds apart on a
 	 * loaded machine: the hits of that time go to counts[1], which is
 	 * emptied once every probe is attached, so that every probe counts
 	 * from one instant (usdtcount.bpf.c). */
 	skel->bss->count_buf = 1;
-	if (attach_all(skel, &sites, &t))
+	if (attach_all(skel, &sites, &m.t))
 		goto out;
 	__atomic_store_n(&skel->bss->count_buf, 0, __ATOMIC_SEQ_CST);
 	probes_quiesce();
 	memset(skel->bss->counts[1], 0, sizeof(skel->bss->counts[1]));
 
-	target_where(&t, where, sizeof(where));
+	target_where(&m.t, where, sizeof(where));
 	snprintf(ready, sizeof(ready), "Tracing %zu USDT probe%s in %s",
 		 nprobes, nprobes == 1 ? "" : "s", where);
+	/* Its links are made outside the skeleton: detached through the
+	 * sites, not by the loop's skeleton (tool_run()). */
 	env.c.hits = skel->maps.hits;
 	env.c.detach = usdt_sites_detach;
 	env.c.detach_ctx = &sites;
 	if (follow.watch.fd >= 0) {
-		follow = (typeof(follow)){ skel, &sites, &t, follow.watch };
+		follow = (typeof(follow)){ skel, &sites, &m.t, follow.watch };
 		env.c.follow_fd = follow.watch.fd;
 		env.c.follow = follow_file;
 	}
-	rc = run_loop_print(&env.c, &t, ready, print, skel);
+	rc = run_loop_print(&env.c, &m.t, ready, print, skel);
 	if (!rc && env.require_all && (k = never_fired())) {
 		tool_err("%zu of %zu catalog probes never fired", k, ncatalog);
 		rc = 1;
@@ -752,9 +744,7 @@ int main(int argc, char **argv)
 out:
 	usdt_watch_close(&follow.watch);
 	usdt_sites_close(&sites);
-	usdtcount_bpf__destroy(skel);
-	target_close(&t);
 	free(probes);
 	free(catalog);
-	return rc;
+	return tool_end(&m, rc);
 }

@@ -21,6 +21,7 @@
 
 #include "tool_attach.h"
 #include "tool_loop.h"
+#include "tool_main.h"
 #include "tool_options.h"
 #include "tool_target.h"
 #include "usdt_sites.h"
@@ -217,70 +218,54 @@ static const char *empty_line(char *buf, size_t len)
 
 int main(int argc, char **argv)
 {
-	struct usdtlat_bpf *skel = NULL;
+	struct usdtlat_bpf *skel;
 	struct usdt_sites sites = { 0 };
-	struct pair_exit_offsets exit_offs;
-	struct bpf_link *exit_link = NULL;
 	char where[PATH_MAX + 64], ready[2 * PATH_MAX], empty[512];
-	struct target t;
-	int err, rc = 1;
+	struct tool_main m;
+	int rc = 1;
 
 	parse_args(argc, argv);
-	libbpf_quiet(env.c.verbose);
-	if (env.c.pid ? target_open(&t, env.c.pid) :
-	    target_open_path(&t, env.c.path))
+	if (tool_start(&m, &env.c, true))
 		return 1;
 	follow.watch.fd = -1;
-	if (usdt_watch_open(&follow.watch, &t) ||
-	    usdt_sites_open(&sites, &t) || pair_exit_detect(&exit_offs))
+	if (usdt_watch_open(&follow.watch, &m.t) || usdt_sites_open(&sites, &m.t))
 		goto out;
-
-	attach_warm_start();
-	skel = usdtlat_bpf__open();
-	if (!skel) {
-		report_load_error(&t, -errno);
+	skel = tool_opened(&m, usdtlat_bpf__open());
+	if (!skel)
 		goto out;
-	}
 	usdt_sites_prepare(&sites, skel->progs.lat_start);
 	usdt_sites_prepare(&sites, skel->progs.lat_done);
 	usdt_sites_prepare(&sites, skel->progs.gate);
 	skel->rodata->by_arg = env.by_arg;
 	skel->rodata->unit_ns = env.c.unit_ns;
 	skel->rodata->count_hits = env.c.max_rate > 0;
-	skel->rodata->pair_group_dead_off = exit_offs.group_dead_off;
-	skel->rodata->pair_task_signal_off = exit_offs.task_signal_off;
-	skel->rodata->pair_signal_live_off = exit_offs.signal_live_off;
+	PAIR_EXIT_RODATA(skel->rodata, &m.exit);
 	bpf_map__set_max_entries(skel->maps.start, env.c.max_inflight);
-	err = usdtlat_bpf__load(skel);
-	if (err) {
-		report_object_load_error(&t, skel->obj, err);
-		goto out;
-	}
 	/* Reclaim first: a START made once the uprobes are in is then
 	 * never left behind by its thread's exit. */
-	if (pair_exit_attach(skel->progs.lat_exit, &exit_link) ||
-	    attach_all(skel, &sites, &t))
+	if (tool_load(&m, false) ||
+	    tool_attach_exit(&m, skel->progs.lat_exit) ||
+	    attach_all(skel, &sites, &m.t))
 		goto out;
 
-	target_where(&t, where, sizeof(where));
+	target_where(&m.t, where, sizeof(where));
 	snprintf(ready, sizeof(ready), "Tracing latency of %s to %s in %s",
 		 env.probes[0], env.probes[1], where);
+	/* Its links are made outside the skeleton: detached through the
+	 * sites, not by the loop's skeleton (tool_run()). */
 	env.c.hits = skel->maps.hits;
 	env.c.detach = usdt_sites_detach;
 	env.c.detach_ctx = &sites;
 	env.c.pair_counts = skel->maps.pair_counts;
 	if (follow.watch.fd >= 0) {
-		follow = (typeof(follow)){ skel, &sites, &t, follow.watch };
+		follow = (typeof(follow)){ skel, &sites, &m.t, follow.watch };
 		env.c.follow_fd = follow.watch.fd;
 		env.c.follow = follow_file;
 	}
 	env.c.empty = empty_line(empty, sizeof(empty));
-	rc = run_loop_print(&env.c, &t, ready, print, skel);
+	rc = run_loop_print(&env.c, &m.t, ready, print, skel);
 out:
 	usdt_watch_close(&follow.watch);
 	usdt_sites_close(&sites);
-	bpf_link__destroy(exit_link);
-	usdtlat_bpf__destroy(skel);
-	target_close(&t);
-	return rc;
+	return tool_end(&m, rc);
 }

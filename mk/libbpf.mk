@@ -16,7 +16,7 @@
 
 LIBBPF_TOOLS := iolatency iosize funclat qdepth rpclat nbdtime usdtlat usdtcount
 # The helpers' rooms, one concern each, each with its own header (libbpf/README.md).
-TOOL_ROOMS := tool_options tool_priv tool_target tool_attach tool_drain tool_loop
+TOOL_ROOMS := tool_options tool_priv tool_target tool_attach tool_drain tool_loop tool_main
 LIBBPF_HELPERS := histogram $(TOOL_ROOMS) blktgt_io
 
 BPF_CLANG   ?= clang

@@ -189,6 +189,8 @@ HELPER_ROOMS = {
                      "drained_hash_take", "drained_hash_arm",
                      "drained_hash_ready", "probes_quiesce"},
     "tool_loop.c": {"run_loop", "run_loop_print"},
+    "tool_main.c": {"tool_start", "tool_opened", "tool_load", "tool_attach_exit",
+                    "tool_run", "tool_end"},
 }
 
 # The rooms each room may call: the command line (and its error line) is
@@ -204,6 +206,9 @@ HELPER_CALLS = {
     "tool_attach.c": {"tool_options.c", "tool_priv.c"},
     "tool_drain.c": {"tool_options.c"},
     "tool_loop.c": {"tool_options.c", "tool_drain.c", "tool_attach.c"},
+    # The steps of a main(), on top: no room calls it.
+    "tool_main.c": {"tool_options.c", "tool_target.c", "tool_attach.c",
+                    "tool_drain.c", "tool_loop.c"},
 }
 
 
@@ -251,7 +256,7 @@ def test_helper_rooms_call_down(helpers):
     _, calls = helpers
     seen = {(f, g) for f, _, _, g, _ in calls}
     assert {("tool_target.c", "tool_priv.c"), ("tool_attach.c", "tool_priv.c"),
-            ("tool_loop.c", "tool_options.c")} \
+            ("tool_loop.c", "tool_options.c"), ("tool_main.c", "tool_loop.c")} \
         <= seen, sorted(seen)
     bad = [e for e in calls if e[3] not in HELPER_CALLS[e[0]]]
     assert not bad, "calls between the helpers' rooms that HELPER_CALLS does " \
