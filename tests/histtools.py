@@ -114,6 +114,30 @@ def run_tool(kind, name, *args, env=None):
     return run(program(kind, name) + [*map(str, args)], env=env)
 
 
+_HELPERS = {}
+
+
+def kernel_helpers(prog_type):
+    """The BPF helpers this kernel lets a program of prog_type (bpftool's
+    name: a uprobe's is kprobe) call, as bpftool feature probe finds out:
+    a program load of each.  Probed once a run."""
+    if not _HELPERS:
+        p = subprocess.run(["bpftool", "-j", "feature", "probe", "kernel"],
+                           capture_output=True, text=True, timeout=probekit.TIMEOUT)
+        assert p.returncode == 0, p.stderr
+        _HELPERS.update(json.loads(p.stdout)["helpers"])
+    return set(_HELPERS[f"{prog_type}_available_helpers"])
+
+
+def batch_fallback(tool):
+    """The line libbpf iolatency and iosize say first, where this kernel
+    lacks bpf_loop() and they may load a program to find out (CAP_BPF or
+    CAP_SYS_ADMIN): [] where they read batches."""
+    if tool not in ("iolatency", "iosize") or "bpf_loop" in kernel_helpers("kprobe"):
+        return []
+    return [f"probekit-{tool}: kernel lacks bpf_loop() (5.17): reading as --per-io does"]
+
+
 def run_as_nobody(cmd):
     """cmd run as user and group 65534: (rc, output lines), which must be
     valid UTF-8."""

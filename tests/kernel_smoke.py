@@ -117,12 +117,8 @@ def bpf_loop(kernel_lacks):
 def lacking():
     """The helpers, of those Linux added late, that this kernel lacks for
     the program type the tools call each from, as bpftool finds out."""
-    p = subprocess.run(["bpftool", "-j", "feature", "probe", "kernel"],
-                       capture_output=True, text=True, timeout=probekit.TIMEOUT)
-    assert p.returncode == 0, p.stderr
-    h = json.loads(p.stdout)["helpers"]
     return {f for f, (_, t) in RECENT.items()
-            if f not in h[f"{t}_available_helpers"]}
+            if f not in histtools.kernel_helpers(t)}
 
 
 # The helpers Linux added late, in the order a tool names them: the
