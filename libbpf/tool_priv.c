@@ -60,22 +60,26 @@ static bool holds(int cap)
  * privilege, as a tool that was refused must; tests/test_privileges.py
  * holds the answer to the kind of link libbpf really made.
  */
+/* Whether the kernel's BTF has struct name: read without privilege. */
+static bool kernel_has_struct(const char *name)
+{
+	struct btf *btf = btf__load_vmlinux_btf();
+	bool has;
+
+	if (!btf)
+		return false;
+	has = btf__find_by_name_kind(btf, name, BTF_KIND_STRUCT) > 0;
+	btf__free(btf);
+	return has;
+}
+
 static bool usdt_multi(void)
 {
 	static int known = -1;
-	struct btf *btf;
 
-	if (known >= 0)
-		return known;
-	known = 0;
-	if (!dlsym(RTLD_DEFAULT, "bpf_program__attach_uprobe_multi"))
-		return false;
-	btf = btf__load_vmlinux_btf();
-	if (!btf)
-		return false;
-	known = btf__find_by_name_kind(btf, "bpf_uprobe_multi_link",
-				       BTF_KIND_STRUCT) > 0;
-	btf__free(btf);
+	if (known < 0)
+		known = dlsym(RTLD_DEFAULT, "bpf_program__attach_uprobe_multi") &&
+			kernel_has_struct("bpf_uprobe_multi_link");
 	return known;
 }
 
@@ -95,17 +99,9 @@ static unsigned long long memlock_limit_kib(void)
 {
 	static int charged = -1;
 	struct rlimit rl;
-	struct btf *btf;
 
-	if (charged < 0) {
-		charged = 0;
-		btf = btf__load_vmlinux_btf();
-		if (btf) {
-			charged = btf__find_by_name_kind(btf, "bpf_map_memory",
-							 BTF_KIND_STRUCT) > 0;
-			btf__free(btf);
-		}
-	}
+	if (charged < 0)
+		charged = kernel_has_struct("bpf_map_memory");
 	if (!charged || getrlimit(RLIMIT_MEMLOCK, &rl) ||
 	    rl.rlim_cur == RLIM_INFINITY)
 		return 0;

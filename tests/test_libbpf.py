@@ -18,6 +18,7 @@ mode, so its latency histogram is compared by unit and count, its other
 two byte for byte.
 """
 
+import functools
 import os
 import resource
 import subprocess
@@ -346,6 +347,7 @@ def test_funclat_unknown_function(bpf, target):
 # The expected lines are written out here, not read from the
 # declaration, so that a wrong declaration fails too.
 
+@functools.lru_cache(maxsize=None)
 def memlock_kib():
     """The RLIMIT_MEMLOCK, in KiB, that a kernel which charges BPF memory
     to it holds the tools to, or 0 (another kernel, or no limit): Linux
