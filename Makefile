@@ -200,12 +200,13 @@ deps:
 # make check runs the suite strict, whoever calls it (a developer, .ci/run,
 # make stack-check in a chroot): CHECK_ENV sets CI=true, so
 # a test that needs a program make deps installs, or BPF tracing, fails
-# rather than skips, and a skip not on tests/allowed_skips.py's list fails.
+# rather than skips, and a skip not on tests/lib/allowed_skips.py's list fails.
 # Each pytest run ends with its skips and their reasons.  A plain pytest
 # run of one file by hand is not strict: it may skip, and says so.
 CHECK_ENV = CI=true
-SAN_TESTS = test_target_rpc.py test_target_workload.py test_target_export.py \
-	    test_target_lifecycle.py test_nbd.py test_bdev_delay.py
+SAN_TESTS = $(addprefix target/,test_target_rpc.py test_target_workload.py \
+	    test_target_export.py test_target_lifecycle.py test_nbd.py \
+	    test_bdev_delay.py)
 # make check runs its stages in this order; make stack-check (mk/stack.mk)
 # runs them less its STACK_LEAVE_OUT.  CHECK_DESELECT: pytest node id
 # prefixes the whole suite leaves out.
@@ -243,7 +244,7 @@ check-suite:
 # as a loaded CI machine runs them; a flake shows here before CI sees it.
 # SOAK_TESTS picks other files, SOAK_K a pytest -k expression.
 SOAK_RUNS  ?= 50
-SOAK_TESTS ?= test_wrapper.py test_bt.py test_bcc.py test_libbpf.py
+SOAK_TESTS ?= wrapper/test_wrapper.py bt/test_bt.py bcc/test_bcc.py libbpf/test_libbpf.py
 soak: all
 	$(Q)cd tests && BUILD=$(abspath $(O)) ../scripts/soak.sh -n $(SOAK_RUNS) \
 		$(if $(SOAK_K),-k '$(SOAK_K)') $(SOAK_TESTS)
@@ -286,7 +287,7 @@ clean:
 # Variables that name what the build writes are the build's own: O=DIR is
 # the one way to choose where output goes.  A value given on the command
 # line would override them (make TARGET=/usr/bin/x would link over
-# /usr/bin/x), so refuse it before anything is built.  tests/test_make.py finds
+# /usr/bin/x), so refuse it before anything is built.  tests/mk/test_make.py finds
 # every variable that names an output and checks that it is listed here.
 OUTPUT_VARS := PROBES_H TARGET TARGET_SRCS TARGET_OBJS PROBES_O \
 	BENCH_DIR BENCH_PROGS FUZZ_JSONRPC_DIR FUZZ_NBD_DIR LIBBPF_TOOLS \

@@ -648,7 +648,7 @@ def ring_section(w, raw, d):
           "(bench/lttngsession.py). One run with the event enabled and one with it "
           "disabled in the session, both in the ring's rotation above, so "
           "LTTng-UST / ring is paired within a repetition. "
-          "tests/test_bench_lttng.py checks that every event fired is in the "
+          "tests/bench/test_bench_lttng.py checks that every event fired is in the "
           "snapshot and that nothing is left running.")
         w("")
         w("| what | value |")
@@ -685,7 +685,7 @@ corrupts the locals on every call after the first (the first hit is the
 int3 that optimizes the site); the stock 1-byte nop never does (int3 saves
 state on the kernel stack); and the same 5-byte nop source compiled with
 `-mno-red-zone` never does, while its site is optimized (the trampoline
-mapping is present). tests/test_nop5.py runs all three with a prime number
+mapping is present). tests/probes/test_nop5.py runs all three with a prime number
 of calls and checks the bpftrace count, the corruption counts, and that
 the trampoline really was used.
 

@@ -11,9 +11,9 @@ import os
 import struct
 import sys
 
-# The wire's encoder is the one tests/test_nbd.py's raw client uses.
+# The wire's encoder is the one tests/target/test_nbd.py's raw client uses.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
-    os.path.realpath(__file__))), "tests"))
+    os.path.realpath(__file__))), "tests", "lib"))
 import nbd_wire as wire  # noqa: E402
 from nbd_wire import info_go, option  # noqa: E402
 

@@ -2,7 +2,7 @@
 /*
  * exporter_buckets.h: which bucket of the exporter's histograms a value
  * falls in, and which values a bucket holds, for its BPF programs.  Plain
- * C: tests/exp_buckets.c compiles the same functions and checks that the
+ * C: tests/lib/exp_buckets.c compiles the same functions and checks that the
  * two agree at every bound, since the batch loop counts a record in its
  * run's bucket by the range alone (exporter.bpf.c, struct batch_walk).
  * The includer has __u32 and __u64.

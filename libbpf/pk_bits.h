@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause
 /*
  * pk_bits.h: bit arithmetic that BPF programs use, in plain C, so that a
- * host test can compile the same functions (tests/exp_buckets.c).  The
+ * host test can compile the same functions (tests/lib/exp_buckets.c).  The
  * includer has __u32 and __u64 (vmlinux.h, or <linux/types.h>).
  */
 #ifndef PROBEKIT_BITS_H

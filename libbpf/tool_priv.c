@@ -57,7 +57,7 @@ static bool holds(int cap)
  * bpf_program__attach_uprobe_multi, looked up in the loaded libbpf.so,
  * not the headers this was built with) and the kernel has them too (its
  * BTF has struct bpf_uprobe_multi_link).  Both are read without
- * privilege, as a tool that was refused must; tests/test_privileges.py
+ * privilege, as a tool that was refused must; tests/twins/test_privileges.py
  * holds the answer to the kind of link libbpf really made.
  */
 /* Whether the kernel's BTF has struct name: read without privilege. */

@@ -6,7 +6,7 @@
 #                                Debian R's own kernel (R: bullseye 5.10,
 #                                bookworm 6.1, trixie 6.12) booted in
 #                                qemu-system-x86_64 on this userland, and
-#                                tests/kernel_smoke.py in it
+#                                tests/machines/kernel_smoke.py in it
 #
 # scripts/kernel.sh installs what it needs beyond make deps (qemu, cpio,
 # busybox, kmod) and caches each kernel's packages.

@@ -6,7 +6,7 @@
 # its uprobe trampoline, and that call writes below the stack pointer: a
 # leaf function's red zone.  So the same flags turn the red zone off in
 # EVERY target/*.c (one shared compile rule, so no file can be missed).
-# bench/RESULTS.md has the measured gain; tests/test_nop5.py the proof.
+# bench/RESULTS.md has the measured gain; tests/probes/test_nop5.py the proof.
 
 # x86-64 only, all of it: the 5-byte nop is an x86 instruction, the
 # optimized uprobe an x86 kernel feature, and the red zone (and so

@@ -29,12 +29,12 @@ stack-prepare:
 # pytest node id prefix (a test file, or FILE::TEST).  Only what exercises
 # no tracer, library or packaging difference between the stacks belongs
 # here: the target's own behaviour, which the host's make test checks.
-# doc/supported-systems.md lists the same (tests/test_stack.py checks).
+# doc/supported-systems.md lists the same (tests/scripts/test_stack.py checks).
 STACK_LEAVE_OUT = check-asan \
-		  test_target_rpc_load.py \
-		  test_cleanroom.py \
-		  test_arm64.py \
-		  test_bench_stacks.py
+		  target/test_target_rpc_load.py \
+		  debian/test_cleanroom.py \
+		  scripts/test_arm64.py \
+		  bench/test_bench_stacks.py
 
 # The chroot stacks .ci/run runs beside the host's: Debian 13.  Unstable's
 # whole suite passes too, but three whole suites one after another no

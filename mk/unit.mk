@@ -13,7 +13,7 @@
 # build's warnings (WERROR=1 makes them errors), into $(O)/unit/, and run;
 # each prints "NAME: N checks, F failed"; all run, and any F > 0 fails
 # the target.
-# tests/test_units.py runs this target, so the suite does.
+# tests/fuzz/test_units.py runs this target, so the suite does.
 
 UNIT_DIR    := $(O)/unit
 UNIT_TESTS  := json jsonrpc_parse nbd_proto

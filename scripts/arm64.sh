@@ -244,7 +244,7 @@ KVER_OF() { basename "$1" | sed 's/^vmlinuz-//'; }
 # modules in Debian's kernel, with whatever they depend on, in the order
 # modules.dep gives), and an /init that mounts the userland read-only as
 # /, this checkout at /srv/probekit (read-only) and the run's output
-# directory at /srv/out, then hands over to tests/arm64_init.sh.
+# directory at /srv/out, then hands over to tests/machines/arm64_init.sh.
 make_initrd() { # kver, output
 	local kver=$1 dest=$2 tmp
 	tmp=$(mktemp -d) || return 1
@@ -263,7 +263,7 @@ make_initrd() { # kver, output
 	mount -t 9p -o $o,ro,cache=loose src /newroot/srv/probekit &&
 	mount -t 9p -o $o out /newroot/srv/out || { echo "initramfs: 9p mounts failed"; poweroff -f; }
 	umount /proc /sys /dev
-	exec switch_root /newroot /srv/probekit/tests/arm64_init.sh
+	exec switch_root /newroot /srv/probekit/tests/machines/arm64_init.sh
 	INIT
 	chmod +x "$tmp/init"
 	initrd_pack "$tmp" "$dest"

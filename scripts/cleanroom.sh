@@ -9,12 +9,12 @@
 #                                 Build-Depends (dpkg-buildpackage), leave
 #                                 it in OUT, then install it there (dpkg -i,
 #                                 apt-get -f install for its Depends) and
-#                                 run tests/cleanroom_smoke.sh on the
+#                                 run tests/machines/cleanroom_smoke.sh on the
 #                                 installed commands, from /
 #   cleanroom.sh run DEB SCRIPT   in a minimal chroot with nothing of
 #                                 probekit's, DEB in /root (HOME, the
 #                                 working directory), run the bash SCRIPT
-#                                 there (tests/test_cleanroom.py gives it the
+#                                 there (tests/debian/test_cleanroom.py gives it the
 #                                 shipped guide's code blocks, word for word)
 #   cleanroom.sh --stamp          the stamp a current build chroot carries
 #
@@ -154,7 +154,7 @@ build_inner() { # out
 	in_root "$RUN/root" / "dpkg -i $(dirname $WORK)/$(basename "$debs"); $APT_ENV apt-get -q update && $APT_ENV apt-get -q -f --no-install-recommends install" \
 		>"$out/install.log" 2>&1 ||
 		{ tail -n 30 "$out/install.log"; end_run; die "the package does not install in the clean room; see $out/install.log"; }
-	in_root "$RUN/root" / "sh $WORK/tests/cleanroom_smoke.sh"
+	in_root "$RUN/root" / "sh $WORK/tests/machines/cleanroom_smoke.sh"
 	rc=$?
 	end_run
 	return $rc

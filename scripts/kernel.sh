@@ -6,7 +6,7 @@
 #                                    image and headers
 #   kernel.sh smoke RELEASE [BUILD]  boot that kernel in qemu-system-x86_64
 #                                    and run the smoke suite
-#                                    (tests/kernel_smoke.py) on BUILD, this
+#                                    (tests/machines/kernel_smoke.py) on BUILD, this
 #                                    machine's build (default build)
 #
 # RELEASE is bullseye (Linux 5.10), bookworm (6.1) or trixie (6.12): each
@@ -20,7 +20,7 @@
 # read-only over 9p, the build at its own path in it, the kernel's tree
 # (modules and headers) and a writable output directory shared beside
 # it.  The initramfs is busybox with the kernel's 9p modules; its /init
-# mounts all that and hands over to tests/kernel_init.sh.  There is no
+# mounts all that and hands over to tests/machines/kernel_init.sh.  There is no
 # KVM here: qemu emulates the CPU (TCG).
 #
 # PROBEKIT_KERNEL_K=EXPR runs the suite's items that pytest -k EXPR
@@ -93,7 +93,7 @@ fetch() { # release
 # The initramfs: busybox, the kernel's 9p modules, and an /init that
 # mounts this machine's / read-only as the root, a tmpfs on /mnt with the
 # kernel's tree (read-only) at /mnt/kernel and the run's output directory
-# at /mnt/out, then hands over to the checkout's tests/kernel_init.sh.
+# at /mnt/out, then hands over to the checkout's tests/machines/kernel_init.sh.
 make_initrd() { # release, kver, output
 	local tmp
 	tmp=$(mktemp -d) || return 1
@@ -114,7 +114,7 @@ make_initrd() { # release, kver, output
 	mount -t 9p -o $o,ro,cache=loose kernel /newroot/mnt/kernel &&
 	mount -t 9p -o $o out /newroot/mnt/out || { echo "initramfs: 9p mounts failed"; poweroff -f; }
 	umount /proc /sys /dev
-	exec switch_root /newroot "$src/tests/kernel_init.sh"
+	exec switch_root /newroot "$src/tests/machines/kernel_init.sh"
 	INIT
 	chmod +x "$tmp/init"
 	initrd_pack "$tmp" "$3"

@@ -19,7 +19,7 @@
  * which nbd.c includes.  A room below reports back up in three ways only:
  * a return value, the state it leaves in the connection (nbd_conn_fail()
  * below), and the callbacks nbd.c hands it (struct nbd_listen_ops in
- * nbd_listen.h, struct nbd_conn_ops).  tests/test_rooms.py reads the call
+ * nbd_listen.h, struct nbd_conn_ops).  tests/project/test_rooms.py reads the call
  * graph and holds them to it.
  */
 #ifndef BLKTGT_NBD_CONN_H

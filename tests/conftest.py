@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
+# The helpers every test shares (tests/lib/): probekit, histtools, ...
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 import allowed_skips  # noqa: E402
 import probekit  # noqa: E402
 
@@ -58,7 +59,7 @@ def pytest_runtest_makereport(item, call):
             and not allowed_skips.allowed(item.nodeid):
         rep.outcome = "failed"
         rep.longrepr = (f"skipped under CI=true, and not on "
-                        f"tests/allowed_skips.py's list: {skip_reason(rep)}")
+                        f"tests/lib/allowed_skips.py's list: {skip_reason(rep)}")
 
 
 def skip_reason(rep):
@@ -80,7 +81,7 @@ def pytest_terminal_summary(terminalreporter):
         allowed = allowed_skips.allowed(nodeid)
         key = why + (f" [allowed: {allowed}]" if allowed else "")
         by_reason[key] = by_reason.get(key, 0) + 1
-    mode = ("strict (CI=true): a skip not on tests/allowed_skips.py's "
+    mode = ("strict (CI=true): a skip not on tests/lib/allowed_skips.py's "
             "list fails" if allowed_skips.STRICT else
             "not strict (CI is not true): a missing program or BPF skips "
             "here; make check fails them")
@@ -121,7 +122,7 @@ def target(blktgt_bin, tmp_path):
 
 @pytest.fixture
 def funcs_driver(tmp_path):
-    """tests/funcs_driver.c, running (probekit.FuncsDriver); it must exit
+    """tests/lib/funcs_driver.c, running (probekit.FuncsDriver); it must exit
     0 when its stdin closes at the end."""
     d = probekit.FuncsDriver(tmp_path)
     yield d
@@ -130,11 +131,11 @@ def funcs_driver(tmp_path):
 
 @pytest.fixture(scope="module")
 def operands(tmp_path_factory):
-    """tests/operands.c built by gcc -O2: USDT sites of every operand kind
+    """tests/lib/operands.c built by gcc -O2: USDT sites of every operand kind
     gcc emits (test_features and test_probecheck_any read them)."""
     exe = str(tmp_path_factory.mktemp("operands") / "operands")
     r = subprocess.run(["gcc", "-O2", "-o", exe,
-                        os.path.join(probekit.ROOT, "tests", "operands.c")],
+                        os.path.join(probekit.ROOT, "tests", "lib", "operands.c")],
                        capture_output=True, text=True, timeout=probekit.TIMEOUT)
     assert r.returncode == 0, r.stderr
     return exe
@@ -142,12 +143,12 @@ def operands(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def attach_pause(tmp_path_factory):
-    """tests/attach_pause.c built: the LD_PRELOAD library attach_hold.Hold
+    """tests/lib/attach_pause.c built: the LD_PRELOAD library attach_hold.Hold
     holds a tracer with at its first attach to a process."""
     so = str(tmp_path_factory.mktemp("attach_pause") / "attach_pause.so")
     r = subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-Wall", "-Wextra",
                         "-Werror", "-o", so,
-                        os.path.join(probekit.ROOT, "tests", "attach_pause.c"),
+                        os.path.join(probekit.ROOT, "tests", "lib", "attach_pause.c"),
                         "-ldl"],
                        capture_output=True, text=True, timeout=probekit.TIMEOUT)
     assert r.returncode == 0, r.stderr

@@ -32,7 +32,7 @@
  *	bpftrace, readable by libbpf, index register, scale.
  *
  * The notes and args commands show what the C reader of notes
- * (probes/usdt/) reads, for tests/test_readers.py to hold against the
+ * (probes/usdt/) reads, for tests/probes/test_readers.py to hold against the
  * Python one.  Every failure is one line on stderr, prefixed as the
  * wrapper's own, and exit status 1. */
 

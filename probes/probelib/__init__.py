@@ -27,6 +27,6 @@ The checker (probekit-check, through cli.main):
   target, report, ctext, checker, pyeval,
   check_catalog, check_bt, check_bcc, check_libbpf, cli
 
-The package is not named "probekit": tests/probekit.py, the tests' helper
+The package is not named "probekit": tests/lib/probekit.py, the tests' helper
 module, has that name, and the tests load probekit-check in-process.
 """

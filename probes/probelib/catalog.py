@@ -17,7 +17,7 @@ is, and anything else is an error that names FILE:LINE.  A catalog is
 
 where NAME is ASCII letters, digits and _ not starting with a digit.
 Everything the grammar accepts, systemtap's dtrace -h reads as the same
-probes (tests/test_catalog.py checks it).  What dtrace itself lets through
+probes (tests/probes/test_catalog.py checks it).  What dtrace itself lets through
 but probekit refuses: a missing ";", a second provider block, a name with
 "$", Solaris' translated arguments ("probe p(a) : (b)"), and in a strict
 catalog "(void)", which dtrace -h reads as one argument, and #if and

@@ -72,7 +72,7 @@ class NoteError(BadELF):
 
 # The bounds usdt_notes.h puts on a note's strings (USDT_NAME_MAX and
 # USDT_SPEC_MAX less the NUL) and on their number (USDT_NOTES_MAX);
-# tests/test_readers.py holds the two files to the same values.
+# tests/probes/test_readers.py holds the two files to the same values.
 NAME_MAX = 127
 SPEC_MAX = 511
 NOTES_MAX = 65536
@@ -87,7 +87,7 @@ _OWNER = b"stapsdt\0"
 # count, then NUL-terminated strings: provider, probe name, and each
 # argument's C type and name.  One note per probe, tied to its stapsdt
 # notes by provider and name.  usdt_notes.h declares the same values;
-# tests/test_readers.py holds the two to them.
+# tests/probes/test_readers.py holds the two to them.
 PK_NOTE_SECTION = ".note.probekit"
 PK_NOTE_OWNER = "probekit"
 PK_NOTE_TYPE = 1

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /* probekit's one C reader of systemtap USDT notes (.note.stapsdt) and of
  * their argument specs, through libelf.  The Python twin is
- * probes/probelib/notes.py and argspec.py; tests/test_readers.py holds both
+ * probes/probelib/notes.py and argspec.py; tests/probes/test_readers.py holds both
  * to the same fixtures.
  *
  * Every length read from the file is bounded: a note whose strings do not
@@ -109,7 +109,7 @@ int usdt_notes_read_elf(struct Elf *elf, unsigned long long file_size,
  * count, then NUL-terminated strings: provider, probe name, and each
  * argument's type and name (doc/probes-in-your-code.md).  probelib's
  * notes.py (read_arg_names) is the Python twin, held to the same answers
- * and messages by tests/test_readers.py. */
+ * and messages by tests/probes/test_readers.py. */
 #define USDT_PK_NOTE_SECTION ".note.probekit"
 #define USDT_PK_NOTE_OWNER "probekit"
 #define USDT_PK_NOTE_TYPE 1

@@ -12,7 +12,7 @@
  * below the stack pointer, i.e. in the x86-64 red zone, where a leaf
  * function may keep its locals.  So every file that holds a probe site,
  * directly or through an inlined function, MUST be compiled with
- * -mno-red-zone; tests/test_nop5.py shows the corruption otherwise.
+ * -mno-red-zone; tests/probes/test_nop5.py shows the corruption otherwise.
  *
  * sys/sdt.h defines _SDT_NOP unconditionally, so it cannot be set before
  * the include; it is expanded only where a probe is used, so redefining
