@@ -122,18 +122,6 @@ def test_with_bpftrace_on_the_same_probes(bpf, bdevs):
     assert "@submits: 23" in lines and "@calls: 23" in lines, lines
 
 
-# --- qdepth ----------------------------------------------------------------------
-
-def test_qdepth_json(bpf, bdevs):
-    t = Tool("qdepth", bdevs.pid, "--json").start()
-    workload(bdevs, "Malloc1", "read", 512, 4, 23)
-    (obj,) = json_objects(t.stop())
-    (x,) = obj["histograms"]
-    assert x["key"] == {"bdev": "Malloc1"} and x["total"] == 23
-    assert x["scale"] == "linear" and x["width"] == 1
-    assert all(1 <= b["low"] <= 4 for b in x["buckets"])
-
-
 # --- funclat -----------------------------------------------------------------------
 
 def test_funclat_counts(bpf, bdevs):

@@ -129,6 +129,20 @@ def test_qdepth_exact(bpf, bdevs, kind):
     assert nonzero(hists["Malloc1",]) == {(1, None): 23}
 
 
+def test_qdepth_json(bpf, bdevs, kind):
+    """--json: one linear histogram of width 1 under its bdev, 23 reads
+    at depths from 1 to 4."""
+    t = Tool(kind, "qdepth", bdevs.pid, "--json").start()
+    workload(bdevs, "Malloc1", "read", 512, 4, 23)
+    (obj,) = json_objects(t.stop())
+    (x,) = obj["histograms"]
+    assert x["key"] == {"bdev": "Malloc1"} and x["total"] == 23
+    assert x["scale"] == "linear" and x["width"] == 1
+    assert x["unit"] == "depth"
+    assert x["total"] == sum(b["count"] for b in x["buckets"])
+    assert all(1 <= b["low"] <= 4 for b in x["buckets"])
+
+
 # --- funclat -----------------------------------------------------------------
 
 def test_funclat_other_arg(bpf, bdevs, kind):
