@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 import probekit
 
 sys.path.insert(0, os.path.join(probekit.ROOT, "probes"))
@@ -57,4 +59,19 @@ def both_readers(n, arch):
         o = argspec.parse_operand(py.operand, arch)
         assert a[0] == o.kind != "unknown", (n.spec, py.operand)
         out.append((a, py, o))
+    return out
+
+
+# Two files of USDT sites, with semaphores and without
+# (tests/fixtures/probelib/).
+SITES_SRC = [os.path.join(probekit.ROOT, "tests", "fixtures", "probelib", f)
+             for f in ("sites.c", "sites_nosem.c")]
+
+
+@pytest.fixture(scope="module")
+def sites(tmp_path_factory):
+    """SITES_SRC built into one program (gcc -O2 -g)."""
+    out = str(tmp_path_factory.mktemp("sites") / "sites")
+    subprocess.run(["cc", "-O2", "-g", "-Wall", "-Werror", "-o", out,
+                    *SITES_SRC], check=True)
     return out

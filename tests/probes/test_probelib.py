@@ -22,17 +22,8 @@ import probekit
 sys.path.insert(0, os.path.join(probekit.ROOT, "probes"))
 from probelib import argspec, elf, notes  # noqa: E402
 from notes_readelf import check_against_readelf, readelf_notes, readelf_offset
+from readers import sites  # noqa: F401 (a fixture)
 
-FIX = os.path.join(probekit.ROOT, "tests", "fixtures", "probelib")
-
-
-@pytest.fixture(scope="module")
-def sites(tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("probelib") / "sites")
-    subprocess.run(["cc", "-O2", "-g", "-Wall", "-Werror", "-o", out,
-                    os.path.join(FIX, "sites.c"),
-                    os.path.join(FIX, "sites_nosem.c")], check=True)
-    return out
 
 
 @pytest.mark.needs("readelf")

@@ -33,21 +33,13 @@ from notes_readelf import check_against_readelf, readelf_notes
 
 sys.path.insert(0, os.path.join(probekit.ROOT, "probes"))
 from probelib import argspec, bpftrace, notes, registers  # noqa: E402
-from readers import SCAN, both_readers, c_args, c_notes, py_notes, scan
+from readers import (SCAN, SITES_SRC, both_readers, c_args, c_notes, py_notes,
+                     scan)
+from readers import sites  # noqa: F401 (a fixture)
 
 TESTS = os.path.join(probekit.ROOT, "tests")
 LIB = os.path.join(TESTS, "lib")
-FIX = os.path.join(TESTS, "fixtures", "probelib")
 FIX_BT = os.path.join(TESTS, "fixtures", "bt")
-
-
-@pytest.fixture(scope="module")
-def sites(tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("readers") / "sites")
-    subprocess.run(["cc", "-O2", "-g", "-Wall", "-Werror", "-o", out,
-                    os.path.join(FIX, "sites.c"),
-                    os.path.join(FIX, "sites_nosem.c")], check=True)
-    return out
 
 
 @pytest.mark.needs("readelf")
@@ -409,8 +401,7 @@ def a64_sites(request, tmp_path_factory):
             pytest.skip(why)
     tmp = str(tmp_path_factory.mktemp("a64"))
     out = {}
-    for name, srcs in (("sites", [os.path.join(FIX, "sites.c"),
-                                  os.path.join(FIX, "sites_nosem.c")]),
+    for name, srcs in (("sites", SITES_SRC),
                        ("operands", [os.path.join(LIB, "operands.c")])):
         out[name] = cross_build(cc, opt, srcs, os.path.join(tmp, name), tmp)
     return cc, opt, out

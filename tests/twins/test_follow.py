@@ -25,22 +25,13 @@ import probekit
 from histtools import Gen, json_objects, parse, total
 from probekit import TIMEOUT
 from exporter_client import Exporter, sample
+from pairs import driver  # noqa: F401 (a fixture)
 
 sys.path.insert(0, os.path.join(probekit.ROOT, "probes"))
 from probelib import toolspec  # noqa: E402
 
-DRIVER_SRC = os.path.join(probekit.ROOT, "tests", "lib", "pairs_driver.c")
 HITS = 101
 MSG = toolspec.messages()
-
-
-@pytest.fixture(scope="module")
-def driver(tmp_path_factory):
-    exe = str(tmp_path_factory.mktemp("follow") / "pairs_driver")
-    r = subprocess.run(["gcc", "-O2", "-pthread", "-o", exe, DRIVER_SRC],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return exe
 
 
 @pytest.fixture
