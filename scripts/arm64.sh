@@ -8,7 +8,7 @@
 #   arm64.sh root            print the path of the userland, or else of the
 #                            libraries (for make ARCH=arm64's --sysroot)
 #   arm64.sh smoke [BUILD]   boot it in qemu-system-aarch64 and run the
-#                            smoke suite (tests/arm64/smoke.sh) on BUILD,
+#                            smoke suite (tests/machines/arm64_smoke.py) on BUILD,
 #                            an arm64 build directory (default build-arm64)
 #
 # The userland is an arm64 Debian 12 (bookworm) debootstrap, cached in
