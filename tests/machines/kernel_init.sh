@@ -11,7 +11,7 @@
 # /mnt/out, and powers off (tests/machines/vm_init.sh mounts what tracing needs and
 # stops the machine).
 out=/mnt/out
-src=$(cd "$(dirname "$0")/.." && pwd)
+src=$(cd "$(dirname "$0")/../.." && pwd)
 . "$src/tests/machines/vm_init.sh"
 vm_setup kernel-smoke
 
