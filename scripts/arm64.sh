@@ -67,6 +67,22 @@ LIBS_PACKAGES="libc6-dev libbpf-dev libelf-dev zlib1g-dev libmicrohttpd-dev"
 say() { printf 'arm64: %s\n' "$*"; }
 die() { printf 'arm64: %s\n' "$*" >&2; exit 2; }
 
+# The programs of this machine that make arm64-smoke runs (sysroot, then
+# smoke), each with its Debian package: the one list.  Both steps check
+# it whole first, so one line names all that is missing, not one a run.
+HOST_TOOLS="debootstrap:debootstrap qemu-aarch64-static:qemu-user-static
+qemu-system-aarch64:qemu-system-arm gdb-multiarch:gdb-multiarch cpio:cpio"
+
+need_tools() {
+	local t missing="" pkgs=""
+	for t in $HOST_TOOLS; do
+		command -v "${t%%:*}" >/dev/null && continue
+		missing="$missing ${t%%:*}"
+		case " $pkgs " in *" ${t#*:} "*) ;; *) pkgs="$pkgs ${t#*:}" ;; esac
+	done
+	[ -z "$missing" ] || die "not installed:$missing; apt-get install$pkgs (make deps does not: the emulated machine is not part of make test)"
+}
+
 usage="usage: scripts/arm64.sh sysroot | libs | root | smoke [BUILD] (or: make arm64-smoke)"
 
 stamp() { # package list
@@ -379,7 +395,7 @@ locked() {
 case "${1:-}" in
 sysroot)
 	need_root "sysroot"
-	command -v debootstrap >/dev/null || die "debootstrap is not installed; apt-get install debootstrap"
+	need_tools
 	locked
 	exec unshare --mount --propagation private --kill-child=SIGTERM "$0" --sysroot-inner
 	;;
@@ -393,10 +409,8 @@ libs)
 	;;
 smoke)
 	need_root "smoke"
+	need_tools
 	[ -e "$CACHE/stamp" ] || die "no arm64 userland in $CACHE; build it with 'scripts/arm64.sh sysroot' (as root)"
-	command -v qemu-system-aarch64 >/dev/null || die "qemu-system-aarch64 is not installed; apt-get install qemu-system-arm"
-	command -v gdb-multiarch >/dev/null || die "gdb-multiarch is not installed; apt-get install gdb-multiarch"
-	command -v cpio >/dev/null || die "cpio is not installed (the initramfs is made with it); apt-get install cpio"
 	build=${2:-build/arm64}
 	build=$(realpath -m --relative-to="$SRC" "$build")
 	case $build in ../*|/*) die "the build $build must be inside the checkout $SRC (the machine mounts the checkout)" ;; esac

@@ -25,6 +25,7 @@ and USDT=0:
 
 import os
 import re
+import shutil
 import subprocess
 
 import pytest
@@ -181,6 +182,35 @@ def test_nop5_refused_for_arm64():
     assert "USDT_NOP5=1: the 5-byte nop site is for x86-64 only" in p.stderr, p.stderr
 
 
+@pytest.mark.parametrize("step", ["sysroot", "smoke"])
+def test_missing_programs_named_at_once(tmp_path, step):
+    """Each step of make arm64-smoke names every program of this machine
+    it lacks, with their Debian packages, in one line, before it touches
+    anything: not one program a run."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for prog in ("dirname", "id"):       # all the script runs before
+        os.symlink(shutil.which(prog), bin_dir / prog)
+    env = dict(os.environ, PATH=str(bin_dir),
+               PROBEKIT_ARM64_CACHE=str(tmp_path / "cache"))
+    p = subprocess.run(["/bin/bash", ARM64_SH, step], env=env,
+                       capture_output=True, text=True, timeout=probekit.TIMEOUT)
+    assert (p.returncode, p.stdout) == (2, ""), p.stdout + p.stderr
+    assert p.stderr == (
+        "arm64: not installed: debootstrap qemu-aarch64-static "
+        "qemu-system-aarch64 gdb-multiarch cpio; apt-get install debootstrap "
+        "qemu-user-static qemu-system-arm gdb-multiarch cpio (make deps does "
+        "not: the emulated machine is not part of make test)\n"), p.stderr
+    assert not (tmp_path / "cache").exists()
+    # One present is left out of the line (the check only looks it up).
+    (bin_dir / "cpio").write_text("#!/bin/sh\nexit 1\n")
+    (bin_dir / "cpio").chmod(0o755)
+    p = subprocess.run(["/bin/bash", ARM64_SH, step], env=env,
+                       capture_output=True, text=True, timeout=probekit.TIMEOUT)
+    assert "gdb-multiarch; apt-get install" in p.stderr, p.stderr
+    assert " cpio" not in p.stderr, p.stderr
+
+
 # Measured on this machine (2 vCPUs, loaded), software emulation: see
 # README.md ("arm64") for the figures this suite was last run with.
 @pytest.mark.skipif(os.environ.get("PROBEKIT_ARM64") != "1",
@@ -194,6 +224,6 @@ def test_emulated_smoke(cross):
     p = subprocess.run([ARM64_SH, "smoke", out], capture_output=True, text=True,
                        timeout=int(os.environ.get("PROBEKIT_ARM64_TIMEOUT", "3600")) + 120)
     assert p.returncode == 0, p.stdout[-6000:] + p.stderr
-    passed = re.findall(r"^arm64_smoke\.py::(\S+) PASSED", p.stdout, re.M)
+    passed = re.findall(r"^machines/arm64_smoke\.py::(\S+) PASSED", p.stdout, re.M)
     assert len(passed) == 15, p.stdout
     assert "PASS gdb helpers" in p.stdout
