@@ -292,7 +292,6 @@ def test_iolat_histogram_counts_every_io(bpf, tgt):
     assert not any(l.startswith("@iolat_start") for l in lines), "END must clear @iolat_start"
 
 
-
 def slow_bdev(t, read_us):
     """D0: reads of RAM bdev M0 held for read_us on the submitting reactor."""
     t.rpc("bdev_malloc_create", name="M0", size_mb=16, block_size=512)
@@ -373,7 +372,6 @@ def test_funcs_counts_bdev_execute(bpf, tgt):
     assert hists(lines, "fn_len_bytes") == {"": N}
     assert hists(lines, "fn_ns") == {"": N}
     assert not any(l.startswith("@fn_entry") for l in lines)
-
 
 
 # --- per-thread entries: reclaimed when a thread dies, drops counted ---------

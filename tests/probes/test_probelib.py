@@ -25,7 +25,6 @@ from notes_readelf import check_against_readelf, readelf_notes, readelf_offset
 from readers import sites  # noqa: F401 (a fixture)
 
 
-
 @pytest.mark.needs("readelf")
 def test_fixture_notes(sites):
     got = check_against_readelf(sites)
