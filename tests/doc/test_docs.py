@@ -241,9 +241,22 @@ def command_name(word, known):
     return None
 
 
+# A terminal's escape sequences: an OSC (a hyperlink, ESC ] 8 ;; URL ST) and
+# a CSI (a colour or bold, ESC [ 1 m).  GNU coreutils 9.10 (Debian
+# unstable, 2026) writes both into its --help even through a pipe: each
+# option wrapped in a link to its manual and set in bold.
+ESCAPES = re.compile(r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b\[[0-?]*[ -/]*[@-~]")
+
+
+def plain(text):
+    """text without a terminal's escape sequences."""
+    return ESCAPES.sub("", text)
+
+
 @functools.lru_cache(maxsize=None)
 def help_text(name, sub=None):
-    """What `name [sub] --help` (or -h) prints, stdout and stderr."""
+    """What `name [sub] --help` (or -h) prints, stdout and stderr, with no
+    terminal escape sequences."""
     exe = os.path.join(BUILD, "bin", name)
     argv = [exe if os.path.exists(exe) else name] + ([sub] if sub else [])
     text = ""
@@ -253,10 +266,20 @@ def help_text(name, sub=None):
                                timeout=60, stdin=subprocess.DEVNULL)
         except FileNotFoundError:
             return None
-        text += p.stdout + p.stderr
+        text += plain(p.stdout + p.stderr)
         if p.returncode == 0:
             break
     return text
+
+
+def test_help_is_read_without_escapes():
+    """An option coreutils 9.10 prints as a bold hyperlink reads as the
+    option, and plain text is left as it is."""
+    link = ("  \x1b]8;;https://www.gnu.org/software/coreutils/manual/"
+            "coreutils.html#cp-a\x1b\\\x1b[1m-a, --archive\x1b[0m\x1b]8;;\x1b\\\n")
+    assert plain(link) == "  -a, --archive\n"
+    assert plain("-a, --archive [=WHEN]\n") == "-a, --archive [=WHEN]\n"
+    assert plain("bell \x1b]0;title\x07end") == "bell end"
 
 
 def option_problems(name, argv):

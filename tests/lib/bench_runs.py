@@ -13,8 +13,7 @@ import probekit
 def make(*args):
     """Run this repository's make with only our variables: a 'make test'
     above us passes its own command-line variables down in MAKEFLAGS."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
+    env = probekit.own_make_env()
     r = subprocess.run(["make", "--no-print-directory", "-C", probekit.ROOT,
                         *args], env=env, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, timeout=600)

@@ -55,6 +55,19 @@ PACKAGES = {
 # thirdparty.py adds the paths of PostgreSQL and python3.X it finds.
 
 
+# What a make above the suite (make check, make stack-check STACK=sid)
+# hands every make below it: its command-line variables (CHECK_WERROR=0 on
+# a warn-only stack) and its level.  A test's own make runs without them.
+MAKE_INHERITED = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
+
+
+def own_make_env(**extra):
+    """This environment less what a make above the suite passes down."""
+    env = {k: v for k, v in os.environ.items() if k not in MAKE_INHERITED}
+    env.update(extra)
+    return env
+
+
 def missing(names):
     """A one-line reason naming the packages of whatever in names is not
     installed, or None."""

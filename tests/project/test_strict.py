@@ -16,6 +16,7 @@ import re
 import subprocess
 
 import allowed_skips
+import probekit
 from probekit import ROOT, TIMEOUT
 
 TINY = '''
@@ -65,8 +66,8 @@ def run_suite(tmp_path, files, strict, path):
         (tiny / name).write_text(text)
     # tests/conftest.py as a plugin, on a directory of the tiny files' own.
     args = f"-p conftest -c pytest.ini --rootdir={tiny} -q {tiny}"
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("CI", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    env = probekit.own_make_env()
+    env.pop("CI", None)
     env["PATH"] = path
     if strict:
         cmd = ["make", "-s", "--no-print-directory", "-C", ROOT,

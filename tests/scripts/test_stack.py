@@ -180,13 +180,15 @@ def test_leave_out_is_documented_and_real():
 
 
 def make_vars(names, *args):
-    """The values make gives the variables names, with make's args."""
+    """The values make gives the variables names, with make's args alone:
+    not those of a make above the suite (make stack-check STACK=sid runs
+    it with CHECK_WERROR=0)."""
     out = subprocess.run(
         ["make", "-s", "--no-print-directory", "-f", "-", "print", *args],
         input="include Makefile\nprint:\n" + "".join(
             "\t@echo '$(%s)'\n" % n for n in names),
         cwd=probekit.ROOT, capture_output=True, text=True, timeout=TIMEOUT,
-        check=True).stdout.splitlines()
+        env=probekit.own_make_env(), check=True).stdout.splitlines()
     return dict(zip(names, out))
 
 
