@@ -56,14 +56,27 @@ PACKAGES = {
 
 
 # What a make above the suite (make check, make stack-check STACK=sid)
-# hands every make below it: its command-line variables (CHECK_WERROR=0 on
-# a warn-only stack) and its level.  A test's own make runs without them.
+# hands every make below it: its flags and level, and its command-line
+# variables (CHECK_WERROR=0 on a warn-only stack), which it both lists in
+# MAKEFLAGS after "--" and exports as variables of their own.  A test's
+# own make runs without them.
 MAKE_INHERITED = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
+
+
+def make_command_line_vars(makeflags):
+    """The names of the variables a make's command line set, from its
+    MAKEFLAGS ('s -- FOO=a\\ b CHECK_WERROR=0': FOO, CHECK_WERROR)."""
+    _, sep, defs = makeflags.partition(" -- ")
+    if not sep and makeflags.startswith("-- "):
+        defs = makeflags[3:]
+    return re.findall(r"(?:^|(?<=[^\\] ))([A-Za-z_][\w.-]*)\s*[:+?]?=", defs)
 
 
 def own_make_env(**extra):
     """This environment less what a make above the suite passes down."""
-    env = {k: v for k, v in os.environ.items() if k not in MAKE_INHERITED}
+    drop = set(MAKE_INHERITED) | set(
+        make_command_line_vars(os.environ.get("MAKEFLAGS", "")))
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     env.update(extra)
     return env
 

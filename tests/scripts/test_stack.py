@@ -192,6 +192,42 @@ def make_vars(names, *args):
     return dict(zip(names, out))
 
 
+CHILD = """
+import subprocess, sys
+sys.path.insert(0, sys.argv[1])
+import probekit
+
+def werror(env):
+    return subprocess.run(
+        ["make", "-s", "--no-print-directory", "-f", "-", "print"],
+        input="include Makefile\\nprint:\\n\\t@echo $(CHECK_WERROR)\\n",
+        cwd=probekit.ROOT, env=env, capture_output=True, text=True,
+        check=True).stdout.strip()
+
+print(werror(dict(probekit.os.environ)), werror(probekit.own_make_env()))
+"""
+
+
+def test_a_make_above_is_not_inherited(tmp_path):
+    """A make that runs the suite with CHECK_WERROR=0 on its command line,
+    as make stack-check STACK=sid does, hands it down twice (in MAKEFLAGS,
+    and exported as a variable of its own): a plain environment gives a
+    test's make 0, probekit.own_make_env() the Makefile's own 1."""
+    child = tmp_path / "child.py"
+    child.write_text(CHILD)
+    lib = os.path.join(probekit.ROOT, "tests", "lib")
+    r = subprocess.run(
+        ["make", "-s", "--no-print-directory", "-f", "-", "CHECK_WERROR=0",
+         "OTHER=a b"],
+        input=f"all:\n\t@/usr/bin/python3 {child} {lib}\n",
+        env=probekit.own_make_env(), capture_output=True, text=True,
+        timeout=TIMEOUT)
+    assert (r.returncode, r.stdout) == (0, "0 1\n"), r.stdout + r.stderr
+    assert probekit.make_command_line_vars("s -- FOO=a\\ b CHECK_WERROR=0") \
+        == ["FOO", "CHECK_WERROR"]
+    assert probekit.make_command_line_vars("s -j2") == []
+
+
 def test_warnings_are_errors_but_on_the_warn_only_stacks():
     """make check's builds make every C and BPF compiler warning an error
     (CHECK_WERROR, 1 unless given), and make stack-check STACK=NAME, as
