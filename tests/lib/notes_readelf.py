@@ -4,6 +4,8 @@ held to it."""
 
 import os
 import re
+import shutil
+import struct
 import subprocess
 import sys
 
@@ -60,3 +62,17 @@ def readelf_names(path):
     out = subprocess.run(["readelf", "-n", "--wide", path],
                          capture_output=True, text=True, check=True).stdout
     return re.findall(r"Provider: (\S+)\s+Name: (\S+)", out)
+
+
+def prelinked_copy(path, dst, shift=0x1000):
+    """A copy of path at dst whose first stapsdt note records a
+    .stapsdt.base shift below the section's address, as a prelinked
+    file's may: a reader must move that site and its semaphore up by
+    shift.  (pc, semaphore) as the note records them."""
+    shutil.copy(path, dst)
+    _, _, pc, base, sem, _ = readelf_notes(path)[0]
+    with open(dst, "r+b") as f:
+        data = f.read()
+        f.seek(data.index(struct.pack("<3Q", pc, base, sem)))
+        f.write(struct.pack("<3Q", pc, base - shift, sem))
+    return pc, sem

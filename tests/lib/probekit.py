@@ -81,6 +81,20 @@ def own_make_env(**extra):
     return env
 
 
+def make_vars(names, *args, env=None):
+    """{name: value} of the Makefile's variables names, as make with args
+    alone gives them (env, by default own_make_env(): not what a make
+    above the suite hands down)."""
+    p = subprocess.run(
+        ["make", "-s", "--no-print-directory", "-f", "-", "print", *args],
+        input="include Makefile\nprint:\n" + "".join(
+            "\t@echo '$(%s)'\n" % n for n in names),
+        cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT,
+        env=own_make_env() if env is None else env)
+    assert p.returncode == 0, p.stderr
+    return dict(zip(names, p.stdout.splitlines()))
+
+
 def missing(names):
     """A one-line reason naming the packages of whatever in names is not
     installed, or None."""

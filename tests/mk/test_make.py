@@ -54,12 +54,7 @@ def make(*args, env=None):
 
 
 def listed():
-    p = subprocess.run(["make", "-s", "--no-print-directory", "-f", "-", "print"],
-                       input="include Makefile\nprint:\n\t@echo $(OUTPUT_VARS)\n",
-                       cwd=probekit.ROOT, capture_output=True, text=True,
-                       timeout=probekit.TIMEOUT)
-    assert p.returncode == 0, p.stderr
-    return set(p.stdout.split())
+    return set(probekit.make_vars(["OUTPUT_VARS"])["OUTPUT_VARS"].split())
 
 
 def test_every_output_variable_is_guarded():

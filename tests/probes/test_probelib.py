@@ -10,8 +10,6 @@ a semaphore whose argument is a constant.  The same fixture is meant for
 the C reader too.  blktgt itself is read as well."""
 
 import os
-import shutil
-import struct
 import subprocess
 import sys
 
@@ -21,7 +19,8 @@ import probekit
 
 sys.path.insert(0, os.path.join(probekit.ROOT, "probes"))
 from probelib import argspec, elf, notes  # noqa: E402
-from notes_readelf import check_against_readelf, readelf_notes, readelf_offset
+from notes_readelf import (check_against_readelf, prelinked_copy, readelf_notes,
+                           readelf_offset)
 from readers import sites  # noqa: F401 (a fixture)
 
 
@@ -58,13 +57,7 @@ def test_prelinked_base(sites, tmp_path):
     address (a prelinked file) moves its site and semaphore by the
     difference, as systemtap's reader and BCC's do."""
     moved = str(tmp_path / "moved")
-    shutil.copy(sites, moved)
-    _, _, pc, base, sem, _ = readelf_notes(sites)[0]
-    with open(moved, "r+b") as f:
-        data = f.read()
-        at = data.index(struct.pack("<3Q", pc, base, sem))
-        f.seek(at)
-        f.write(struct.pack("<3Q", pc, base - 0x1000, sem))
+    pc, sem = prelinked_copy(sites, moved, 0x1000)
     p = notes.read_probes(moved)[0]
     assert (p.pc, p.semaphore) == (pc + 0x1000, sem + 0x1000)
     assert notes.read_probes(moved)[1:] == notes.read_probes(sites)[1:]

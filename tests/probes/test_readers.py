@@ -29,7 +29,7 @@ import sys
 import pytest
 
 import probekit
-from notes_readelf import check_against_readelf, readelf_notes
+from notes_readelf import check_against_readelf, prelinked_copy, readelf_notes
 
 sys.path.insert(0, os.path.join(probekit.ROOT, "probes"))
 from probelib import argspec, bpftrace, notes, registers  # noqa: E402
@@ -66,13 +66,7 @@ def test_notes_prelinked(sites, tmp_path):
     """A note whose recorded .stapsdt.base differs from the section's
     address moves its site and semaphore by the difference, in both."""
     moved = str(tmp_path / "moved")
-    shutil.copy(sites, moved)
-    _, _, pc, base, sem, _ = readelf_notes(sites)[0]
-    with open(moved, "r+b") as f:
-        data = f.read()
-        at = data.index(struct.pack("<3Q", pc, base, sem))
-        f.seek(at)
-        f.write(struct.pack("<3Q", pc, base - 0x1000, sem))
+    pc, sem = prelinked_copy(sites, moved, 0x1000)
     got = c_notes(moved)
     assert (got[0][2], got[0][4]) == (pc + 0x1000, sem + 0x1000)
     assert got == py_notes(moved)

@@ -19,7 +19,7 @@ import subprocess
 import pytest
 
 import probekit
-from probekit import LineReader, TIMEOUT
+from probekit import LineReader, TIMEOUT, make_vars
 from chroots import children, copy_with_libs, mounts, sigkill_leaves_nothing
 
 STACK = os.path.join(probekit.ROOT, "scripts", "stack.sh")
@@ -163,11 +163,7 @@ def test_leave_out_is_documented_and_real():
     declared = r.stdout.split()
     assert declared and declared == documented_leave_out(), \
         (declared, documented_leave_out())
-    stages = subprocess.run(
-        ["make", "-s", "--no-print-directory", "-f", "-", "print"],
-        input="include Makefile\nprint:\n\t@echo $(CHECK_STAGES)\n",
-        cwd=probekit.ROOT, capture_output=True, text=True, timeout=TIMEOUT,
-        check=True).stdout.split()
+    stages = make_vars(["CHECK_STAGES"])["CHECK_STAGES"].split()
     tests = os.path.join(probekit.ROOT, "tests")
     for entry in declared:
         if entry in stages:
@@ -179,32 +175,15 @@ def test_leave_out_is_documented_and_real():
                 assert re.search(rf"^def {re.escape(name)}\(", f.read(), re.M), entry
 
 
-def make_vars(names, *args):
-    """The values make gives the variables names, with make's args alone:
-    not those of a make above the suite (make stack-check STACK=sid runs
-    it with CHECK_WERROR=0)."""
-    out = subprocess.run(
-        ["make", "-s", "--no-print-directory", "-f", "-", "print", *args],
-        input="include Makefile\nprint:\n" + "".join(
-            "\t@echo '$(%s)'\n" % n for n in names),
-        cwd=probekit.ROOT, capture_output=True, text=True, timeout=TIMEOUT,
-        env=probekit.own_make_env(), check=True).stdout.splitlines()
-    return dict(zip(names, out))
-
-
 CHILD = """
-import subprocess, sys
+import os, sys
 sys.path.insert(0, sys.argv[1])
 import probekit
 
 def werror(env):
-    return subprocess.run(
-        ["make", "-s", "--no-print-directory", "-f", "-", "print"],
-        input="include Makefile\\nprint:\\n\\t@echo $(CHECK_WERROR)\\n",
-        cwd=probekit.ROOT, env=env, capture_output=True, text=True,
-        check=True).stdout.strip()
+    return probekit.make_vars(["CHECK_WERROR"], env=env)["CHECK_WERROR"]
 
-print(werror(dict(probekit.os.environ)), werror(probekit.own_make_env()))
+print(werror(dict(os.environ)), werror(None))
 """
 
 
